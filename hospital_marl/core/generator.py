@@ -1,0 +1,104 @@
+"""How a day is drawn: every patient's arrival tick, severity, condition and
+latent draws, from one seed, before the first decision (SPEC §2).
+
+Because the whole day is drawn up front from its own stream, the arrival
+stream never depends on the actions: every policy meets the same patients
+(common random numbers), and per-patient latent uniforms make even the
+clinical dynamics paired across policies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from hospital_marl.core.scenarios import Scenario
+
+
+@dataclass(frozen=True)
+class Day:
+    """The day's patients, id-ordered by arrival tick. Immutable; shared by snapshots."""
+
+    arrival_tick: tuple[int, ...]      # (n,) tick the patient joins the queue
+    severity: tuple[int, ...]          # (n,) severity on arrival, 1..5
+    condition: tuple[int, ...]         # (n,) condition id, 1..5
+    q_general: tuple[float, ...]       # (n,) treatment-time quantile for a general bed
+    q_icu: tuple[float, ...]           # (n,) treatment-time quantile for the ICU
+    latent: tuple[list[float], ...]    # (n, T) per-tick uniform driving the patient's dynamics
+    arrivals_at: tuple[tuple[int, ...], ...]  # (T,) patient ids arriving at each tick
+
+    @property
+    def n_patients(self) -> int:
+        return len(self.arrival_tick)
+
+
+DayGenerator = Callable[[Scenario, np.random.Generator], Day]
+
+
+def _draw_patients(scenario: Scenario, rng: np.random.Generator, first_tick: int) -> tuple[list, ...]:
+    """Arrivals for ticks first_tick..T-1: (ticks, severities, conditions)."""
+    n_ticks = scenario.episode_length
+    rates = np.asarray(scenario.arrival_rates()[first_tick:], dtype=float)
+    counts = rng.poisson(rates) if len(rates) else np.zeros(0, dtype=int)
+    ticks = np.repeat(np.arange(first_tick, n_ticks), counts)
+    sev = rng.choice(5, size=len(ticks), p=scenario.severity_mix) + 1
+    cond = rng.choice(5, size=len(ticks), p=scenario.condition_mix) + 1
+    burst = scenario.burst
+    if burst is not None:
+        lo, hi = max(burst.start, first_tick), min(burst.end, n_ticks - 1)
+        b_counts = rng.poisson(burst.rate, size=max(0, hi - lo + 1))
+        b_ticks = np.repeat(np.arange(lo, lo + len(b_counts)), b_counts)
+        b_sev = rng.choice(5, size=len(b_ticks), p=burst.severity_mix) + 1
+        # Stable merge by tick: background arrivals first within a tick.
+        ticks = np.concatenate([ticks, b_ticks])
+        sev = np.concatenate([sev, b_sev])
+        cond = np.concatenate([cond, np.full(len(b_ticks), burst.condition)])
+        order = np.argsort(ticks, kind="stable")
+        ticks, sev, cond = ticks[order], sev[order], cond[order]
+    return ticks.tolist(), sev.tolist(), cond.tolist()
+
+
+def _assemble(ticks: list, sev: list, cond: list, qg: list, qi: list, latent: list, n_ticks: int) -> Day:
+    arrivals_at: list[list[int]] = [[] for _ in range(n_ticks)]
+    for pid, t in enumerate(ticks):
+        arrivals_at[t].append(pid)
+    return Day(tuple(ticks), tuple(sev), tuple(cond), tuple(qg), tuple(qi), tuple(latent),
+               tuple(tuple(a) for a in arrivals_at))
+
+
+def generate_day(scenario: Scenario, rng: np.random.Generator) -> Day:
+    """The default day generator: Poisson arrivals with the scenario's profile and mixes."""
+    ticks, sev, cond = _draw_patients(scenario, rng, 0)
+    n = len(ticks)
+    quantiles = rng.random((2, n))
+    latent = rng.random((n, scenario.episode_length)).tolist()
+    return _assemble(ticks, sev, cond, quantiles[0].tolist(), quantiles[1].tolist(), latent,
+                     scenario.episode_length)
+
+
+def resample_future(day: Day, scenario: Scenario, now: int, rng: np.random.Generator) -> Day:
+    """The same day up to tick ``now``, with everything not yet revealed redrawn from ``rng``.
+
+    Patients who have arrived (arrival tick <= now) keep their identity and
+    treatment quantiles; their latent draws from ``now`` on, and all later
+    arrivals, are new. This is what a planner may imagine without seeing the future.
+    """
+    known = sum(1 for t in day.arrival_tick if t <= now)
+    ticks, sev, cond = _draw_patients(scenario, rng, now + 1)
+    n_new = len(ticks)
+    quantiles = rng.random((2, n_new))
+    n_ticks = scenario.episode_length
+    fresh = rng.random((known + n_new, max(0, n_ticks - now))).tolist()
+    latent = [day.latent[pid][:now] + fresh[pid] for pid in range(known)]
+    latent += [[0.0] * now + row for row in fresh[known:]]  # ticks before arrival are never read
+    return _assemble(
+        list(day.arrival_tick[:known]) + ticks,
+        list(day.severity[:known]) + sev,
+        list(day.condition[:known]) + cond,
+        list(day.q_general[:known]) + quantiles[0].tolist(),
+        list(day.q_icu[:known]) + quantiles[1].tolist(),
+        latent,
+        n_ticks,
+    )

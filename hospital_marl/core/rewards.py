@@ -1,0 +1,38 @@
+"""THE reward table (SPEC §4). Injected into the simulator, so users can swap it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class RewardTable:
+    """Dense rewards, from the original system.
+
+    The team reward of a tick is the sum of all its events, invalid-action
+    penalties included.
+    """
+
+    discharge: float = 5.0
+    """Successful discharge (treatment done)."""
+    critical_discharge: float = 10.0
+    """Successful discharge of a patient who was ever critical (instead of ``discharge``)."""
+    death: float = -15.0
+    critical_unattended_per_tick: float = -0.5
+    """Per tick, per critical patient without adequate care (waiting, or in a general bed)."""
+    waiting_per_tick: float = -0.1
+    """Per tick, per waiting non-critical patient."""
+    invalid_action: float = -1.0
+    early_discharge_per_severity: float = -3.0
+    """Early discharge costs this times the patient's severity."""
+    icu_busy_bonus: float = 0.1
+    """Per tick with ICU utilisation above ``icu_busy_threshold``."""
+    icu_busy_threshold: float = 0.6
+    survival_bonus: float = 20.0
+    """End of episode: this times the survival rate."""
+
+    def as_rows(self) -> list[tuple[str, float]]:
+        return [(f.name, getattr(self, f.name)) for f in fields(self)]
+
+
+DEFAULT_REWARDS = RewardTable()
