@@ -1,0 +1,58 @@
+"""hospital_marl: emergency-department resource allocation as a multi-agent RL benchmark.
+
+Views of one simulation core (:class:`hospital_marl.core.Hospital`):
+
+- :func:`env` / :func:`raw_env` — PettingZoo AEC, roles ``triage → bed_manager → ventilator_officer``;
+- :func:`parallel_env` — PettingZoo parallel, simultaneous role actions;
+- ``gymnasium.make("hospital_marl/HospitalED-v0", scenario=...)`` — one ``Discrete(39)`` masked action per tick;
+- ``gymnasium.make("hospital_marl/HospitalEDTeam-v0", scenario=...)`` — ``MultiDiscrete([21, 16, 4])``.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+
+from hospital_marl.core import (
+    ACTION_TABLE,
+    BUILTIN_SCENARIOS,
+    CONDITIONS,
+    N_FLAT_ACTIONS,
+    ROLE_ACTION_COUNTS,
+    ROLES,
+    SCENARIOS,
+    Burst,
+    ClinicalParams,
+    Hospital,
+    RewardTable,
+    Scenario,
+    composite_score,
+    flat_to_joint,
+    flat_to_role,
+    get_scenario,
+    register_scenario,
+    role_to_flat,
+)
+from hospital_marl.envs.aec import HospitalAECEnv, env, raw_env
+from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
+from hospital_marl.envs.parallel import HospitalParallelEnv, parallel_env
+
+__version__ = "0.1.0"
+
+COMPOSED_ENV_ID = "hospital_marl/HospitalED-v0"
+TEAM_ENV_ID = "hospital_marl/HospitalEDTeam-v0"
+
+for _id, _entry in (
+    (COMPOSED_ENV_ID, "hospital_marl.envs.composed:HospitalEDEnv"),
+    (TEAM_ENV_ID, "hospital_marl.envs.composed:HospitalEDTeamEnv"),
+):
+    if _id not in gymnasium.registry:
+        # No max_episode_steps: the env truncates itself at the end of the shift.
+        gymnasium.register(id=_id, entry_point=_entry, disable_env_checker=False)
+
+__all__ = [
+    "ACTION_TABLE", "BUILTIN_SCENARIOS", "COMPOSED_ENV_ID", "CONDITIONS", "N_FLAT_ACTIONS",
+    "ROLES", "ROLE_ACTION_COUNTS", "SCENARIOS", "TEAM_ENV_ID", "Burst", "ClinicalParams", "Hospital",
+    "HospitalAECEnv", "HospitalEDEnv", "HospitalEDTeamEnv", "HospitalParallelEnv", "RewardTable",
+    "Scenario", "composite_score", "env", "flat_to_joint", "flat_to_role", "get_scenario",
+    "parallel_env", "raw_env", "register_scenario", "role_to_flat",
+]

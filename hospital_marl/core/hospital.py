@@ -103,7 +103,8 @@ class Hospital:
         self.seed = int(seed) if seed is not None else None
         day_seq, bounce_seq = seq.spawn(2)
         self.day: Day = self.day_generator(self.scenario, np.random.default_rng(day_seq))
-        self._bounce_rng = np.random.default_rng(bounce_seq)
+        self._bounce_stream = _DrawStream(np.random.default_rng(bounce_seq))
+        self._bounce_cursor = 0
         n = self.day.n_patients
         s = self.scenario
         self.severity: list[int] = list(self.day.severity)
@@ -127,8 +128,9 @@ class Hospital:
         self.truncated = False
         self._reset_accumulators()
         self.last_result = TickResult(0.0, {r: 0.0 for r in ROLES}, False, False)
-        self._version = 0
+        self._version = getattr(self, "_version", 0) + 1  # monotonic: views cache on it
         self._board_cache: tuple[int, list[int]] = (-1, [])
+        self._mask_cache: tuple[int, list[bool]] = (-1, [])
         self._reset_called = True
         self._arrive(0)
 
@@ -137,6 +139,11 @@ class Hospital:
         self._role_reward = {r: 0.0 for r in ROLES}
 
     # ------------------------------------------------------------- properties
+    @property
+    def version(self) -> int:
+        """Changes whenever the state does (never repeats for one instance): views cache on it."""
+        return self._version
+
     @property
     def done(self) -> bool:
         return self.terminated or self.truncated
@@ -174,7 +181,17 @@ class Hospital:
 
     # ------------------------------------------------------------------ masks
     def flat_mask(self) -> list[bool]:
-        """Validity of each of the 39 flat actions: exactly what :meth:`act` would carry out."""
+        """Validity of each of the 39 flat actions: exactly what :meth:`act` would carry out.
+
+        Cached per state; the returned list is a copy, safe to keep.
+        """
+        version, mask = self._mask_cache
+        if version != self._version:
+            mask = self._compute_flat_mask()
+            self._mask_cache = (self._version, mask)
+        return mask.copy()
+
+    def _compute_flat_mask(self) -> list[bool]:
         n_queue = min(len(self.queue), QUEUE_SLOTS)
         free_general = EMPTY in self.general
         free_icu = EMPTY in self.icu
@@ -341,9 +358,11 @@ class Hospital:
         self.location[pid] = AWAY
         self.counters.early_discharges += 1
         self._reward(self.rewards.early_discharge_per_severity * sev, role)
-        if self._bounce_rng.random() < self.clinical.bounce_back_per_severity * sev:
+        u_bounce, u_delay = self._bounce_stream.pair(self._bounce_cursor)
+        self._bounce_cursor += 1
+        if u_bounce < self.clinical.bounce_back_per_severity * sev:
             low, high = self.clinical.bounce_back_delay
-            back = self.tick_count + int(self._bounce_rng.integers(low, high + 1))
+            back = self.tick_count + low + int(u_delay * (high - low + 1))
             if back < self.max_ticks:
                 self.bounce_schedule.setdefault(back, []).append(pid)
 
@@ -405,12 +424,6 @@ class Hospital:
                 if self.location[pid] == DEAD:
                     self.general[bed] = EMPTY
 
-        # Waiting room: never adequate care.
-        if self.queue:
-            for pid in self.queue:
-                self._neglect(pid, latent[pid][t], in_bed=False)
-            self.queue = [p for p in self.queue if self.location[p] == WAITING]
-
         # Ventilator weaning: released after wean_ticks consecutive ticks not needed.
         for v, pid in enumerate(self.vents):
             if pid == EMPTY:
@@ -422,14 +435,40 @@ class Hospital:
                 if self.vent_idle[v] >= cp.wean_ticks:
                     self._release_ventilator(pid)
 
-        # Waiting times and per-tick penalties.
+        # Waiting room: never adequate care. One pass: neglect, deaths, waiting time.
+        # (Inlined _neglect: this loop is the simulator's hot path under pressure.)
         rw = self.rewards
-        n_queue = len(self.queue)
         n_crit_waiting = 0
-        for pid in self.queue:
-            self.wait[pid] += 1
-            if sev[pid] >= 4:
-                n_crit_waiting += 1
+        if self.queue:
+            wait, neglect, was_critical = self.wait, self.neglect, self.was_critical
+            base, cfac, scale = cp.deteriorate_base, cp.condition_factor, cp.neglect_scale
+            cap, death_waiting = cp.deteriorate_cap, cp.death_waiting
+            died = False
+            for pid in self.queue:
+                u = latent[pid][t]
+                n = neglect[pid]
+                neglect[pid] = n + 1
+                s = sev[pid]
+                if s == 5:
+                    if u < death_waiting:
+                        self._die(pid)
+                        died = True
+                        continue
+                else:
+                    p = base[s] * (1.0 + n / scale) * cfac[cond[pid]]
+                    if u < (p if p < cap else cap):
+                        s += 1
+                        sev[pid] = s
+                        c.deteriorations += 1
+                        if s >= 4 and not was_critical[pid]:
+                            was_critical[pid] = True
+                            c.critical_total += 1
+                wait[pid] += 1
+                if s >= 4:
+                    n_crit_waiting += 1
+            if died:
+                self.queue = [p for p in self.queue if self.location[p] == WAITING]
+        n_queue = len(self.queue)
         c.wait_ticks += n_queue
         n_crit_general = sum(1 for p in self.general if p != EMPTY and sev[p] >= 4)
         self._reward(rw.critical_unattended_per_tick * (n_crit_waiting + n_crit_general)
@@ -529,7 +568,7 @@ class Hospital:
             day=self.day, seed=self.seed, tick_count=self.tick_count, terminated=self.terminated,
             truncated=self.truncated, counters=self.counters.copy(), last_result=self.last_result,
             bounce_schedule={t: list(p) for t, p in self.bounce_schedule.items()},
-            bounce_rng=self._bounce_rng.bit_generator.state,
+            bounce_stream=self._bounce_stream, bounce_cursor=self._bounce_cursor,
             tick_reward=self._tick_reward, role_reward=dict(self._role_reward),
         )
         return snap
@@ -546,19 +585,18 @@ class Hospital:
         self.counters = snap["counters"].copy()
         self.last_result = snap["last_result"]
         self.bounce_schedule = {t: list(p) for t, p in snap["bounce_schedule"].items()}
-        if not hasattr(self, "_bounce_rng"):
-            self._bounce_rng = np.random.default_rng()
-        self._bounce_rng.bit_generator.state = snap["bounce_rng"]
+        self._bounce_stream = snap["bounce_stream"]
+        self._bounce_cursor = snap["bounce_cursor"]
         self._tick_reward = snap["tick_reward"]
         self._role_reward = dict(snap["role_reward"])
         self._version = getattr(self, "_version", 0) + 1
         self._board_cache = (-1, [])
+        self._mask_cache = (-1, [])
         self._reset_called = True
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Hospital:
         clone = copy.copy(self)
         if self._reset_called:
-            clone._bounce_rng = np.random.default_rng()
             clone.restore(self.snapshot())
         return clone
 
@@ -583,9 +621,30 @@ class Hospital:
                 values += [fill] * (n_new - known)
             setattr(clone, name, values)
         clone.day = day
-        clone._bounce_rng = np.random.default_rng(bounce_seq)
+        clone._bounce_stream = _DrawStream(np.random.default_rng(bounce_seq))
+        clone._bounce_cursor = 0
         clone._version += 1
         return clone
+
+
+class _DrawStream:
+    """An append-only list of uniform pairs drawn from one generator.
+
+    The k-th draw is the same number on every branch of a snapshot tree, and a
+    snapshot only needs the cursor (an int), not the generator's state.
+    """
+
+    __slots__ = ("_draws", "_rng")
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+        self._draws: list[tuple[float, float]] = []
+
+    def pair(self, k: int) -> tuple[float, float]:
+        while k >= len(self._draws):
+            block = self._rng.random((64, 2)).tolist()
+            self._draws.extend(tuple(row) for row in block)
+        return self._draws[k]
 
 
 def _as_action_index(action: Any, n: int) -> int:

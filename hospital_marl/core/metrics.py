@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass
 
 METRIC_NAMES: tuple[str, ...] = (
@@ -47,7 +48,7 @@ class EpisodeCounters:
     cumulative_reward: float = 0.0
 
     def copy(self) -> EpisodeCounters:
-        return EpisodeCounters(**asdict(self))
+        return copy.copy(self)  # every field is an immutable number
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)

@@ -1,0 +1,192 @@
+"""The AEC view: three roles take turns, then the tick runs (SPEC §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv
+from pettingzoo.utils import wrappers
+
+from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.clinical import ClinicalParams
+from hospital_marl.core.generator import DayGenerator
+from hospital_marl.core.hospital import Outcome
+from hospital_marl.core.rewards import RewardTable
+from hospital_marl.core.scenarios import Scenario
+from hospital_marl.envs import _common
+from hospital_marl.envs.observations import ObservationBuilder, role_space, state_space
+from hospital_marl.envs.render import RENDER_MODES
+
+
+class HospitalAECEnv(AECEnv):
+    """Emergency department, one decision per role per tick.
+
+    Description:
+        ``triage`` admits waiting patients to general or ICU beds, ``bed_manager``
+        transfers, steps down and discharges, ``ventilator_officer`` puts free
+        ventilators on ICU patients. Each role's action is carried out at once
+        (the next role sees its effect), and after ``ventilator_officer`` the
+        tick runs: treatment, deterioration and deaths, waiting, arrivals.
+
+    Action Space:
+        ``triage`` Discrete(21), ``bed_manager`` Discrete(16),
+        ``ventilator_officer`` Discrete(4); 0 is each role's no-op. See
+        :data:`hospital_marl.ACTION_TABLE` for the mapping to the flat table.
+
+    Observation Space:
+        ``{"observation": Box(float32), "action_mask": Box(int8)}``: the role's
+        own blocks (:data:`hospital_marl.envs.observations.ROLE_BLOCKS`) and
+        its exact validity mask. ``state()`` is every block, flattened.
+
+    Rewards:
+        ``reward_mode="team"`` (default): every role receives the tick's team
+        reward (SPEC §4) when the tick runs. ``"role"``: action-caused rewards
+        (an invalid action, a discharge it ordered) go only to the role that
+        acted, the tick's other events to all. Invalid actions cost -1, are
+        counted (``info["invalid_actions"]``) and never raise.
+
+    Starting State:
+        An empty ED with the day's tick-0 arrivals waiting.
+
+    Episode End:
+        Terminated when deaths reach ``scenario.max_deaths``; truncated after
+        ``scenario.episode_length`` ticks (or ``max_cycles``).
+
+    Arguments:
+        scenario: a registered name, a :class:`~hospital_marl.Scenario`, or a mapping of overrides.
+        render_mode: ``"ansi"``, ``"human"`` or ``"rgb_array"``.
+        reward_mode: ``"team"`` or ``"role"``.
+        max_cycles: truncate after this many ticks (PettingZoo convention).
+        clinical, rewards, day_generator: swap the dynamics, reward table or arrival model.
+    """
+
+    metadata = {
+        "name": "hospital_marl_v0",
+        "render_modes": list(RENDER_MODES),
+        "is_parallelizable": False,
+        "render_fps": 10,
+    }
+
+    def __init__(
+        self,
+        scenario: str | Scenario | None = None,
+        render_mode: str | None = None,
+        reward_mode: str = "team",
+        max_cycles: int | None = None,
+        clinical: ClinicalParams | None = None,
+        rewards: RewardTable | None = None,
+        day_generator: DayGenerator | None = None,
+    ) -> None:
+        super().__init__()
+        self.render_mode = _common.check_render_mode(render_mode)
+        self.reward_mode = _common.check_reward_mode(reward_mode)
+        self.hospital = _common.make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
+        self._builder = ObservationBuilder(self.hospital)
+        self._seeder = _common.EpisodeSeeder()
+        self.possible_agents = list(ROLES)
+        self.observation_spaces = {
+            role: spaces.Dict({
+                "observation": role_space(role, self.hospital),
+                "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
+            })
+            for role in ROLES
+        }
+        self.action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
+        self.state_space = state_space(self.hospital)
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def action_mask(self, agent: str) -> np.ndarray:
+        """The agent's int8 validity mask for the current state."""
+        return _common.int8_mask(self.hospital.role_mask(agent))
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        return {"observation": self._builder.role(agent), "action_mask": self.action_mask(agent)}
+
+    def state(self) -> np.ndarray:
+        return self._builder.state()
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        _common.switch_scenario(self.hospital, options)
+        self.hospital.reset(self._seeder(seed))
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: self._info() for a in self.agents}
+        self._turn = 0
+        self.agent_selection = self.agents[0]
+        if self.render_mode == "human":
+            self.render()
+
+    def _info(self, outcome: Outcome | None = None) -> dict[str, Any]:
+        c = self.hospital.counters
+        info: dict[str, Any] = {
+            "tick": self.hospital.tick_count,
+            "invalid_actions": c.invalid_actions,
+            "conflicts": c.conflicts,
+        }
+        if outcome is not None:
+            info["outcome"] = outcome.value
+        return info
+
+    def step(self, action: int | None) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        h = self.hospital
+        self._cumulative_rewards[agent] = 0.0
+        outcome = h.act(agent, action)  # a bad action is counted invalid, never raised
+        self.infos[agent] = self._info(outcome)
+        self._turn += 1
+        if self._turn == len(ROLES):
+            self._turn = 0
+            result = h.tick()
+            per_role = result.role_rewards if self.reward_mode == "role" else None
+            self.rewards = {a: (per_role[a] if per_role else result.reward) for a in self.agents}
+            if result.terminated or result.truncated:
+                metrics = h.metrics()
+                for a in self.agents:
+                    self.terminations[a] = result.terminated
+                    self.truncations[a] = result.truncated
+                    self.infos[a] = {**self._info(), "metrics": metrics,
+                                     "counters": h.counters.as_dict()}
+        else:
+            self.rewards = {a: 0.0 for a in self.agents}
+        self.agent_selection = ROLES[self._turn]
+        self._accumulate_rewards()
+        if self.render_mode == "human" and self._turn == 0:
+            self.render()
+
+    def render(self) -> Any:
+        if self.render_mode is None:
+            import gymnasium
+
+            gymnasium.logger.warn("render() called without a render_mode; pass render_mode=...")
+            return None
+        return _common.render(self.hospital, self.render_mode)
+
+    def close(self) -> None:
+        pass
+
+
+def raw_env(**kwargs: Any) -> HospitalAECEnv:
+    """The unwrapped AEC env."""
+    return HospitalAECEnv(**kwargs)
+
+
+def env(**kwargs: Any) -> AECEnv:
+    """The AEC env with PettingZoo's standard safety wrappers.
+
+    ``AssertOutOfBoundsWrapper`` is deliberately not used: an out-of-range
+    action is the simulator's business (counted, -1), never an exception.
+    """
+    return wrappers.OrderEnforcingWrapper(HospitalAECEnv(**kwargs))

@@ -1,0 +1,143 @@
+"""The parallel view: the three roles act at once, resolved in role order (SPEC §5).
+
+Native rather than ``aec_to_parallel``: in the AEC env each role sees the
+previous role's move, so it is not parallelizable. Here all three choose
+from the same observation; an action that was valid on the mask its role
+saw but was made impossible by an earlier role's action is a *conflict*
+(a no-op, counted, no penalty). An action invalid on the mask it saw is
+invalid (-1, counted). A live agent missing from the action dict no-ops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.clinical import ClinicalParams
+from hospital_marl.core.generator import DayGenerator
+from hospital_marl.core.rewards import RewardTable
+from hospital_marl.core.scenarios import Scenario
+from hospital_marl.envs import _common
+from hospital_marl.envs.observations import ObservationBuilder, role_space, state_space
+from hospital_marl.envs.render import RENDER_MODES
+
+
+def resolve_joint_action(env_hospital: Any, actions: dict[str, Any], masks_seen: dict[str, list[bool]]) -> dict:
+    """Carry out one action per role in role order; conflicts are free, invalid actions cost -1."""
+    outcomes = {}
+    for role in ROLES:
+        action = actions.get(role, 0)
+        try:
+            seen_valid = bool(masks_seen[role][int(action)]) if not isinstance(action, bool) else False
+        except (TypeError, ValueError, IndexError, OverflowError):
+            seen_valid = False
+        outcomes[role] = env_hospital.act(role, action, valid_when_chosen=seen_valid).value
+    return outcomes
+
+
+class HospitalParallelEnv(ParallelEnv):
+    """Emergency department, three roles acting simultaneously each tick.
+
+    Same spaces, rewards, arguments and episode end as
+    :class:`~hospital_marl.envs.aec.HospitalAECEnv`; ``infos[role]["outcome"]``
+    says whether each action was done, a no-op, invalid or a conflict.
+    """
+
+    metadata = {"name": "hospital_marl_parallel_v0", "render_modes": list(RENDER_MODES), "render_fps": 10}
+
+    def __init__(
+        self,
+        scenario: str | Scenario | None = None,
+        render_mode: str | None = None,
+        reward_mode: str = "team",
+        max_cycles: int | None = None,
+        clinical: ClinicalParams | None = None,
+        rewards: RewardTable | None = None,
+        day_generator: DayGenerator | None = None,
+    ) -> None:
+        self.render_mode = _common.check_render_mode(render_mode)
+        self.reward_mode = _common.check_reward_mode(reward_mode)
+        self.hospital = _common.make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
+        self._builder = ObservationBuilder(self.hospital)
+        self._seeder = _common.EpisodeSeeder()
+        self.possible_agents = list(ROLES)
+        self.agents: list[str] = []
+        self.observation_spaces = {
+            role: spaces.Dict({
+                "observation": role_space(role, self.hospital),
+                "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
+            })
+            for role in ROLES
+        }
+        self.action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
+        self.state_space = state_space(self.hospital)
+        self._masks_seen: dict[str, list[bool]] = {}
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def state(self) -> np.ndarray:
+        return self._builder.state()
+
+    def _observations(self, agents: list[str]) -> dict[str, dict[str, np.ndarray]]:
+        flat = self.hospital.flat_mask()
+        self._masks_seen = {role: self.hospital.role_mask(role, flat) for role in ROLES}
+        return {
+            role: {"observation": self._builder.role(role), "action_mask": _common.int8_mask(self._masks_seen[role])}
+            for role in agents
+        }
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        _common.switch_scenario(self.hospital, options)
+        self.hospital.reset(self._seeder(seed))
+        self.agents = list(self.possible_agents)
+        if self.render_mode == "human":
+            self.render()
+        return self._observations(self.agents), {a: {"tick": 0} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        if not self.agents:
+            raise RuntimeError("the episode has ended; call reset()")
+        h = self.hospital
+        outcomes = resolve_joint_action(h, actions, self._masks_seen)
+        result = h.tick()
+        agents = list(self.agents)
+        if self.reward_mode == "role":
+            rewards = {a: result.role_rewards[a] for a in agents}
+        else:
+            rewards = {a: result.reward for a in agents}
+        terminations = {a: result.terminated for a in agents}
+        truncations = {a: result.truncated for a in agents}
+        c = h.counters
+        infos: dict[str, dict[str, Any]] = {
+            a: {"tick": h.tick_count, "outcome": outcomes[a], "invalid_actions": c.invalid_actions,
+                "conflicts": c.conflicts}
+            for a in agents
+        }
+        observations = self._observations(agents)
+        if result.terminated or result.truncated:
+            metrics = h.metrics()
+            for a in agents:
+                infos[a].update(metrics=metrics, counters=c.as_dict())
+            self.agents = []
+        if self.render_mode == "human":
+            self.render()
+        return observations, rewards, terminations, truncations, infos
+
+    def render(self) -> Any:
+        return _common.render(self.hospital, self.render_mode)
+
+    def close(self) -> None:
+        pass
+
+
+def parallel_env(**kwargs: Any) -> HospitalParallelEnv:
+    """The native parallel env (see module docstring for conflict resolution)."""
+    return HospitalParallelEnv(**kwargs)
