@@ -96,6 +96,9 @@ ROLE_FLAT: dict[str, tuple[int, ...]] = {
 }
 """ROLE_FLAT[role][role_action] -> flat action (role no-op -> flat 0)."""
 
+FLAT_OF: dict[tuple[Kind, int], int] = {(spec.kind, spec.index): spec.flat for spec in ACTION_TABLE}
+"""FLAT_OF[(kind, index)] -> flat action: name actions by meaning, not by number."""
+
 
 def flat_to_role(flat: int) -> RoleAction:
     """Flat action -> (role, role action). Flat 0 maps to ``(None, 0)``: all roles no-op."""

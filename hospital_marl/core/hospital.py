@@ -273,7 +273,6 @@ class Hospital:
                 self.counters.conflicts += 1
                 return Outcome.CONFLICT
             return self._invalid(role)
-        self._version += 1
         if kind is Kind.ADMIT_GENERAL:
             self._admit(self.queue.pop(index), GENERAL)
         elif kind is Kind.ADMIT_ICU:
@@ -300,6 +299,7 @@ class Hospital:
                 self._discharge(pid, role)
             else:
                 self._early_discharge(pid, role)
+        self._version += 1  # after the change: board() above must read the pre-action cache
         return Outcome.DONE
 
     def _invalid(self, role: str | None) -> Outcome:

@@ -250,10 +250,42 @@ def _background(n_general: int, n_icu: int, n_vents: int) -> np.ndarray:
     return frame
 
 
-def _bar(frame: np.ndarray, y: tuple[int, int], fraction: float, colour: np.ndarray) -> None:
-    width = round((_BAR_X[1] - _BAR_X[0]) * min(max(fraction, 0.0), 1.0))
+# Per-frame drawing pastes precomputed solid tiles: a same-shape copy runs row
+# by row as memcpy, about 5x faster than broadcasting a 3-byte colour over a box.
+def _solid(height: int, width: int, colour: np.ndarray) -> np.ndarray:
+    tile = np.empty((height, width, 3), dtype=np.uint8)
+    tile[:] = colour
+    tile.flags.writeable = False
+    return tile
+
+
+def _severity_tiles(height: int, width: int) -> np.ndarray:  # (6, height, width, 3) uint8
+    tiles = np.ascontiguousarray(np.broadcast_to(SEVERITY_COLOURS[:, None, None, :], (6, height, width, 3)))
+    tiles.flags.writeable = False
+    return tiles
+
+
+_BAR_W = _BAR_X[1] - _BAR_X[0]
+_GENERAL_TILES = _severity_tiles(_GENERAL_Y[1] - _GENERAL_Y[0], _GENERAL_W)
+_ICU_TILES = _severity_tiles(_ICU_Y[1] - _ICU_Y[0], _WIDE_W)
+_QUEUE_TILES = _severity_tiles(_QUEUE_Y[1] - _QUEUE_Y[0], _WIDE_W)
+_VENT_STRIP_TILES = _severity_tiles(_VENT_STRIP_H, _WIDE_W)
+_VENT_BODY = _solid(_ICU_Y[1] - _ICU_Y[0] - _VENT_STRIP_H, _WIDE_W, ON_VENT_COLOUR)
+_READY_MARK = _solid(_MARK, _MARK, READY_COLOUR)
+_ON_VENT_MARK = _solid(_MARK, _MARK, ON_VENT_COLOUR)
+_NEEDS_VENT_MARK = _solid(_MARK, _MARK, NEEDS_VENT_COLOUR)
+_WAIT_BAR = _solid(_WAIT_BAR_H, _WIDE_W, WAIT_BAR_COLOUR)
+_TIME_BAR = _solid(_TIME_BAR_Y[1] - _TIME_BAR_Y[0], _BAR_W, TIME_BAR_COLOUR)
+_DEATH_BAR = _solid(_DEATH_BAR_Y[1] - _DEATH_BAR_Y[0], _BAR_W, DEATH_BAR_COLOUR)
+_QUEUE_BAR = _solid(_QUEUE_BAR_Y[1] - _QUEUE_BAR_Y[0], _BAR_W, QUEUE_BAR_COLOUR)
+_TERMINATED_STRIP = _solid(_STATUS_Y[1] - _STATUS_Y[0], _BAR_W, TERMINATED_COLOUR)
+_TRUNCATED_STRIP = _solid(_STATUS_Y[1] - _STATUS_Y[0], _BAR_W, TRUNCATED_COLOUR)
+
+
+def _bar(frame: np.ndarray, y0: int, fraction: float, tile: np.ndarray) -> None:
+    width = round(_BAR_W * min(max(fraction, 0.0), 1.0))
     if width:
-        frame[y[0]:y[1], _BAR_X[0]:_BAR_X[0] + width] = colour
+        frame[y0:y0 + tile.shape[0], _BAR_X[0]:_BAR_X[0] + width] = tile[:, :width]
 
 
 def render_rgb_array(h: Hospital) -> np.ndarray:
@@ -268,41 +300,40 @@ def render_rgb_array(h: Hospital) -> np.ndarray:
     _check_reset(h)
     frame = _background(len(h.general), len(h.icu), len(h.vents)).copy()
     sev = h.severity
-    colours = SEVERITY_COLOURS
 
     for b, pid in zip(_BOXES["general"], h.board()):
-        frame[b.y0:b.y1, b.x0:b.x1] = colours[sev[pid]]
+        frame[b.y0:b.y1, b.x0:b.x1] = _GENERAL_TILES[sev[pid]]
 
     vent_of = h.vent_of
     for b, pid in zip(_BOXES["icu"], h.icu):
         if pid == EMPTY:
             continue
-        frame[b.y0:b.y1, b.x0:b.x1] = colours[sev[pid]]
+        frame[b.y0:b.y1, b.x0:b.x1] = _ICU_TILES[sev[pid]]
         if h.is_ready(pid):
-            frame[b.y0 + 2:b.y0 + 2 + _MARK, b.x0 + 2:b.x0 + 2 + _MARK] = READY_COLOUR
+            frame[b.y0 + 2:b.y0 + 2 + _MARK, b.x0 + 2:b.x0 + 2 + _MARK] = _READY_MARK
         if vent_of[pid] != EMPTY:
-            frame[b.y1 - 2 - _MARK:b.y1 - 2, b.x0 + 2:b.x0 + 2 + _MARK] = ON_VENT_COLOUR
+            frame[b.y1 - 2 - _MARK:b.y1 - 2, b.x0 + 2:b.x0 + 2 + _MARK] = _ON_VENT_MARK
         elif h.needs_ventilator(pid):
-            frame[b.y0 + 2:b.y0 + 2 + _MARK, b.x1 - 2 - _MARK:b.x1 - 2] = NEEDS_VENT_COLOUR
+            frame[b.y0 + 2:b.y0 + 2 + _MARK, b.x1 - 2 - _MARK:b.x1 - 2] = _NEEDS_VENT_MARK
 
     for b, pid in zip(_BOXES["vent"], h.vents):
         if pid != EMPTY:
-            frame[b.y0:b.y1 - _VENT_STRIP_H, b.x0:b.x1] = ON_VENT_COLOUR
-            frame[b.y1 - _VENT_STRIP_H:b.y1, b.x0:b.x1] = colours[sev[pid]]
+            frame[b.y0:b.y1 - _VENT_STRIP_H, b.x0:b.x1] = _VENT_BODY
+            frame[b.y1 - _VENT_STRIP_H:b.y1, b.x0:b.x1] = _VENT_STRIP_TILES[sev[pid]]
 
     wait = h.wait
     for b, pid in zip(_BOXES["queue"], h.queue):
-        frame[b.y0:b.y1, b.x0:b.x1] = colours[sev[pid]]
-        bar = (b.x1 - b.x0) * min(wait[pid], WAIT_BAR_FULL) // WAIT_BAR_FULL
+        frame[b.y0:b.y1, b.x0:b.x1] = _QUEUE_TILES[sev[pid]]
+        bar = _WIDE_W * min(wait[pid], WAIT_BAR_FULL) // WAIT_BAR_FULL
         if bar:
-            frame[b.y1 - _WAIT_BAR_H:b.y1, b.x0:b.x0 + bar] = WAIT_BAR_COLOUR
+            frame[b.y1 - _WAIT_BAR_H:b.y1, b.x0:b.x0 + bar] = _WAIT_BAR[:, :bar]
 
-    _bar(frame, _TIME_BAR_Y, h.tick_count / h.max_ticks, TIME_BAR_COLOUR)
-    _bar(frame, _DEATH_BAR_Y, h.counters.deaths / h.scenario.max_deaths, DEATH_BAR_COLOUR)
-    _bar(frame, _QUEUE_BAR_Y, len(h.queue) / QUEUE_BAR_FULL, QUEUE_BAR_COLOUR)
+    _bar(frame, _TIME_BAR_Y[0], h.tick_count / h.max_ticks, _TIME_BAR)
+    _bar(frame, _DEATH_BAR_Y[0], h.counters.deaths / h.scenario.max_deaths, _DEATH_BAR)
+    _bar(frame, _QUEUE_BAR_Y[0], len(h.queue) / QUEUE_BAR_FULL, _QUEUE_BAR)
     if h.terminated or h.truncated:
         frame[_STATUS_Y[0]:_STATUS_Y[1], _BAR_X[0]:_BAR_X[1]] = (
-            TERMINATED_COLOUR if h.terminated else TRUNCATED_COLOUR
+            _TERMINATED_STRIP if h.terminated else _TRUNCATED_STRIP
         )
     return frame
 
