@@ -4,7 +4,7 @@ Views of one simulation core (:class:`hospital_marl.core.Hospital`):
 
 - :func:`env` / :func:`raw_env` — PettingZoo AEC, roles ``triage → bed_manager → ventilator_officer``;
 - :func:`parallel_env` — PettingZoo parallel, simultaneous role actions;
-- ``gymnasium.make("hospital_marl/HospitalED-v0", scenario=...)`` — one ``Discrete(39)`` masked action per tick;
+- ``gymnasium.make("hospital_marl/HospitalED-v0", scenario=...)`` — one masked ``Discrete(39)`` per tick;
 - ``gymnasium.make("hospital_marl/HospitalEDTeam-v0", scenario=...)`` — ``MultiDiscrete([21, 16, 4])``.
 """
 
@@ -50,9 +50,31 @@ for _id, _entry in (
         gymnasium.register(id=_id, entry_point=_entry, disable_env_checker=False)
 
 __all__ = [
-    "ACTION_TABLE", "BUILTIN_SCENARIOS", "COMPOSED_ENV_ID", "CONDITIONS", "N_FLAT_ACTIONS",
-    "ROLES", "ROLE_ACTION_COUNTS", "SCENARIOS", "TEAM_ENV_ID", "Burst", "ClinicalParams", "Hospital",
-    "HospitalAECEnv", "HospitalEDEnv", "HospitalEDTeamEnv", "HospitalParallelEnv", "RewardTable",
-    "Scenario", "composite_score", "env", "flat_to_joint", "flat_to_role", "get_scenario",
-    "parallel_env", "raw_env", "register_scenario", "role_to_flat",
+    "ACTION_TABLE",
+    "BUILTIN_SCENARIOS",
+    "COMPOSED_ENV_ID",
+    "CONDITIONS",
+    "N_FLAT_ACTIONS",
+    "ROLES",
+    "ROLE_ACTION_COUNTS",
+    "SCENARIOS",
+    "TEAM_ENV_ID",
+    "Burst",
+    "ClinicalParams",
+    "Hospital",
+    "HospitalAECEnv",
+    "HospitalEDEnv",
+    "HospitalEDTeamEnv",
+    "HospitalParallelEnv",
+    "RewardTable",
+    "Scenario",
+    "composite_score",
+    "env",
+    "flat_to_joint",
+    "flat_to_role",
+    "get_scenario",
+    "parallel_env",
+    "raw_env",
+    "register_scenario",
+    "role_to_flat",
 ]

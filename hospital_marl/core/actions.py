@@ -17,12 +17,12 @@ class Kind(IntEnum):
     """What an action does. The per-kind index addresses a queue slot, board position, ...."""
 
     NOOP = 0
-    ADMIT_GENERAL = 1   # index: waiting-queue slot 0..9
-    ADMIT_ICU = 2       # index: waiting-queue slot 0..9
-    VENTILATE = 3       # index: ventilator 0..2
-    TRANSFER_ICU = 4    # index: general-board position 0..4 (0 = most severe)
+    ADMIT_GENERAL = 1  # index: waiting-queue slot 0..9
+    ADMIT_ICU = 2  # index: waiting-queue slot 0..9
+    VENTILATE = 3  # index: ventilator 0..2
+    TRANSFER_ICU = 4  # index: general-board position 0..4 (0 = most severe)
     EARLY_DISCHARGE = 5  # index: 0..4 from the bottom of the board (0 = least severe)
-    DISCHARGE_ICU = 6   # index: ICU bed 0..4
+    DISCHARGE_ICU = 6  # index: ICU bed 0..4
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,12 @@ class ActionGroup:
 ACTION_GROUPS: tuple[ActionGroup, ...] = (
     ActionGroup(Kind.ADMIT_GENERAL, "triage", 10, "assign waiting patient [{i}] to a general bed"),
     ActionGroup(Kind.ADMIT_ICU, "triage", 10, "assign waiting patient [{i}] to an ICU bed"),
-    ActionGroup(Kind.VENTILATE, "ventilator_officer", 3,
-                "put ventilator [{i}] on the most severe ICU patient without one"),
+    ActionGroup(
+        Kind.VENTILATE,
+        "ventilator_officer",
+        3,
+        "put ventilator [{i}] on the most severe ICU patient without one",
+    ),
     ActionGroup(Kind.TRANSFER_ICU, "bed_manager", 5, "transfer general-board patient [{i}] to an ICU bed"),
     ActionGroup(Kind.EARLY_DISCHARGE, "bed_manager", 5, "early-discharge general-board patient [{i}]"),
     ActionGroup(Kind.DISCHARGE_ICU, "bed_manager", 5, "discharge ICU bed [{i}]"),
@@ -69,8 +73,9 @@ def _build() -> tuple[tuple[ActionSpec, ...], dict[str, int]]:
         for i in range(group.count):
             role_action = next_role_action[group.role]
             next_role_action[group.role] += 1
-            table.append(ActionSpec(len(table), group.kind, i, group.role, role_action,
-                                    group.label.format(i=i)))
+            table.append(
+                ActionSpec(len(table), group.kind, i, group.role, role_action, group.label.format(i=i))
+            )
     return tuple(table), next_role_action
 
 
@@ -84,15 +89,13 @@ _ROLE_TO_FLAT: dict[tuple[str, int], int] = {
     (spec.role, spec.role_action): spec.flat for spec in ACTION_TABLE if spec.role is not None
 }
 ROLE_KIND_INDEX: dict[str, tuple[tuple[Kind, int], ...]] = {
-    role: ((Kind.NOOP, 0),) + tuple(
-        (spec.kind, spec.index) for spec in ACTION_TABLE if spec.role == role
-    )
+    role: ((Kind.NOOP, 0), *tuple((spec.kind, spec.index) for spec in ACTION_TABLE if spec.role == role))
     for role in ROLES
 }
 """ROLE_KIND_INDEX[role][role_action] -> (kind, index)."""
 
 ROLE_FLAT: dict[str, tuple[int, ...]] = {
-    role: (NOOP,) + tuple(spec.flat for spec in ACTION_TABLE if spec.role == role) for role in ROLES
+    role: (NOOP, *tuple(spec.flat for spec in ACTION_TABLE if spec.role == role)) for role in ROLES
 }
 """ROLE_FLAT[role][role_action] -> flat action (role no-op -> flat 0)."""
 
@@ -113,9 +116,7 @@ def role_to_flat(role: str, role_action: int) -> int:
     if role not in ROLE_ACTION_COUNTS:
         raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
     if not 0 <= int(role_action) < ROLE_ACTION_COUNTS[role]:
-        raise ValueError(
-            f"{role} action must be in 0..{ROLE_ACTION_COUNTS[role] - 1}, got {role_action!r}"
-        )
+        raise ValueError(f"{role} action must be in 0..{ROLE_ACTION_COUNTS[role] - 1}, got {role_action!r}")
     return NOOP if int(role_action) == 0 else _ROLE_TO_FLAT[(role, int(role_action))]
 
 

@@ -48,7 +48,8 @@ class ClinicalParams:
             if self.treatment_icu[s][0] < self.treatment_general[s][0]:
                 raise ValueError(
                     f"ClinicalParams.treatment_icu[{s}] {self.treatment_icu[s]} is shorter than "
-                    f"treatment_general[{s}] {self.treatment_general[s]}: parking mild patients in ICU would pay"
+                    f"treatment_general[{s}] {self.treatment_general[s]}: "
+                    "parking mild patients in ICU would pay"
                 )
 
 

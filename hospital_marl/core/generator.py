@@ -9,8 +9,8 @@ clinical dynamics paired across policies.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -21,12 +21,12 @@ from hospital_marl.core.scenarios import Scenario
 class Day:
     """The day's patients, id-ordered by arrival tick. Immutable; shared by snapshots."""
 
-    arrival_tick: tuple[int, ...]      # (n,) tick the patient joins the queue
-    severity: tuple[int, ...]          # (n,) severity on arrival, 1..5
-    condition: tuple[int, ...]         # (n,) condition id, 1..5
-    q_general: tuple[float, ...]       # (n,) treatment-time quantile for a general bed
-    q_icu: tuple[float, ...]           # (n,) treatment-time quantile for the ICU
-    latent: tuple[list[float], ...]    # (n, T) per-tick uniform driving the patient's dynamics
+    arrival_tick: tuple[int, ...]  # (n,) tick the patient joins the queue
+    severity: tuple[int, ...]  # (n,) severity on arrival, 1..5
+    condition: tuple[int, ...]  # (n,) condition id, 1..5
+    q_general: tuple[float, ...]  # (n,) treatment-time quantile for a general bed
+    q_icu: tuple[float, ...]  # (n,) treatment-time quantile for the ICU
+    latent: tuple[list[float], ...]  # (n, T) per-tick uniform driving the patient's dynamics
     arrivals_at: tuple[tuple[int, ...], ...]  # (T,) patient ids arriving at each tick
 
     @property
@@ -64,8 +64,15 @@ def _assemble(ticks: list, sev: list, cond: list, qg: list, qi: list, latent: li
     arrivals_at: list[list[int]] = [[] for _ in range(n_ticks)]
     for pid, t in enumerate(ticks):
         arrivals_at[t].append(pid)
-    return Day(tuple(ticks), tuple(sev), tuple(cond), tuple(qg), tuple(qi), tuple(latent),
-               tuple(tuple(a) for a in arrivals_at))
+    return Day(
+        tuple(ticks),
+        tuple(sev),
+        tuple(cond),
+        tuple(qg),
+        tuple(qi),
+        tuple(latent),
+        tuple(tuple(a) for a in arrivals_at),
+    )
 
 
 def generate_day(scenario: Scenario, rng: np.random.Generator) -> Day:
@@ -74,8 +81,9 @@ def generate_day(scenario: Scenario, rng: np.random.Generator) -> Day:
     n = len(ticks)
     quantiles = rng.random((2, n))
     latent = rng.random((n, scenario.episode_length)).tolist()
-    return _assemble(ticks, sev, cond, quantiles[0].tolist(), quantiles[1].tolist(), latent,
-                     scenario.episode_length)
+    return _assemble(
+        ticks, sev, cond, quantiles[0].tolist(), quantiles[1].tolist(), latent, scenario.episode_length
+    )
 
 
 def resample_future(day: Day, scenario: Scenario, now: int, rng: np.random.Generator) -> Day:

@@ -46,21 +46,33 @@ class Outcome(str, Enum):
 
     DONE = "done"
     NOOP = "noop"
-    INVALID = "invalid"     # not valid when chosen: -1, counted
-    CONFLICT = "conflict"   # valid when chosen, made impossible by an earlier role: counted, free
+    INVALID = "invalid"  # not valid when chosen: -1, counted
+    CONFLICT = "conflict"  # valid when chosen, made impossible by an earlier role: counted, free
 
 
 @dataclass(frozen=True)
 class TickResult:
-    reward: float                      # the tick's team reward
-    role_rewards: dict[str, float]     # reward_mode="role" split (sums to ``reward``)
+    reward: float  # the tick's team reward
+    role_rewards: dict[str, float]  # reward_mode="role" split (sums to ``reward``)
     terminated: bool
     truncated: bool
 
 
 _MUTABLE_LISTS = (
-    "severity", "location", "wait", "neglect", "remaining", "was_critical", "admitted_at",
-    "ready_for", "vent_of", "general", "icu", "vents", "vent_idle", "queue",
+    "severity",
+    "location",
+    "wait",
+    "neglect",
+    "remaining",
+    "was_critical",
+    "admitted_at",
+    "ready_for",
+    "vent_of",
+    "general",
+    "icu",
+    "vents",
+    "vent_idle",
+    "queue",
 )
 
 
@@ -223,17 +235,25 @@ class Hospital:
             beds = self.general if kind is Kind.ADMIT_GENERAL else self.icu
             return 0 <= index < min(len(self.queue), QUEUE_SLOTS) and EMPTY in beds
         if kind is Kind.VENTILATE:
-            return (0 <= index < len(self.vents) and self.vents[index] == EMPTY
-                    and any(p != EMPTY and self.vent_of[p] == EMPTY for p in self.icu))
+            return (
+                0 <= index < len(self.vents)
+                and self.vents[index] == EMPTY
+                and any(p != EMPTY and self.vent_of[p] == EMPTY for p in self.icu)
+            )
         if kind is Kind.TRANSFER_ICU:
             return 0 <= index < min(len(self.board()), BOARD_TRANSFER_SLOTS) and EMPTY in self.icu
         if kind is Kind.EARLY_DISCHARGE:
             board = self.board()
-            return 0 <= index < min(len(board), BOARD_DISCHARGE_SLOTS) and \
-                self.severity[board[len(board) - 1 - index]] <= 3
+            return (
+                0 <= index < min(len(board), BOARD_DISCHARGE_SLOTS)
+                and self.severity[board[len(board) - 1 - index]] <= 3
+            )
         if kind is Kind.DISCHARGE_ICU:
-            return 0 <= index < len(self.icu) and self.icu[index] != EMPTY and \
-                self.severity[self.icu[index]] <= 3
+            return (
+                0 <= index < len(self.icu)
+                and self.icu[index] != EMPTY
+                and self.severity[self.icu[index]] <= 3
+            )
         raise ValueError(f"unknown action kind {kind!r}")
 
     # ---------------------------------------------------------------- actions
@@ -471,8 +491,10 @@ class Hospital:
         n_queue = len(self.queue)
         c.wait_ticks += n_queue
         n_crit_general = sum(1 for p in self.general if p != EMPTY and sev[p] >= 4)
-        self._reward(rw.critical_unattended_per_tick * (n_crit_waiting + n_crit_general)
-                     + rw.waiting_per_tick * (n_queue - n_crit_waiting))
+        self._reward(
+            rw.critical_unattended_per_tick * (n_crit_waiting + n_crit_general)
+            + rw.waiting_per_tick * (n_queue - n_crit_waiting)
+        )
         icu_used = len(self.icu) - self.icu.count(EMPTY)
         if icu_used / len(self.icu) > rw.icu_busy_threshold:
             self._reward(rw.icu_busy_bonus)
@@ -523,8 +545,12 @@ class Hospital:
             if u < (cp.death_in_bed if in_bed else cp.death_waiting):
                 self._die(pid)
             return
-        p = cp.deteriorate_base[sev] * (1.0 + n / cp.neglect_scale) \
-            * cp.condition_factor[self.day.condition[pid]] * (cp.bed_factor if in_bed else 1.0)
+        p = (
+            cp.deteriorate_base[sev]
+            * (1.0 + n / cp.neglect_scale)
+            * cp.condition_factor[self.day.condition[pid]]
+            * (cp.bed_factor if in_bed else 1.0)
+        )
         if u < min(cp.deteriorate_cap, p):
             self.severity[pid] = sev + 1
             self.counters.deteriorations += 1
@@ -556,8 +582,12 @@ class Hospital:
         """Where every arrived patient is now (conservation: these sum to arrivals)."""
         loc = self.location
         return {
-            "waiting": loc.count(WAITING), "general": loc.count(GENERAL), "icu": loc.count(ICU),
-            "discharged": loc.count(DISCHARGED), "away": loc.count(AWAY), "died": loc.count(DEAD),
+            "waiting": loc.count(WAITING),
+            "general": loc.count(GENERAL),
+            "icu": loc.count(ICU),
+            "discharged": loc.count(DISCHARGED),
+            "away": loc.count(AWAY),
+            "died": loc.count(DEAD),
         }
 
     # ------------------------------------------------------ snapshot / restore
@@ -565,11 +595,18 @@ class Hospital:
         """The full mutable state, cheaply copied. The day and parameters are shared (immutable)."""
         snap: dict[str, Any] = {name: getattr(self, name).copy() for name in _MUTABLE_LISTS}
         snap.update(
-            day=self.day, seed=self.seed, tick_count=self.tick_count, terminated=self.terminated,
-            truncated=self.truncated, counters=self.counters.copy(), last_result=self.last_result,
+            day=self.day,
+            seed=self.seed,
+            tick_count=self.tick_count,
+            terminated=self.terminated,
+            truncated=self.truncated,
+            counters=self.counters.copy(),
+            last_result=self.last_result,
             bounce_schedule={t: list(p) for t, p in self.bounce_schedule.items()},
-            bounce_stream=self._bounce_stream, bounce_cursor=self._bounce_cursor,
-            tick_reward=self._tick_reward, role_reward=dict(self._role_reward),
+            bounce_stream=self._bounce_stream,
+            bounce_cursor=self._bounce_cursor,
+            tick_reward=self._tick_reward,
+            role_reward=dict(self._role_reward),
         )
         return snap
 
@@ -611,9 +648,17 @@ class Hospital:
         day = resample_future(self.day, self.scenario, self.tick_count, np.random.default_rng(day_seq))
         n_new = day.n_patients
         known = sum(1 for t in day.arrival_tick if t <= self.tick_count)
-        for name, fill in (("severity", None), ("location", NOT_ARRIVED), ("wait", 0), ("neglect", 0),
-                           ("remaining", 0), ("was_critical", False), ("admitted_at", 0),
-                           ("ready_for", 0), ("vent_of", EMPTY)):
+        for name, fill in (
+            ("severity", None),
+            ("location", NOT_ARRIVED),
+            ("wait", 0),
+            ("neglect", 0),
+            ("remaining", 0),
+            ("was_critical", False),
+            ("admitted_at", 0),
+            ("ready_for", 0),
+            ("vent_of", EMPTY),
+        ):
             values = getattr(clone, name)[:known]
             if name == "severity":
                 values += list(day.severity[known:n_new])

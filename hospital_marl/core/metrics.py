@@ -16,7 +16,7 @@ METRIC_NAMES: tuple[str, ...] = (
 SCORE_WEIGHTS: dict[str, float] = {
     "survival_rate": 40.0,
     "critical_patient_survival": 20.0,
-    "avg_wait_time": 20.0,        # applied to 1 - min(avg_wait_time / WAIT_SCALE, 1)
+    "avg_wait_time": 20.0,  # applied to 1 - min(avg_wait_time / WAIT_SCALE, 1)
     "resource_utilization": 10.0,
     "invalid_action_rate": 10.0,  # applied to 1 - invalid_action_rate
 }

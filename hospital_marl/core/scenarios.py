@@ -7,8 +7,8 @@ A scenario is a value, not a subclass. Users define their own by building a
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Iterable, Mapping
 
 N_SEVERITIES = 5
 CONDITIONS: tuple[str, ...] = ("cardiac", "respiratory", "trauma", "infection", "neuro")
@@ -144,33 +144,46 @@ for _s in (
     Scenario(
         name="normal_day",
         description="steady-state triage, mild-leaning mix",
-        arrival_rate=0.85, amplitude=0.30, peak=35,
-        severity_mix=_NORMAL_SEVERITY, condition_mix=_NORMAL_CONDITIONS,
+        arrival_rate=0.85,
+        amplitude=0.30,
+        peak=35,
+        severity_mix=_NORMAL_SEVERITY,
+        condition_mix=_NORMAL_CONDITIONS,
     ),
     Scenario(
         name="surge",
         description="respiratory wave: sustained pressure, respiratory-heavy and more severe",
-        arrival_rate=1.10, amplitude=0.15, peak=35,
+        arrival_rate=1.10,
+        amplitude=0.15,
+        peak=35,
         severity_mix=(0.05, 0.20, 0.35, 0.25, 0.15),
         condition_mix=(0.12, 0.50, 0.10, 0.18, 0.10),
     ),
     Scenario(
         name="mass_casualty",
         description="a sudden trauma burst on a normal background",
-        arrival_rate=0.85, amplitude=0.30, peak=35,
-        severity_mix=_NORMAL_SEVERITY, condition_mix=_NORMAL_CONDITIONS,
+        arrival_rate=0.85,
+        amplitude=0.30,
+        peak=35,
+        severity_mix=_NORMAL_SEVERITY,
+        condition_mix=_NORMAL_CONDITIONS,
         burst=Burst(start=30, end=33, rate=5.0, condition=3, severity_mix=(0.0, 0.0, 0.2, 0.5, 0.3)),
     ),
     Scenario(
         name="night_shift",
         description="sparse arrivals: punishes waste and panic ventilator use",
-        arrival_rate=0.35, amplitude=0.20, peak=10,
-        severity_mix=(0.22, 0.40, 0.29, 0.07, 0.02), condition_mix=_NORMAL_CONDITIONS,
+        arrival_rate=0.35,
+        amplitude=0.20,
+        peak=10,
+        severity_mix=(0.22, 0.40, 0.29, 0.07, 0.02),
+        condition_mix=_NORMAL_CONDITIONS,
     ),
     Scenario(
         name="ventilator_crisis",
         description="80% respiratory, mostly severity >= 3: the 3 ventilators bind",
-        arrival_rate=0.80, amplitude=0.20, peak=35,
+        arrival_rate=0.80,
+        amplitude=0.20,
+        peak=35,
         severity_mix=(0.05, 0.20, 0.45, 0.20, 0.10),
         condition_mix=(0.05, 0.80, 0.05, 0.05, 0.05),
     ),
@@ -196,9 +209,7 @@ def get_scenario(scenario: str | Scenario | Mapping[str, object] | None = None) 
         try:
             return SCENARIOS[scenario]
         except KeyError:
-            raise ValueError(
-                f"unknown scenario {scenario!r}; valid names: {', '.join(SCENARIOS)}"
-            ) from None
+            raise ValueError(f"unknown scenario {scenario!r}; valid names: {', '.join(SCENARIOS)}") from None
     if isinstance(scenario, Mapping):
         spec = dict(scenario)
         base = get_scenario(spec.pop("base", DEFAULT_SCENARIO))  # type: ignore[arg-type]
@@ -218,6 +229,13 @@ def scenario_names(scenarios: Iterable[str | Scenario] | None = None) -> list[st
 
 
 __all__ = [
-    "BUILTIN_SCENARIOS", "Burst", "CONDITIONS", "DEFAULT_SCENARIO", "SCENARIOS", "Scenario",
-    "get_scenario", "register_scenario", "scenario_names",
+    "BUILTIN_SCENARIOS",
+    "CONDITIONS",
+    "DEFAULT_SCENARIO",
+    "SCENARIOS",
+    "Burst",
+    "Scenario",
+    "get_scenario",
+    "register_scenario",
+    "scenario_names",
 ]

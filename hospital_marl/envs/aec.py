@@ -87,10 +87,12 @@ class HospitalAECEnv(AECEnv):
         self._seeder = _common.EpisodeSeeder()
         self.possible_agents = list(ROLES)
         self.observation_spaces = {
-            role: spaces.Dict({
-                "observation": role_space(role, self.hospital),
-                "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
-            })
+            role: spaces.Dict(
+                {
+                    "observation": role_space(role, self.hospital),
+                    "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
+                }
+            )
             for role in ROLES
         }
         self.action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
@@ -157,8 +159,7 @@ class HospitalAECEnv(AECEnv):
                 for a in self.agents:
                     self.terminations[a] = result.terminated
                     self.truncations[a] = result.truncated
-                    self.infos[a] = {**self._info(), "metrics": metrics,
-                                     "counters": h.counters.as_dict()}
+                    self.infos[a] = {**self._info(), "metrics": metrics, "counters": h.counters.as_dict()}
         else:
             self.rewards = {a: 0.0 for a in self.agents}
         self.agent_selection = ROLES[self._turn]

@@ -51,7 +51,12 @@ class _HospitalGymEnv(gym.Env):
 
     def _info(self, extra: dict[str, Any]) -> dict[str, Any]:
         h = self.hospital
-        info = {"action_mask": self.action_masks(), "tick": h.tick_count, "scenario": h.scenario.name, **extra}
+        info = {
+            "action_mask": self.action_masks(),
+            "tick": h.tick_count,
+            "scenario": h.scenario.name,
+            **extra,
+        }
         if h.done:
             info["metrics"] = h.metrics()
             info["counters"] = h.counters.as_dict()
@@ -69,8 +74,13 @@ class _HospitalGymEnv(gym.Env):
     def _finish_step(self, result: TickResult, extra: dict[str, Any]):
         if self.render_mode == "human":
             self.render()
-        return (self._builder.composed(), result.reward, result.terminated, result.truncated,
-                self._info(extra))
+        return (
+            self._builder.composed(),
+            result.reward,
+            result.terminated,
+            result.truncated,
+            self._info(extra),
+        )
 
     def render(self) -> Any:
         return _common.render(self.hospital, self.render_mode)

@@ -33,7 +33,12 @@ class Block:
 
 BLOCKS: tuple[Block, ...] = (
     # The original's six keys, shapes kept exactly.
-    Block("bed_occupancy", (MAX_GENERAL_BEDS,), 5, "general board: severity per bed, most severe first (0 = empty)"),
+    Block(
+        "bed_occupancy",
+        (MAX_GENERAL_BEDS,),
+        5,
+        "general board: severity per bed, most severe first (0 = empty)",
+    ),
     Block("icu_occupancy", (MAX_ICU_BEDS,), 5, "severity per ICU bed, fixed index (0 = empty)"),
     Block("ventilator_status", (MAX_VENTILATORS,), 1, "1 = in use, 0 = free"),
     Block("waiting_queue", (QUEUE_SLOTS, 3), "T", "first 10 waiting: [severity, condition_id, waiting_time]"),
@@ -53,12 +58,25 @@ COMPOSED_KEYS: tuple[str, ...] = tuple(b.key for b in BLOCKS)
 ROLE_BLOCKS: dict[str, tuple[str, ...]] = {
     "triage": ("waiting_queue", "capacity", "time_step"),
     "bed_manager": (
-        "bed_occupancy", "board_remaining", "icu_occupancy", "icu_remaining", "icu_needs_vent",
-        "icu_on_vent", "icu_ready", "waiting_queue", "capacity", "time_step",
+        "bed_occupancy",
+        "board_remaining",
+        "icu_occupancy",
+        "icu_remaining",
+        "icu_needs_vent",
+        "icu_on_vent",
+        "icu_ready",
+        "waiting_queue",
+        "capacity",
+        "time_step",
     ),
     "ventilator_officer": (
-        "icu_occupancy", "icu_needs_vent", "icu_on_vent", "icu_ready", "ventilator_status",
-        "capacity", "time_step",
+        "icu_occupancy",
+        "icu_needs_vent",
+        "icu_on_vent",
+        "icu_ready",
+        "ventilator_status",
+        "capacity",
+        "time_step",
     ),
 }
 """What each role sees (its own job's blocks), flattened in this order."""
@@ -127,7 +145,8 @@ def _layout() -> tuple[dict[str, tuple[int, int, tuple[int, ...]]], int]:
 BLOCK_OFFSETS, STATE_SIZE = _layout()
 """Where each block sits in the global state vector (block order)."""
 ROLE_INDEX: dict[str, np.ndarray] = {
-    role: np.concatenate([np.arange(*BLOCK_OFFSETS[k][:2]) for k in keys]) for role, keys in ROLE_BLOCKS.items()
+    role: np.concatenate([np.arange(*BLOCK_OFFSETS[k][:2]) for k in keys])
+    for role, keys in ROLE_BLOCKS.items()
 }
 """Indices of a role's observation in the global state vector."""
 
@@ -177,13 +196,25 @@ class ObservationBuilder:
         n_queue = len(h.queue)
         n_free_vents = h.vents.count(EMPTY)
         values = (
-            [sev[p] for p in board] + pad_g
-            + icu_sev + pad_i
-            + [v != EMPTY for v in h.vents] + [0] * (MAX_VENTILATORS - len(h.vents))
-            + queue + [0] * (3 * QUEUE_SLOTS - len(queue))
+            [sev[p] for p in board]
+            + pad_g
+            + icu_sev
+            + pad_i
+            + [v != EMPTY for v in h.vents]
+            + [0] * (MAX_VENTILATORS - len(h.vents))
+            + queue
+            + [0] * (3 * QUEUE_SLOTS - len(queue))
             + [h.tick_count, c.discharges, c.deaths, n_queue]
-            + [rem[p] for p in board] + pad_g
-            + icu_rem + pad_i + needs + pad_i + on + pad_i + ready + pad_i
+            + [rem[p] for p in board]
+            + pad_g
+            + icu_rem
+            + pad_i
+            + needs
+            + pad_i
+            + on
+            + pad_i
+            + ready
+            + pad_i
             + [h.general.count(EMPTY), h.icu.count(EMPTY), n_free_vents, n_queue]
         )
         vector = np.array(values, np.float32)

@@ -26,7 +26,9 @@ from hospital_marl.envs.observations import ObservationBuilder, role_space, stat
 from hospital_marl.envs.render import RENDER_MODES
 
 
-def resolve_joint_action(env_hospital: Any, actions: dict[str, Any], masks_seen: dict[str, list[bool]]) -> dict:
+def resolve_joint_action(
+    env_hospital: Any, actions: dict[str, Any], masks_seen: dict[str, list[bool]]
+) -> dict:
     """Carry out one action per role in role order; conflicts are free, invalid actions cost -1."""
     outcomes = {}
     for role in ROLES:
@@ -67,10 +69,12 @@ class HospitalParallelEnv(ParallelEnv):
         self.possible_agents = list(ROLES)
         self.agents: list[str] = []
         self.observation_spaces = {
-            role: spaces.Dict({
-                "observation": role_space(role, self.hospital),
-                "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
-            })
+            role: spaces.Dict(
+                {
+                    "observation": role_space(role, self.hospital),
+                    "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
+                }
+            )
             for role in ROLES
         }
         self.action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
@@ -90,7 +94,10 @@ class HospitalParallelEnv(ParallelEnv):
         flat = self.hospital.flat_mask()
         self._masks_seen = {role: self.hospital.role_mask(role, flat) for role in ROLES}
         return {
-            role: {"observation": self._builder.role(role), "action_mask": _common.int8_mask(self._masks_seen[role])}
+            role: {
+                "observation": self._builder.role(role),
+                "action_mask": _common.int8_mask(self._masks_seen[role]),
+            }
             for role in agents
         }
 
@@ -117,8 +124,12 @@ class HospitalParallelEnv(ParallelEnv):
         truncations = {a: result.truncated for a in agents}
         c = h.counters
         infos: dict[str, dict[str, Any]] = {
-            a: {"tick": h.tick_count, "outcome": outcomes[a], "invalid_actions": c.invalid_actions,
-                "conflicts": c.conflicts}
+            a: {
+                "tick": h.tick_count,
+                "outcome": outcomes[a],
+                "invalid_actions": c.invalid_actions,
+                "conflicts": c.conflicts,
+            }
             for a in agents
         }
         observations = self._observations(agents)

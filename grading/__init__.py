@@ -1,0 +1,5 @@
+"""The reproducible grader: rollouts -> reports (SPEC §7)."""
+
+from grading.grader import COUNT_KEYS, SCORE_FORMULA, episode_seed, grade, run_flat_episode, run_team_episode
+
+__all__ = ["COUNT_KEYS", "SCORE_FORMULA", "episode_seed", "grade", "run_flat_episode", "run_team_episode"]
