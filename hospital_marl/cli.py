@@ -130,10 +130,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         report = _grade(agent, args.track, args.episodes, args.seed, scenarios, args.quiet)
         report["wall_time_s"] = round(time.perf_counter() - t0, 2)
         reports.append(report)
-    console = _console()
-    for table in comparison_tables(reports):
-        console.print(table)
-    if not args.quiet:
+    if args.markdown:
+        from grading.tables import comparison_markdown
+
+        print(comparison_markdown(reports))
+    else:
+        console = _console()
+        for table in comparison_tables(reports):
+            console.print(table)
+    if not args.quiet and not args.markdown:
         console.print(
             f"[dim]{args.episodes} episodes per scenario, seed {args.seed}, {args.track} track, "
             f"{time.perf_counter() - started:.1f} s. Score: 0-100 composite (SPEC §7).[/dim]"
@@ -221,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="A",
         help=f"default: {' '.join(DEFAULT_COMPARE_AGENTS)} (those available)",
     )
+    p.add_argument("--markdown", action="store_true", help="print Markdown tables (the README's)")
     common(p)
     p.set_defaults(func=cmd_compare)
 
