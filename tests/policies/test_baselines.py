@@ -44,7 +44,7 @@ def test_every_baseline__satisfies_the_policy_protocol(name: str) -> None:
 
 
 def test_load__unknown_name_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match="valid names: .*heuristic.*masked_random"):
+    with pytest.raises(ValueError, match=r"valid names: .*heuristic.*masked_random"):
         policies.load("no_such_policy")
 
 
