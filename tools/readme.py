@@ -1,0 +1,156 @@
+"""Regenerate the README's generated sections from their single sources of truth.
+
+    python tools/readme.py            # rewrite README.md in place
+    python tools/readme.py --check    # exit 1 if README.md is stale (the test suite runs this)
+
+Static sections (actions, roles, observations, rewards, scenarios) come from
+the code. The scoreboard sections come from the grader and are slow (the
+planner), so they are refreshed only with ``--scoreboards``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+SCOREBOARD_COMMANDS = {
+    "scoreboard-flat": "hospital-marl -q compare --agents random masked_random heuristic planner --markdown",
+    "scoreboard-team": "hospital-marl -q compare --track team --agents random masked_random team_heuristic "
+    "--markdown",
+}
+"""Marker -> the one documented command whose output the section shows."""
+
+
+def actions_section() -> str:
+    from hospital_marl.core.actions import action_table_markdown
+
+    return action_table_markdown()
+
+
+def roles_section() -> str:
+    from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+    from hospital_marl.core.hospital import Hospital
+    from hospital_marl.envs.observations import ROLE_BLOCKS, role_space
+
+    h = Hospital()
+    rows = ["| role (turn order) | action space | observation | sees |", "|---|---|---|---|"]
+    for role in ROLES:
+        size = role_space(role, h).shape[0]
+        blocks = ", ".join(f"`{b}`" for b in ROLE_BLOCKS[role])
+        rows.append(
+            f"| `{role}` | `Discrete({ROLE_ACTION_COUNTS[role]})` | `Box({size},)` float32 + int8 mask "
+            f"| {blocks} |"
+        )
+    return "\n".join(rows)
+
+
+def observations_section() -> str:
+    from hospital_marl.envs.observations import BLOCKS
+
+    rows = ["| key | shape | meaning |", "|---|---|---|"]
+    rows += [f"| `{b.key}` | `{b.shape}` | {b.doc} |" for b in BLOCKS]
+    return "\n".join(rows)
+
+
+def rewards_section() -> str:
+    from hospital_marl.core.rewards import RewardTable
+
+    rows = ["| `RewardTable` field | default | event |", "|---|---|---|"]
+    for f in fields(RewardTable):
+        doc = _field_doc(RewardTable, f.name)
+        rows.append(f"| `{f.name}` | {getattr(RewardTable(), f.name):g} | {doc} |")
+    return "\n".join(rows)
+
+
+def _field_doc(cls: type, name: str) -> str:
+    import inspect
+
+    source = inspect.getsource(cls)
+    match = re.search(rf"^[ \t]+{name}: [^\n]*\n[ \t]+\"\"\"(.*?)\"\"\"", source, re.M | re.S)
+    return " ".join(match.group(1).split()) if match else name.replace("_", " ")
+
+
+def scenarios_section() -> str:
+    from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, SCENARIOS
+
+    rows = [
+        "| scenario | what it tests | λ rate / amp / peak | severity mix 1–5 | arrivals/day | burst |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in BUILTIN_SCENARIOS:
+        s = SCENARIOS[name]
+        burst = (
+            f"ticks {s.burst.start}–{s.burst.end}, Poisson {s.burst.rate:g}/tick"
+            if s.burst is not None
+            else "—"
+        )
+        mix = " ".join(f"{p:.2f}" for p in s.severity_mix)
+        rows.append(
+            f"| `{name}` | {s.description} | {s.arrival_rate:g} / {s.amplitude:g} / {s.peak:g} | {mix} "
+            f"| ≈ {s.expected_arrivals:.0f} | {burst} |"
+        )
+    return "\n".join(rows)
+
+
+STATIC_SECTIONS = {
+    "actions": actions_section,
+    "roles": roles_section,
+    "observations": observations_section,
+    "rewards": rewards_section,
+    "scenarios": scenarios_section,
+}
+
+
+def scoreboard_section(marker: str) -> str:
+    command = SCOREBOARD_COMMANDS[marker]
+    argv = [sys.executable, "-m", "hospital_marl", *command.split()[1:]]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
+    return f"`{command}`\n\n{out}"
+
+
+def replace_section(text: str, marker: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- BEGIN {marker} -->\n)(.*?)(<!-- END {marker} -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"README.md lacks the <!-- BEGIN {marker} --> ... <!-- END {marker} --> markers")
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(3), text)
+
+
+def section(text: str, marker: str) -> str:
+    match = re.search(rf"<!-- BEGIN {marker} -->\n(.*?)<!-- END {marker} -->", text, re.S)
+    return match.group(1) if match else ""
+
+
+def render(text: str, scoreboards: bool) -> str:
+    for marker, make in STATIC_SECTIONS.items():
+        text = replace_section(text, marker, make())
+    if scoreboards:
+        for marker in SCOREBOARD_COMMANDS:
+            text = replace_section(text, marker, scoreboard_section(marker))
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the static sections are stale")
+    parser.add_argument("--scoreboards", action="store_true", help="also rerun the (slow) scoreboards")
+    args = parser.parse_args()
+    text = README.read_text()
+    new = render(text, args.scoreboards)
+    if args.check:
+        if new != text:
+            print("README.md is stale: run `python tools/readme.py`", file=sys.stderr)
+            return 1
+        return 0
+    README.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
