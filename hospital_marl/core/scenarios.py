@@ -15,6 +15,13 @@ CONDITIONS: tuple[str, ...] = ("cardiac", "respiratory", "trauma", "infection", 
 """Condition names; condition id = index + 1 (0 = empty slot)."""
 
 
+def _as_mix(owner: str, name: str, mix: object) -> tuple[float, ...]:
+    try:
+        return tuple(float(p) for p in mix)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(f"{owner}.{name} must be a sequence of probabilities, got {mix!r}") from None
+
+
 def _check_mix(owner: str, name: str, mix: tuple[float, ...], size: int) -> None:
     if len(mix) != size:
         raise ValueError(f"{owner}.{name} must have {size} entries, got {len(mix)}: {mix!r}")
@@ -22,6 +29,18 @@ def _check_mix(owner: str, name: str, mix: tuple[float, ...], size: int) -> None
         raise ValueError(f"{owner}.{name} must be non-negative finite probabilities, got {mix!r}")
     if abs(sum(mix) - 1.0) > 1e-6:
         raise ValueError(f"{owner}.{name} must sum to 1, got {mix!r} (sum {sum(mix):.6g})")
+
+
+def _check_int(owner: str, name: str, value: object, low: int, high: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{owner}.{name} must be an int in [{low}, {high}], got {value!r}")
+
+
+def _check_real(owner: str, name: str, value: object, low: float, high: float = math.inf) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not low <= value <= high:  # type: ignore[operator]
+        bounds = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
+        raise ValueError(f"{owner}.{name} must be a finite number {bounds}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -35,15 +54,13 @@ class Burst:
     severity_mix: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "severity_mix", tuple(float(p) for p in self.severity_mix))
-        if self.start < 0:
-            raise ValueError(f"Burst.start must be >= 0, got {self.start!r}")
+        object.__setattr__(self, "severity_mix", _as_mix("Burst", "severity_mix", self.severity_mix))
+        _check_int("Burst", "start", self.start, 0, 1_000_000)
+        _check_int("Burst", "end", self.end, 0, 1_000_000)
         if self.end < self.start:
             raise ValueError(f"Burst.end must be >= start ({self.start}), got {self.end!r}")
-        if not (math.isfinite(self.rate) and self.rate >= 0):
-            raise ValueError(f"Burst.rate must be a finite rate >= 0, got {self.rate!r}")
-        if self.condition not in range(1, len(CONDITIONS) + 1):
-            raise ValueError(f"Burst.condition must be a condition id 1..5, got {self.condition!r}")
+        _check_real("Burst", "rate", self.rate, 0.0)
+        _check_int("Burst", "condition", self.condition, 1, len(CONDITIONS))
         _check_mix("Burst", "severity_mix", self.severity_mix, N_SEVERITIES)
 
 
@@ -71,8 +88,8 @@ class Scenario:
     burst: Burst | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "severity_mix", tuple(float(p) for p in self.severity_mix))
-        object.__setattr__(self, "condition_mix", tuple(float(p) for p in self.condition_mix))
+        object.__setattr__(self, "severity_mix", _as_mix("Scenario", "severity_mix", self.severity_mix))
+        object.__setattr__(self, "condition_mix", _as_mix("Scenario", "condition_mix", self.condition_mix))
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"Scenario.name must be a non-empty string, got {self.name!r}")
         # The observation layout is fixed (the original's shapes): 20 general
@@ -84,15 +101,12 @@ class Scenario:
             ("episode_length", 1, 10_000),
             ("max_deaths", 1, 1_000_000),
         ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-                raise ValueError(f"Scenario.{name} must be an int in [{low}, {high}], got {value!r}")
-        if not (math.isfinite(self.arrival_rate) and self.arrival_rate >= 0):
-            raise ValueError(f"Scenario.arrival_rate must be a finite rate >= 0, got {self.arrival_rate!r}")
-        if not (math.isfinite(self.amplitude) and 0 <= self.amplitude <= 1):
-            raise ValueError(f"Scenario.amplitude must be in [0, 1], got {self.amplitude!r}")
-        if not math.isfinite(self.peak):
-            raise ValueError(f"Scenario.peak must be finite, got {self.peak!r}")
+            _check_int("Scenario", name, getattr(self, name), low, high)
+        _check_real("Scenario", "arrival_rate", self.arrival_rate, 0.0)
+        _check_real("Scenario", "amplitude", self.amplitude, 0.0, 1.0)
+        _check_real("Scenario", "peak", self.peak, -math.inf)
+        if not isinstance(self.description, str):
+            raise ValueError(f"Scenario.description must be a string, got {self.description!r}")
         _check_mix("Scenario", "severity_mix", self.severity_mix, N_SEVERITIES)
         _check_mix("Scenario", "condition_mix", self.condition_mix, len(CONDITIONS))
         if self.burst is not None and not isinstance(self.burst, Burst):

@@ -162,9 +162,20 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
         return np.array([m for role in ROLES for m in masks[role]], dtype=bool)
 
     def step(self, action: Any):
-        try:
-            joint = dict(zip(ROLES, np.asarray(action).reshape(len(ROLES)).tolist()))
-        except (TypeError, ValueError):
-            joint = {role: None for role in ROLES}  # malformed: every role's action is invalid
+        joint = _split_joint_action(action)
         outcomes = resolve_joint_action(self.hospital, joint, self._role_masks())
         return self._finish_step(self.hospital.tick(), {"outcomes": outcomes})
+
+
+def _split_joint_action(action: Any) -> dict[str, Any]:
+    """One element per role, each judged on its own (a bad element costs only its role -1).
+
+    A numpy int array is split as is; a list/tuple keeps each element's own type,
+    so ``[2.5, 0, 0]`` is one invalid triage action, not three. Anything that is
+    not a sequence of three is invalid for every role.
+    """
+    if isinstance(action, np.ndarray) and action.shape == (len(ROLES),):
+        return dict(zip(ROLES, list(action)))
+    if isinstance(action, (list, tuple)) and len(action) == len(ROLES):
+        return dict(zip(ROLES, action))
+    return {role: None for role in ROLES}

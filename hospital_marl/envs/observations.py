@@ -27,7 +27,7 @@ class Block:
 
     key: str
     shape: tuple[int, ...]
-    high: str | float  # a number, or "T" (episode length) / "R" (longest treatment)
+    high: str | float  # a number, or "T" (episode length), "R" (longest treatment), "Q" (queue columns)
     doc: str
 
 
@@ -41,7 +41,7 @@ BLOCKS: tuple[Block, ...] = (
     ),
     Block("icu_occupancy", (MAX_ICU_BEDS,), 5, "severity per ICU bed, fixed index (0 = empty)"),
     Block("ventilator_status", (MAX_VENTILATORS,), 1, "1 = in use, 0 = free"),
-    Block("waiting_queue", (QUEUE_SLOTS, 3), "T", "first 10 waiting: [severity, condition_id, waiting_time]"),
+    Block("waiting_queue", (QUEUE_SLOTS, 3), "Q", "first 10 waiting: [severity, condition_id, waiting_time]"),
     Block("time_step", (1,), "T", "ticks elapsed"),
     Block("stats", (3,), STATS_HIGH, "[total_treated, total_deaths, total_waiting]"),
     # Extra keys a decision needs.
@@ -93,6 +93,9 @@ def _high(block: Block, hospital: Hospital) -> float:
 
 
 def block_space(block: Block, hospital: Hospital) -> spaces.Box:
+    if block.high == "Q":  # per column: severity <= 5, condition id <= 5, waiting time <= T
+        column_high = np.array([5.0, 5.0, max(5.0, float(hospital.scenario.episode_length))], np.float32)
+        return spaces.Box(0.0, np.broadcast_to(column_high, block.shape).copy(), block.shape, np.float32)
     return spaces.Box(0.0, _high(block, hospital), block.shape, np.float32)
 
 

@@ -1,0 +1,88 @@
+"""Observations show the simulator's state (SPEC §5): the original's six keys plus the extras."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import hospital_marl
+from hospital_marl import COMPOSED_ENV_ID, ROLES, Hospital, Scenario
+from hospital_marl.core.hospital import EMPTY
+from hospital_marl.envs.observations import ROLE_INDEX
+from tests.helpers import TINY, global_vector, masked_random_flat, scenario_id, scripted_day
+
+
+def assert_observation_shows(obs: dict[str, np.ndarray], h: Hospital) -> None:
+    board, icu = h.board(), h.icu
+    sev = h.severity
+    padded_board = [sev[p] for p in board] + [0] * (20 - len(board))
+    np.testing.assert_array_equal(obs["bed_occupancy"], padded_board)
+    assert list(obs["bed_occupancy"][: len(board)]) == sorted(
+        obs["bed_occupancy"][: len(board)], reverse=True
+    )
+    icu_sev = [0 if p == EMPTY else sev[p] for p in icu] + [0] * (5 - len(icu))
+    np.testing.assert_array_equal(obs["icu_occupancy"], icu_sev)
+    np.testing.assert_array_equal(
+        obs["ventilator_status"], [v != EMPTY for v in h.vents] + [0] * (3 - len(h.vents))
+    )
+    expected_queue = np.zeros((10, 3))
+    for slot, p in enumerate(h.queue[:10]):
+        expected_queue[slot] = (sev[p], h.day.condition[p], h.wait[p])
+    np.testing.assert_array_equal(obs["waiting_queue"], expected_queue)
+    np.testing.assert_array_equal(obs["time_step"], [h.tick_count])
+    np.testing.assert_array_equal(obs["stats"], [h.counters.discharges, h.counters.deaths, len(h.queue)])
+    np.testing.assert_array_equal(
+        obs["capacity"], [h.general.count(EMPTY), h.icu.count(EMPTY), h.vents.count(EMPTY), len(h.queue)]
+    )
+    occupied = [(bed, p) for bed, p in enumerate(icu) if p != EMPTY]
+    for key, value in (
+        ("icu_needs_vent", h.needs_ventilator),
+        ("icu_on_vent", lambda p: h.vent_of[p] != EMPTY),
+        ("icu_ready", h.is_ready),
+    ):
+        expected = np.zeros(5)
+        for bed, p in occupied:
+            expected[bed] = value(p)
+        np.testing.assert_array_equal(obs[key], expected, err_msg=key)
+
+
+@pytest.mark.parametrize("scenario", ("ventilator_crisis", "mass_casualty", TINY), ids=scenario_id)
+def test_composed_observation__shows_the_core_state_every_tick(scenario) -> None:
+    env = gym.make(COMPOSED_ENV_ID, scenario=scenario)
+    obs, info = env.reset(seed=12)
+    rng = np.random.default_rng(12)
+    done = False
+    while not done:
+        assert_observation_shows(obs, env.unwrapped.hospital)
+        assert env.observation_space.contains(obs)
+        obs, _, terminated, truncated, info = env.step(masked_random_flat(info["action_mask"], rng, 0.1))
+        done = terminated or truncated
+    assert_observation_shows(obs, env.unwrapped.hospital)
+
+
+def test_role_observations__are_their_blocks_of_the_global_state() -> None:
+    env = hospital_marl.env(scenario="surge")
+    env.reset(seed=3)
+    comp = gym.make(COMPOSED_ENV_ID, scenario="surge")
+    obs, _ = comp.reset(seed=3)
+    for role in ROLES:
+        np.testing.assert_array_equal(env.observe(role)["observation"], global_vector(obs)[ROLE_INDEX[role]])
+        assert env.observation_space(role)["observation"].contains(env.observe(role)["observation"])
+
+
+@pytest.mark.parametrize("episode_length", [2, 3, 4])
+def test_observation__stays_in_its_space_for_short_custom_episodes(episode_length: int) -> None:
+    """waiting_queue columns hold severity and condition (up to 5), not only waiting time (up to T)."""
+    scenario = Scenario(name=f"short_{episode_length}", episode_length=episode_length)
+    day = scripted_day([{"tick": 0, "severity": 5, "condition": 5, "latent": 0.999}])  # neuro, resuscitation
+    env = gym.make(COMPOSED_ENV_ID, scenario=scenario, day_generator=day)
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs["waiting_queue"][0], [5, 5, 0])
+    high = env.observation_space["waiting_queue"].high[0]
+    assert env.observation_space.contains(obs), f"waiting_queue high {high} excludes severity 5 / condition 5"
+    aec = hospital_marl.env(scenario=scenario, day_generator=day)
+    aec.reset(seed=0)
+    assert aec.state_space.contains(aec.state())
+    for role in ROLES:
+        assert aec.observation_space(role).contains(aec.observe(role))
