@@ -12,9 +12,8 @@ waiting times, then arrivals.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -41,6 +40,24 @@ BOARD_DISCHARGE_SLOTS = 5
 QUEUE_SLOTS = 10
 
 
+_FIRST_10 = [[k < n for k in range(QUEUE_SLOTS)] for n in range(QUEUE_SLOTS + 1)]
+_FIRST_5 = [[k < n for k in range(BOARD_TRANSFER_SLOTS)] for n in range(BOARD_TRANSFER_SLOTS + 1)]
+_NONE_10 = [False] * 10
+
+
+def _role_spans() -> dict[str, tuple[int, int]]:
+    """Each role's actions are one contiguous run of the flat table (checked here)."""
+    spans = {}
+    for role, flats in ROLE_FLAT.items():
+        first, last = flats[1], flats[-1]
+        assert list(flats[1:]) == list(range(first, last + 1)), f"{role}'s flat actions are not contiguous"
+        spans[role] = (first, last + 1)
+    return spans
+
+
+ROLE_FLAT_SPAN = _role_spans()
+
+
 class Outcome(str, Enum):
     """What became of an action."""
 
@@ -50,8 +67,7 @@ class Outcome(str, Enum):
     CONFLICT = "conflict"  # valid when chosen, made impossible by an earlier role: counted, free
 
 
-@dataclass(frozen=True)
-class TickResult:
+class TickResult(NamedTuple):
     reward: float  # the tick's team reward
     role_rewards: dict[str, float]  # reward_mode="role" split (sums to ``reward``)
     terminated: bool
@@ -204,28 +220,34 @@ class Hospital:
         return mask.copy()
 
     def _compute_flat_mask(self) -> list[bool]:
+        # Prefix tables (_FIRST[n][k] = k < n) instead of per-slot comprehensions: hot path.
         n_queue = min(len(self.queue), QUEUE_SLOTS)
-        free_general = EMPTY in self.general
         free_icu = EMPTY in self.icu
         board = self.board()
         n_board = len(board)
-        sev = self.severity
+        sev, vent_of = self.severity, self.vent_of
         mask = [True]
-        mask += [free_general and i < n_queue for i in range(QUEUE_SLOTS)]
-        mask += [free_icu and i < n_queue for i in range(QUEUE_SLOTS)]
-        someone_unventilated = any(p != EMPTY and self.vent_of[p] == EMPTY for p in self.icu)
-        mask += [someone_unventilated and v == EMPTY for v in self.vents]
-        mask += [False] * (3 - len(self.vents))
-        mask += [free_icu and k < n_board for k in range(BOARD_TRANSFER_SLOTS)]
-        mask += [k < n_board and sev[board[n_board - 1 - k]] <= 3 for k in range(BOARD_DISCHARGE_SLOTS)]
+        mask += _FIRST_10[n_queue] if EMPTY in self.general else _NONE_10
+        mask += _FIRST_10[n_queue] if free_icu else _NONE_10
+        if any(p != EMPTY and vent_of[p] == EMPTY for p in self.icu):
+            mask += [v == EMPTY for v in self.vents]
+            mask += _NONE_10[: 3 - len(self.vents)]
+        else:
+            mask += _NONE_10[:3]
+        n_top = min(n_board, BOARD_TRANSFER_SLOTS)
+        mask += _FIRST_5[n_top] if free_icu else _NONE_10[:5]
+        mask += [sev[board[n_board - 1 - k]] <= 3 for k in range(min(n_board, BOARD_DISCHARGE_SLOTS))]
+        mask += _NONE_10[: BOARD_DISCHARGE_SLOTS - min(n_board, BOARD_DISCHARGE_SLOTS)]
         # Ready implies severity <= 3, so "ready or non-critical" is "severity <= 3".
         mask += [p != EMPTY and sev[p] <= 3 for p in self.icu]
-        mask += [False] * (5 - len(self.icu))
+        mask += _NONE_10[: 5 - len(self.icu)]
         return mask
 
     def role_mask(self, role: str, flat_mask: list[bool] | None = None) -> list[bool]:
+        """Validity of a role's actions (0 = its no-op): a slice of the flat mask."""
         fm = self.flat_mask() if flat_mask is None else flat_mask
-        return [fm[f] for f in ROLE_FLAT[role]]
+        start, stop = ROLE_FLAT_SPAN[role]
+        return [True, *fm[start:stop]]
 
     def is_valid(self, kind: Kind, index: int) -> bool:
         """Whether one action would be carried out now (the mask, for a single action)."""
@@ -634,7 +656,13 @@ class Hospital:
     def __deepcopy__(self, memo: dict[int, Any]) -> Hospital:
         clone = copy.copy(self)
         if self._reset_called:
-            clone.restore(self.snapshot())
+            for name in _MUTABLE_LISTS:
+                setattr(clone, name, getattr(self, name).copy())
+            clone.counters = self.counters.copy()
+            clone.bounce_schedule = {t: list(p) for t, p in self.bounce_schedule.items()}
+            clone._role_reward = dict(self._role_reward)
+            clone._board_cache = (-1, [])
+            clone._mask_cache = (-1, [])
         return clone
 
     def imagine(self, seed: int | np.random.SeedSequence) -> Hospital:
@@ -694,6 +722,8 @@ class _DrawStream:
 
 def _as_action_index(action: Any, n: int) -> int:
     """Accept ints and integer numpy scalars/0-d arrays; anything else is invalid."""
+    if type(action) is int and 0 <= action < n:  # the common case, first
+        return action
     if isinstance(action, (bool, np.bool_)):
         raise TypeError("bool is not an action")
     if isinstance(action, np.ndarray):

@@ -154,88 +154,134 @@ ROLE_INDEX: dict[str, np.ndarray] = {
 """Indices of a role's observation in the global state vector."""
 
 
-class ObservationBuilder:
-    """Builds the global state vector once per simulator state; every view slices it.
+def _board_group(h: Hospital) -> dict[str, list]:
+    sev, rem = h.severity, h.remaining
+    board = h.board()
+    pad = [0] * (MAX_GENERAL_BEDS - len(board))
+    return {"bed_occupancy": [sev[p] for p in board] + pad, "board_remaining": [rem[p] for p in board] + pad}
 
-    One ``np.array`` call per state (not one per block): observation building
-    is on every env's hot path.
+
+def _icu_group(h: Hospital) -> dict[str, list]:
+    sev, rem, cond, vent_of = h.severity, h.remaining, h.day.condition, h.vent_of
+    pad = [0] * (MAX_ICU_BEDS - len(h.icu))
+    icu_sev, icu_rem, needs, on, ready = pad.copy(), pad.copy(), pad.copy(), pad.copy(), pad.copy()
+    for p in reversed(h.icu):  # filled back to front, then reversed once: no per-bed branching cost
+        if p == EMPTY:
+            icu_sev.append(0)
+            icu_rem.append(0)
+            needs.append(0)
+            on.append(0)
+            ready.append(0)
+        else:
+            s, r = sev[p], rem[p]
+            icu_sev.append(s)
+            icu_rem.append(r)
+            needs.append(1 if s == 5 or (s == 4 and cond[p] == 2) else 0)
+            on.append(1 if vent_of[p] != EMPTY else 0)
+            ready.append(1 if r <= 0 and s <= 3 else 0)
+    for lst in (icu_sev, icu_rem, needs, on, ready):
+        lst.reverse()
+    return {
+        "icu_occupancy": icu_sev,
+        "icu_remaining": icu_rem,
+        "icu_needs_vent": needs,
+        "icu_on_vent": on,
+        "icu_ready": ready,
+    }
+
+
+def _queue_group(h: Hospital) -> dict[str, list]:
+    sev, cond, wait = h.severity, h.day.condition, h.wait
+    rows: list[int] = []
+    for p in h.queue[:QUEUE_SLOTS]:
+        rows += (sev[p], cond[p], wait[p])
+    rows += [0] * (3 * QUEUE_SLOTS - len(rows))
+    return {"waiting_queue": rows}
+
+
+def _scalar_group(h: Hospital) -> dict[str, list]:
+    c = h.counters
+    n_queue = len(h.queue)
+    return {
+        "ventilator_status": [0 if v == EMPTY else 1 for v in h.vents]
+        + [0] * (MAX_VENTILATORS - len(h.vents)),
+        "time_step": [h.tick_count],
+        "stats": [c.discharges, c.deaths, n_queue],
+        "capacity": [h.general.count(EMPTY), h.icu.count(EMPTY), h.vents.count(EMPTY), n_queue],
+    }
+
+
+_GROUPS = (_board_group, _icu_group, _queue_group, _scalar_group)
+_GROUP_KEYS: tuple[tuple[str, ...], ...] = (
+    ("bed_occupancy", "board_remaining"),
+    ("icu_occupancy", "icu_remaining", "icu_needs_vent", "icu_on_vent", "icu_ready"),
+    ("waiting_queue",),
+    ("ventilator_status", "time_step", "stats", "capacity"),
+)
+_GROUP_OF: dict[str, int] = {key: g for g, keys in enumerate(_GROUP_KEYS) for key in keys}
+assert sorted(_GROUP_OF) == sorted(BLOCK_BY_KEY), "every block must have exactly one builder group"
+_ROLE_GROUPS = {role: sorted({_GROUP_OF[k] for k in keys}) for role, keys in ROLE_BLOCKS.items()}
+
+
+class ObservationBuilder:
+    """Builds observation blocks once per simulator state, only the groups a view asks for.
+
+    Blocks come in four groups (board, ICU, queue, scalars) that share their
+    work; a triage observation never sorts the general board. One
+    ``np.array`` call per view and state: observation building is on every
+    env's hot path.
     """
 
     def __init__(self, hospital: Hospital) -> None:
         self.hospital = hospital
         self._version: int | None = None
-        self._vector = np.zeros(STATE_SIZE, np.float32)
-        self._blocks: dict[str, np.ndarray] = {}
+        self._values: dict[str, list] = {}
+        self._built: list[bool] = [False] * len(_GROUPS)
+        self._vector: np.ndarray | None = None
+
+    def _sync(self) -> None:
+        h = self.hospital
+        if h.version != self._version:
+            self._version = h.version
+            self._values = {}
+            self._built = [False] * len(_GROUPS)
+            self._vector = None
+
+    def _ensure(self, groups: list[int]) -> dict[str, list]:
+        built, values, h = self._built, self._values, self.hospital
+        for g in groups:
+            if not built[g]:
+                values.update(_GROUPS[g](h))
+                built[g] = True
+        return values
 
     def vector(self) -> np.ndarray:
         """The global state (every block, flattened, in block order). Do not mutate."""
-        h = self.hospital
-        if h.version == self._version:
-            return self._vector
-        sev, rem = h.severity, h.remaining
-        cond, wait, vent_of = h.day.condition, h.wait, h.vent_of
-        board = h.board()
-        pad_g = [0] * (MAX_GENERAL_BEDS - len(board))
-        icu_sev, icu_rem, needs, on, ready = [], [], [], [], []
-        for p in h.icu:
-            if p == EMPTY:
-                icu_sev.append(0)
-                icu_rem.append(0)
-                needs.append(0)
-                on.append(0)
-                ready.append(0)
-            else:
-                s, r = sev[p], rem[p]
-                icu_sev.append(s)
-                icu_rem.append(r)
-                needs.append(s == 5 or (s == 4 and cond[p] == 2))
-                on.append(vent_of[p] != EMPTY)
-                ready.append(r <= 0 and s <= 3)
-        pad_i = [0] * (MAX_ICU_BEDS - len(h.icu))
-        queue: list[int] = []
-        for p in h.queue[:QUEUE_SLOTS]:
-            queue += (sev[p], cond[p], wait[p])
-        c = h.counters
-        n_queue = len(h.queue)
-        n_free_vents = h.vents.count(EMPTY)
-        values = (
-            [sev[p] for p in board]
-            + pad_g
-            + icu_sev
-            + pad_i
-            + [v != EMPTY for v in h.vents]
-            + [0] * (MAX_VENTILATORS - len(h.vents))
-            + queue
-            + [0] * (3 * QUEUE_SLOTS - len(queue))
-            + [h.tick_count, c.discharges, c.deaths, n_queue]
-            + [rem[p] for p in board]
-            + pad_g
-            + icu_rem
-            + pad_i
-            + needs
-            + pad_i
-            + on
-            + pad_i
-            + ready
-            + pad_i
-            + [h.general.count(EMPTY), h.icu.count(EMPTY), n_free_vents, n_queue]
-        )
-        vector = np.array(values, np.float32)
-        self._vector = vector
-        self._blocks = {
+        self._sync()
+        if self._vector is None:
+            values = self._ensure([0, 1, 2, 3])
+            flat: list[int] = []
+            for key in COMPOSED_KEYS:
+                flat += values[key]
+            self._vector = np.array(flat, np.float32)
+        return self._vector
+
+    def composed(self) -> dict[str, np.ndarray]:
+        """The composed Dict observation: views of a fresh vector per state."""
+        vector = self.vector()
+        return {
             key: vector[a:b] if len(shape) == 1 else vector[a:b].reshape(shape)
             for key, (a, b, shape) in BLOCK_OFFSETS.items()
         }
-        self._version = h.version
-        return vector
-
-    def composed(self) -> dict[str, np.ndarray]:
-        """The composed Dict observation (views of a fresh vector per state)."""
-        self.vector()
-        return dict(self._blocks)
 
     def role(self, role: str) -> np.ndarray:
-        return self.vector()[ROLE_INDEX[role]]
+        """A role's flat observation (its blocks, in ROLE_BLOCKS order)."""
+        self._sync()
+        values = self._ensure(_ROLE_GROUPS[role])
+        flat: list[int] = []
+        for key in ROLE_BLOCKS[role]:
+            flat += values[key]
+        return np.array(flat, np.float32)
 
     def state(self) -> np.ndarray:
         return self.vector().copy()
