@@ -1,5 +1,12 @@
 # OpenEnv server image: the hospital_marl environment behind FastAPI.
 # Installs only the `server` extra, which must not pull torch.
+#
+#   docker build -t hospital-marl .
+#   docker run --rm -p 8000:8000 hospital-marl
+#   docker run --rm -p 8000:8000 -e HOSPITAL_SCENARIO=surge -e HOSPITAL_MAX_SESSIONS=128 hospital-marl
+#
+# Settings: HOSPITAL_SCENARIO, HOSPITAL_MAX_SESSIONS, HOSPITAL_MAX_HTTP_SESSIONS,
+# HOSPITAL_HTTP_SESSION_TTL, HOSPITAL_MAX_MESSAGE_BYTES (see server/settings.py).
 FROM python:3.11-slim
 
 ENV PIP_NO_CACHE_DIR=1 \
@@ -11,11 +18,19 @@ WORKDIR /app
 COPY . /app
 RUN pip install --no-cache-dir ".[server]"
 
-# Scenario served by default; a client may still pick another at reset.
+# Not root: nothing in the server needs it (uid 1000 is also what Hugging Face Spaces use).
+RUN useradd --create-home --uid 1000 app
+USER app
+
+# Scenario of a reset that names none; a client may still pick another at reset.
 ENV HOSPITAL_SCENARIO=normal_day
 EXPOSE 8000
 
-HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-    CMD python -c "import urllib.request; urllib.request.urlopen('http://localhost:8000/health', timeout=4)" || exit 1
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4)" || exit 1
 
-CMD ["uvicorn", "server.app:app", "--host", "0.0.0.0", "--port", "8000"]
+# `server` is the console script OpenEnv's tooling expects (server.app:main); it
+# runs uvicorn with the WebSocket frame cap and session limits of server/settings.py.
+# tests/server/test_deploy.py starts exactly this command (host and port swapped
+# for a free loopback port) and checks /health, /reset and /step.
+CMD ["server", "--host", "0.0.0.0", "--port", "8000"]

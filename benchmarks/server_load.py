@@ -1,0 +1,273 @@
+"""Load on the OpenEnv server: N concurrent WebSocket sessions x M steps each.
+
+Starts the server (``python -m server.app``) on a free 127.0.0.1 port, or uses
+``--url`` (loopback only), and drives it with raw WebSocket clients speaking
+OpenEnv's protocol: each session resets with its own seed, then steps with
+masked-random valid actions, resetting when an episode ends. Every session
+runs closed-loop (next step as soon as the last answered) unless ``--rate``
+paces it. Prints steps/s and the p50 / p90 / p99 step round-trip latency, for
+one session alone (the unloaded round trip) and for all N together, next to
+the in-process environment's step rate measured in the same run.
+
+Bounded: at most 256 sessions x 100,000 steps, and the run stops by itself
+after ``--max-seconds`` (default 60) whatever remains. Run from the
+repository root::
+
+    python -m benchmarks.server_load [--sessions 32] [--steps 300] [--rate 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from urllib.parse import urlparse
+
+from websockets.asyncio.client import connect
+
+MAX_SESSIONS = 256
+MAX_STEPS = 100_000
+MAX_SECONDS = 600.0
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass
+class Result:
+    """One load phase's figures (latencies in milliseconds)."""
+
+    sessions: int
+    steps: int
+    resets: int
+    wall_s: float
+    steps_per_s: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    errors: int = 0
+    latencies_ms: list[float] = field(default_factory=list, repr=False)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+async def run_session(
+    ws_url: str, seed: int, steps: int, deadline: float, rate: float, latencies: list[float]
+) -> tuple[int, int, int]:
+    """One session: reset, then ``steps`` masked-random steps. Returns (steps, resets, errors)."""
+    rng = random.Random(seed)
+    done_steps = resets = errors = 0
+    period = 1.0 / rate if rate > 0 else 0.0
+    async with connect(ws_url, max_size=2**22, open_timeout=30) as ws:
+        await ws.send(json.dumps({"type": "reset", "data": {"seed": seed}}))
+        reply = json.loads(await ws.recv())
+        resets += 1
+        next_at = time.perf_counter()
+        while done_steps < steps and time.monotonic() < deadline:
+            if reply.get("type") != "observation":
+                errors += 1
+                break
+            data = reply["data"]
+            if data["done"]:
+                await ws.send(json.dumps({"type": "reset", "data": {}}))
+                reply = json.loads(await ws.recv())
+                resets += 1
+                continue
+            mask = data["observation"]["action_mask"]
+            action = rng.choice([a for a, ok in enumerate(mask) if ok])
+            if period:
+                next_at += period
+                delay = next_at - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            message = json.dumps({"type": "step", "data": {"action": action}})
+            start = time.perf_counter()
+            await ws.send(message)
+            raw = await ws.recv()
+            latencies.append((time.perf_counter() - start) * 1e3)
+            reply = json.loads(raw)
+            done_steps += 1
+        await ws.send(json.dumps({"type": "close"}))
+    return done_steps, resets, errors
+
+
+async def load(ws_url: str, sessions: int, steps: int, max_seconds: float, rate: float, seed: int) -> Result:
+    latencies: list[float] = []
+    deadline = time.monotonic() + max_seconds
+    start = time.perf_counter()
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(
+            *(run_session(ws_url, seed + i, steps, deadline, rate, latencies) for i in range(sessions)),
+            return_exceptions=True,
+        ),
+        timeout=max_seconds + 30,
+    )
+    wall = time.perf_counter() - start
+    total_steps = sum(o[0] for o in outcomes if isinstance(o, tuple))
+    resets = sum(o[1] for o in outcomes if isinstance(o, tuple))
+    errors = sum(o[2] for o in outcomes if isinstance(o, tuple)) + sum(
+        1 for o in outcomes if isinstance(o, BaseException)
+    )
+    for o in outcomes:
+        if isinstance(o, BaseException):
+            print(f"  session failed: {type(o).__name__}: {o}", file=sys.stderr)
+    ordered = sorted(latencies)
+    return Result(
+        sessions=sessions,
+        steps=total_steps,
+        resets=resets,
+        wall_s=round(wall, 3),
+        steps_per_s=round(total_steps / wall, 1) if wall else 0.0,
+        p50_ms=round(percentile(ordered, 50), 3),
+        p90_ms=round(percentile(ordered, 90), 3),
+        p99_ms=round(percentile(ordered, 99), 3),
+        max_ms=round(ordered[-1], 3) if ordered else float("nan"),
+        errors=errors,
+        latencies_ms=latencies,
+    )
+
+
+def in_process_rate(scenario: str, steps: int, seed: int) -> float:
+    """Steps/s of the server's own environment object, no network (the reference)."""
+    from server.environment import HospitalEnvironment
+
+    env = HospitalEnvironment(scenario=scenario)
+    rng = random.Random(seed)
+    obs = env.reset(seed=seed)
+    start = time.perf_counter()
+    for _ in range(steps):
+        if obs.done:
+            obs = env.reset()
+        obs = env.step(rng.choice([a for a, ok in enumerate(obs.action_mask) if ok]))
+    return steps / (time.perf_counter() - start)
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen | None, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with status {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"server at {url} not healthy after {timeout_s} s")
+
+
+def start_server(port: int, scenario: str, max_sessions: int) -> subprocess.Popen:
+    command = [sys.executable, "-m", "server.app", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--scenario", scenario, "--max-sessions", str(max_sessions)]
+    command += ["--log-level", "warning", "--no-access-log"]
+    return subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def bounded(value: float, low: float, high: float, name: str) -> float:
+    if not low <= value <= high:
+        raise SystemExit(f"--{name} must be in {low:g}..{high:g}, got {value:g}")
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sessions", type=int, default=32, help=f"concurrent sessions (1..{MAX_SESSIONS})")
+    parser.add_argument("--steps", type=int, default=300, help=f"steps per session (1..{MAX_STEPS})")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="steps/s per session; 0 = closed loop (default)"
+    )
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="stop each phase after this long")
+    parser.add_argument("--scenario", default="normal_day")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--url", help="use this running server (127.0.0.1 / localhost only)")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = parser.parse_args()
+    bounded(args.sessions, 1, MAX_SESSIONS, "sessions")
+    bounded(args.steps, 1, MAX_STEPS, "steps")
+    bounded(args.max_seconds, 1, MAX_SECONDS, "max-seconds")
+    bounded(args.rate, 0, 10_000, "rate")
+
+    proc = None
+    if args.url:
+        url = args.url.rstrip("/")
+        if urlparse(url).hostname not in LOOPBACK:
+            raise SystemExit(f"--url must be a loopback address (127.0.0.1 / localhost), got {url}")
+    else:
+        port = free_loopback_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = start_server(port, args.scenario, args.sessions)
+    ws_url = "ws://" + url.split("://", 1)[1] + "/ws"
+    try:
+        wait_healthy(url, proc)
+        reference = in_process_rate(args.scenario, 2000, args.seed)  # after the server's start-up
+        asyncio.run(load(ws_url, 1, 20, 30, 0.0, args.seed))  # warm-up
+        single = asyncio.run(load(ws_url, 1, min(args.steps, 1000), args.max_seconds, args.rate, args.seed))
+        many = asyncio.run(load(ws_url, args.sessions, args.steps, args.max_seconds, args.rate, args.seed))
+    finally:
+        if proc is not None:
+            stop_server(proc)
+
+    pace = f"{args.rate:g} steps/s per session" if args.rate else "closed loop"
+    cpus, load_1min = os.cpu_count(), os.getloadavg()[0]
+    print(f"server_load: {url}, scenario {args.scenario}, {pace}")
+    print(f"{cpus} CPUs shared by client and server; load average {load_1min:.1f} at the end")
+    print(f"in-process HospitalEnvironment (reference): {reference:,.0f} steps/s ({1e3 / reference:.3f} ms)")
+    columns = ("sessions", "steps", "steps/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors")
+    print(" ".join(f"{c:>8}" for c in columns))
+    for r in (single, many):
+        print(
+            f"{r.sessions:8d} {r.steps:8d} {r.steps_per_s:8,.0f} {r.p50_ms:8.3f} {r.p90_ms:8.3f} "
+            f"{r.p99_ms:8.3f} {r.max_ms:8.3f} {r.errors:8d}"
+        )
+    print(
+        f"{many.sessions} sessions reach {many.steps_per_s / reference:.2f}x the in-process step rate; "
+        f"target p50 <= 2 ms: {'met' if many.p50_ms <= 2.0 else 'NOT met'} ({many.p50_ms:.3f} ms)"
+    )
+    if args.json:
+        figures = {
+            "url": url,
+            "scenario": args.scenario,
+            "rate": args.rate,
+            "cpus": cpus,
+            "load_average_1min": load_1min,
+            "in_process_steps_per_s": round(reference, 1),
+            "phases": [{k: v for k, v in asdict(r).items() if k != "latencies_ms"} for r in (single, many)],
+        }
+        with open(args.json, "w") as fh:
+            json.dump(figures, fh, indent=2)
+    if single.errors or many.errors:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

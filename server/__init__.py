@@ -1,0 +1,36 @@
+"""The OpenEnv server over FastAPI, and its typed client.
+
+- :mod:`server.models` — pydantic ``HospitalAction`` / ``HospitalObservation`` / ``HospitalState``;
+- :mod:`server.environment` — ``HospitalEnvironment``, the OpenEnv ``Environment``;
+- :mod:`server.app` — ``app`` (openenv-core's ``create_app`` plus stateful HTTP sessions) and ``main``;
+- :mod:`server.client` — ``HospitalClient``, sync (``with``) and async (``async with``).
+
+Names are imported lazily so that ``import server.cli`` (the ``hospital-marl
+serve`` subcommand) needs neither fastapi nor openenv-core.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_LAZY = {
+    "HospitalAction": "server.models",
+    "HospitalObservation": "server.models",
+    "HospitalState": "server.models",
+    "HospitalEnvironment": "server.environment",
+    "HospitalClient": "server.client",
+    "HospitalServerError": "server.client",
+    "ServerSettings": "server.settings",
+    "build_app": "server.app",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'server' has no attribute {name!r}")

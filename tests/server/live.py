@@ -1,0 +1,69 @@
+"""A real uvicorn server on a free loopback port, in a background thread (shut down on exit)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+
+from server.app import build_app, uvicorn_options
+from server.settings import ServerSettings
+
+START_TIMEOUT_S = 20.0
+
+
+def loopback_socket() -> socket.socket:
+    """A listening-ready TCP socket bound to 127.0.0.1 on a port the OS picked."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def free_port() -> int:
+    with loopback_socket() as sock:
+        return sock.getsockname()[1]
+
+
+def wait_healthy(
+    url: str, timeout_s: float = START_TIMEOUT_S, alive: Callable[[], bool] = lambda: True
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and alive():
+        try:
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"server at {url} not healthy within {timeout_s} s")
+
+
+@contextmanager
+def live_server(settings: ServerSettings | None = None, **build_kwargs) -> Iterator[str]:
+    """Serve ``build_app(settings)`` on 127.0.0.1; yields the base URL; always stops the server."""
+    settings = settings or ServerSettings()
+    sock = loopback_socket()
+    host, port = sock.getsockname()
+    config = uvicorn.Config(
+        build_app(settings, **build_kwargs),
+        log_level="warning",
+        **uvicorn_options(settings),
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="uvicorn-test")
+    thread.start()
+    url = f"http://{host}:{port}"
+    try:
+        wait_healthy(url, alive=thread.is_alive)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
