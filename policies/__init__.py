@@ -61,6 +61,10 @@ def load(spec: str) -> Policy:
         return registry[name](**kwargs)
     path = Path(spec)
     if path.exists():
+        from policies.rllib import is_rllib_run, load_rllib_policy
+
+        if is_rllib_run(path):
+            return load_rllib_policy(path)
         from policies.learned import load_path
 
         return load_path(path)

@@ -23,7 +23,6 @@ from tests.helpers import (
     NOOP,
     admit_and_wait,
     admit_then_discharge_early,
-    always_noop,
     clinical_state,
     episode_return,
     play_flat,

@@ -1,0 +1,339 @@
+"""Learned policies: MaskablePPO models trained by ``hospital-marl train ppo``.
+
+``ppo`` (flat track) and ``team_ppo`` (team track) load the checkpoints shipped in
+``policies/checkpoints/`` (see its README for how they were trained);
+:func:`load_path` loads any run directory or ``.zip`` saved by the trainer.
+
+Importing this module is cheap (numpy only): torch and sb3-contrib, the
+``train`` extra, are imported when a model is loaded, so ``policies.names()``
+works without them and ``policies.load("ppo")`` fails with a clear ImportError.
+
+``ppo_nomask`` is the ``--no-mask`` ablation of ``ppo``, graded as it is.
+
+**What the network sees.** The composed Dict observation holds raw values
+(severities 1–5, waits and treatment ticks up to ~100, counts in the hundreds).
+:class:`FeatureEncoder` turns it into one flat float32 vector laid out by
+:data:`FEATURE_LAYOUT`: fixed scales, clipped to ``[0, FEATURE_CLIP]``, one
+row per entity an action addresses. A fixed scale, unlike ``VecNormalize``,
+has no statistics to ship or to drift between training and grading: the model
+file is self-sufficient. The encoder is versioned (:data:`ENCODER_VERSION`) in
+each checkpoint's metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.scenarios import CONDITIONS
+from hospital_marl.envs.observations import ObservationBuilder
+from policies.base import BasePolicy
+
+INSTALL_HINT = 'pip install "hospital-marl[train]"'
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+SHIPPED: dict[str, str] = {
+    "ppo": "ppo_flat.zip",
+    "team_ppo": "ppo_team.zip",
+    "ppo_nomask": "ppo_flat_nomask.zip",  # the --no-mask ablation, graded as is
+}
+"""Registered name -> checkpoint file in :data:`CHECKPOINT_DIR`."""
+
+ENCODER_VERSION = 3
+FEATURE_CLIP = 5.0
+N_SEVERITIES = 5
+N_CONDITIONS = len(CONDITIONS)
+RESPIRATORY = CONDITIONS.index("respiratory") + 1
+SEVERITY_SCALE = 5.0
+TICKS_SCALE = 20.0  # waiting and treatment ticks: 20 ticks (4.8 h) is a long time here
+EARLY_DISCHARGE_SLOTS = 5
+
+FEATURE_LAYOUT: dict[str, tuple[int, int]] = {
+    "global": (1, 8),  # time / 100; [treated / 100, deaths / 40, waiting / 20];
+    #                    [free general / 20, free ICU / 5, free ventilators / 3, queue length / 20]
+    "vents": (3, 1),  # in use
+    "board": (20, 3),  # general board, most severe first: [severity / 5, ticks left / 20, critical]
+    "bottom": (5, 3),  # the early-discharge candidates, least severe first: same columns
+    "icu": (5, 6),  # [severity / 5, ticks left / 20, needs vent, on vent, ready, needs vent and has none]
+    "queue": (
+        10,
+        12,
+    ),  # waiting slots: severity one-hot (5), condition one-hot (5), wait / 20, would need vent
+}
+"""THE feature table: segment -> (rows, columns), in vector order. One row per entity
+an action addresses (queue slot, board position, ICU bed, ventilator), so the
+network can score each entity with shared weights (:mod:`policies.ppo_net`)."""
+
+FEATURE_SIZE = sum(r * c for r, c in FEATURE_LAYOUT.values())
+GLOBAL_SCALES = np.array([100, 100, 40, 20, 20, 5, 3, 20], np.float32)
+
+
+def feature_slices() -> dict[str, tuple[slice, tuple[int, int]]]:
+    """Segment -> (slice of the feature vector, (rows, columns))."""
+    out, start = {}, 0
+    for name, (rows, cols) in FEATURE_LAYOUT.items():
+        out[name] = (slice(start, start + rows * cols), (rows, cols))
+        start += rows * cols
+    return out
+
+
+class FeatureEncoder:
+    """Composed Dict observation -> flat float32 feature vector (:data:`FEATURE_LAYOUT`).
+
+    Raw values (severities 1–5, ticks up to ~100, counts in the hundreds) are
+    divided by fixed scales and clipped to ``[0, FEATURE_CLIP]``; a few
+    indicators spell out what the rules key on (critical, needs a ventilator),
+    so a small network need not learn those thresholds first; condition ids
+    are one-hot (a category, not a magnitude). Empty slots are all zero.
+
+    Reads the composed observation's keys by name; other keys are ignored, so
+    adding keys to the env does not break a trained model.
+    """
+
+    size = FEATURE_SIZE
+
+    def __init__(self) -> None:
+        self._eye_sev = np.eye(N_SEVERITIES + 1, dtype=np.float32)[:, 1:]  # row 0 (empty) -> zeros
+        self._eye_cond = np.eye(N_CONDITIONS + 1, dtype=np.float32)[:, 1:]
+        self._slices = feature_slices()
+
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        vector = np.zeros(FEATURE_SIZE, np.float32)
+        seg = {name: vector[sl].reshape(shape) for name, (sl, shape) in self._slices.items()}
+        glob = seg["global"][0]
+        glob[0] = obs["time_step"][0]
+        glob[1:4] = obs["stats"]
+        glob[4:8] = obs["capacity"]
+        glob /= GLOBAL_SCALES
+        seg["vents"][:, 0] = obs["ventilator_status"]
+        board, board_sev = seg["board"], obs["bed_occupancy"]
+        board[:, 0] = board_sev
+        board[:, 0] /= SEVERITY_SCALE
+        board[:, 1] = obs["board_remaining"]
+        board[:, 1] /= TICKS_SCALE
+        board[:, 2] = board_sev >= 4
+        n_board = int(np.count_nonzero(board_sev))
+        k = min(n_board, EARLY_DISCHARGE_SLOTS)
+        if k:
+            seg["bottom"][:k] = board[n_board - k : n_board][::-1]  # early-discharge index 0 = least severe
+        icu, needs, on = seg["icu"], obs["icu_needs_vent"], obs["icu_on_vent"]
+        icu[:, 0] = obs["icu_occupancy"]
+        icu[:, 0] /= SEVERITY_SCALE
+        icu[:, 1] = obs["icu_remaining"]
+        icu[:, 1] /= TICKS_SCALE
+        icu[:, 2] = needs
+        icu[:, 3] = on
+        icu[:, 4] = obs["icu_ready"]
+        icu[:, 5] = (needs > 0) & (on == 0)
+        queue, slots = obs["waiting_queue"], seg["queue"]
+        sev = queue[:, 0].astype(np.int64).clip(0, N_SEVERITIES)
+        cond = queue[:, 1].astype(np.int64).clip(0, N_CONDITIONS)
+        slots[:, 0:5] = self._eye_sev[sev]
+        slots[:, 5:10] = self._eye_cond[cond]
+        slots[:, 10] = queue[:, 2]
+        slots[:, 10] /= TICKS_SCALE
+        slots[:, 11] = (sev == 5) | ((sev == 4) & (cond == RESPIRATORY))
+        np.clip(vector, 0.0, FEATURE_CLIP, out=vector)
+        return vector
+
+
+def require_train_extra() -> None:
+    """Raise a clear ImportError when torch / sb3-contrib (the ``train`` extra) are missing."""
+    try:
+        import sb3_contrib  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"learned policies need torch and sb3-contrib ({exc.name} is missing): {INSTALL_HINT}"
+        ) from exc
+
+
+# ------------------------------------------------------------------ metadata
+def metadata_path(model_path: Path) -> Path:
+    """The JSON written beside a model: ``model.zip`` -> ``model.json``."""
+    return model_path.with_suffix(".json")
+
+
+def read_metadata(model_path: Path) -> dict[str, Any]:
+    path = metadata_path(model_path)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+# ------------------------------------------------------------------ policies
+class PPOPolicy(BasePolicy):
+    """A MaskablePPO model on the flat track: one Discrete(39) action per tick.
+
+    Deterministic: the most probable action among those the mask allows (or
+    among all 39 for a model trained with ``--no-mask``, which is graded as it
+    is, invalid actions included).
+    """
+
+    name = "ppo"
+    tracks: tuple[str, ...] = ("flat",)
+
+    def __init__(self, model: Any, masked: bool = True, name: str | None = None) -> None:
+        super().__init__()
+        import torch
+
+        self.model = model
+        self.masked = masked
+        self.encoder = FeatureEncoder()
+        self._torch = torch
+        if name:
+            self.name = name
+
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        """The policy head's raw logits (the 39, or the team's 21+16+4 concatenated)."""
+        torch = self._torch
+        policy = self.model.policy
+        with torch.no_grad():
+            obs = torch.as_tensor(features, dtype=torch.float32).reshape(1, -1)
+            latent = policy.mlp_extractor.forward_actor(
+                policy.extract_features(obs, policy.pi_features_extractor)
+            )
+            return policy.action_net(latent)[0].numpy()
+
+    def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
+        logits = self.logits(self.encoder(observation))
+        if self.masked:
+            logits = np.where(np.asarray(action_mask, dtype=bool), logits, -np.inf)
+        return int(np.argmax(logits))
+
+
+class TeamPPOPolicy(PPOPolicy):
+    """A MaskablePPO model of the team env (``MultiDiscrete([21, 16, 4])``) on the team track.
+
+    The grader's team track drives the AEC env one role at a time, and each role
+    sees only its own observation; the model was trained to choose all three
+    role actions at once from the composed observation. So:
+
+    1. When a tick's first role asks (the tick counter moved), the policy reads
+       the composed observation of the bound simulator (``reset(hospital=...)``,
+       read-only) and the team mask -- exactly what the team env showed the
+       model -- and caches the model's logits.
+    2. Each role gets its component of the joint argmax. Roles act in order and
+       each action is carried out at once, so an earlier role can make a later
+       component impossible (e.g. triage takes the last ICU bed the bed manager
+       meant for a transfer). The team env would turn that into a free no-op
+       (a conflict); the AEC env would charge -1. Instead the role plays its
+       best action *valid now*: the argmax of the cached logits over the mask
+       the AEC env gives it. Re-running the model on the changed state was
+       rejected: the model never saw mid-tick states in training.
+    """
+
+    name = "team_ppo"
+    tracks: tuple[str, ...] = ("team",)
+
+    def __init__(self, model: Any, masked: bool = True, name: str | None = None) -> None:
+        super().__init__(model, masked, name)
+        starts = np.cumsum([0] + [ROLE_ACTION_COUNTS[r] for r in ROLES])
+        self._segment = {role: slice(starts[i], starts[i + 1]) for i, role in enumerate(ROLES)}
+        self._builder: ObservationBuilder | None = None
+        self._cache_key: tuple[int, int] | None = None
+        self._joint_logits = np.zeros(0, np.float32)  # (41,) the tick's logits
+        self._joint_planned = np.zeros(len(ROLES), np.int64)  # (3,) the tick's joint action
+        self.replanned = 0  # this episode's role actions made invalid by earlier roles, and replaced
+
+    def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
+        super().reset(seed, hospital)
+        self._builder = ObservationBuilder(hospital) if hospital is not None else None
+        self._cache_key = None
+        self.replanned = 0
+
+    def team_action(self, observation: Mapping[str, np.ndarray], team_mask: np.ndarray) -> np.ndarray:
+        """The joint (triage, bed_manager, ventilator_officer) action, as the team env takes it."""
+        logits = self.logits(self.encoder(observation))
+        return self._joint_argmax(logits, np.asarray(team_mask, dtype=bool))
+
+    def _joint_argmax(self, logits: np.ndarray, team_mask: np.ndarray | None) -> np.ndarray:
+        if self.masked and team_mask is not None:
+            logits = np.where(team_mask, logits, -np.inf)
+        return np.array([int(np.argmax(logits[self._segment[r]])) for r in ROLES])
+
+    def act_role(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
+        h = self.hospital
+        if h is None or self._builder is None:
+            raise RuntimeError(
+                "team_ppo needs the simulator: call reset(seed, hospital=env.hospital) (the grader does)"
+            )
+        key = (id(h), h.tick_count)
+        if key != self._cache_key:
+            flat = h.flat_mask()
+            team_mask = np.array([m for r in ROLES for m in h.role_mask(r, flat)], dtype=bool)
+            logits = self.logits(self.encoder(self._builder.composed()))
+            self._joint_logits = logits
+            self._joint_planned = self._joint_argmax(logits, team_mask)
+            self._cache_key = key
+        planned = int(self._joint_planned[ROLES.index(role)])
+        mask = np.asarray(action_mask, dtype=bool)
+        if not self.masked or mask[planned]:
+            return planned
+        self.replanned += 1
+        return int(np.argmax(np.where(mask, self._joint_logits[self._segment[role]], -np.inf)))
+
+    def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
+        raise NotImplementedError("team_ppo plays the team track (grade with track='team')")
+
+
+# ------------------------------------------------------------------- loading
+def load_model(path: str | Path) -> Any:
+    """A MaskablePPO model from a ``.zip`` (CPU; schedules replaced: only inference is needed)."""
+    require_train_extra()
+    from sb3_contrib import MaskablePPO
+
+    # The saved lr/clip schedules are pickled closures; inference never calls them,
+    # and replacing them avoids unpickling code across Python versions.
+    custom = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
+    return MaskablePPO.load(str(path), device="cpu", custom_objects=custom)
+
+
+def _model_file(path: Path) -> Path:
+    if path.is_dir():
+        for name in ("best_model.zip", "model.zip"):
+            if (path / name).exists():
+                return path / name
+        raise FileNotFoundError(f"no best_model.zip or model.zip in run directory {path}")
+    return path
+
+
+def load_path(path: str | Path, name: str | None = None) -> PPOPolicy:
+    """A learned policy from a run directory or a model ``.zip`` (track from its metadata or action space)."""
+    model_file = _model_file(Path(path))
+    if not model_file.exists():
+        raise FileNotFoundError(f"no model at {model_file}")
+    meta = read_metadata(model_file)
+    version = meta.get("encoder_version", ENCODER_VERSION)
+    if version != ENCODER_VERSION:
+        raise ValueError(
+            f"{model_file} was trained on feature encoder v{version}; this package has "
+            f"v{ENCODER_VERSION}: retrain it (see policies/checkpoints/README.md)"
+        )
+    model = load_model(model_file)
+    from gymnasium import spaces
+
+    team = isinstance(model.action_space, spaces.MultiDiscrete)
+    track = meta.get("track", "team" if team else "flat")
+    masked = bool(meta.get("masked", True))
+    cls = TeamPPOPolicy if track == "team" else PPOPolicy
+    policy = cls(model, masked=masked, name=name or meta.get("name"))
+    policy.metadata = meta
+    return policy
+
+
+def load_shipped(name: str) -> PPOPolicy:
+    """A shipped checkpoint by registered name (``ppo``, ``team_ppo``, ``ppo_nomask``)."""
+    path = CHECKPOINT_DIR / SHIPPED[name]
+    require_train_extra()
+    if not path.exists():
+        raise FileNotFoundError(f"shipped checkpoint {path} is missing (reinstall hospital-marl)")
+    return load_path(path, name=name)
+
+
+def learned_factories() -> dict[str, Callable[..., PPOPolicy]]:
+    """Registered names -> factories (cheap: nothing is loaded until a factory is called)."""
+    return {name: (lambda name=name: load_shipped(name)) for name in SHIPPED}

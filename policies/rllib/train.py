@@ -1,0 +1,360 @@
+"""Train one masked PPO policy per role with Ray RLlib (new API stack) on the AEC env.
+
+Run it as ``hospital-marl train rllib [--address auto] [--num-env-runners N] ...``
+(every field of :class:`Args` is a flag) or ``python -m policies.rllib.train ...``
+(same flags). Local by default: a private Ray instance in this process
+(``ray.init(address="local")``, no dashboard); ``--address auto`` (or
+``HOST:PORT``) joins a running cluster instead, and ``--num-env-runners`` spreads
+sampling over it. A run directory gets:
+
+- ``checkpoint/``: RLlib's algorithm checkpoint (``Algorithm.from_checkpoint``
+  resumes it); the per-role modules are under ``checkpoint/learner_group/learner/rl_module/<role>/``;
+- ``rllib.json``: the run's metadata (arguments, module directories, the audit
+  totals, the reproducing command) -- what :func:`policies.rllib.policy.load_rllib_policy` reads;
+- ``curve.json``: one row per iteration: env steps, episode return means, the masked-action audit.
+
+Reads top to bottom: the arguments, the RLlib config, then :func:`train`. Ray and
+torch are imported inside the functions, so the CLI lists this command without them.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from hospital_marl.core.actions import ROLES
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DEFAULT_SCENARIO, get_scenario
+from policies.rllib import CHECKPOINT_DIR, METADATA_FILE
+
+INSTALL_HINT = 'pip install "hospital-marl[rllib]"'
+CURVE_FILE = "curve.json"
+FORMAT = "hospital_marl.rllib/1"
+
+
+@dataclass
+class Args:
+    """Every training option; ``hospital-marl train rllib --help`` is generated from these docstrings."""
+
+    address: str | None = None
+    """Ray cluster to join ("auto", or HEAD_IP:6379); default: a private local Ray instance."""
+    num_env_runners: int = 0
+    """Remote env runners (sampling actors, 1 CPU each); 0 samples in the driver process."""
+    num_envs_per_runner: int = 1
+    """Environments per env runner (stepped in one vector, batched module forward)."""
+    num_learners: int = 0
+    """Remote learners (0: learn in the driver process; >1: data-parallel over the cluster)."""
+    num_cpus: int | None = None
+    """CPUs of the local Ray instance (default max(2, num_env_runners + 1)); ignored with --address."""
+    iterations: int = 50
+    """Training iterations (one sample + one PPO update each)."""
+    scenario: str = DEFAULT_SCENARIO
+    """The scenario to train on (ignored with --all-scenarios)."""
+    all_scenarios: bool = False
+    """Train on the five built-in scenarios, switched every episode."""
+    seed: int = 0
+    """Seeds RLlib (torch, sampling) and the training envs' days."""
+    save: str | None = None
+    """Run directory (default: runs/rllib_<scenario|all>_s<seed>)."""
+    reward_mode: str = "team"
+    """team: every role gets the team reward; role: action-caused rewards go to the acting role."""
+    train_batch_size: int = 4000
+    """Env steps per iteration and learner (one step = one role's turn: a 100-tick shift is 300 steps)."""
+    minibatch_size: int = 256
+    """Minibatch size of the PPO update."""
+    num_epochs: int = 10
+    """Passes over each iteration's batch."""
+    lr: float = 3e-4
+    """Adam step size."""
+    gamma: float = 0.97
+    """Discount per tick (each role's own trajectory has one step per tick; as in `train ppo`)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_param: float = 0.2
+    """PPO clipping."""
+    entropy_coeff: float = 0.003
+    """Entropy bonus."""
+    vf_loss_coeff: float = 0.5
+    """Value loss weight."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layers of each role's actor and critic MLPs."""
+    reward_scale: float = 0.02
+    """Rewards are multiplied by this for learning (a death is -15): keeps value targets near 1."""
+    progress: bool = True
+    """Show a progress bar (--no-progress to hide it)."""
+
+    def __post_init__(self) -> None:
+        get_scenario(self.scenario)  # raises on an unknown name, listing the valid ones
+        if self.reward_mode not in ("team", "role"):
+            raise ValueError(f"reward_mode must be 'team' or 'role', got {self.reward_mode!r}")
+        for name in ("iterations", "num_envs_per_runner", "train_batch_size", "minibatch_size", "num_epochs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        for name in ("num_env_runners", "num_learners", "seed"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.num_cpus is not None and self.num_cpus < 1:
+            raise ValueError(f"num_cpus must be >= 1, got {self.num_cpus!r}")
+        if not self.hidden or min(self.hidden) < 1:
+            raise ValueError(f"hidden must be positive layer widths, got {self.hidden!r}")
+        if not (self.lr > 0 and self.reward_scale > 0):
+            raise ValueError("lr and reward_scale must be > 0")
+        self.hidden = tuple(int(w) for w in self.hidden)
+
+    @property
+    def scenarios(self) -> list[str]:
+        return list(BUILTIN_SCENARIOS) if self.all_scenarios else [self.scenario]
+
+    @property
+    def run_dir(self) -> Path:
+        if self.save:
+            return Path(self.save)
+        return Path("runs") / f"rllib_{'all' if self.all_scenarios else self.scenario}_s{self.seed}"
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Attribute docstrings of a dataclass (the string literal after each field)."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, following in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def require_rllib() -> None:
+    """Raise a clear ImportError when ray[rllib] / torch (the ``rllib`` extra) are missing."""
+    try:
+        import ray.rllib  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"RLlib training needs ray[rllib] and torch ({exc.name} is missing): {INSTALL_HINT}"
+        ) from exc
+
+
+# ------------------------------------------------------------------ config
+def build_config(args: Args) -> Any:
+    """The PPO ``AlgorithmConfig``: one :class:`MaskedRoleModule` per role, agent id -> module id = role."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from policies.rllib.callbacks import MaskedActionAudit
+    from policies.rllib.env import register
+    from policies.rllib.module import MaskedRoleModule
+
+    env_name = register()
+    model_config = {"hidden": list(args.hidden)}
+    return (
+        PPOConfig()
+        .environment(
+            env_name,
+            env_config={
+                "scenarios": args.scenarios,
+                "reward_mode": args.reward_mode,
+                "reward_scale": args.reward_scale,
+            },
+        )
+        .env_runners(
+            num_env_runners=args.num_env_runners,
+            num_envs_per_env_runner=args.num_envs_per_runner,
+            num_cpus_per_env_runner=1,
+        )
+        .learners(num_learners=args.num_learners)
+        .multi_agent(policies=set(ROLES), policy_mapping_fn=role_of_agent, policies_to_train=list(ROLES))
+        .rl_module(
+            rl_module_spec=MultiRLModuleSpec(
+                rl_module_specs={
+                    role: RLModuleSpec(module_class=MaskedRoleModule, model_config=model_config)
+                    for role in ROLES
+                }
+            )
+        )
+        .training(
+            lr=args.lr,
+            gamma=args.gamma,
+            lambda_=args.gae_lambda,
+            clip_param=args.clip_param,
+            entropy_coeff=args.entropy_coeff,
+            vf_loss_coeff=args.vf_loss_coeff,
+            train_batch_size_per_learner=args.train_batch_size,
+            minibatch_size=min(args.minibatch_size, args.train_batch_size),
+            num_epochs=args.num_epochs,
+        )
+        .callbacks(MaskedActionAudit)
+        .debugging(seed=args.seed, log_level="WARN")
+    )
+
+
+def role_of_agent(agent_id: str, episode: Any = None, **kwargs: Any) -> str:
+    """The policy mapping: each role (agent id) has its own module, named after it."""
+    return agent_id
+
+
+# ------------------------------------------------------------------- the run
+def init_ray(args: Args) -> bool:
+    """Start a private local Ray instance, or join ``args.address``; False if Ray was already up."""
+    import logging
+
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if args.address:
+        ray.init(address=args.address, logging_level=logging.WARNING)
+    else:
+        num_cpus = args.num_cpus or max(2, args.num_env_runners + 1)
+        ray.init(address="local", include_dashboard=False, num_cpus=num_cpus, logging_level=logging.WARNING)
+    return True
+
+
+def curve_row(iteration: int, result: dict[str, Any], elapsed: float) -> dict[str, Any]:
+    """One learning-curve row from an ``Algorithm.train()`` result."""
+    from policies.rllib import callbacks as audit
+
+    runners = result.get("env_runners", {})
+
+    def number(key: str, default: float | None = None) -> float | None:
+        value = runners.get(key, default)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return None
+        return float(value)
+
+    finished = int(number(audit.FINISHED_EPISODES, 0) or 0)
+    team_sum = number(audit.TEAM_RETURN_SUM)
+    return {
+        "iteration": iteration,
+        "env_steps": int(number("num_env_steps_sampled_lifetime", 0) or 0),
+        "episodes": finished,
+        "team_return_mean": team_sum / finished if finished and team_sum is not None else None,
+        "episode_return_mean": number("episode_return_mean"),
+        "masked_actions_taken": int(number(audit.MASKED_ACTIONS_TAKEN, 0) or 0),
+        "audited_actions": int(number(audit.AUDITED_ACTIONS, 0) or 0),
+        "env_invalid_actions": int(number(audit.ENV_INVALID_ACTIONS, 0) or 0),
+        "time_s": round(elapsed, 2),
+    }
+
+
+def command_line(args: Args) -> str:
+    """The ``hospital-marl train rllib`` command reproducing these args (non-default flags only)."""
+    parts = ["hospital-marl", "train", "rllib"]
+    for f in fields(Args):
+        value, default = getattr(args, f.name), f.default
+        if value == default:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(default, bool):
+            parts.append(flag if value else "--no-" + f.name.replace("_", "-"))
+        elif isinstance(value, tuple):
+            parts += [flag, *map(str, value)]
+        else:
+            parts += [flag, str(value)]
+    return " ".join(parts)
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def train(args: Args) -> Path:
+    """Train, checkpoint, and write the curve and metadata; returns the run directory."""
+    require_rllib()
+    import ray
+    import torch
+    from tqdm import tqdm
+
+    run_dir = args.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    torch.set_num_threads(1)  # tiny MLPs: more threads only contend with the env runners
+    owns_ray = init_ray(args)
+    algo = None
+    try:
+        algo = build_config(args).build_algo()
+        rows: list[dict[str, Any]] = []
+        bar = tqdm(range(1, args.iterations + 1), desc="rllib ppo", unit="it", disable=not args.progress)
+        for iteration in bar:
+            rows.append(curve_row(iteration, algo.train(), time.perf_counter() - started))
+            write_json(run_dir / CURVE_FILE, rows)
+            last = rows[-1]
+            bar.set_postfix(
+                steps=last["env_steps"],
+                team_return=_fmt(last["team_return_mean"]),
+                masked=sum(r["masked_actions_taken"] for r in rows),
+            )
+        checkpoint = algo.save_to_path(str((run_dir / CHECKPOINT_DIR).resolve()))
+    finally:
+        if algo is not None:
+            algo.stop()
+        if owns_ray:
+            ray.shutdown()
+    masked = sum(r["masked_actions_taken"] for r in rows)
+    write_json(
+        run_dir / METADATA_FILE,
+        {
+            "format": FORMAT,
+            "name": "rllib",
+            "track": "team",
+            "algorithm": "PPO",
+            "roles": list(ROLES),
+            "checkpoint": CHECKPOINT_DIR,
+            "modules": {role: module_dir(Path(CHECKPOINT_DIR), role).as_posix() for role in ROLES},
+            "audit": {
+                "masked_actions_taken": masked,
+                "audited_actions": sum(r["audited_actions"] for r in rows),
+                "env_invalid_actions": sum(r["env_invalid_actions"] for r in rows),
+                "episodes": sum(r["episodes"] for r in rows),
+            },
+            "env_steps": rows[-1]["env_steps"] if rows else 0,
+            "wall_time_s": round(time.perf_counter() - started, 1),
+            "args": {**asdict(args), "hidden": list(args.hidden)},
+            "ray_version": ray.__version__,
+            "torch_version": torch.__version__,
+            "command": command_line(args),
+            "checkpoint_path": str(checkpoint),
+        },
+    )
+    return run_dir
+
+
+def module_dir(checkpoint: Path, role: str) -> Path:
+    """Where an algorithm checkpoint keeps the learner's module of one role."""
+    return checkpoint / "learner_group" / "learner" / "rl_module" / role
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m policies.rllib.train ...``: the flags of ``hospital-marl train rllib``."""
+    import argparse
+
+    from policies.rllib.cli import add_rllib_parser
+
+    parser = argparse.ArgumentParser(prog="python -m policies.rllib.train")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    sub = parser.add_subparsers(dest="algorithm", required=True)
+    add_rllib_parser(sub)
+    args = parser.parse_args(["rllib", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,482 @@
+"""Train sb3-contrib MaskablePPO on the composed env (flat track) or the team env (team track).
+
+Run it as ``hospital-marl train ppo [--track flat|team] [--all-scenarios] ...``
+(every field of :class:`Args` is a flag: ``--n-envs 8``, ``--no-mask``) or
+``python -m policies.train_ppo ...``. A run directory gets:
+
+- ``best_model.zip`` / ``best_model.json``: the model with the best periodic
+  evaluation score, and its metadata (what :func:`policies.learned.load_path` reads);
+- ``model.zip`` / ``model.json``: the final model;
+- ``curve.csv`` / ``curve.json``: the learning curve, one row per evaluation
+  (``hospital-marl plot curve RUN_DIR`` draws it);
+- ``progress.csv``: SB3's training statistics (losses, entropy, KL) per rollout;
+- TensorBoard logs in ``TENSORBOARD_DIR/<run name>`` if ``--tensorboard TENSORBOARD_DIR`` was given.
+
+The periodic evaluation grades the current model with the project's grader
+(:func:`grading.grade`, deterministic actions, the same track it will be graded
+on) on a few episodes from ``eval_seed``; keep that seed away from the seed you
+report scores on (0), or choosing the best model would peek at the test days.
+
+Reads top to bottom like a CleanRL script: the arguments, the env pipeline, the
+evaluation callback, then :func:`train`. torch and sb3-contrib are imported in
+:func:`train` so that the CLI can list this command without them.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import inspect
+import itertools
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DEFAULT_SCENARIO, get_scenario
+from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
+from policies.learned import (
+    ENCODER_VERSION,
+    FEATURE_CLIP,
+    FeatureEncoder,
+    PPOPolicy,
+    TeamPPOPolicy,
+    require_train_extra,
+)
+
+CHOICES: dict[str, tuple[str, ...]] = {"track": ("flat", "team"), "network": ("entity", "mlp")}
+"""The fields of :class:`Args` that take one of a few names."""
+
+
+@dataclass
+class Args:
+    """Every training option; ``hospital-marl train ppo --help`` is generated from these docstrings.
+
+    The defaults are the shipped recipe (policies/checkpoints/README.md), which adds only
+    ``--all-scenarios`` and, on the flat track, ``--reward-overrides critical_unattended_per_tick=-2``.
+    """
+
+    track: str = "flat"
+    """flat: the composed Discrete(39) env; team: the MultiDiscrete([21, 16, 4]) team env."""
+    scenario: str = DEFAULT_SCENARIO
+    """The scenario to train on (ignored with --all-scenarios)."""
+    all_scenarios: bool = False
+    """Train on the five built-in scenarios, switched every episode (each env cycles through them)."""
+    timesteps: int = 200_000
+    """Total environment steps (ticks) over all envs."""
+    n_envs: int = 8
+    """Parallel environments (DummyVecEnv: the env is cheap, processes would cost more than they save)."""
+    seed: int = 0
+    """Seeds torch, the policy's sampling and the training envs' days."""
+    save: str | None = None
+    """Run directory (default: runs/ppo_<track>_<scenario|all>_s<seed>)."""
+    mask: bool = True
+    """Mask invalid actions (--no-mask: plain PPO over all 39 / 41; graded as is, invalid actions count)."""
+    tensorboard: str | None = None
+    """Also write TensorBoard logs under this directory (needs the tensorboard package)."""
+    eval_freq: int = 20_000
+    """Grade the current model every this many timesteps (0: only at the end)."""
+    eval_episodes: int = 5
+    """Episodes per scenario in each periodic evaluation."""
+    eval_seed: int = 1000
+    """Base seed of the evaluation days (not 0: the reported grades use seed 0)."""
+    learning_rate: float = 3e-4
+    """Adam step size, decayed linearly to lr_final_fraction of it by the end."""
+    lr_final_fraction: float = 0.1
+    """Where the linear learning-rate decay ends, as a fraction of learning_rate."""
+    n_steps: int = 256
+    """Steps per env per rollout (rollout size = n_steps * n_envs)."""
+    batch_size: int = 256
+    """Minibatch size of the PPO update."""
+    n_epochs: int = 10
+    """Passes over each rollout."""
+    gamma: float = 0.97
+    """Discount (a shift is 100 ticks; 0.97 looks ~30 ticks ahead, past most deaths a decision causes)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_range: float = 0.2
+    """PPO clipping."""
+    ent_coef: float = 0.003
+    """Entropy bonus."""
+    vf_coef: float = 0.5
+    """Value loss weight."""
+    network: str = "entity"
+    """entity: heads shared across queue slots, beds, ventilators (policies.ppo_net); mlp: SB3's MLP."""
+    net_arch: tuple[int, ...] = (64, 64)
+    """Hidden layers of the value network (and of the policy network with --network mlp)."""
+    context_dim: int = 64
+    """entity network: width of the context vector computed from the whole observation."""
+    head_dim: int = 32
+    """entity network: hidden width of each shared entity head."""
+    reward_scale: float = 0.02
+    """Rewards are multiplied by this for learning (a death is -15): keeps value targets near 1."""
+    reward_overrides: str = ""
+    """Training-only RewardTable changes, e.g. "critical_unattended_per_tick=-2" (comma-separated)."""
+    torch_threads: int = 1
+    """torch CPU threads (1 is fastest for small MLPs on a small, shared machine)."""
+    progress: bool = True
+    """Show a progress bar (--no-progress to hide it)."""
+    verbose: int = 0
+    """SB3 verbosity (1 prints the training statistics table)."""
+
+    def __post_init__(self) -> None:
+        for name, valid in CHOICES.items():
+            if getattr(self, name) not in valid:
+                raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
+        get_scenario(self.scenario)  # raises on an unknown name, listing the valid ones
+        _ = self.rewards  # validates reward_overrides
+        for name in ("timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.eval_freq < 0:
+            raise ValueError(f"eval_freq must be >= 0, got {self.eval_freq!r}")
+        if not (self.reward_scale > 0 and self.learning_rate > 0):
+            raise ValueError("reward_scale and learning_rate must be > 0")
+
+    @property
+    def rewards(self) -> RewardTable:
+        """The reward table the training envs use (the grader scores episodes, never rewards)."""
+        overrides = {}
+        for item in filter(None, self.reward_overrides.replace(" ", "").split(",")):
+            key, _, value = item.partition("=")
+            if key not in {f.name for f in fields(RewardTable)}:
+                raise ValueError(f"reward_overrides: {key!r} is not a RewardTable field")
+            try:
+                overrides[key] = float(value)
+            except ValueError:
+                raise ValueError(f"reward_overrides: {item!r} is not field=number") from None
+        return replace(DEFAULT_REWARDS, **overrides)
+
+    @property
+    def scenarios(self) -> tuple[str, ...]:
+        return tuple(BUILTIN_SCENARIOS) if self.all_scenarios else (self.scenario,)
+
+    @property
+    def run_dir(self) -> Path:
+        where = "all" if self.all_scenarios else self.scenario
+        return Path(self.save or f"runs/ppo_{self.track}_{where}_s{self.seed}")
+
+
+def field_docs(cls: type = Args) -> dict[str, str]:
+    """Each dataclass field's docstring (the string literal under it), for --help."""
+    docs: dict[str, str] = {}
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    for node, nxt in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+        ):
+            docs[node.target.id] = str(nxt.value.value)
+    return docs
+
+
+# ---------------------------------------------------------------- env pipeline
+class EncodedObservation(gym.ObservationWrapper):
+    """The Dict observation -> :class:`~policies.learned.FeatureEncoder`'s fixed-scale vector."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.encoder = FeatureEncoder()
+        self.observation_space = spaces.Box(0.0, FEATURE_CLIP, (self.encoder.size,), np.float32)
+
+    def observation(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        return self.encoder(observation)
+
+
+class ScenarioCycle(gym.Wrapper):
+    """Switches scenario every episode through ``reset(options={"scenario": ...})``.
+
+    Env ``rank`` starts at scenario ``rank % n``, so a vector of envs covers the
+    mix evenly at every moment, not one scenario at a time.
+    """
+
+    def __init__(self, env: gym.Env, scenarios: tuple[str, ...], rank: int = 0) -> None:
+        super().__init__(env)
+        self.scenarios = scenarios
+        self._next = rank % len(scenarios)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        options = {**(options or {}), "scenario": self.scenarios[self._next]}
+        self._next = (self._next + 1) % len(self.scenarios)
+        return self.env.reset(seed=seed, options=options)
+
+
+class ScaleReward(gym.RewardWrapper):
+    """Multiplies the reward by a fixed factor (learning only; the Monitor below it logs raw returns)."""
+
+    def __init__(self, env: gym.Env, scale: float) -> None:
+        super().__init__(env)
+        self.scale = scale
+
+    def reward(self, reward: float) -> float:
+        return reward * self.scale
+
+
+def make_env(args: Args, rank: int = 0) -> gym.Env:
+    """One training env: the composed (or team) env, scenario cycling, Monitor, reward scale, encoding."""
+    from stable_baselines3.common.monitor import Monitor
+
+    env_cls = HospitalEDTeamEnv if args.track == "team" else HospitalEDEnv
+    env: gym.Env = env_cls(scenario=args.scenarios[rank % len(args.scenarios)], rewards=args.rewards)
+    if len(args.scenarios) > 1:
+        env = ScenarioCycle(env, args.scenarios, rank)
+    env = Monitor(env)  # raw episode returns for the curve
+    env = ScaleReward(env, args.reward_scale)
+    return EncodedObservation(env)
+
+
+def make_vec_env(args: Args) -> Any:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    return DummyVecEnv([lambda rank=rank: make_env(args, rank) for rank in range(args.n_envs)])
+
+
+class Clock:
+    """Wall and CPU seconds since a run started (CPU time is less disturbed by a shared machine)."""
+
+    def __init__(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def wall(self) -> float:
+        return round(time.perf_counter() - self._wall, 2)
+
+    def cpu(self) -> float:
+        return round(time.process_time() - self._cpu, 2)
+
+
+# ------------------------------------------------------------------ evaluation
+def policy_of(model: Any, args: Args) -> PPOPolicy:
+    """The model as a graded policy (the same class the shipped checkpoints load into)."""
+    cls = TeamPPOPolicy if args.track == "team" else PPOPolicy
+    return cls(model, masked=args.mask, name=f"ppo_{args.track}")
+
+
+def make_grade_callback(args: Args, run_dir: Path, clock: Clock) -> Any:
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from grading import grade
+
+    class GradeCallback(BaseCallback):
+        """Every ``eval_freq`` timesteps (and at the end): grade, log the curve, keep the best model."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[dict[str, Any]] = []
+            self.best = -np.inf
+            self._last = 0
+
+        def _on_step(self) -> bool:
+            if args.eval_freq and self.num_timesteps - self._last >= args.eval_freq:
+                self._last = self.num_timesteps
+                self.evaluate()
+            return True
+
+        def _on_training_end(self) -> None:
+            if not self.rows or self.rows[-1]["timesteps"] != self.num_timesteps:
+                self.evaluate()
+
+        def evaluate(self) -> None:
+            report = grade(
+                policy_of(self.model, args),
+                episodes=args.eval_episodes,
+                seed=args.eval_seed,
+                scenarios=args.scenarios,
+                track=args.track,
+            )
+            episodes = [e["r"] for e in self.model.ep_info_buffer]
+            row = {
+                "timesteps": int(self.num_timesteps),
+                "wall_time_s": clock.wall(),
+                "cpu_time_s": clock.cpu(),
+                "eval_score": round(report["overall_score"], 3),
+                "eval_stderr": round(
+                    float(np.mean([s["score_stderr"] for s in report["scenarios"].values()])), 3
+                ),
+                "invalid_action_rate": round(report["invalid_action_rate"], 4),
+                "train_episode_reward": round(float(np.mean(episodes)), 2) if episodes else None,
+                **{f"score_{k}": round(v, 3) for k, v in report["scenario_scores"].items()},
+            }
+            self.rows.append(row)
+            for key in ("eval_score", "invalid_action_rate"):
+                self.logger.record(f"eval/{key}", row[key])
+            if row["eval_score"] > self.best:
+                self.best = row["eval_score"]
+                save_model(self.model, run_dir / "best_model.zip", args, row, clock)
+            write_curve(self.rows, run_dir)
+            if args.verbose:
+                print(json.dumps(row), file=sys.stderr)
+
+    return GradeCallback()
+
+
+# ------------------------------------------------------------------ artefacts
+def make_logger(args: Args, run_dir: Path) -> Any:
+    """SB3's training statistics to ``run_dir/progress.csv`` (+ TensorBoard, + stdout with --verbose 1).
+
+    An explicit logger also keeps SB3 from creating an empty ``/tmp/SB3-<date>`` folder per run.
+    """
+    from stable_baselines3.common.logger import Logger, make_output_format
+
+    formats = [make_output_format("csv", str(run_dir))]
+    if args.verbose:
+        formats.append(make_output_format("stdout", str(run_dir)))
+    if args.tensorboard:
+        formats.append(make_output_format("tensorboard", str(Path(args.tensorboard) / run_dir.name)))
+    return Logger(str(run_dir), formats)
+
+
+def save_model(model: Any, path: Path, args: Args, row: dict[str, Any] | None, clock: Clock) -> None:
+    """``path`` (.zip) and its metadata ``path.json``: what :func:`policies.learned.load_path` reads."""
+    model.save(str(path))
+    meta = {
+        "name": f"ppo_{args.track}" + ("" if args.mask else "_nomask"),
+        "track": args.track,
+        "masked": args.mask,
+        "encoder_version": ENCODER_VERSION,
+        "timesteps": int(model.num_timesteps),
+        "wall_time_s": clock.wall(),
+        "cpu_time_s": clock.cpu(),
+        "eval": row,
+        "args": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(args).items()},
+        "command": command_line(args),
+    }
+    path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def write_curve(rows: list[dict[str, Any]], run_dir: Path) -> None:
+    (run_dir / "curve.json").write_text(json.dumps(rows, indent=2) + "\n")
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    with open(run_dir / "curve.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def command_line(args: Args) -> str:
+    """The ``hospital-marl train ppo`` command reproducing these args (the seed and non-default flags)."""
+    defaults = Args()
+    parts = ["hospital-marl train ppo"]
+    for f in fields(Args):
+        value = getattr(args, f.name)
+        if value == getattr(defaults, f.name) and f.name != "seed":
+            continue  # the seed always shows: a run is reproduced by its command
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + f.name.replace("_", "-"))
+        elif isinstance(value, tuple):
+            parts.append(flag + " " + " ".join(map(str, value)))
+        else:
+            parts.append(f"{flag} {value}")
+    return " ".join(parts)
+
+
+def export_checkpoint(run_dir: Path, out: Path) -> Path:
+    """Ship a run's best model: ``out`` (.zip) and ``out.json`` (its metadata, the learning curve,
+    the whole run's cost, and the exact command, re-derived from the recorded args).
+
+    The zip is ``best_model.zip`` with the optimizer's state emptied: inference needs no Adam
+    moments, and the file shrinks from ~670 kB to ~250 kB. The weights are untouched.
+    """
+    import io
+    import zipfile
+
+    import torch
+
+    meta = json.loads((run_dir / "best_model.json").read_text())
+    recorded = {k: (tuple(v) if isinstance(v, list) else v) for k, v in meta["args"].items()}
+    meta["command"] = command_line(Args(**recorded))
+    final = json.loads((run_dir / "model.json").read_text())
+    meta["run"] = {k: final[k] for k in ("timesteps", "wall_time_s", "cpu_time_s")}
+    meta["curve"] = json.loads((run_dir / "curve.json").read_text())
+    meta["exported"] = "best_model.zip, optimizer state emptied (inference only; weights unchanged)"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(run_dir / "best_model.zip") as src, zipfile.ZipFile(out, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "policy.optimizer.pth":
+                state = torch.load(io.BytesIO(data), map_location="cpu")
+                state["state"] = {}
+                buffer = io.BytesIO()
+                torch.save(state, buffer)
+                data = buffer.getvalue()
+            dst.writestr(item, data)
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+# ------------------------------------------------------------------- training
+def train(args: Args) -> Path:
+    """Train, evaluate periodically, save; returns the run directory."""
+    require_train_extra()
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    if args.tensorboard:
+        try:
+            import tensorboard  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                "--tensorboard needs the tensorboard package: pip install tensorboard"
+            ) from None
+    torch.set_num_threads(args.torch_threads)
+    run_dir = args.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    clock = Clock()
+
+    env = make_vec_env(args)
+    lr, final = args.learning_rate, args.lr_final_fraction
+    if args.network == "entity":
+        from policies.ppo_net import EntityPolicy
+
+        policy: Any = EntityPolicy
+        policy_kwargs = {
+            "team": args.track == "team",
+            "context_dim": args.context_dim,
+            "head_dim": args.head_dim,
+            "net_arch": {"pi": [], "vf": list(args.net_arch)},
+        }
+    else:
+        policy = "MlpPolicy"
+        policy_kwargs = {"net_arch": {"pi": list(args.net_arch), "vf": list(args.net_arch)}}
+    model = MaskablePPO(
+        policy,
+        env,
+        learning_rate=lambda progress: lr * (final + (1.0 - final) * progress),  # progress: 1 -> 0
+        n_steps=args.n_steps,
+        batch_size=args.batch_size,
+        n_epochs=args.n_epochs,
+        gamma=args.gamma,
+        gae_lambda=args.gae_lambda,
+        clip_range=args.clip_range,
+        ent_coef=args.ent_coef,
+        vf_coef=args.vf_coef,
+        policy_kwargs=policy_kwargs,
+        seed=args.seed,
+        device="cpu",
+        verbose=args.verbose,
+    )
+    model.set_logger(make_logger(args, run_dir))
+    callback = make_grade_callback(args, run_dir, clock)
+    model.learn(
+        total_timesteps=args.timesteps,
+        callback=callback,
+        use_masking=args.mask,
+        progress_bar=args.progress,
+    )
+    save_model(model, run_dir / "model.zip", args, callback.rows[-1] if callback.rows else None, clock)
+    env.close()
+    return run_dir
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from policies.train_cli import main
+
+    sys.exit(main(["train", "ppo", *sys.argv[1:]]))

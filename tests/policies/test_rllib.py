@@ -1,0 +1,204 @@
+"""Ray RLlib (the ``rllib`` extra): masked PPO per role, the masked-action audit, loading and grading.
+
+Skipped only when ray is not installed. The end-to-end tests share one training
+run (two PPO iterations, no remote env runners, a tiny batch and tiny nets) in a
+subprocess, so Ray never starts inside the pytest process; the xdist group keeps
+them on one worker, away from other tests' cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+
+pytest.importorskip("ray", reason="ray[rllib] not installed: pip install 'hospital-marl[rllib]'")
+
+pytestmark = [pytest.mark.rllib, pytest.mark.xdist_group("rllib")]
+
+SCENARIO = "normal_day"
+TRAIN_FLAGS = [
+    "--iterations", "2",
+    "--num-env-runners", "0",
+    "--train-batch-size", "200",
+    "--minibatch-size", "100",
+    "--num-epochs", "1",
+    "--hidden", "16", "16",
+    "--scenario", SCENARIO,
+    "--seed", "0",
+    "--no-progress",
+]  # fmt: skip
+"""200 role turns per iteration: the first 100-tick shift (300 turns) ends in iteration 2."""
+
+
+def _cli_has_train_rllib() -> bool:
+    """Whether ``hospital-marl train rllib`` is wired in (the hook in policies/train_cli.py)."""
+    from hospital_marl.cli import build_parser
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            build_parser().parse_args(["train", "rllib", "--iterations", "1"])
+    except SystemExit:
+        return False
+    return True
+
+
+def _train_command() -> list[str]:
+    if _cli_has_train_rllib():
+        return [sys.executable, "-m", "hospital_marl", "train", "rllib"]
+    return [sys.executable, "-m", "policies.rllib.train"]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny local RLlib training run; its run directory."""
+    work = tmp_path_factory.mktemp("rllib")
+    run_dir = work / "run"
+    env = dict(os.environ)
+    # Ray 2.60 turns token auth on for a new local instance and would otherwise write
+    # a fresh token to ~/.ray/auth_token; a per-run token keeps the test out of $HOME.
+    env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run(
+        [*_train_command(), *TRAIN_FLAGS, "--save", str(run_dir)],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    return run_dir
+
+
+# ------------------------------------------------------------ end to end
+def test_train_rllib__two_iterations_take_no_masked_action(trained_run: Path) -> None:
+    meta = json.loads((trained_run / "rllib.json").read_text())
+    curve = json.loads((trained_run / "curve.json").read_text())
+    audit = meta["audit"]
+    assert audit["masked_actions_taken"] == 0, audit
+    assert audit["env_invalid_actions"] == 0, audit
+    assert audit["audited_actions"] >= 300, f"the audit checked too few actions to mean anything: {audit}"
+    assert audit["episodes"] >= 1, "no shift finished: the env's own invalid-action count was not audited"
+    assert [row["iteration"] for row in curve] == [1, 2]
+    assert all(row["masked_actions_taken"] == 0 for row in curve)
+    assert curve[-1]["env_steps"] >= 400
+    assert curve[-1]["team_return_mean"] is not None
+    assert meta["track"] == "team" and meta["roles"] == list(ROLES)
+
+
+def test_load_rllib_policy__restores_every_role_without_a_ray_cluster(trained_run: Path) -> None:
+    import ray
+
+    from policies.rllib import is_rllib_run, load_rllib_policy
+    from policies.rllib.module import MaskedRoleModule
+
+    assert is_rllib_run(trained_run)
+    policy = load_rllib_policy(trained_run)
+    assert not ray.is_initialized()
+    assert policy.name == "rllib" and policy.tracks == ("team",)
+    assert set(policy.modules) == set(ROLES)
+    assert all(isinstance(m, MaskedRoleModule) for m in policy.modules.values())
+    # The algorithm checkpoint itself (and the MultiRLModule directory) load too.
+    assert set(load_rllib_policy(trained_run / "checkpoint").modules) == set(ROLES)
+
+
+def test_grade_team_track__trained_rllib_policy_takes_no_invalid_action(trained_run: Path) -> None:
+    from grading import grade
+    from policies.rllib import load_rllib_policy
+
+    report = grade(load_rllib_policy(trained_run), episodes=1, scenarios=[SCENARIO], track="team")
+    assert report["track"] == "team"
+    assert report["invalid_action_rate"] == 0.0
+    counts = report["scenarios"][SCENARIO]["counts"]
+    assert counts["invalid_actions"] == 0 and counts["actions"] > 0
+    assert 0.0 <= report["overall_score"] <= 100.0
+
+
+# ------------------------------------------------------------- the parts
+@pytest.fixture(scope="module")
+def rllib_env():
+    from policies.rllib.env import make_rllib_env
+
+    return make_rllib_env({"scenarios": [SCENARIO]})
+
+
+def test_rllib_env__passes_rllib_checks_with_the_role_spaces(rllib_env) -> None:
+    from ray.rllib.env.multi_agent_env import MultiAgentEnv
+    from ray.rllib.utils.pre_checks.env import check_multiagent_environments
+
+    assert isinstance(rllib_env, MultiAgentEnv)
+    check_multiagent_environments(rllib_env)
+    for role in ROLES:
+        space = rllib_env.get_observation_space(role)
+        assert set(space.spaces) == {"observation", "action_mask"}
+        assert space["action_mask"].shape == (ROLE_ACTION_COUNTS[role],)
+        assert rllib_env.get_action_space(role).n == ROLE_ACTION_COUNTS[role]
+
+
+def test_rllib_env__all_scenarios_cycle_per_episode() -> None:
+    from policies.rllib.env import make_rllib_env
+
+    env = make_rllib_env({"scenarios": ["surge", "night_shift"]})
+    seen = set()
+    for seed in range(2):
+        env.reset(seed=seed)
+        seen.add(env.hospital.scenario.name)
+    assert seen == {"surge", "night_shift"}
+
+
+def test_masked_role_module__masked_actions_have_zero_probability(rllib_env) -> None:
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    from policies.rllib.module import MASKED_LOGIT, MaskedRoleModule
+
+    role = "triage"
+    module = MaskedRoleModule(
+        observation_space=rllib_env.get_observation_space(role),
+        action_space=rllib_env.get_action_space(role),
+        model_config={"hidden": [8]},
+    )
+    n = ROLE_ACTION_COUNTS[role]
+    rng = np.random.default_rng(0)
+    mask = (rng.random((32, n)) < 0.3).astype(np.int8)
+    mask[:, 0] = 1  # the no-op is always valid
+    obs_dim = rllib_env.get_observation_space(role)["observation"].shape[0]
+    batch = {
+        Columns.OBS: {
+            "observation": torch.as_tensor(rng.random((32, obs_dim)) * 50, dtype=torch.float32),
+            "action_mask": torch.as_tensor(mask),
+        }
+    }
+    logits = module.forward_exploration(batch)[Columns.ACTION_DIST_INPUTS]
+    assert torch.all(logits[torch.as_tensor(mask == 0)] == MASKED_LOGIT)
+    probs = torch.softmax(logits, dim=-1).numpy()
+    assert np.all(probs[mask == 0] == 0.0)
+    assert np.allclose(probs.sum(-1), 1.0)
+    values = module.compute_values(batch)
+    assert values.shape == (32,) and torch.isfinite(values).all()
+
+
+def test_count_masked_actions__flags_an_action_its_mask_ruled_out() -> None:
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from policies.rllib.callbacks import count_masked_actions
+
+    mask = np.array([1, 0, 1], np.int8)
+    observations = [{"observation": np.zeros(2, np.float32), "action_mask": mask} for _ in range(4)]
+    episode = SingleAgentEpisode(
+        observations=observations, actions=[0, 1, 2], rewards=[0.0] * 3, len_lookback_buffer=0
+    )
+    assert count_masked_actions(episode) == (1, 3)
+    episode.to_numpy()
+    assert count_masked_actions(episode) == (1, 3)
