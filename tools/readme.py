@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
 SCOREBOARD_COMMANDS = {
-    "scoreboard-flat": "hospital-marl -q compare --agents random masked_random heuristic planner --markdown",
+    "scoreboard-flat": "hospital-marl -q compare --agents random masked_random heuristic ppo planner --markdown",
     "scoreboard-team": "hospital-marl -q compare --track team --agents random masked_random team_heuristic "
-    "--markdown",
+    "team_ppo --markdown",
 }
 """Marker -> the one documented command whose output the section shows."""
 
