@@ -77,6 +77,52 @@ class EpisodeSeeder:
         return int(self._rng.integers(2**63 - 1))
 
 
+class RoleViewMixin:
+    """What the two PettingZoo views share: the simulator, the per-role spaces, state()."""
+
+    def _init_role_view(
+        self,
+        scenario: str | Scenario | None,
+        render_mode: str | None,
+        reward_mode: str,
+        max_cycles: int | None,
+        clinical: ClinicalParams | None,
+        rewards: RewardTable | None,
+        day_generator: DayGenerator | None,
+    ) -> None:
+        from gymnasium import spaces
+
+        from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+        from hospital_marl.envs.observations import ObservationBuilder, role_space, state_space
+
+        self.render_mode = check_render_mode(render_mode)
+        self.reward_mode = check_reward_mode(reward_mode)
+        self.hospital = make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
+        self._builder = ObservationBuilder(self.hospital)
+        self._seeder = EpisodeSeeder()
+        self.possible_agents = list(ROLES)
+        self.observation_spaces = {
+            role: spaces.Dict(
+                {
+                    "observation": role_space(role, self.hospital),
+                    "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
+                }
+            )
+            for role in ROLES
+        }
+        self.action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
+        self.state_space = state_space(self.hospital)
+
+    def observation_space(self, agent: str) -> Any:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> Any:
+        return self.action_spaces[agent]
+
+    def state(self) -> np.ndarray:
+        return self._builder.state()
+
+
 def int8_mask(mask: list[bool]) -> np.ndarray:
     return np.array(mask, dtype=np.int8)
 

@@ -5,22 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.actions import ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
 from hospital_marl.core.hospital import Outcome
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
-from hospital_marl.envs.observations import ObservationBuilder, role_space, state_space
 from hospital_marl.envs.render import RENDER_MODES
 
 
-class HospitalAECEnv(AECEnv):
+class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
     """Emergency department, one decision per role per tick.
 
     Description:
@@ -80,29 +78,7 @@ class HospitalAECEnv(AECEnv):
         day_generator: DayGenerator | None = None,
     ) -> None:
         super().__init__()
-        self.render_mode = _common.check_render_mode(render_mode)
-        self.reward_mode = _common.check_reward_mode(reward_mode)
-        self.hospital = _common.make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
-        self._builder = ObservationBuilder(self.hospital)
-        self._seeder = _common.EpisodeSeeder()
-        self.possible_agents = list(ROLES)
-        self.observation_spaces = {
-            role: spaces.Dict(
-                {
-                    "observation": role_space(role, self.hospital),
-                    "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
-                }
-            )
-            for role in ROLES
-        }
-        self.action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
-        self.state_space = state_space(self.hospital)
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self.action_spaces[agent]
+        self._init_role_view(scenario, render_mode, reward_mode, max_cycles, clinical, rewards, day_generator)
 
     def action_mask(self, agent: str) -> np.ndarray:
         """The agent's int8 validity mask for the current state."""
@@ -110,9 +86,6 @@ class HospitalAECEnv(AECEnv):
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
         return {"observation": self._builder.role(agent), "action_mask": self.action_mask(agent)}
-
-    def state(self) -> np.ndarray:
-        return self._builder.state()
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         _common.switch_scenario(self.hospital, options)

@@ -13,16 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.actions import ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
-from hospital_marl.envs.observations import ObservationBuilder, role_space, state_space
 from hospital_marl.envs.render import RENDER_MODES
 
 
@@ -41,7 +39,7 @@ def resolve_joint_action(
     return outcomes
 
 
-class HospitalParallelEnv(ParallelEnv):
+class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
     """Emergency department, three roles acting simultaneously each tick.
 
     Same spaces, rewards, arguments and episode end as
@@ -61,34 +59,8 @@ class HospitalParallelEnv(ParallelEnv):
         rewards: RewardTable | None = None,
         day_generator: DayGenerator | None = None,
     ) -> None:
-        self.render_mode = _common.check_render_mode(render_mode)
-        self.reward_mode = _common.check_reward_mode(reward_mode)
-        self.hospital = _common.make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
-        self._builder = ObservationBuilder(self.hospital)
-        self._seeder = _common.EpisodeSeeder()
-        self.possible_agents = list(ROLES)
-        self.agents: list[str] = []
-        self.observation_spaces = {
-            role: spaces.Dict(
-                {
-                    "observation": role_space(role, self.hospital),
-                    "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
-                }
-            )
-            for role in ROLES
-        }
-        self.action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
-        self.state_space = state_space(self.hospital)
+        self._init_role_view(scenario, render_mode, reward_mode, max_cycles, clinical, rewards, day_generator)
         self._masks_seen: dict[str, list[bool]] = {}
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self.action_spaces[agent]
-
-    def state(self) -> np.ndarray:
-        return self._builder.state()
 
     def _observations(self, agents: list[str]) -> dict[str, dict[str, np.ndarray]]:
         flat = self.hospital.flat_mask()

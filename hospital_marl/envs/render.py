@@ -135,8 +135,10 @@ def render_ansi(h: Hospital) -> str:
         )
 
     invalid_rate = 100.0 * h.metrics()["invalid_action_rate"]
-    footer = (f"Crit saved: {c.critical_saved}/{c.critical_total}   Invalid rate: {invalid_rate:.2f}%   "
-              f"Ep reward: {c.cumulative_reward:+9.2f}")
+    footer = (
+        f"Crit saved: {c.critical_saved}/{c.critical_total}   Invalid rate: {invalid_rate:.2f}%   "
+        f"Ep reward: {c.cumulative_reward:+9.2f}"
+    )
     if h.terminated:
         footer += f"   TERMINATED: {c.deaths} deaths (limit {h.scenario.max_deaths})"
     elif h.truncated:
@@ -151,12 +153,12 @@ FRAME_SHAPE: tuple[int, int, int] = (240, 480, 3)
 
 SEVERITY_COLOURS = np.array(
     [
-        (70, 70, 78),     # 0: empty bed
-        (46, 204, 64),    # 1: green
-        (170, 220, 50),   # 2: yellow-green
-        (255, 210, 0),    # 3: yellow
-        (255, 133, 27),   # 4: orange
-        (230, 30, 30),    # 5: red
+        (70, 70, 78),  # 0: empty bed
+        (46, 204, 64),  # 1: green
+        (170, 220, 50),  # 2: yellow-green
+        (255, 210, 0),  # 3: yellow
+        (255, 133, 27),  # 4: orange
+        (230, 30, 30),  # 5: red
     ],
     dtype=np.uint8,
 )  # (6, 3) uint8, row = severity
@@ -230,7 +232,7 @@ def cell_box(section: str, index: int) -> Box:
 
 
 def _panel(frame: np.ndarray, boxes: tuple[Box, ...], pad: int = 4) -> None:
-    frame[boxes[0].y0 - pad:boxes[-1].y1 + pad, boxes[0].x0 - pad:boxes[-1].x1 + pad] = _PANEL
+    frame[boxes[0].y0 - pad : boxes[-1].y1 + pad, boxes[0].x0 - pad : boxes[-1].x1 + pad] = _PANEL
 
 
 @lru_cache(maxsize=16)
@@ -238,14 +240,13 @@ def _background(n_general: int, n_icu: int, n_vents: int) -> np.ndarray:
     """The static part of a frame (panels, empty cells, bar troughs), drawn once per bed layout."""
     frame = np.empty(FRAME_SHAPE, dtype=np.uint8)
     frame[:] = _BACKGROUND
-    for section, n in (("general", n_general), ("icu", n_icu), ("vent", n_vents),
-                       ("queue", QUEUE_SLOTS)):
+    for section, n in (("general", n_general), ("icu", n_icu), ("vent", n_vents), ("queue", QUEUE_SLOTS)):
         boxes = _BOXES[section][:n]
         _panel(frame, boxes)
         for b in boxes:
-            frame[b.y0:b.y1, b.x0:b.x1] = SEVERITY_COLOURS[0]
+            frame[b.y0 : b.y1, b.x0 : b.x1] = SEVERITY_COLOURS[0]
     for y0, y1 in (_TIME_BAR_Y, _DEATH_BAR_Y, _QUEUE_BAR_Y):
-        frame[y0:y1, _BAR_X[0]:_BAR_X[1]] = _BAR_TROUGH
+        frame[y0:y1, _BAR_X[0] : _BAR_X[1]] = _BAR_TROUGH
     frame.flags.writeable = False
     return frame
 
@@ -285,7 +286,7 @@ _TRUNCATED_STRIP = _solid(_STATUS_Y[1] - _STATUS_Y[0], _BAR_W, TRUNCATED_COLOUR)
 def _bar(frame: np.ndarray, y0: int, fraction: float, tile: np.ndarray) -> None:
     width = round(_BAR_W * min(max(fraction, 0.0), 1.0))
     if width:
-        frame[y0:y0 + tile.shape[0], _BAR_X[0]:_BAR_X[0] + width] = tile[:, :width]
+        frame[y0 : y0 + tile.shape[0], _BAR_X[0] : _BAR_X[0] + width] = tile[:, :width]
 
 
 def render_rgb_array(h: Hospital) -> np.ndarray:
@@ -302,37 +303,37 @@ def render_rgb_array(h: Hospital) -> np.ndarray:
     sev = h.severity
 
     for b, pid in zip(_BOXES["general"], h.board()):
-        frame[b.y0:b.y1, b.x0:b.x1] = _GENERAL_TILES[sev[pid]]
+        frame[b.y0 : b.y1, b.x0 : b.x1] = _GENERAL_TILES[sev[pid]]
 
     vent_of = h.vent_of
     for b, pid in zip(_BOXES["icu"], h.icu):
         if pid == EMPTY:
             continue
-        frame[b.y0:b.y1, b.x0:b.x1] = _ICU_TILES[sev[pid]]
+        frame[b.y0 : b.y1, b.x0 : b.x1] = _ICU_TILES[sev[pid]]
         if h.is_ready(pid):
-            frame[b.y0 + 2:b.y0 + 2 + _MARK, b.x0 + 2:b.x0 + 2 + _MARK] = _READY_MARK
+            frame[b.y0 + 2 : b.y0 + 2 + _MARK, b.x0 + 2 : b.x0 + 2 + _MARK] = _READY_MARK
         if vent_of[pid] != EMPTY:
-            frame[b.y1 - 2 - _MARK:b.y1 - 2, b.x0 + 2:b.x0 + 2 + _MARK] = _ON_VENT_MARK
+            frame[b.y1 - 2 - _MARK : b.y1 - 2, b.x0 + 2 : b.x0 + 2 + _MARK] = _ON_VENT_MARK
         elif h.needs_ventilator(pid):
-            frame[b.y0 + 2:b.y0 + 2 + _MARK, b.x1 - 2 - _MARK:b.x1 - 2] = _NEEDS_VENT_MARK
+            frame[b.y0 + 2 : b.y0 + 2 + _MARK, b.x1 - 2 - _MARK : b.x1 - 2] = _NEEDS_VENT_MARK
 
     for b, pid in zip(_BOXES["vent"], h.vents):
         if pid != EMPTY:
-            frame[b.y0:b.y1 - _VENT_STRIP_H, b.x0:b.x1] = _VENT_BODY
-            frame[b.y1 - _VENT_STRIP_H:b.y1, b.x0:b.x1] = _VENT_STRIP_TILES[sev[pid]]
+            frame[b.y0 : b.y1 - _VENT_STRIP_H, b.x0 : b.x1] = _VENT_BODY
+            frame[b.y1 - _VENT_STRIP_H : b.y1, b.x0 : b.x1] = _VENT_STRIP_TILES[sev[pid]]
 
     wait = h.wait
     for b, pid in zip(_BOXES["queue"], h.queue):
-        frame[b.y0:b.y1, b.x0:b.x1] = _QUEUE_TILES[sev[pid]]
+        frame[b.y0 : b.y1, b.x0 : b.x1] = _QUEUE_TILES[sev[pid]]
         bar = _WIDE_W * min(wait[pid], WAIT_BAR_FULL) // WAIT_BAR_FULL
         if bar:
-            frame[b.y1 - _WAIT_BAR_H:b.y1, b.x0:b.x0 + bar] = _WAIT_BAR[:, :bar]
+            frame[b.y1 - _WAIT_BAR_H : b.y1, b.x0 : b.x0 + bar] = _WAIT_BAR[:, :bar]
 
     _bar(frame, _TIME_BAR_Y[0], h.tick_count / h.max_ticks, _TIME_BAR)
     _bar(frame, _DEATH_BAR_Y[0], h.counters.deaths / h.scenario.max_deaths, _DEATH_BAR)
     _bar(frame, _QUEUE_BAR_Y[0], len(h.queue) / QUEUE_BAR_FULL, _QUEUE_BAR)
     if h.terminated or h.truncated:
-        frame[_STATUS_Y[0]:_STATUS_Y[1], _BAR_X[0]:_BAR_X[1]] = (
+        frame[_STATUS_Y[0] : _STATUS_Y[1], _BAR_X[0] : _BAR_X[1]] = (
             _TERMINATED_STRIP if h.terminated else _TRUNCATED_STRIP
         )
     return frame
@@ -363,6 +364,15 @@ def render_frame(h: Hospital, mode: str | None) -> str | np.ndarray | None:
 
 
 __all__ = [
-    "FRAME_SHAPE", "QUEUE_BAR_FULL", "RENDER_MODES", "SEVERITY_COLOURS", "TEXT_WIDTH", "WAIT_BAR_FULL",
-    "Box", "cell_box", "render_ansi", "render_frame", "render_rgb_array",
+    "FRAME_SHAPE",
+    "QUEUE_BAR_FULL",
+    "RENDER_MODES",
+    "SEVERITY_COLOURS",
+    "TEXT_WIDTH",
+    "WAIT_BAR_FULL",
+    "Box",
+    "cell_box",
+    "render_ansi",
+    "render_frame",
+    "render_rgb_array",
 ]
