@@ -61,8 +61,11 @@ def load(spec: str) -> Policy:
         return registry[name](**kwargs)
     path = Path(spec)
     if path.exists():
+        from policies.marl import is_marl_run, load_marl_policy
         from policies.rllib import is_rllib_run, load_rllib_policy
 
+        if is_marl_run(path):
+            return load_marl_policy(path)
         if is_rllib_run(path):
             return load_rllib_policy(path)
         from policies.learned import load_path

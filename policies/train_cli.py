@@ -1,4 +1,4 @@
-"""``hospital-marl train ppo``, ``train export`` and ``plot curve``: subcommands the CLI discovers.
+"""``hospital-marl train ppo|marl|export`` and ``plot curve``: subcommands the CLI discovers.
 
 :func:`add_commands` is called by ``hospital_marl.cli``; importing this module
 is cheap (no torch), so ``hospital-marl --help`` stays fast and works without
@@ -117,6 +117,64 @@ def cmd_plot_curve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_marl_flags(parser: argparse.ArgumentParser) -> None:
+    from policies.marl import CHOICES, Args, field_docs
+
+    docs = field_docs(Args)
+    scenario_group = parser.add_mutually_exclusive_group()  # --scenario S | --all-scenarios
+    for f in fields(Args):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default
+        doc = docs.get(f.name, "").replace("%", "%%")
+        target: Any = scenario_group if f.name in ("scenario", "all_scenarios") else parser
+        if isinstance(default, bool):
+            target.add_argument(flag, dest=f.name, action="store_true", help=doc)
+        elif isinstance(default, tuple):
+            target.add_argument(
+                flag, dest=f.name, type=int, nargs="+", default=default, metavar="N", help=doc
+            )
+        elif f.name in CHOICES:
+            target.add_argument(flag, dest=f.name, choices=CHOICES[f.name], default=default, help=doc)
+        elif f.name == "save":
+            target.add_argument(flag, dest=f.name, default=default, metavar="DIR", help=doc)
+        else:
+            target.add_argument(
+                flag, dest=f.name, type=type(default), default=default, help=f"{doc} (default {default})"
+            )
+
+
+def cmd_train_marl(args: argparse.Namespace) -> int:
+    from hospital_marl.core.scenarios import SCENARIOS
+    from policies.marl import METADATA_FILE, Args, train
+
+    if args.scenario not in SCENARIOS:
+        print(
+            f"hospital-marl: error: unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}",
+            file=sys.stderr,
+        )
+        return 2
+    values = {f.name: getattr(args, f.name) for f in fields(Args) if hasattr(args, f.name)}
+    values["net_arch"] = tuple(values["net_arch"])
+    try:
+        run_args = Args(**values)
+    except ValueError as exc:
+        print(f"hospital-marl: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        run_dir = train(run_args)
+    except ImportError as exc:
+        print(f"hospital-marl: error: {exc}", file=sys.stderr)
+        return 2
+    meta = json.loads((run_dir / METADATA_FILE).read_text())
+    summary = {k: meta[k] for k in ("method", "timesteps", "wall_time_s", "command")}
+    summary["run_dir"] = str(run_dir)
+    curve = json.loads((run_dir / "curve.json").read_text())
+    if curve:
+        summary["final_eval"] = {k: curve[-1][k] for k in ("timesteps", "eval_score", "invalid_action_rate")}
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def add_commands(sub: Any) -> None:
     """Register ``train`` and ``plot`` on the ``hospital-marl`` subparsers."""
     train = sub.add_parser("train", help="train a learned policy (needs the `train` extra)")
@@ -131,6 +189,15 @@ def add_commands(sub: Any) -> None:
     ppo.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS)
     ppo.set_defaults(func=cmd_train_ppo)
     add_rllib_parser(train_sub)
+    marl = train_sub.add_parser(
+        "marl",
+        help="per-role learners on the team reward: iterated best response (ibr) or parameter sharing",
+        description="Train per-role masked PPO (policies/marl.py): --method ibr (one MaskablePPO per role, "
+        "the others frozen, in rounds) or --method shared (one network over the parallel env). Saves the "
+        "models, model.json and a team-track learning curve in a run directory.",
+    )
+    _add_marl_flags(marl)
+    marl.set_defaults(func=cmd_train_marl)
 
     export = train_sub.add_parser(
         "export",
