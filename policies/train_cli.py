@@ -19,48 +19,67 @@ from typing import Any
 from policies.rllib.cli import add_rllib_parser
 
 
-def _add_args_flags(parser: argparse.ArgumentParser) -> None:
-    from policies.train_ppo import CHOICES, Args, field_docs
+def add_dataclass_flags(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    docs: dict[str, str],
+    choices: dict[str, Sequence[str]],
+    exclusive: tuple[str, ...] = ("scenario", "all_scenarios"),
+) -> None:
+    """One flag per field of a trainer's Args dataclass; its field docstring is the help.
 
-    docs = field_docs(Args)
-    for f in fields(Args):
+    Booleans defaulting to True become ``--no-<name>``; fields in ``exclusive``
+    (``--scenario S`` | ``--all-scenarios``) are mutually exclusive.
+    """
+    group = parser.add_mutually_exclusive_group()
+    for f in fields(cls):
         flag = "--" + f.name.replace("_", "-")
         default = f.default
         doc = docs.get(f.name, "").replace("%", "%%")
+        target: Any = group if f.name in exclusive else parser
         if isinstance(default, bool):
             if default:
-                parser.add_argument(
+                target.add_argument(
                     "--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false", help=doc
                 )
             else:
-                parser.add_argument(flag, dest=f.name, action="store_true", help=doc)
+                target.add_argument(flag, dest=f.name, action="store_true", help=doc)
         elif isinstance(default, tuple):
-            parser.add_argument(
+            target.add_argument(
                 flag, dest=f.name, type=int, nargs="+", default=default, metavar="N", help=doc
             )
-        elif f.name in CHOICES:
-            parser.add_argument(flag, dest=f.name, choices=CHOICES[f.name], default=default, help=doc)
+        elif f.name in choices:
+            target.add_argument(flag, dest=f.name, choices=choices[f.name], default=default, help=doc)
         elif f.name in ("save", "tensorboard"):
-            parser.add_argument(flag, dest=f.name, default=default, metavar="PATH", help=doc)
+            target.add_argument(flag, dest=f.name, default=default, metavar="PATH", help=doc)
         else:
             kind = type(default)
-            parser.add_argument(
+            target.add_argument(
                 flag, dest=f.name, type=kind, default=default, help=f"{doc} (default {default})"
             )
 
 
-def cmd_train_ppo(args: argparse.Namespace) -> int:
+def _trainer_values(args: argparse.Namespace, cls: type) -> dict[str, Any] | None:
+    """The namespace as the trainer's Args fields, or None after printing why not (exit 2)."""
     from hospital_marl.core.scenarios import SCENARIOS
-    from policies.train_ppo import Args, train
 
     if args.scenario not in SCENARIOS:
         print(
             f"hospital-marl: error: unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}",
             file=sys.stderr,
         )
-        return 2
-    values = {f.name: getattr(args, f.name) for f in fields(Args) if hasattr(args, f.name)}
+        return None
+    values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
     values["net_arch"] = tuple(values["net_arch"])
+    return values
+
+
+def cmd_train_ppo(args: argparse.Namespace) -> int:
+    from policies.train_ppo import Args, train
+
+    values = _trainer_values(args, Args)
+    if values is None:
+        return 2
     if args.quiet:
         values["progress"] = False
     try:
@@ -117,44 +136,12 @@ def cmd_plot_curve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_marl_flags(parser: argparse.ArgumentParser) -> None:
-    from policies.marl import CHOICES, Args, field_docs
-
-    docs = field_docs(Args)
-    scenario_group = parser.add_mutually_exclusive_group()  # --scenario S | --all-scenarios
-    for f in fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default
-        doc = docs.get(f.name, "").replace("%", "%%")
-        target: Any = scenario_group if f.name in ("scenario", "all_scenarios") else parser
-        if isinstance(default, bool):
-            target.add_argument(flag, dest=f.name, action="store_true", help=doc)
-        elif isinstance(default, tuple):
-            target.add_argument(
-                flag, dest=f.name, type=int, nargs="+", default=default, metavar="N", help=doc
-            )
-        elif f.name in CHOICES:
-            target.add_argument(flag, dest=f.name, choices=CHOICES[f.name], default=default, help=doc)
-        elif f.name == "save":
-            target.add_argument(flag, dest=f.name, default=default, metavar="DIR", help=doc)
-        else:
-            target.add_argument(
-                flag, dest=f.name, type=type(default), default=default, help=f"{doc} (default {default})"
-            )
-
-
 def cmd_train_marl(args: argparse.Namespace) -> int:
-    from hospital_marl.core.scenarios import SCENARIOS
     from policies.marl import METADATA_FILE, Args, train
 
-    if args.scenario not in SCENARIOS:
-        print(
-            f"hospital-marl: error: unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}",
-            file=sys.stderr,
-        )
+    values = _trainer_values(args, Args)
+    if values is None:
         return 2
-    values = {f.name: getattr(args, f.name) for f in fields(Args) if hasattr(args, f.name)}
-    values["net_arch"] = tuple(values["net_arch"])
     try:
         run_args = Args(**values)
     except ValueError as exc:
@@ -185,19 +172,21 @@ def add_commands(sub: Any) -> None:
         description="Train sb3-contrib MaskablePPO; saves the model, its metadata and a learning curve "
         "in a run directory (see policies/train_ppo.py).",
     )
-    _add_args_flags(ppo)
+    from policies import marl, train_ppo
+
+    add_dataclass_flags(ppo, train_ppo.Args, train_ppo.field_docs(train_ppo.Args), train_ppo.CHOICES)
     ppo.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS)
     ppo.set_defaults(func=cmd_train_ppo)
     add_rllib_parser(train_sub)
-    marl = train_sub.add_parser(
+    marl_parser = train_sub.add_parser(
         "marl",
         help="per-role learners on the team reward: iterated best response (ibr) or parameter sharing",
         description="Train per-role masked PPO (policies/marl.py): --method ibr (one MaskablePPO per role, "
         "the others frozen, in rounds) or --method shared (one network over the parallel env). Saves the "
         "models, model.json and a team-track learning curve in a run directory.",
     )
-    _add_marl_flags(marl)
-    marl.set_defaults(func=cmd_train_marl)
+    add_dataclass_flags(marl_parser, marl.Args, marl.field_docs(marl.Args), marl.CHOICES)
+    marl_parser.set_defaults(func=cmd_train_marl)
 
     export = train_sub.add_parser(
         "export",
