@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.ppo_table import overall_paired, paired  # noqa: E402
+from grading.tables import write_marked  # noqa: E402
 
 README = ROOT / "README.md"
 PLOT = ROOT / "docs" / "marl_curves.png"
@@ -366,12 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
     if args.write:
-        readme = README.read_text()
-        if START not in readme or END not in readme:
-            raise SystemExit(f"{README} has no {START} ... {END} markers")
-        README.write_text(
-            re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: text, readme, flags=re.S)
-        )
+        write_marked(README, START, END, text)
         print(f"wrote {README}", file=sys.stderr)
     return 0
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 
 import policies
 from grading import grade
+from grading.tables import write_marked
 from policies.learned import CHECKPOINT_DIR, SHIPPED, read_metadata
 
 README = CHECKPOINT_DIR / "README.md"
@@ -223,12 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
     if args.write:
-        text = README.read_text()
-        if START not in text or END not in text:
-            raise SystemExit(f"{README} has no {START} ... {END} markers")
-        README.write_text(
-            re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: table, text, flags=re.S)
-        )
+        write_marked(README, START, END, table)
         print(f"wrote {README}", file=sys.stderr)
     return 0
 

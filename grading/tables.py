@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 BAR_WIDTH = 12
@@ -74,3 +76,19 @@ def comparison_markdown(reports: Sequence[dict[str, Any]]) -> str:
     summary = markdown_table(SUMMARY_HEADER[:-1], [row[:-1] for row in summary_rows(reports)])
     header, rows = scenario_rows(reports)
     return summary + "\n\n" + markdown_table(header, rows)
+
+
+def replace_marked(document: str, start: str, end: str, replacement: str) -> str:
+    """``document`` with everything from ``start`` through ``end`` replaced (generated doc sections)."""
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    if not pattern.search(document):
+        raise ValueError(f"the document has no {start} ... {end} markers")
+    return pattern.sub(lambda _: replacement, document, count=1)
+
+
+def write_marked(path: Path, start: str, end: str, replacement: str) -> None:
+    """Rewrite one generated section of a Markdown file in place (the markers stay in ``replacement``)."""
+    try:
+        path.write_text(replace_marked(path.read_text(), start, end, replacement))
+    except ValueError as exc:
+        raise SystemExit(f"{path}: {exc}") from None

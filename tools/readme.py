@@ -29,6 +29,9 @@ SCOREBOARD_COMMANDS = {
 """Marker -> the one documented command whose output the section shows."""
 
 
+from grading.tables import replace_marked  # noqa: E402
+
+
 def actions_section() -> str:
     from hospital_marl.core.actions import action_table_markdown
 
@@ -117,10 +120,11 @@ def scoreboard_section(marker: str) -> str:
 
 
 def replace_section(text: str, marker: str, body: str) -> str:
-    pattern = re.compile(rf"(<!-- BEGIN {marker} -->\n)(.*?)(<!-- END {marker} -->)", re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"README.md lacks the <!-- BEGIN {marker} --> ... <!-- END {marker} --> markers")
-    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(3), text)
+    start, end = f"<!-- BEGIN {marker} -->", f"<!-- END {marker} -->"
+    try:
+        return replace_marked(text, start, end, f"{start}\n{body}\n{end}")
+    except ValueError as exc:
+        raise SystemExit(f"README.md: {exc}") from None
 
 
 def section(text: str, marker: str) -> str:
