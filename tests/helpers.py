@@ -452,3 +452,36 @@ def trajectory_digest(scenario: str, seed: int, episodes: int = 2) -> str:
 def value_id(value: Any) -> str:
     """A pytest id that is the same in every xdist worker (no memory addresses)."""
     return f"{type(value).__name__}()" if type(value) is object else repr(value)
+
+
+BAD_ACTIONS: list[object] = [
+    # Out of range for the flat table and for every role.
+    -1,
+    39,
+    40,
+    10**12,
+    -(10**12),
+    np.int64(39),
+    np.int64(99),
+    np.int32(-1),
+    np.int32(-3),
+    np.uint8(200),
+    # Not integers at all.
+    2.5,
+    float("nan"),
+    float("inf"),
+    "3",
+    "noop",
+    None,
+    True,
+    False,
+    np.bool_(True),
+    np.array([1, 2]),
+    np.array([[3]]),
+    np.array(2.5),
+    [1],
+    (1,),
+    {"a": 1},
+    object(),
+]
+"""Actions that must be counted invalid (-1), never raise, in every view (one list for core and envs)."""

@@ -18,6 +18,7 @@ from hospital_marl.core.hospital import AWAY, DEAD, DISCHARGED, GENERAL, ICU, Ou
 from tests.helpers import (
     ADMIT_GENERAL_0,
     ADMIT_ICU_0,
+    BAD_ACTIONS,
     DISCHARGE_ICU_0,
     EARLY_DISCHARGE_0,
     NOOP,
@@ -173,35 +174,9 @@ def test_critical_patient__can_never_be_discharged_early(severity, admit, discha
 
 
 # --------------------------------------------------------- invalid actions
-BAD_FLAT_ACTIONS = [
-    -1,
-    39,
-    40,
-    10**12,
-    -(10**12),
-    np.int64(39),
-    np.int32(-1),
-    np.uint8(200),
-    2.5,
-    float("nan"),
-    float("inf"),
-    "3",
-    "noop",
-    None,
-    True,
-    False,
-    np.bool_(True),
-    np.array([1, 2]),
-    np.array([[3]]),
-    np.array(2.5),
-    [1],
-    (1,),
-    {"a": 1},
-    object(),
-]
 
 
-@pytest.mark.parametrize("bad", BAD_FLAT_ACTIONS, ids=value_id)
+@pytest.mark.parametrize("bad", BAD_ACTIONS, ids=value_id)
 def test_malformed_flat_action__never_raises_costs_1_and_is_counted(bad) -> None:
     h = Hospital("surge")
     h.reset(3)
