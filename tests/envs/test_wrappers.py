@@ -1,0 +1,71 @@
+"""ScoreReward: the graded composite, paid out per step (SPEC §7's formula, not the env's reward)."""
+
+from __future__ import annotations
+
+import itertools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+from hospital_marl import BUILTIN_SCENARIOS, ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
+from hospital_marl.envs.wrappers import EMPTY_SHIFT_SCORE, ScoreReward
+from tests.helpers import masked_random_flat
+
+
+def _team_action(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One masked-random action per role from its segment of the team env's mask."""
+    bounds = np.cumsum([0, *(ROLE_ACTION_COUNTS[role] for role in ROLES)])
+    return np.array([masked_random_flat(mask[a:b], rng, 0.1) for a, b in itertools.pairwise(bounds)])
+
+
+def _play(env: gym.Env, seed: int) -> tuple[list[float], list[dict], dict]:
+    rng = np.random.default_rng(seed)
+    _, info = env.reset(seed=seed)
+    rewards, counters, done = [], [env.unwrapped.hospital.counters.copy()], False
+    while not done:
+        mask = info["action_mask"]
+        if isinstance(env.action_space, gym.spaces.Discrete):
+            action = masked_random_flat(mask, rng, 0.1)  # some invalid actions too
+        else:
+            action = _team_action(mask, rng)
+        _, reward, terminated, truncated, info = env.step(action)
+        rewards.append(reward)
+        counters.append(env.unwrapped.hospital.counters.copy())
+        done = terminated or truncated
+    return rewards, counters, info
+
+
+@pytest.mark.parametrize("env_cls", [HospitalEDEnv, HospitalEDTeamEnv])
+@pytest.mark.parametrize("scenario", BUILTIN_SCENARIOS)
+def test_undiscounted_return_is_the_graded_score_minus_an_empty_shift(env_cls, scenario):
+    env = ScoreReward(env_cls(scenario=scenario))
+    for seed in (0, 1):
+        rewards, _, info = _play(env, seed)
+        assert EMPTY_SHIFT_SCORE == 90.0
+        assert sum(rewards) + EMPTY_SHIFT_SCORE == pytest.approx(info["score"], abs=1e-9)
+
+
+def test_each_step_pays_what_it_changes_in_the_composite():
+    """Every step but the last pays the SPEC §7 weights with the day's denominators."""
+    env = ScoreReward(HospitalEDEnv(scenario="surge"))
+    rewards, counters, _ = _play(env, 3)
+    day = env.unwrapped.hospital.day
+    arrivals = day.n_patients
+    critical_floor = sum(s >= 4 for s in day.severity)
+    assert counters[-1].deaths > 0 and counters[-1].invalid_actions > 0  # the formula is exercised
+    for reward, prev, now in zip(rewards[:-1], counters, counters[1:]):
+        expected = (
+            -40 * (now.deaths - prev.deaths) / arrivals
+            - 20 * (now.critical_deaths - prev.critical_deaths) / max(critical_floor, now.critical_total)
+            - (now.wait_ticks - prev.wait_ticks) / arrivals
+            + 10 * (now.occupancy_sum - prev.occupancy_sum) / 100
+            - 10 * (now.invalid_actions - prev.invalid_actions) / 100
+        )
+        assert reward == pytest.approx(expected, abs=1e-12)
+
+
+def test_wrapped_env_passes_sb3_check_env():
+    sb3_check_env(ScoreReward(HospitalEDEnv()), warn=False)
