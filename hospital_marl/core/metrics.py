@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 METRIC_NAMES: tuple[str, ...] = (
@@ -68,12 +69,15 @@ def episode_metrics(c: EpisodeCounters) -> dict[str, float]:
     }
 
 
-def composite_score(m: dict[str, float]) -> float:
-    """overall = 40*survival + 20*critical + 20*(1-min(wait/20,1)) + 10*util + 10*(1-invalid)."""
+def composite_score(m: dict[str, float], weights: Mapping[str, float] = SCORE_WEIGHTS) -> float:
+    """overall = 40*survival + 20*critical + 20*(1-min(wait/20,1)) + 10*util + 10*(1-invalid).
+
+    ``weights`` re-weights the five terms (training experiments); grading always uses the default.
+    """
     return (
-        SCORE_WEIGHTS["survival_rate"] * m["survival_rate"]
-        + SCORE_WEIGHTS["critical_patient_survival"] * m["critical_patient_survival"]
-        + SCORE_WEIGHTS["avg_wait_time"] * (1.0 - min(m["avg_wait_time"] / WAIT_SCALE, 1.0))
-        + SCORE_WEIGHTS["resource_utilization"] * m["resource_utilization"]
-        + SCORE_WEIGHTS["invalid_action_rate"] * (1.0 - m["invalid_action_rate"])
+        weights["survival_rate"] * m["survival_rate"]
+        + weights["critical_patient_survival"] * m["critical_patient_survival"]
+        + weights["avg_wait_time"] * (1.0 - min(m["avg_wait_time"] / WAIT_SCALE, 1.0))
+        + weights["resource_utilization"] * m["resource_utilization"]
+        + weights["invalid_action_rate"] * (1.0 - m["invalid_action_rate"])
     )

@@ -7,6 +7,7 @@ env's dense reward (SPEC §4). The env's own reward stays the default everywhere
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -43,12 +44,18 @@ class ScoreReward(gym.Wrapper):
     later, an early end), so an episode's undiscounted return is exactly its
     graded score minus :data:`EMPTY_SHIFT_SCORE`.
 
+    ``weights`` re-weights the composite's five terms (default: the grader's), e.g. to
+    train without the utilisation term; the return identity holds for the re-weighted score.
     Works on any env whose ``unwrapped`` has the simulator as ``.hospital``
     (:class:`~hospital_marl.envs.composed.HospitalEDEnv`, ``HospitalEDTeamEnv``).
     """
 
-    def __init__(self, env: gym.Env) -> None:
+    def __init__(self, env: gym.Env, weights: Mapping[str, float] = SCORE_WEIGHTS) -> None:
         super().__init__(env)
+        if set(weights) != set(SCORE_WEIGHTS):
+            raise ValueError(f"weights must name exactly {sorted(SCORE_WEIGHTS)}, got {sorted(weights)}")
+        self.weights = dict(weights)
+        self.empty_shift_score = composite_score(episode_metrics(EpisodeCounters()), self.weights)
         self._prev = EpisodeCounters()
         self._arrivals = self._critical = self._ticks = 1
         self._paid = 0.0
@@ -67,7 +74,7 @@ class ScoreReward(gym.Wrapper):
         obs, _, terminated, truncated, info = self.env.step(action)
         now, prev = self.env.unwrapped.hospital.counters, self._prev
         actions = max(1, now.actions - prev.actions)  # 1 on the flat track, 3 on the team track
-        w, arrivals, ticks = SCORE_WEIGHTS, self._arrivals, self._ticks
+        w, arrivals, ticks = self.weights, self._arrivals, self._ticks
         reward = (
             -w["survival_rate"] * (now.deaths - prev.deaths) / arrivals
             - w["critical_patient_survival"]
@@ -79,6 +86,6 @@ class ScoreReward(gym.Wrapper):
         )
         self._paid += reward
         if terminated or truncated:
-            reward += composite_score(episode_metrics(now)) - EMPTY_SHIFT_SCORE - self._paid
+            reward += composite_score(episode_metrics(now), w) - self.empty_shift_score - self._paid
         self._prev = now.copy()
         return obs, reward, terminated, truncated, info

@@ -69,3 +69,16 @@ def test_each_step_pays_what_it_changes_in_the_composite():
 
 def test_wrapped_env_passes_sb3_check_env():
     sb3_check_env(ScoreReward(HospitalEDEnv()), warn=False)
+
+
+def test_reweighted_score__keeps_the_return_identity_and_rejects_unknown_terms():
+    from hospital_marl.core.metrics import SCORE_WEIGHTS, composite_score
+
+    weights = {**SCORE_WEIGHTS, "resource_utilization": 0.0}
+    env = ScoreReward(HospitalEDEnv(scenario="night_shift"), weights)
+    assert env.empty_shift_score == 90.0  # an empty shift has no utilisation to lose
+    rewards, _, info = _play(env, 0)
+    assert sum(rewards) + 90.0 == pytest.approx(composite_score(info["metrics"], weights), abs=1e-9)
+    assert info["metrics"]["resource_utilization"] > 0  # the term really was dropped
+    with pytest.raises(ValueError, match="weights must name exactly"):
+        ScoreReward(HospitalEDEnv(), {"survival_rate": 1.0})
