@@ -222,14 +222,12 @@ _WHERE: dict[str, tuple[int, int]] = {
 """Block key -> (group, position in the group's result)."""
 assert sorted(_WHERE) == sorted(BLOCK_BY_KEY), "every block must have exactly one builder group"
 
-_Plan = tuple[tuple, tuple[tuple[int, int], ...]]
+_Plan = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]
 
 
 def _plan(keys: tuple[str, ...]) -> _Plan:
-    """How to build these blocks in this order: the groups to run, then (run, position) per block."""
-    groups = sorted({_WHERE[key][0] for key in keys})
-    run = {g: n for n, g in enumerate(groups)}
-    return tuple(_GROUPS[g] for g in groups), tuple((run[_WHERE[k][0]], _WHERE[k][1]) for k in keys)
+    """How to build these blocks in this order: the groups to run, then (group, position) per block."""
+    return tuple(sorted({_WHERE[key][0] for key in keys})), tuple(_WHERE[key] for key in keys)
 
 
 _STATE_PLAN = _plan(COMPOSED_KEYS)
@@ -238,15 +236,6 @@ _COMPOSED_VIEWS: tuple[tuple[str, slice, tuple[int, ...] | None], ...] = tuple(
     (key, slice(a, b), shape if len(shape) > 1 else None) for key, (a, b, shape) in BLOCK_OFFSETS.items()
 )
 """(key, where in the state vector, shape to reshape to or None): the composed dict's views."""
-
-
-def _build(h: Hospital, plan: _Plan) -> list[int]:
-    groups, order = plan
-    parts = [group(h) for group in groups]
-    flat: list[int] = []
-    for g, i in order:
-        flat += parts[g][i]
-    return flat
 
 
 def _float32(values: list[int]) -> np.ndarray:
@@ -263,26 +252,41 @@ def _float32(values: list[int]) -> np.ndarray:
 
 
 class ObservationBuilder:
-    """Builds observations from the simulator state, the global vector once per state.
+    """Builds observations from the simulator state, each block group once per state.
 
     Blocks come in four groups (board, ICU, queue, scalars) that share their
     work; a role's observation runs only its groups (a triage observation
-    never sorts the general board), or is gathered from the global vector if
-    that was already built for this state. Observation building is on every
-    env's hot path: few allocations, one array conversion per view.
+    never sorts the general board), and views of one state share them (the
+    AEC roles between two changes, the parallel env's three roles). Observation
+    building is on every env's hot path: few allocations, one array
+    conversion per view.
     """
 
     def __init__(self, hospital: Hospital) -> None:
         self.hospital = hospital
-        self._vector_version: int | None = None  # the hospital version self._vector shows
-        self._vector: np.ndarray = np.zeros(STATE_SIZE, np.float32)
+        self._version: int | None = None  # the hospital version the caches below show
+        self._groups: list[tuple[list[int], ...] | None] = [None] * len(_GROUPS)
+        self._vector: np.ndarray | None = None
+
+    def _values(self, plan: _Plan) -> list[int]:
+        h = self.hospital
+        if self._version != h.version:
+            self._version = h.version
+            self._groups = [None] * len(_GROUPS)
+            self._vector = None
+        groups = self._groups
+        for g in plan[0]:
+            if groups[g] is None:
+                groups[g] = _GROUPS[g](h)
+        flat: list[int] = []
+        for g, i in plan[1]:
+            flat += groups[g][i]  # type: ignore[index]
+        return flat
 
     def vector(self) -> np.ndarray:
         """The global state (every block, flattened, in block order). Do not mutate."""
-        h = self.hospital
-        if self._vector_version != h.version:
-            self._vector = _float32(_build(h, _STATE_PLAN))
-            self._vector_version = h.version
+        if self._vector is None or self._version != self.hospital.version:
+            self._vector = _float32(self._values(_STATE_PLAN))
         return self._vector
 
     def composed(self) -> dict[str, np.ndarray]:
@@ -295,10 +299,9 @@ class ObservationBuilder:
 
     def role(self, role: str) -> np.ndarray:
         """A role's flat observation (its blocks, in ROLE_BLOCKS order)."""
-        h = self.hospital
-        if self._vector_version == h.version:
-            return self._vector[ROLE_INDEX[role]]  # the state's already built: one gather
-        return _float32(_build(h, _ROLE_PLANS[role]))
+        if self._vector is not None and self._version == self.hospital.version:
+            return self._vector[ROLE_INDEX[role]]  # the state is built already: one gather
+        return _float32(self._values(_ROLE_PLANS[role]))
 
     def state(self) -> np.ndarray:
         return self.vector().copy()
