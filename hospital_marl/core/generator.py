@@ -9,6 +9,7 @@ clinical dynamics paired across policies.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,6 +34,11 @@ class Day:
     @property
     def n_patients(self) -> int:
         return len(self.arrival_tick)
+
+
+def arrived_by(day: Day, now: int) -> int:
+    """How many patients have arrived by tick ``now`` (ids are in arrival order: they are ids 0..k-1)."""
+    return bisect_right(day.arrival_tick, now)
 
 
 DayGenerator = Callable[[Scenario, np.random.Generator], Day]
@@ -80,7 +86,7 @@ def _assemble(ticks: list, sev: list, cond: list, qg: list, qi: list, latent: li
         tuple(qg),
         tuple(qi),
         tuple(latent),
-        tuple(tuple(a) for a in arrivals_at),
+        tuple(map(tuple, arrivals_at)),
     )
 
 
@@ -102,7 +108,7 @@ def resample_future(day: Day, scenario: Scenario, now: int, rng: np.random.Gener
     treatment quantiles; their latent draws from ``now`` on, and all later
     arrivals, are new. This is what a planner may imagine without seeing the future.
     """
-    known = sum(1 for t in day.arrival_tick if t <= now)
+    known = arrived_by(day, now)
     ticks, sev, cond = _draw_patients(scenario, rng, now + 1)
     n_new = len(ticks)
     quantiles = rng.random((2, n_new))

@@ -26,7 +26,7 @@ from hospital_marl.core.actions import (
     Kind,
 )
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams, treatment_ticks
-from hospital_marl.core.generator import Day, DayGenerator, generate_day, resample_future
+from hospital_marl.core.generator import Day, DayGenerator, arrived_by, generate_day, resample_future
 from hospital_marl.core.metrics import EpisodeCounters, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.scenarios import Scenario, get_scenario
@@ -458,28 +458,30 @@ class Hospital:
         c = self.counters
 
         # ICU: adequate unless the patient needs a ventilator and has none.
-        for bed, pid in enumerate(self.icu):
+        icu, remaining, vent_of, location = self.icu, self.remaining, self.vent_of, self.location
+        for bed, pid in enumerate(icu):
             if pid == EMPTY:
                 continue
-            if self.remaining[pid] <= 0 and sev[pid] <= 3:  # ready: holds the bed, stable
+            s = sev[pid]
+            if remaining[pid] <= 0 and s <= 3:  # ready: holds the bed, stable
                 self.ready_for[pid] += 1
                 if self.ready_for[pid] >= cp.step_down_block_ticks:
-                    self.icu[bed] = EMPTY
+                    icu[bed] = EMPTY
                     self._release_ventilator(pid)
                     self._discharge(pid, None)
                 continue
-            if self.vent_of[pid] != EMPTY or not self.needs_ventilator(pid):
+            if vent_of[pid] != EMPTY or not (s == 5 or (s == 4 and cond[pid] == 2)):  # needs_ventilator
                 self._treat(pid, latent[pid][t], cp.improve_icu)
             else:
                 self._neglect(pid, latent[pid][t], in_bed=True)
-            if self.location[pid] == DEAD:
-                self.icu[bed] = EMPTY
+            if location[pid] == DEAD:
+                icu[bed] = EMPTY
 
         # General beds: adequate for severity <= 3; critical patients make no progress.
         # Nothing later this tick changes a general patient's severity, so the critical
         # ones left in a bed are counted here (for the unattended penalty below).
         n_crit_general = 0
-        general, remaining = self.general, self.remaining
+        general = self.general
         for bed, pid in enumerate(general):
             if pid == EMPTY:
                 continue
@@ -490,7 +492,7 @@ class Hospital:
                     self._discharge(pid, None)
             else:
                 self._neglect(pid, latent[pid][t], in_bed=True)
-                if self.location[pid] == DEAD:
+                if location[pid] == DEAD:
                     general[bed] = EMPTY
                 else:
                     n_crit_general += 1
@@ -499,7 +501,7 @@ class Hospital:
         for v, pid in enumerate(self.vents):
             if pid == EMPTY:
                 continue
-            if self.needs_ventilator(pid):
+            if sev[pid] == 5 or (sev[pid] == 4 and cond[pid] == 2):  # needs_ventilator
                 self.vent_idle[v] = 0
             else:
                 self.vent_idle[v] += 1
@@ -703,7 +705,7 @@ class Hospital:
         clone = copy.deepcopy(self)
         day = resample_future(self.day, self.scenario, self.tick_count, np.random.default_rng(day_seq))
         n_new = day.n_patients
-        known = sum(1 for t in day.arrival_tick if t <= self.tick_count)
+        known = arrived_by(day, self.tick_count)
         for name, fill in (
             ("severity", None),
             ("location", NOT_ARRIVED),
