@@ -482,18 +482,16 @@ class Hospital:
         # ones left in a bed are counted here (for the unattended penalty below).
         n_crit_general = 0
         general = self.general
-        for bed, pid in enumerate(general):
-            if pid == EMPTY:
-                continue
+        for pid in [p for p in general if p != EMPTY]:  # in bed order; most beds are often empty
             if sev[pid] <= 3:
                 self._treat(pid, latent[pid][t], cp.improve_general)
                 if remaining[pid] <= 0:
-                    general[bed] = EMPTY
+                    general[general.index(pid)] = EMPTY
                     self._discharge(pid, None)
             else:
                 self._neglect(pid, latent[pid][t], in_bed=True)
                 if location[pid] == DEAD:
-                    general[bed] = EMPTY
+                    general[general.index(pid)] = EMPTY
                 else:
                     n_crit_general += 1
 
