@@ -303,5 +303,11 @@ class ObservationBuilder:
             return self._vector[ROLE_INDEX[role]]  # the state is built already: one gather
         return _float32(self._values(_ROLE_PLANS[role]))
 
+    def roles(self, roles: list[str]) -> dict[str, np.ndarray]:
+        """Several roles' observations of one state (the parallel env): the global vector once,
+        then one gather per role, cheaper than building each role's blocks into its own array."""
+        vector = self.vector()
+        return {role: vector[ROLE_INDEX[role]] for role in roles}
+
     def state(self) -> np.ndarray:
         return self.vector().copy()
