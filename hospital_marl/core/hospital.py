@@ -260,6 +260,7 @@ class Hospital:
         n_board = len(board)
         sev = self.severity
         mask = _FIRST_5[min(n_board, BOARD_TRANSFER_SLOTS)] if EMPTY in self.icu else _NONE_10[:5]
+        # A new list (the prefix tables are shared), then the bottom of the board, least severe first.
         mask = mask + [sev[p] <= 3 for p in board[: -BOARD_DISCHARGE_SLOTS - 1 : -1]]
         mask += _NONE_10[: BOARD_DISCHARGE_SLOTS - min(n_board, BOARD_DISCHARGE_SLOTS)]
         # Ready implies severity <= 3, so "ready or non-critical" is "severity <= 3".
