@@ -9,8 +9,10 @@ clinical dynamics paired across policies.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -34,13 +36,26 @@ class Day:
         return len(self.arrival_tick)
 
 
+def arrived_by(day: Day, now: int) -> int:
+    """How many patients have arrived by tick ``now`` (ids are in arrival order: they are ids 0..k-1)."""
+    return bisect_right(day.arrival_tick, now)
+
+
 DayGenerator = Callable[[Scenario, np.random.Generator], Day]
+
+
+@lru_cache(maxsize=64)
+def _arrival_rates(scenario: Scenario) -> np.ndarray:
+    """scenario.arrival_rates() as a read-only array, once per scenario (a fifth of a reset's cost)."""
+    rates = np.asarray(scenario.arrival_rates(), dtype=float)
+    rates.flags.writeable = False
+    return rates
 
 
 def _draw_patients(scenario: Scenario, rng: np.random.Generator, first_tick: int) -> tuple[list, ...]:
     """Arrivals for ticks first_tick..T-1: (ticks, severities, conditions)."""
     n_ticks = scenario.episode_length
-    rates = np.asarray(scenario.arrival_rates()[first_tick:], dtype=float)
+    rates = _arrival_rates(scenario)[first_tick:]
     counts = rng.poisson(rates) if len(rates) else np.zeros(0, dtype=int)
     ticks = np.repeat(np.arange(first_tick, n_ticks), counts)
     sev = rng.choice(5, size=len(ticks), p=scenario.severity_mix) + 1
@@ -71,7 +86,7 @@ def _assemble(ticks: list, sev: list, cond: list, qg: list, qi: list, latent: li
         tuple(qg),
         tuple(qi),
         tuple(latent),
-        tuple(tuple(a) for a in arrivals_at),
+        tuple(map(tuple, arrivals_at)),
     )
 
 
@@ -93,7 +108,7 @@ def resample_future(day: Day, scenario: Scenario, now: int, rng: np.random.Gener
     treatment quantiles; their latent draws from ``now`` on, and all later
     arrivals, are new. This is what a planner may imagine without seeing the future.
     """
-    known = sum(1 for t in day.arrival_tick if t <= now)
+    known = arrived_by(day, now)
     ticks, sev, cond = _draw_patients(scenario, rng, now + 1)
     n_new = len(ticks)
     quantiles = rng.random((2, n_new))

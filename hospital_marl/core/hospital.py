@@ -26,7 +26,7 @@ from hospital_marl.core.actions import (
     Kind,
 )
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams, treatment_ticks
-from hospital_marl.core.generator import Day, DayGenerator, generate_day, resample_future
+from hospital_marl.core.generator import Day, DayGenerator, arrived_by, generate_day, resample_future
 from hospital_marl.core.metrics import EpisodeCounters, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.scenarios import Scenario, get_scenario
@@ -164,7 +164,7 @@ class Hospital:
 
     def _reset_accumulators(self) -> None:
         self._tick_reward = 0.0
-        self._role_reward = {r: 0.0 for r in ROLES}
+        self._role_reward = dict.fromkeys(ROLES, 0.0)
 
     # ------------------------------------------------------------- properties
     @property
@@ -213,41 +213,60 @@ class Hospital:
 
         Cached per state; the returned list is a copy, safe to keep.
         """
+        return self._flat_mask().copy()
+
+    def _flat_mask(self) -> list[bool]:
+        """The cached flat mask itself (do not mutate): the no-op, then each role's span."""
         version, mask = self._mask_cache
         if version != self._version:
-            mask = self._compute_flat_mask()
+            mask = [True]
+            for part in _MASK_PARTS_IN_FLAT_ORDER:
+                mask += part(self)
             self._mask_cache = (self._version, mask)
-        return mask.copy()
+        return mask
 
-    def _compute_flat_mask(self) -> list[bool]:
-        # Prefix tables (_FIRST[n][k] = k < n) instead of per-slot comprehensions: hot path.
-        n_queue = min(len(self.queue), QUEUE_SLOTS)
-        free_icu = EMPTY in self.icu
+    def role_mask(self, role: str, flat_mask: list[bool] | None = None) -> list[bool]:
+        """Validity of a role's actions (0 = its no-op): a slice of the flat mask.
+
+        Without ``flat_mask``, only this role's part is computed (unless the flat
+        mask is cached for this state): the AEC env asks for one role per state.
+        """
+        start, stop = ROLE_FLAT_SPAN[role]
+        if flat_mask is None:
+            version, cached = self._mask_cache
+            if version != self._version:
+                return [True, *_MASK_PART[role](self)]
+            flat_mask = cached
+        return [True, *flat_mask[start:stop]]
+
+    # Each role's part of the mask. Prefix tables (_FIRST[n][k] = k < n) instead of
+    # per-slot comprehensions: hot path.
+    def _triage_mask(self) -> list[bool]:
+        """Admit queue slot i to a general bed (10), then to an ICU bed (10)."""
+        slots = _FIRST_10[min(len(self.queue), QUEUE_SLOTS)]
+        return (slots if EMPTY in self.general else _NONE_10) + (slots if EMPTY in self.icu else _NONE_10)
+
+    def _ventilator_mask(self) -> list[bool]:
+        """Ventilator v (3): free, and some ICU patient has none."""
+        vent_of = self.vent_of
+        for p in self.icu:
+            if p != EMPTY and vent_of[p] == EMPTY:
+                return [v == EMPTY for v in self.vents] + _NONE_10[: 3 - len(self.vents)]
+        return _NONE_10[:3]
+
+    def _bed_manager_mask(self) -> list[bool]:
+        """Transfer board k to ICU (5), early-discharge k from the bottom (5), discharge ICU bed j (5)."""
         board = self.board()
         n_board = len(board)
-        sev, vent_of = self.severity, self.vent_of
-        mask = [True]
-        mask += _FIRST_10[n_queue] if EMPTY in self.general else _NONE_10
-        mask += _FIRST_10[n_queue] if free_icu else _NONE_10
-        if any(p != EMPTY and vent_of[p] == EMPTY for p in self.icu):
-            mask += [v == EMPTY for v in self.vents]
-            mask += _NONE_10[: 3 - len(self.vents)]
-        else:
-            mask += _NONE_10[:3]
-        n_top = min(n_board, BOARD_TRANSFER_SLOTS)
-        mask += _FIRST_5[n_top] if free_icu else _NONE_10[:5]
-        mask += [sev[board[n_board - 1 - k]] <= 3 for k in range(min(n_board, BOARD_DISCHARGE_SLOTS))]
+        sev = self.severity
+        mask = _FIRST_5[min(n_board, BOARD_TRANSFER_SLOTS)] if EMPTY in self.icu else _NONE_10[:5]
+        # A new list (the prefix tables are shared), then the bottom of the board, least severe first.
+        mask = mask + [sev[p] <= 3 for p in board[: -BOARD_DISCHARGE_SLOTS - 1 : -1]]
         mask += _NONE_10[: BOARD_DISCHARGE_SLOTS - min(n_board, BOARD_DISCHARGE_SLOTS)]
         # Ready implies severity <= 3, so "ready or non-critical" is "severity <= 3".
         mask += [p != EMPTY and sev[p] <= 3 for p in self.icu]
         mask += _NONE_10[: 5 - len(self.icu)]
         return mask
-
-    def role_mask(self, role: str, flat_mask: list[bool] | None = None) -> list[bool]:
-        """Validity of a role's actions (0 = its no-op): a slice of the flat mask."""
-        fm = self.flat_mask() if flat_mask is None else flat_mask
-        start, stop = ROLE_FLAT_SPAN[role]
-        return [True, *fm[start:stop]]
 
     def is_valid(self, kind: Kind, index: int) -> bool:
         """Whether one action would be carried out now (the mask, for a single action)."""
@@ -292,25 +311,30 @@ class Hospital:
             raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
         self.counters.actions += 1
         try:
-            kind, index = table[_as_action_index(role_action, len(table))]
+            role_action = _as_action_index(role_action, len(table))
         except (TypeError, ValueError, IndexError):
             return self._invalid(role)
-        return self._carry_out(role, kind, index, valid_when_chosen)
+        kind, index = table[role_action]
+        return self._carry_out(role, kind, index, ROLE_FLAT[role][role_action], valid_when_chosen)
 
     def act_flat(self, flat: int) -> Outcome:
         """Carry out one flat action (SPEC §3 table); counts as one action."""
         self._check_running()
         self.counters.actions += 1
         try:
-            spec = ACTION_TABLE[_as_action_index(flat, N_FLAT_ACTIONS)]
+            flat = _as_action_index(flat, N_FLAT_ACTIONS)
         except (TypeError, ValueError, IndexError):
             return self._invalid(None)
-        return self._carry_out(spec.role, spec.kind, spec.index, None)
+        spec = ACTION_TABLE[flat]
+        return self._carry_out(spec.role, spec.kind, spec.index, flat, None)
 
-    def _carry_out(self, role: str | None, kind: Kind, index: int, valid_when_chosen: bool | None) -> Outcome:
+    def _carry_out(
+        self, role: str | None, kind: Kind, index: int, flat: int, valid_when_chosen: bool | None
+    ) -> Outcome:
         if kind is Kind.NOOP:
             return Outcome.NOOP
-        if not self.is_valid(kind, index):
+        version, mask = self._mask_cache  # the views have usually just built it: no need to re-check
+        if not (mask[flat] if version == self._version else self.is_valid(kind, index)):
             if valid_when_chosen:
                 self.counters.conflicts += 1
                 return Outcome.CONFLICT
@@ -352,7 +376,7 @@ class Hospital:
     def _check_running(self) -> None:
         if not self._reset_called:
             raise RuntimeError("call reset() before acting")
-        if self.done:
+        if self.terminated or self.truncated:
             raise RuntimeError("the episode has ended; call reset()")
 
     def _reward(self, value: float, role: str | None = None) -> None:
@@ -435,42 +459,48 @@ class Hospital:
         c = self.counters
 
         # ICU: adequate unless the patient needs a ventilator and has none.
-        for bed, pid in enumerate(self.icu):
+        icu, remaining, vent_of, location = self.icu, self.remaining, self.vent_of, self.location
+        for bed, pid in enumerate(icu):
             if pid == EMPTY:
                 continue
-            if self.remaining[pid] <= 0 and sev[pid] <= 3:  # ready: holds the bed, stable
+            s = sev[pid]
+            if remaining[pid] <= 0 and s <= 3:  # ready: holds the bed, stable
                 self.ready_for[pid] += 1
                 if self.ready_for[pid] >= cp.step_down_block_ticks:
-                    self.icu[bed] = EMPTY
+                    icu[bed] = EMPTY
                     self._release_ventilator(pid)
                     self._discharge(pid, None)
                 continue
-            if self.vent_of[pid] != EMPTY or not self.needs_ventilator(pid):
+            if vent_of[pid] != EMPTY or not (s == 5 or (s == 4 and cond[pid] == 2)):  # needs_ventilator
                 self._treat(pid, latent[pid][t], cp.improve_icu)
             else:
                 self._neglect(pid, latent[pid][t], in_bed=True)
-            if self.location[pid] == DEAD:
-                self.icu[bed] = EMPTY
+            if location[pid] == DEAD:
+                icu[bed] = EMPTY
 
         # General beds: adequate for severity <= 3; critical patients make no progress.
-        for bed, pid in enumerate(self.general):
-            if pid == EMPTY:
-                continue
+        # Nothing later this tick changes a general patient's severity, so the critical
+        # ones left in a bed are counted here (for the unattended penalty below).
+        n_crit_general = 0
+        general = self.general
+        for pid in [p for p in general if p != EMPTY]:  # in bed order; most beds are often empty
             if sev[pid] <= 3:
                 self._treat(pid, latent[pid][t], cp.improve_general)
-                if self.remaining[pid] <= 0:
-                    self.general[bed] = EMPTY
+                if remaining[pid] <= 0:
+                    general[general.index(pid)] = EMPTY
                     self._discharge(pid, None)
             else:
                 self._neglect(pid, latent[pid][t], in_bed=True)
-                if self.location[pid] == DEAD:
-                    self.general[bed] = EMPTY
+                if location[pid] == DEAD:
+                    general[general.index(pid)] = EMPTY
+                else:
+                    n_crit_general += 1
 
         # Ventilator weaning: released after wean_ticks consecutive ticks not needed.
         for v, pid in enumerate(self.vents):
             if pid == EMPTY:
                 continue
-            if self.needs_ventilator(pid):
+            if sev[pid] == 5 or (sev[pid] == 4 and cond[pid] == 2):  # needs_ventilator
                 self.vent_idle[v] = 0
             else:
                 self.vent_idle[v] += 1
@@ -512,7 +542,6 @@ class Hospital:
                 self.queue = [p for p in self.queue if self.location[p] == WAITING]
         n_queue = len(self.queue)
         c.wait_ticks += n_queue
-        n_crit_general = sum(1 for p in self.general if p != EMPTY and sev[p] >= 4)
         self._reward(
             rw.critical_unattended_per_tick * (n_crit_waiting + n_crit_general)
             + rw.waiting_per_tick * (n_queue - n_crit_waiting)
@@ -532,7 +561,7 @@ class Hospital:
             self.truncated = True
         else:
             self._arrive(self.tick_count)
-        if self.done:
+        if self.terminated or self.truncated:
             self._reward(rw.survival_bonus * self.metrics()["survival_rate"])
 
         team = self._tick_reward
@@ -675,7 +704,7 @@ class Hospital:
         clone = copy.deepcopy(self)
         day = resample_future(self.day, self.scenario, self.tick_count, np.random.default_rng(day_seq))
         n_new = day.n_patients
-        known = sum(1 for t in day.arrival_tick if t <= self.tick_count)
+        known = arrived_by(day, self.tick_count)
         for name, fill in (
             ("severity", None),
             ("location", NOT_ARRIVED),
@@ -700,6 +729,21 @@ class Hospital:
         return clone
 
 
+_MASK_PART = {
+    "triage": Hospital._triage_mask,
+    "ventilator_officer": Hospital._ventilator_mask,
+    "bed_manager": Hospital._bed_manager_mask,
+}
+"""Each role's part of the flat mask (its span of ACTION_TABLE, without the no-op)."""
+assert set(_MASK_PART) == set(ROLES)
+_MASK_ORDER = sorted(ROLES, key=lambda role: ROLE_FLAT_SPAN[role])
+_MASK_PARTS_IN_FLAT_ORDER = tuple(_MASK_PART[role] for role in _MASK_ORDER)
+_spans = [ROLE_FLAT_SPAN[role] for role in _MASK_ORDER]
+assert [1] + [stop for _, stop in _spans] == [start for start, _ in _spans] + [N_FLAT_ACTIONS], (
+    "the role spans must tile the flat table after the no-op"
+)
+
+
 class _DrawStream:
     """An append-only list of uniform pairs drawn from one generator.
 
@@ -722,8 +766,13 @@ class _DrawStream:
 
 def _as_action_index(action: Any, n: int) -> int:
     """Accept ints and integer numpy scalars/0-d arrays; anything else is invalid."""
-    if type(action) is int and 0 <= action < n:  # the common case, first
+    if type(action) is int and 0 <= action < n:  # the common cases, first
         return action
+    if isinstance(action, np.integer):  # never a bool: np.bool_ is not an np.integer
+        index = int(action)
+        if not 0 <= index < n:
+            raise IndexError(index)
+        return index
     if isinstance(action, (bool, np.bool_)):
         raise TypeError("bool is not an action")
     if isinstance(action, np.ndarray):

@@ -134,7 +134,7 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
                     self.truncations[a] = result.truncated
                     self.infos[a] = {**self._info(), "metrics": metrics, "counters": h.counters.as_dict()}
         else:
-            self.rewards = {a: 0.0 for a in self.agents}
+            self.rewards = dict.fromkeys(self.agents, 0.0)
         self.agent_selection = ROLES[self._turn]
         self._accumulate_rewards()
         if self.render_mode == "human" and self._turn == 0:

@@ -65,9 +65,10 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
     def _observations(self, agents: list[str]) -> dict[str, dict[str, np.ndarray]]:
         flat = self.hospital.flat_mask()
         self._masks_seen = {role: self.hospital.role_mask(role, flat) for role in ROLES}
+        observations = self._builder.roles(agents)
         return {
             role: {
-                "observation": self._builder.role(role),
+                "observation": observations[role],
                 "action_mask": _common.int8_mask(self._masks_seen[role]),
             }
             for role in agents
