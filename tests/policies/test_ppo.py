@@ -83,6 +83,28 @@ def test_train_ppo_cli__team_track_trains_the_multidiscrete_team_env(tmp_path: P
     assert report["scenarios"]["mass_casualty"]["counts"]["invalid_actions"] == 0
 
 
+def test_train_ppo_cli__score_reward_and_margin_selection(tmp_path: Path) -> None:
+    """--reward score trains on the graded composite; --select margin ships the evaluation whose
+    worst scenario is furthest ahead of the heuristic on the same evaluation days."""
+    run = tmp_path / "score"
+    tiny = "--timesteps 1536 --n-envs 3 --n-steps 128 --n-epochs 1 --eval-freq 512 --eval-episodes 1"
+    tiny += " --all-scenarios --reward score --reward-scale 0.3 --early-discharge-points 0.5"
+    tiny += " --select margin --no-progress"
+    done = _cli("train", "ppo", *tiny.split(), "--save", str(run), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    curve = json.loads((run / "curve.json").read_text())
+    reference = grade("heuristic", episodes=1, seed=1000)["scenario_scores"]
+    for row in curve:
+        margins = [row[f"score_{name}"] - reference[name] for name in BUILTIN_SCENARIOS]
+        assert row["worst_margin"] == pytest.approx(min(margins), abs=1e-3)
+        # the Monitor sits on top of ScoreReward: a training episode's return is its score - 90
+        assert row["train_episode_reward"] is None or -90 <= row["train_episode_reward"] <= 10
+    best = json.loads((run / "best_model.json").read_text())
+    assert best["eval"]["worst_margin"] == max(row["worst_margin"] for row in curve)
+    assert best["args"]["reward"] == "score" and best["args"]["early_discharge_points"] == 0.5
+    assert grade(load_path(run), episodes=1, seed=0, scenarios=["surge"])["invalid_action_rate"] == 0.0
+
+
 def test_train_ppo_cli__rejects_an_unknown_scenario(tmp_path: Path) -> None:
     done = _cli(
         "train", "ppo", "--scenario", "monday", "--no-progress", "--save", str(tmp_path / "x"), cwd=tmp_path
@@ -100,6 +122,29 @@ def test_args__command_line_names_the_seed_and_the_non_default_flags() -> None:
 
 
 # ------------------------------------------------------------------ training envs
+def test_early_discharge_cost__charges_its_points_per_early_discharge_on_top_of_the_score() -> None:
+    from hospital_marl.core.actions import FLAT_OF
+    from hospital_marl.envs.wrappers import ScoreReward
+    from policies.train_ppo import EarlyDischargeCost
+
+    early = {FLAT_OF[(Kind.EARLY_DISCHARGE, k)] for k in range(5)}
+    plain = ScoreReward(HospitalEDEnv(scenario="surge"))
+    charged = EarlyDischargeCost(ScoreReward(HospitalEDEnv(scenario="surge")), points=0.5)
+    _, info = plain.reset(seed=4)
+    charged.reset(seed=4)
+    n_early = 0
+    for tick in range(60):
+        valid = np.flatnonzero(info["action_mask"])
+        chosen = [a for a in valid if a in early] if tick % 3 == 0 else []
+        action = int(chosen[0] if chosen else valid[-1])
+        _, r_plain, *_, info = plain.step(action)
+        _, r_charged, *_ = charged.step(action)
+        before = n_early
+        n_early = charged.unwrapped.hospital.counters.early_discharges
+        assert r_charged == pytest.approx(r_plain - 0.5 * (n_early - before), abs=1e-12)
+    assert n_early > 0  # the charge was exercised
+
+
 @pytest.mark.parametrize("track", ["flat", "team"])
 def test_training_env__passes_sb3_check_env_and_vectorises_with_masks(track: str) -> None:
     from sb3_contrib.common.maskable.utils import get_action_masks
