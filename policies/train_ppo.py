@@ -6,7 +6,8 @@ Run it as ``hospital-marl train ppo [--track flat|team] [--all-scenarios] ...``
 
 - ``best_model.zip`` / ``best_model.json``: the model with the best periodic
   evaluation (``--select score``: overall score; ``--select margin``: worst-scenario
-  margin over the heuristic on the same days), and its metadata (what :func:`policies.learned.load_path` reads);
+  margin over the heuristic on the same days), and its metadata (what
+  :func:`policies.learned.load_path` reads);
 - ``model.zip`` / ``model.json``: the final model;
 - ``curve.csv`` / ``curve.json``: the learning curve, one row per evaluation
   (``hospital-marl plot curve RUN_DIR`` draws it);
@@ -249,7 +250,7 @@ class EarlyDischargeCost(gym.Wrapper):
 
     The score prices an early discharge only through the deaths of patients who bounce
     back; a policy trained on it alone carried the habit from full wards (surge) to empty
-    ones (night_shift: ~10 a shift, each a 10-50 % chance of a sicker return).
+    ones (night_shift: ~10 a shift, each a 10-30 % chance (0.1 x severity) of a sicker return).
     """
 
     def __init__(self, env: gym.Env, points: float) -> None:
