@@ -471,19 +471,24 @@ def is_marl_run(path: str | Path) -> bool:
         return False
 
 
-def load_marl_policy(path: str | Path, name: str | None = None) -> MarlTeamPolicy:
-    """A ``train marl`` run directory as a team-track policy (:class:`MarlTeamPolicy`)."""
+def load_marl_policy(path: str | Path, name: str | None = None, final: bool = False) -> MarlTeamPolicy:
+    """A ``train marl`` run directory as a team-track policy (:class:`MarlTeamPolicy`).
+
+    Loads the run's best periodic evaluation (like ``train ppo``'s ``best_model.zip``), or the
+    models as training left them with ``final=True`` (and for runs saved before best tracking).
+    """
     run_dir = Path(path)
     if not is_marl_run(run_dir):
         raise FileNotFoundError(f"{run_dir} is not a `hospital-marl train marl` run (no {METADATA_FILE})")
     meta = json.loads((run_dir / METADATA_FILE).read_text())
+    files = meta["models"] if final or "best" not in meta else meta["best"]["models"]
     if meta["method"] == "shared":
-        model = _load_model(run_dir / meta["models"]["shared"])
+        model = _load_model(run_dir / files["shared"])
         roles = {role: model_role(role, model, shared=True) for role in ROLES}
     else:
         roles = {}
-        for role in ROLES:
-            file = meta["models"].get(role)
+        for role in ROLES:  # a role not trained yet when the best evaluation ran: the heuristic
+            file = files.get(role)
             roles[role] = model_role(role, _load_model(run_dir / file)) if file else heuristic_role(role)
     policy = MarlTeamPolicy(roles, name=name or meta.get("name"))
     policy.metadata = meta
@@ -509,6 +514,28 @@ def _evaluate(policy: MarlTeamPolicy, args: Args, clock: Clock, timesteps: int) 
     if args.verbose:
         print(json.dumps(row), file=sys.stderr)
     return row
+
+
+class BestTracker:
+    """Keeps a copy of the models behind the best periodic evaluation (``best_<file>``)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.score = -np.inf
+        self.models: dict[str, str] = {}
+        self.row: dict[str, Any] | None = None
+
+    def offer(self, row: dict[str, Any], models: Mapping[str, Any]) -> None:
+        """``models``: key (a role, or "shared") -> the live SB3 model, saved if ``row`` is the best."""
+        if row["eval_score"] <= self.score:
+            return
+        self.score, self.row, self.models = row["eval_score"], row, {}
+        for key, model in models.items():
+            self.models[key] = f"best_{key}.zip"
+            model.save(str(self.run_dir / self.models[key]))
+
+    def metadata(self) -> dict[str, Any] | None:
+        return {"models": self.models, "eval": self.row} if self.row else None
 
 
 def _new_model(env: Any, args: Args, seed: int) -> Any:
@@ -537,7 +564,11 @@ def _quiet_logger(run_dir: Path) -> Any:
     return Logger(str(run_dir), [make_output_format("csv", str(run_dir))])
 
 
-def train_ibr(args: Args, run_dir: Path, clock: Clock) -> tuple[dict[str, str], list[dict[str, Any]], int]:
+TrainResult = tuple[dict[str, str], list[dict[str, Any]], int]
+"""What a method's trainer returns: its final model files, the learning curve, role decisions."""
+
+
+def train_ibr(args: Args, run_dir: Path, clock: Clock, best: BestTracker) -> TrainResult:
     """Iterated best response: rounds x roles of MaskablePPO against the others' frozen policies."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -574,13 +605,15 @@ def train_ibr(args: Args, run_dir: Path, clock: Clock) -> tuple[dict[str, str], 
             frozen[role] = model_role(role, model)
             files[role] = f"{role}.zip"
             model.save(str(run_dir / files[role]))
-            row = _evaluate(MarlTeamPolicy(frozen, name="marl_ibr"), args, clock, total)
-            rows.append({"round": rnd, "role": role, **row})
+            policy = MarlTeamPolicy(frozen, name="marl_ibr")
+            row = {"round": rnd, "role": role, **_evaluate(policy, args, clock, total)}
+            rows.append(row)
+            best.offer(row, models)
             write_curve(rows, run_dir)
     return files, rows, total
 
 
-def train_shared(args: Args, run_dir: Path, clock: Clock) -> tuple[dict[str, str], list[dict[str, Any]], int]:
+def train_shared(args: Args, run_dir: Path, clock: Clock, best: BestTracker) -> TrainResult:
     """Parameter sharing: one MaskablePPO over :class:`MaskedParallelVecEnv` (3 slots per env)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -592,6 +625,7 @@ def train_shared(args: Args, run_dir: Path, clock: Clock) -> tuple[dict[str, str
     def evaluate() -> None:
         policy = MarlTeamPolicy({r: model_role(r, model, shared=True) for r in ROLES}, name="marl_shared")
         rows.append(_evaluate(policy, args, clock, model.num_timesteps))
+        best.offer(rows[-1], {"shared": model})
         write_curve(rows, run_dir)
 
     class Periodic(BaseCallback):
@@ -643,7 +677,8 @@ def train(args: Args) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     clock = Clock()
     trainer = train_ibr if args.method == "ibr" else train_shared
-    files, rows, total = trainer(args, run_dir, clock)
+    best = BestTracker(run_dir)
+    files, rows, total = trainer(args, run_dir, clock, best)
     meta = {
         "format": FORMAT,
         "name": f"marl_{args.method}",
@@ -656,6 +691,7 @@ def train(args: Args) -> Path:
         "wall_time_s": clock.wall(),
         "cpu_time_s": clock.cpu(),
         "eval": rows[-1] if rows else None,
+        "best": best.metadata(),
         "args": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(args).items()},
         "command": command_line(args),
     }

@@ -58,6 +58,29 @@ def test_trainer_end_to_end_takes_no_invalid_actions(tmp_path, method):
     assert report["invalid_action_rate"] == 0.0
     assert report["scenarios"]["surge"]["metrics"]["invalid_action_rate"] == 0.0
 
+    # the run ships its best periodic evaluation, and loading it reproduces that evaluation
+    curve = json.loads((run_dir / "curve.json").read_text())
+    best = meta["best"]
+    assert best["eval"]["eval_score"] == max(row["eval_score"] for row in curve)
+    assert all((run_dir / file).exists() for file in best["models"].values())
+    args = meta["args"]
+    again = grade(
+        load_marl_policy(run_dir),
+        episodes=args["eval_episodes"],
+        seed=args["eval_seed"],
+        scenarios=[args["scenario"]],
+        track="team",
+    )
+    assert round(again["overall_score"], 3) == best["eval"]["eval_score"]
+    final = grade(
+        load_marl_policy(run_dir, final=True),
+        episodes=args["eval_episodes"],
+        seed=args["eval_seed"],
+        scenarios=[args["scenario"]],
+        track="team",
+    )
+    assert round(final["overall_score"], 3) == curve[-1]["eval_score"]
+
 
 def test_masked_vec_env_masks_match_parallel_env():
     from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
