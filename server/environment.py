@@ -1,9 +1,12 @@
 """The OpenEnv ``Environment``: one session's episode, a thin view of the composed env.
 
-Flat steps go through :class:`hospital_marl.HospitalEDEnv` itself, so a
-server trajectory is the in-process one for the same seed and actions. Team
-steps carry out one action per role exactly as
-:class:`hospital_marl.HospitalEDTeamEnv` does, on the same simulator.
+Resets go through :class:`hospital_marl.HospitalEDEnv` itself (seeding,
+scenario switch). Steps drive its simulator exactly as the gym envs do: a
+flat step is :meth:`HospitalEDEnv.step`'s ``act_flat`` then ``tick``; a team
+step carries out one action per role as :class:`hospital_marl.HospitalEDTeamEnv`
+does. So a server trajectory is the in-process one for the same seed and
+actions (the tests compare them step by step), without building the gym
+observation and info dicts that the server would only convert again.
 """
 
 from __future__ import annotations
@@ -19,10 +22,19 @@ from openenv.core.env_server.types import EnvironmentMetadata
 import hospital_marl
 from hospital_marl.core.actions import ROLES
 from hospital_marl.envs.composed import HospitalEDEnv
-from hospital_marl.envs.observations import ObservationBuilder
+from hospital_marl.envs.observations import BLOCK_OFFSETS, ObservationBuilder
 from hospital_marl.envs.parallel import resolve_joint_action
 from server.models import HospitalAction, HospitalObservation, HospitalState, ResetParams, Track
 from server.settings import check_scenario, default_scenario
+
+_BLOCK_LAYOUT: tuple[tuple[str, int, int, int], ...] = tuple(
+    (key, start, stop, shape[1] if len(shape) == 2 else 0)
+    for key in HospitalObservation.model_fields
+    if key in BLOCK_OFFSETS
+    for start, stop, shape in [BLOCK_OFFSETS[key]]
+)
+"""(key, start, stop, row length or 0 for a flat block) of each observation block in the
+state vector, in the model's field order."""
 
 
 class EpisodeStateError(RuntimeError):
@@ -100,17 +112,17 @@ class HospitalEnvironment(Environment[HospitalAction, HospitalObservation, Hospi
         )
         name = params.scenario or self.default_scenario
         try:
-            obs, _ = self._env.reset(seed=params.seed, options={"scenario": name})
+            self._env.reset(seed=params.seed, options={"scenario": name})
         except ValueError:
             # A registered scenario with another episode length: it needs its own env.
             self._env = HospitalEDEnv(scenario=name)
             self._builder = ObservationBuilder(self._env.hospital)
-            obs, _ = self._env.reset(seed=params.seed)
+            self._env.reset(seed=params.seed)
         self._started = True
         self._episode_id = params.episode_id or str(uuid.uuid4())
         self._track = None
         self._steps = 0
-        return self._observation(obs, None, False, False, {})
+        return self._observation(None, False, False, {})
 
     def step(
         self, action: HospitalAction | Mapping[str, Any] | int, timeout_s: float | None = None, **kwargs: Any
@@ -131,23 +143,16 @@ class HospitalEnvironment(Environment[HospitalAction, HospitalObservation, Hospi
             )
         self._track = action.track
         if action.action is not None:
-            obs, reward, terminated, truncated, info = self._env.step(action.action)
-            extra = {"outcome": info["outcome"]}
+            # As HospitalEDEnv.step (the server's env never renders).
+            extra: dict[str, Any] = {"outcome": hospital.act_flat(action.action).value}
         else:
             # As HospitalEDTeamEnv.step: every role chose from the same state's mask.
             flat_mask = hospital.flat_mask()
             masks = {role: hospital.role_mask(role, flat_mask) for role in ROLES}
-            outcomes = resolve_joint_action(hospital, action.joint(), masks)
-            result = hospital.tick()
-            obs, reward, terminated, truncated = (
-                self._builder.composed(),
-                result.reward,
-                result.terminated,
-                result.truncated,
-            )
-            extra = {"outcomes": outcomes}
+            extra = {"outcomes": resolve_joint_action(hospital, action.joint(), masks)}
+        result = hospital.tick()
         self._steps += 1
-        return self._observation(obs, float(reward), bool(terminated), bool(truncated), extra)
+        return self._observation(float(result.reward), bool(result.terminated), bool(result.truncated), extra)
 
     # The simulator steps in tens of microseconds: run it on the event loop
     # rather than hopping to a worker thread per message (OpenEnv awaits these
@@ -163,13 +168,16 @@ class HospitalEnvironment(Environment[HospitalAction, HospitalObservation, Hospi
         return self.step(action, timeout_s=timeout_s, **kwargs)
 
     def _observation(
-        self,
-        obs: dict[str, np.ndarray],
-        reward: float | None,
-        terminated: bool,
-        truncated: bool,
-        extra: dict[str, Any],
+        self, reward: float | None, terminated: bool, truncated: bool, extra: dict[str, Any]
     ) -> HospitalObservation:
+        """The current state as the wire model, built without re-validation.
+
+        One ``tolist`` of the global state vector, then list slices: the same
+        float values as each block's ``tolist`` in-process, for a fraction of
+        the cost. ``HospitalObservation.trusted`` skips validation: these
+        values come from the simulator, already of the declared types and
+        shapes (tests check it). Clients validate what they receive.
+        """
         h = self._env.hospital
         done = terminated or truncated
         info: dict[str, Any] = {"tick": h.tick_count, "scenario": h.scenario.name, **extra}
@@ -178,20 +186,20 @@ class HospitalEnvironment(Environment[HospitalAction, HospitalObservation, Hospi
             metrics = h.metrics()
             info["counters"] = h.counters.as_dict()
             info["score"] = h.score()
-        # model_construct: these values come from the simulator, already of the
-        # declared types and shapes (tests check it); validating them again
-        # would double the per-step cost. Clients validate what they receive.
-        return HospitalObservation.model_construct(
-            **{key: block.tolist() for key, block in obs.items()},
+        flat = self._builder.vector().tolist()
+        values: dict[str, Any] = {"done": done, "reward": reward, "metadata": {}}  # model field order
+        for key, start, stop, row in _BLOCK_LAYOUT:
+            values[key] = (
+                flat[start:stop] if not row else [flat[i : i + row] for i in range(start, stop, row)]
+            )
+        values.update(
             action_mask=h.flat_mask(),
-            reward=reward,
-            done=done,
             terminated=terminated,
             truncated=truncated,
             metrics=metrics,
             info=info,
-            metadata={},  # given, not defaulted: pydantic's default_factory lookup is costly per step
         )
+        return HospitalObservation.trusted(values)
 
     # --------------------------------------------------------------- state
     @property
