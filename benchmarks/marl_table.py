@@ -220,9 +220,9 @@ def prose(team: dict[str, dict[str, Any]], missing: list[str], runs: dict[str, P
         f"On the team track `{best_name}` scores highest overall ({best['overall_score']:.1f}). "
         f"Against `team_heuristic` ({ref['overall_score']:.1f}), paired over the same days: "
         f"`team_ppo` {m_tp:+.1f} ± {se_tp:.1f}" + ("; " + ", ".join(parts) if parts else "") + ". "
-        "The per-role learners had a budget of about three minutes each on this 2-core machine; "
-        "`team_ppo` (joint action from the composed observation) trained ~5 min on more steps, and "
-        "a margin within about two standard errors is not a win."
+        "The per-role learners trained on ~60k role decisions each (wall times above, this 2-core "
+        "machine); `team_ppo` (joint action from the composed observation) trained on ten times as "
+        "many, and a margin within about two standard errors is not a win."
     )
     for name, key in (("marl_ibr", "ibr"), ("marl_shared", "shared")):
         curve_file = runs[key] / "curve.json" if name in team else None
@@ -230,10 +230,30 @@ def prose(team: dict[str, dict[str, Any]], missing: list[str], runs: dict[str, P
             curve = json.loads(curve_file.read_text())
             peak = max(curve, key=lambda r: r["eval_score"])
             where = f"round {peak['round']}, after {peak['role']}, step" if "round" in peak else "step"
+            meta = json.loads((runs[key] / "model.json").read_text())
+            shipped = (
+                "the run ships (and the table grades) the models of that best evaluation"
+                if meta.get("best")
+                else "this run predates best-model tracking: it ships its final models"
+            )
+            untrained = [
+                r
+                for r in ("triage", "bed_manager", "ventilator_officer")
+                if key == "ibr" and meta.get("best") and r not in meta["best"]["models"]
+            ]
+            if untrained:
+                shipped += (
+                    " ("
+                    + ", ".join(untrained)
+                    + " had not been trained yet and play"
+                    + (" their" if len(untrained) > 1 else "s its")
+                    + " heuristic rule"
+                    + ("s" if len(untrained) > 1 else "")
+                    + ")"
+                )
             lines.append(
                 f"`{name}`'s periodic evaluation (eval seed 1000) peaked at {peak['eval_score']:.1f} "
-                f"({where} {peak['timesteps']:,}) and ended at {curve[-1]['eval_score']:.1f}; the run "
-                "ships its final models, not the best evaluated ones."
+                f"({where} {peak['timesteps']:,}) and ended at {curve[-1]['eval_score']:.1f}; {shipped}."
             )
     if missing:
         lines.append("Missing from this table: " + ", ".join(missing) + ".")
