@@ -174,9 +174,9 @@ class HospitalEnvironment(Environment[HospitalAction, HospitalObservation, Hospi
 
         One ``tolist`` of the global state vector, then list slices: the same
         float values as each block's ``tolist`` in-process, for a fraction of
-        the cost. ``HospitalObservation.trusted`` skips validation: these
-        values come from the simulator, already of the declared types and
-        shapes (tests check it). Clients validate what they receive.
+        the cost. ``model_construct`` skips validation: these values come from
+        the simulator, already of the declared types and shapes (tests check
+        it). Clients validate what they receive.
         """
         h = self._env.hospital
         done = terminated or truncated
@@ -187,7 +187,8 @@ class HospitalEnvironment(Environment[HospitalAction, HospitalObservation, Hospi
             info["counters"] = h.counters.as_dict()
             info["score"] = h.score()
         flat = self._builder.vector().tolist()
-        values: dict[str, Any] = {"done": done, "reward": reward, "metadata": {}}  # model field order
+        # metadata given, not defaulted: pydantic's default_factory lookup is costly per step
+        values: dict[str, Any] = {"done": done, "reward": reward, "metadata": {}}
         for key, start, stop, row in _BLOCK_LAYOUT:
             values[key] = (
                 flat[start:stop] if not row else [flat[i : i + row] for i in range(start, stop, row)]
@@ -199,7 +200,7 @@ class HospitalEnvironment(Environment[HospitalAction, HospitalObservation, Hospi
             metrics=metrics,
             info=info,
         )
-        return HospitalObservation.trusted(values)
+        return HospitalObservation.model_construct(**values)
 
     # --------------------------------------------------------------- state
     @property

@@ -160,23 +160,6 @@ class HospitalObservation(Observation):
             )
         return self
 
-    @classmethod
-    def trusted(cls, values: dict[str, Any]) -> HospitalObservation:
-        """An observation from values the server built itself from the simulator, not validated.
-
-        ``values`` gives every field, in field order, already of the declared
-        types and shapes (the tests check it). This is ``model_construct``
-        minus its per-field alias and default lookups, which cost ~5x the rest
-        of building an observation on every step. Requests from clients are
-        always validated; this is only for the server's own answers.
-        """
-        obs = cls.__new__(cls)
-        object.__setattr__(obs, "__dict__", values)
-        object.__setattr__(obs, "__pydantic_fields_set__", set(values))
-        object.__setattr__(obs, "__pydantic_extra__", None)
-        object.__setattr__(obs, "__pydantic_private__", None)
-        return obs
-
     def observation_arrays(self) -> dict[str, np.ndarray]:
         """The composed env's Dict observation (float32 arrays of the in-process shapes)."""
         return {key: np.asarray(getattr(self, key), dtype=np.float32) for key in COMPOSED_KEYS}
@@ -189,12 +172,6 @@ class HospitalObservation(Observation):
 _missing = sorted(set(COMPOSED_KEYS) - set(HospitalObservation.model_fields))
 if _missing:  # a block was added to the observation table but not to the wire model
     raise ImportError(f"HospitalObservation lacks observation blocks {_missing}: add them as fields")
-if (
-    HospitalObservation.__private_attributes__
-    or HospitalObservation.__pydantic_post_init__
-    or HospitalObservation.model_config.get("extra") == "allow"
-):  # HospitalObservation.trusted would then skip what model_construct does
-    raise ImportError("HospitalObservation.trusted assumes no private attributes, post-init or extras")
 
 
 # -------------------------------------------------------------------- state
