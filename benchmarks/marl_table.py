@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.ppo_table import overall_paired, paired  # noqa: E402
 from grading.tables import write_marked  # noqa: E402
+from hospital_marl.core.actions import ROLES  # noqa: E402
 
 README = ROOT / "README.md"
 PLOT = ROOT / "docs" / "marl_curves.png"
@@ -231,26 +232,14 @@ def prose(team: dict[str, dict[str, Any]], missing: list[str], runs: dict[str, P
             peak = max(curve, key=lambda r: r["eval_score"])
             where = f"round {peak['round']}, after {peak['role']}, step" if "round" in peak else "step"
             meta = json.loads((runs[key] / "model.json").read_text())
-            shipped = (
-                "the run ships (and the table grades) the models of that best evaluation"
-                if meta.get("best")
-                else "this run predates best-model tracking: it ships its final models"
-            )
-            untrained = [
-                r
-                for r in ("triage", "bed_manager", "ventilator_officer")
-                if key == "ibr" and meta.get("best") and r not in meta["best"]["models"]
-            ]
-            if untrained:
-                shipped += (
-                    " ("
-                    + ", ".join(untrained)
-                    + " had not been trained yet and play"
-                    + (" their" if len(untrained) > 1 else "s its")
-                    + " heuristic rule"
-                    + ("s" if len(untrained) > 1 else "")
-                    + ")"
-                )
+            best = meta.get("best")
+            if best:
+                shipped = "the run ships (and the table grades) the models of that best evaluation"
+                untrained = [role for role in ROLES if key == "ibr" and role not in best["models"]]
+                if untrained:
+                    shipped += f" (then untrained, {' and '.join(untrained)} play the heuristic's rules)"
+            else:
+                shipped = "this run predates best-model tracking: it ships its final models"
             lines.append(
                 f"`{name}`'s periodic evaluation (eval seed 1000) peaked at {peak['eval_score']:.1f} "
                 f"({where} {peak['timesteps']:,}) and ended at {curve[-1]['eval_score']:.1f}; {shipped}."
