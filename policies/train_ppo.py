@@ -259,10 +259,10 @@ class EarlyDischargeCost(gym.Wrapper):
         self.points = points
 
     def step(self, action: Any):
-        counters = self.env.unwrapped.hospital.counters
-        before = counters.early_discharges
+        hospital = self.env.unwrapped.hospital
+        before = hospital.counters.early_discharges
         obs, reward, terminated, truncated, info = self.env.step(action)
-        reward -= self.points * (self.env.unwrapped.hospital.counters.early_discharges - before)
+        reward -= self.points * (hospital.counters.early_discharges - before)
         return obs, reward, terminated, truncated, info
 
 
