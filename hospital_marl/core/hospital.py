@@ -471,7 +471,7 @@ class Hospital:
                     self._release_ventilator(pid)
                     self._discharge(pid, None)
                 continue
-            if vent_of[pid] != EMPTY or not (s == 5 or (s == 4 and cond[pid] == 2)):  # needs_ventilator
+            if vent_of[pid] != EMPTY or not self.needs_ventilator(pid):
                 self._treat(pid, latent[pid][t], cp.improve_icu)
             else:
                 self._neglect(pid, latent[pid][t], in_bed=True)
@@ -483,16 +483,17 @@ class Hospital:
         # ones left in a bed are counted here (for the unattended penalty below).
         n_crit_general = 0
         general = self.general
-        for pid in [p for p in general if p != EMPTY]:  # in bed order; most beds are often empty
+        occupied = [(bed, p) for bed, p in enumerate(general) if p != EMPTY]  # most beds are often empty
+        for bed, pid in occupied:
             if sev[pid] <= 3:
                 self._treat(pid, latent[pid][t], cp.improve_general)
                 if remaining[pid] <= 0:
-                    general[general.index(pid)] = EMPTY
+                    general[bed] = EMPTY
                     self._discharge(pid, None)
             else:
                 self._neglect(pid, latent[pid][t], in_bed=True)
                 if location[pid] == DEAD:
-                    general[general.index(pid)] = EMPTY
+                    general[bed] = EMPTY
                 else:
                     n_crit_general += 1
 
@@ -500,7 +501,7 @@ class Hospital:
         for v, pid in enumerate(self.vents):
             if pid == EMPTY:
                 continue
-            if sev[pid] == 5 or (sev[pid] == 4 and cond[pid] == 2):  # needs_ventilator
+            if self.needs_ventilator(pid):
                 self.vent_idle[v] = 0
             else:
                 self.vent_idle[v] += 1
