@@ -8,7 +8,9 @@ Importing this module is cheap (numpy only): torch and sb3-contrib, the
 ``train`` extra, are imported when a model is loaded, so ``policies.names()``
 works without them and ``policies.load("ppo")`` fails with a clear ImportError.
 
-``ppo_nomask`` is the ``--no-mask`` ablation of ``ppo``, graded as it is.
+``ppo_nomask`` is the ``--no-mask`` ablation of ``ppo``, graded as it is. ``ppo_pruned``
+was trained (100k steps) and acts with ``--prune``: the env's mask minus the dominated
+actions of :mod:`policies.pruning`, a labelled policy-design choice.
 
 **What the network sees.** The composed Dict observation holds raw values
 (severities 1–5, waits and treatment ticks up to ~100, counts in the hundreds).
@@ -34,6 +36,7 @@ from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.scenarios import CONDITIONS
 from hospital_marl.envs.observations import ObservationBuilder
 from policies.base import BasePolicy
+from policies.pruning import prune_dominated
 
 INSTALL_HINT = 'pip install "hospital-marl[train]"'
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
@@ -41,6 +44,7 @@ SHIPPED: dict[str, str] = {
     "ppo": "ppo_flat.zip",
     "team_ppo": "ppo_team.zip",
     "ppo_nomask": "ppo_flat_nomask.zip",  # the --no-mask ablation, graded as is
+    "ppo_pruned": "ppo_flat_pruned.zip",  # --prune: the mask minus dominated actions, 100k steps
 }
 """Registered name -> checkpoint file in :data:`CHECKPOINT_DIR`."""
 
@@ -170,18 +174,21 @@ class PPOPolicy(BasePolicy):
 
     Deterministic: the most probable action among those the mask allows (or
     among all 39 for a model trained with ``--no-mask``, which is graded as it
-    is, invalid actions included).
+    is, invalid actions included). A model trained with ``--prune`` (``prune=True``,
+    read from its metadata) acts on the mask minus :func:`~policies.pruning.prune_dominated`'s
+    dominated actions, as it was trained.
     """
 
     name = "ppo"
     tracks: tuple[str, ...] = ("flat",)
 
-    def __init__(self, model: Any, masked: bool = True, name: str | None = None) -> None:
+    def __init__(self, model: Any, masked: bool = True, name: str | None = None, prune: bool = False) -> None:
         super().__init__()
         import torch
 
         self.model = model
         self.masked = masked
+        self.prune = prune
         self.encoder = FeatureEncoder()
         self._torch = torch
         if name:
@@ -200,6 +207,8 @@ class PPOPolicy(BasePolicy):
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         logits = self.logits(self.encoder(observation))
+        if self.prune:
+            action_mask = prune_dominated(observation, action_mask)
         if self.masked:
             logits = np.where(np.asarray(action_mask, dtype=bool), logits, -np.inf)
         return int(np.argmax(logits))
@@ -229,7 +238,9 @@ class TeamPPOPolicy(PPOPolicy):
     name = "team_ppo"
     tracks: tuple[str, ...] = ("team",)
 
-    def __init__(self, model: Any, masked: bool = True, name: str | None = None) -> None:
+    def __init__(self, model: Any, masked: bool = True, name: str | None = None, prune: bool = False) -> None:
+        if prune:
+            raise ValueError("pruning is defined on the flat track only")
         super().__init__(model, masked, name)
         starts = np.cumsum([0] + [ROLE_ACTION_COUNTS[r] for r in ROLES])
         self._segment = {role: slice(starts[i], starts[i + 1]) for i, role in enumerate(ROLES)}
@@ -320,13 +331,13 @@ def load_path(path: str | Path, name: str | None = None) -> PPOPolicy:
     track = meta.get("track", "team" if team else "flat")
     masked = bool(meta.get("masked", True))
     cls = TeamPPOPolicy if track == "team" else PPOPolicy
-    policy = cls(model, masked=masked, name=name or meta.get("name"))
+    policy = cls(model, masked=masked, name=name or meta.get("name"), prune=bool(meta.get("prune", False)))
     policy.metadata = meta
     return policy
 
 
 def load_shipped(name: str) -> PPOPolicy:
-    """A shipped checkpoint by registered name (``ppo``, ``team_ppo``, ``ppo_nomask``)."""
+    """A shipped checkpoint by registered name (:data:`SHIPPED`: ``ppo``, ``team_ppo``, ...)."""
     path = CHECKPOINT_DIR / SHIPPED[name]
     require_train_extra()
     if not path.exists():

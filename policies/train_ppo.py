@@ -58,6 +58,7 @@ from policies.learned import (
     TeamPPOPolicy,
     require_train_extra,
 )
+from policies.pruning import prune_dominated
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "track": ("flat", "team"),
@@ -92,6 +93,9 @@ class Args:
     """Run directory (default: runs/ppo_<track>_<scenario|all>_s<seed>)."""
     mask: bool = True
     """Mask invalid actions (--no-mask: plain PPO over all 39 / 41; graded as is, invalid actions count)."""
+    prune: bool = False
+    """Flat track: also mask dominated actions (policies.pruning), in training and when the model acts.
+    A policy-design choice (domain knowledge), labelled as such wherever the model is reported."""
     tensorboard: str | None = None
     """Also write TensorBoard logs under this directory (needs the tensorboard package)."""
     eval_freq: int = 20_000
@@ -156,6 +160,8 @@ class Args:
         _ = self.rewards  # validates reward_overrides
         if self.reward == "score" and self.reward_overrides:
             raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
+        if self.prune and (self.track != "flat" or not self.mask):
+            raise ValueError("prune narrows the flat track's mask: it needs --track flat and masking")
         if self.reward != "score" and self.early_discharge_points:
             raise ValueError("early_discharge_points is charged on top of --reward score")
         for name in ("timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes"):
@@ -246,6 +252,28 @@ class ScaleReward(gym.RewardWrapper):
         return reward * self.scale
 
 
+class PruneDominated(gym.Wrapper):
+    """``action_masks()`` minus the dominated actions (:func:`policies.pruning.prune_dominated`).
+
+    Sits on the Dict-observation env: it keeps the last observation to prune against.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self._obs: dict[str, np.ndarray] = {}
+
+    def reset(self, **kwargs: Any):
+        self._obs, info = self.env.reset(**kwargs)
+        return self._obs, info
+
+    def step(self, action: Any):
+        self._obs, *rest = self.env.step(action)
+        return self._obs, *rest
+
+    def action_masks(self) -> np.ndarray:
+        return prune_dominated(self._obs, self.env.unwrapped.action_masks())
+
+
 class EarlyDischargeCost(gym.Wrapper):
     """Charges ``points`` per early discharge on top of the score reward (training only).
 
@@ -272,6 +300,8 @@ def make_env(args: Args, rank: int = 0) -> gym.Env:
 
     env_cls = HospitalEDTeamEnv if args.track == "team" else HospitalEDEnv
     env: gym.Env = env_cls(scenario=args.scenarios[rank % len(args.scenarios)], rewards=args.rewards)
+    if args.prune:
+        env = PruneDominated(env)
     if len(args.scenarios) > 1:
         env = ScenarioCycle(env, args.scenarios, rank)
     if args.reward == "score":
@@ -306,7 +336,7 @@ class Clock:
 def policy_of(model: Any, args: Args) -> PPOPolicy:
     """The model as a graded policy (the same class the shipped checkpoints load into)."""
     cls = TeamPPOPolicy if args.track == "team" else PPOPolicy
-    return cls(model, masked=args.mask, name=f"ppo_{args.track}")
+    return cls(model, masked=args.mask, name=f"ppo_{args.track}", prune=args.prune)
 
 
 def make_grade_callback(args: Args, run_dir: Path, clock: Clock) -> Any:
@@ -401,6 +431,7 @@ def save_model(model: Any, path: Path, args: Args, row: dict[str, Any] | None, c
         "name": f"ppo_{args.track}" + ("" if args.mask else "_nomask"),
         "track": args.track,
         "masked": args.mask,
+        "prune": args.prune,
         "encoder_version": ENCODER_VERSION,
         "timesteps": int(model.num_timesteps),
         "wall_time_s": clock.wall(),

@@ -27,6 +27,7 @@ from policies.learned import (
     feature_slices,
     load_path,
 )
+from policies.pruning import prune_dominated
 from policies.train_ppo import Args, command_line, make_env, make_vec_env
 
 
@@ -105,6 +106,34 @@ def test_train_ppo_cli__score_reward_and_margin_selection(tmp_path: Path) -> Non
     assert grade(load_path(run), episodes=1, seed=0, scenarios=["surge"])["invalid_action_rate"] == 0.0
 
 
+def test_train_ppo_cli__prune_trains_and_acts_on_the_pruned_mask(tmp_path: Path) -> None:
+    """--prune: the model is trained on the pruned mask, records it, and plays only pruned-in actions."""
+    run = tmp_path / "pruned"
+    tiny = "--timesteps 1024 --n-envs 2 --n-steps 256 --n-epochs 1 --eval-freq 0 --eval-episodes 1"
+    tiny += " --scenario night_shift --prune --no-progress"
+    done = _cli("train", "ppo", *tiny.split(), "--save", str(run), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((run / "model.json").read_text())
+    assert meta["prune"] is True and "--prune" in meta["command"]
+    policy = load_path(run / "model.zip")
+    assert policy.prune
+    env = HospitalEDEnv(scenario="surge")
+    obs, info = env.reset(seed=2)
+    policy.reset(seed=2, hospital=env.hospital)
+    terminated = truncated = False
+    while not (terminated or truncated):
+        action = policy.act(obs, info["action_mask"])
+        assert prune_dominated(obs, info["action_mask"])[action]
+        obs, _, terminated, truncated, info = env.step(action)
+    assert env.hospital.counters.invalid_actions == 0
+
+
+@pytest.mark.parametrize("flags", [{"track": "team"}, {"mask": False}])
+def test_args__prune_needs_the_masked_flat_track(flags: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="prune"):
+        Args(prune=True, **flags)
+
+
 def test_train_ppo_cli__rejects_an_unknown_scenario(tmp_path: Path) -> None:
     done = _cli(
         "train", "ppo", "--scenario", "monday", "--no-progress", "--save", str(tmp_path / "x"), cwd=tmp_path
@@ -143,6 +172,27 @@ def test_early_discharge_cost__charges_its_points_per_early_discharge_on_top_of_
         n_early = charged.unwrapped.hospital.counters.early_discharges
         assert r_charged == pytest.approx(r_plain - 0.5 * (n_early - before), abs=1e-12)
     assert n_early > 0  # the charge was exercised
+
+
+def test_training_env__with_prune_masks_exactly_the_pruned_actions() -> None:
+    from stable_baselines3.common.env_checker import check_env
+
+    from hospital_marl.envs.observations import ObservationBuilder
+
+    env = make_env(Args(scenario="surge", prune=True))
+    check_env(env, warn=True)
+    env.reset(seed=5)
+    h = env.unwrapped.hospital
+    pruned_some = False
+    for _ in range(100):
+        valid = np.array(h.flat_mask())
+        mask = env.get_wrapper_attr("action_masks")()
+        assert mask.tolist() == prune_dominated(ObservationBuilder(h).composed(), valid).tolist()
+        pruned_some |= bool((valid & ~mask).any())
+        *_, terminated, truncated, _ = env.step(int(np.flatnonzero(mask)[-1]))
+        if terminated or truncated:
+            break
+    assert pruned_some
 
 
 @pytest.mark.parametrize("track", ["flat", "team"])
@@ -212,14 +262,22 @@ def test_shipped_checkpoint__is_small_and_documented(name: str) -> None:
     assert meta["command"] in (CHECKPOINT_DIR / "README.md").read_text()
 
 
-def test_shipped_ppo__beats_the_heuristic_on_every_scenario() -> None:
-    """A fixed-seed check of the shipped artefact (3 episodes; the README's table uses 10).
+def test_shipped_ppo_pruned__was_trained_within_the_100k_step_budget() -> None:
+    """The recorded run behind ``ppo_pruned``: 100k steps, pruned in training and at play."""
+    meta = json.loads((CHECKPOINT_DIR / SHIPPED["ppo_pruned"]).with_suffix(".json").read_text())
+    assert meta["prune"] is True and meta["run"]["timesteps"] <= 100_000
+    assert "--prune" in meta["command"] and "--timesteps 100000" in meta["command"]
+
+
+@pytest.mark.parametrize("name", ["ppo", "ppo_pruned"])
+def test_shipped_flat_ppo__beats_the_heuristic_on_every_scenario(name: str) -> None:
+    """A fixed-seed check of the shipped artefacts (3 episodes; the README's table uses 10).
 
     "Beats" as in SPEC §7: night_shift leaves no headroom (planner - heuristic < 2), so there
     it means within 1 point; every other scenario must be strictly ahead.
     """
-    policy = policies.load("ppo")
-    assert policy.tracks == ("flat",)
+    policy = policies.load(name)
+    assert policy.tracks == ("flat",) and policy.prune == (name == "ppo_pruned")
     learned = grade(policy, episodes=3, seed=0)
     reference = grade("heuristic", episodes=3, seed=0)
     assert learned["invalid_action_rate"] == 0.0
