@@ -3,7 +3,8 @@
 Grades, with the project's grader (10 episodes per scenario, seed 0 by default), per
 scenario and overall:
 
-- flat track (one ``Discrete(39)`` action per tick): ``heuristic``, ``ppo`` (shipped), ``planner``;
+- flat track (one ``Discrete(39)`` action per tick): ``heuristic``, ``ppo`` and ``ppo_pruned``
+  (shipped), ``planner``;
 - team track (one action per role per tick): ``team_heuristic``, ``team_ppo`` (shipped), per-role
   iterated best response (``train marl --method ibr``), parameter-shared PPO
   (``train marl --method shared``) and RLlib multi-agent PPO (``train rllib``).
@@ -35,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.ppo_table import overall_paired, paired  # noqa: E402
 from grading.tables import write_marked  # noqa: E402
 from hospital_marl.core.actions import ROLES  # noqa: E402
+from policies.learned import CHECKPOINT_DIR, SHIPPED, read_metadata  # noqa: E402
 
 README = ROOT / "README.md"
 PLOT = ROOT / "docs" / "marl_curves.png"
@@ -83,8 +85,6 @@ def run_cost(kind: str, run_dir: Path) -> dict[str, Any]:
 
 
 def shipped_cost(name: str) -> dict[str, Any]:
-    from policies.learned import CHECKPOINT_DIR, SHIPPED, read_metadata
-
     meta = read_metadata(CHECKPOINT_DIR / SHIPPED[name])
     run = meta.get("run", meta)
     per_tick = 3 if meta.get("track") == "team" else 1  # team env: one tick = 3 role decisions
@@ -142,8 +142,6 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from policies.learned import CHECKPOINT_DIR, SHIPPED, read_metadata
 
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=110)
     team_meta = read_metadata(CHECKPOINT_DIR / SHIPPED["team_ppo"])
@@ -257,7 +255,7 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     available = {k: ensure_run(k, p, args.train, args.rllib_iterations) for k, p in runs.items()}
     missing: list[str] = []
 
-    flat_names = ["heuristic", "ppo"] + (["planner"] if not args.no_planner else [])
+    flat_names = ["heuristic", "ppo", "ppo_pruned"] + (["planner"] if not args.no_planner else [])
     if args.no_planner:
         missing.append("planner (run without --no-planner)")
     cache = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).exists() else {}
@@ -294,6 +292,7 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     kinds = {
         "heuristic": "rules",
         "ppo": "MaskablePPO, one agent",
+        "ppo_pruned": "MaskablePPO, one agent, dominated actions pruned",
         "planner": "rollout planner",
         "team_heuristic": "per-role rules",
         "team_ppo": "MaskablePPO, joint MultiDiscrete action",
@@ -301,7 +300,7 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         "marl_shared": "one MaskablePPO shared by the roles",
         "rllib": "RLlib multi-agent PPO, one module per role",
     }
-    flat_rows = [(n, kinds[n], r, shipped_cost("ppo") if n == "ppo" else None) for n, r in flat.items()]
+    flat_rows = [(n, kinds[n], r, shipped_cost(n) if n in SHIPPED else None) for n, r in flat.items()]
     team_rows = [(n, kinds[n], r, costs.get(n)) for n, r in team.items()]
     commands = [f"- `{n}`: `{c['command']}`" for n, c in costs.items() if c]
     parts = [

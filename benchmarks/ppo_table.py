@@ -3,7 +3,8 @@
 Grades, with the project's grader (10 episodes per scenario, seed 0 by default):
 
 - flat track: ``random``, ``masked_random``, ``heuristic``, ``ppo`` (masked MaskablePPO),
-  ``ppo_nomask`` (the same recipe trained with ``--no-mask``, graded as is) and
+  ``ppo_pruned`` (trained and acting with ``--prune``: the mask minus dominated actions),
+  ``ppo_nomask`` (the ``ppo`` recipe trained with ``--no-mask``, graded as is) and
   ``planner`` when it is available;
 - team track: ``masked_random``, ``team_heuristic``, ``team_ppo``.
 
@@ -84,9 +85,16 @@ def verdict(margin: float, headroom: float | None) -> str:
     return "yes" if margin > 0 else "**no**"
 
 
+def margin_cells(a: dict[str, Any], b: dict[str, Any], scenario: str, headroom: float | None) -> list[str]:
+    """``a − b (± s.e.)`` and whether ``a`` beats ``b`` there (SPEC §7's rule; overall: ahead)."""
+    m, se = overall_paired(a, b) if scenario == "overall" else paired(a, b, scenario)
+    beats = verdict(m, headroom) if scenario != "overall" else ("yes" if m > 0 else "no")
+    return [f"{m:+.1f} ± {se:.1f}", beats]
+
+
 def flat_table(reports: dict[str, dict[str, Any]]) -> list[str]:
     ppo, heur, nomask = reports["ppo"], reports["heuristic"], reports.get("ppo_nomask")
-    planner = reports.get("planner")
+    pruned, planner = reports.get("ppo_pruned"), reports.get("planner")
     head = [
         "scenario",
         "random",
@@ -96,6 +104,8 @@ def flat_table(reports: dict[str, dict[str, Any]]) -> list[str]:
         "ppo − heuristic (± s.e.)",
         "beats?",
     ]
+    if pruned:
+        head += ["ppo --prune", "pruned − heuristic", "beats?"]
     if nomask:
         head += ["ppo --no-mask", "no-mask − heuristic", "no-mask invalid rate"]
     if planner:
@@ -107,14 +117,13 @@ def flat_table(reports: dict[str, dict[str, Any]]) -> list[str]:
             r = reports[agent]
             score = r["overall_score"] if s == "overall" else r["scenario_scores"][s]
             row.append(f"{score:.1f}" if agent != "ppo" else f"**{score:.1f}**")
-        m, se = overall_paired(ppo, heur) if s == "overall" else paired(ppo, heur, s)
         headroom = None
         if planner and s != "overall":
             headroom = planner["scenario_scores"][s] - heur["scenario_scores"][s]
-        row += [
-            f"{m:+.1f} ± {se:.1f}",
-            verdict(m, headroom) if s != "overall" else ("yes" if m > 0 else "no"),
-        ]
+        row += margin_cells(ppo, heur, s, headroom)
+        if pruned:
+            score = pruned["overall_score"] if s == "overall" else pruned["scenario_scores"][s]
+            row += [f"{score:.1f}", *margin_cells(pruned, heur, s, headroom)]
         if nomask:
             nm, nse = overall_paired(nomask, heur) if s == "overall" else paired(nomask, heur, s)
             score = nomask["overall_score"] if s == "overall" else nomask["scenario_scores"][s]
@@ -178,8 +187,7 @@ def cost_table() -> list[str]:
 def build(episodes: int, seed: int, with_planner: bool) -> tuple[str, dict[str, Any]]:
     names = set(policies.names())
     flat_agents = ["random", "masked_random", "heuristic", "ppo"]
-    if "ppo_nomask" in names:
-        flat_agents.append("ppo_nomask")
+    flat_agents += [name for name in ("ppo_pruned", "ppo_nomask") if name in names]
     if with_planner and "planner" in names:
         flat_agents.append("planner")
     flat = {a: grade_timed(a, "flat", episodes, seed) for a in flat_agents}

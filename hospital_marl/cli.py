@@ -18,7 +18,7 @@ from typing import Any
 
 from hospital_marl.core.scenarios import SCENARIOS, get_scenario
 
-DEFAULT_COMPARE_AGENTS = ("random", "heuristic", "ppo", "planner")
+DEFAULT_COMPARE_AGENTS = ("random", "heuristic", "ppo", "ppo_pruned", "planner")
 
 
 class CLIError(Exception):

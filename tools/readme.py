@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
 SCOREBOARD_COMMANDS = {
-    "scoreboard-flat": "hospital-marl -q compare --agents random masked_random heuristic ppo planner "
-    "--markdown",
+    "scoreboard-flat": "hospital-marl -q compare --agents random masked_random heuristic ppo ppo_pruned "
+    "planner --markdown",
     "scoreboard-team": "hospital-marl -q compare --track team --agents random masked_random team_heuristic "
     "team_ppo --markdown",
 }
