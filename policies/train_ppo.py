@@ -22,7 +22,9 @@ report scores on (0), or choosing the best model would peek at the test days.
 ``--reward score`` trains on the graded composite instead of the env's dense reward
 (:class:`hospital_marl.envs.wrappers.ScoreReward`); ``--early-discharge-points`` adds
 a training-only price on early discharges, which the score charges only through
-bounce-back deaths. Both are measured in policies/checkpoints/README.md.
+bounce-back deaths. ``--prune`` trains on the env's mask minus the dominated actions of
+:mod:`policies.pruning` (and the saved model acts that way): a policy-design choice, labelled
+``_pruned`` in the model's name. All three are measured in policies/checkpoints/README.md.
 
 Reads top to bottom like a CleanRL script: the arguments, the env pipeline, the
 evaluation callback, then :func:`train`. torch and sb3-contrib are imported in
@@ -428,7 +430,7 @@ def save_model(model: Any, path: Path, args: Args, row: dict[str, Any] | None, c
     """``path`` (.zip) and its metadata ``path.json``: what :func:`policies.learned.load_path` reads."""
     model.save(str(path))
     meta = {
-        "name": f"ppo_{args.track}" + ("" if args.mask else "_nomask"),
+        "name": f"ppo_{args.track}" + ("" if args.mask else "_nomask") + ("_pruned" if args.prune else ""),
         "track": args.track,
         "masked": args.mask,
         "prune": args.prune,

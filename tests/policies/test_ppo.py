@@ -116,7 +116,7 @@ def test_train_ppo_cli__prune_trains_and_acts_on_the_pruned_mask(tmp_path: Path)
     meta = json.loads((run / "model.json").read_text())
     assert meta["prune"] is True and "--prune" in meta["command"]
     policy = load_path(run / "model.zip")
-    assert policy.prune
+    assert policy.prune and policy.name == "ppo_flat_pruned"
     env = HospitalEDEnv(scenario="surge")
     obs, info = env.reset(seed=2)
     policy.reset(seed=2, hospital=env.hospital)
