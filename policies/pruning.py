@@ -41,6 +41,7 @@ _ADMIT_GENERAL, _ADMIT_ICU = _flat(Kind.ADMIT_GENERAL), _flat(Kind.ADMIT_ICU)
 _TRANSFER, _EARLY = _flat(Kind.TRANSFER_ICU), _flat(Kind.EARLY_DISCHARGE)
 _STEP_DOWN, _VENTILATE = _flat(Kind.DISCHARGE_ICU), _flat(Kind.VENTILATE)
 
+
 def prune_dominated(observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> np.ndarray:
     """The env's flat mask minus the dominated actions above (a new bool array of 39)."""
     mask = np.array(action_mask, dtype=bool)

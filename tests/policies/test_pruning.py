@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
@@ -14,9 +16,9 @@ from policies.pruning import prune_dominated
 
 def _obs(
     *,
-    queue: list[tuple[int, int]] = (),
-    board: list[int] = (),
-    icu: list[tuple[int, int, int, int]] = (),
+    queue: Sequence[tuple[int, int]] = (),
+    board: Sequence[int] = (),
+    icu: Sequence[tuple[int, int, int, int]] = (),
     free_general: int = 0,
     free_icu: int = 0,
 ) -> dict[str, np.ndarray]:
@@ -67,6 +69,15 @@ def test_non_critical_patients__go_to_the_icu_only_when_no_general_bed_is_free()
     assert FLAT_OF[(Kind.ADMIT_ICU, 1)] not in with_bed  # critical
     assert not {FLAT_OF[(Kind.TRANSFER_ICU, k)] for k in (0, 1)} & with_bed  # critical
     assert not (admit | transfer) & _pruned(_obs(**obs, free_general=0))
+
+
+def test_critical_patients__go_to_a_general_bed_only_when_no_icu_bed_is_free() -> None:
+    obs = dict(queue=[(4, 1), (2, 1), (5, 3)], free_general=4)
+    general = {FLAT_OF[(Kind.ADMIT_GENERAL, slot)] for slot in (0, 2)}
+    with_icu = _pruned(_obs(**obs, free_icu=1))
+    assert general <= with_icu and FLAT_OF[(Kind.ADMIT_GENERAL, 1)] not in with_icu
+    assert not {FLAT_OF[(Kind.ADMIT_ICU, slot)] for slot in (0, 2)} & with_icu  # their ICU admissions stay
+    assert not general & _pruned(_obs(**obs, free_icu=0))
 
 
 def test_bed_freeing_actions__are_pruned_while_the_bed_they_free_is_not_needed() -> None:
