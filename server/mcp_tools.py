@@ -35,10 +35,14 @@ session per connection) and as ``{"type": "mcp"}`` messages on ``/ws``.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastmcp import FastMCP
+from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
+from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
 from openenv.core.env_server.types import EnvironmentMetadata
@@ -91,9 +95,53 @@ class HospitalMCPEnvironment(MCPEnvironment):
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, scenario: str | None = None) -> None:
+        # Not MCPEnvironment.__init__: building the ten tools costs ~25 ms, so they are built on
+        # first use (``mcp_server`` / ``mcp_client``); a session that never asks for them (most
+        # /ws sessions) costs what a plain HospitalEnvironment costs.
+        Environment.__init__(self)
+        self._mode_tools: defaultdict[str, dict] = defaultdict(dict)
+        self._mode_tool_schemas: defaultdict[str, dict] = defaultdict(dict)
+        self._mcp: tuple[FastMCP, Client] | None = None
+        self._closed = False
         self.episode = HospitalEnvironment(scenario=scenario)
         self._last: HospitalObservation | None = None
-        super().__init__(_build_tools(self))
+
+    # ------------------------------------------------------ lazy MCP parts
+    def _tools(self) -> tuple[FastMCP, Client]:
+        if self._closed:
+            raise RuntimeError("MCP is not available; environment is closed")
+        if self._mcp is None:
+            server = _build_tools(self)
+            self._validate_tool_names(server)
+            self._mcp = (server, Client(server))
+        return self._mcp
+
+    @property
+    def mcp_server(self) -> FastMCP:  # type: ignore[override]
+        return self._tools()[0]
+
+    @property
+    def mcp_client(self) -> Client:  # type: ignore[override]
+        return self._tools()[1]
+
+    @asynccontextmanager
+    async def mcp_session(self) -> AsyncIterator[Client | None]:
+        """Hold the MCP client open, once the tools exist. OpenEnv enters this for every session at
+        its start (before any tool use): then there is nothing to hold, and each tool request opens
+        its own in-memory client session (about 2 ms) instead."""
+        if self._mcp is None:
+            yield None
+            return
+        async with self._mcp[1] as client:
+            yield client
+
+    async def _async_list_tools(self) -> list:
+        self._tools()
+        return await super()._async_list_tools()
+
+    async def _async_call_tool(self, tool_name: str, arguments: dict) -> Any:
+        self._tools()
+        return await super()._async_call_tool(tool_name, arguments)
 
     # ------------------------------------------------------- the episode
     def reset(
@@ -124,7 +172,7 @@ class HospitalMCPEnvironment(MCPEnvironment):
         return self.episode.get_metadata()
 
     def close(self) -> None:
-        super().close()
+        self._mcp, self._closed = None, True
         self.episode.close()
 
     # ------------------------------------------------------------ tools

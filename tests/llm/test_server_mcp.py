@@ -156,3 +156,22 @@ def test_mcp_tools__acting_before_a_shift_is_refused(live_url: str) -> None:
             await client.close()
 
     asyncio.run(act())
+
+
+def test_mcp_environment__tools_through_step_and_built_only_when_asked() -> None:
+    """OpenEnv's simulation-mode path (ListToolsAction / CallToolAction through ``step``) plays the
+    same episode as ``reset``/``step``; a session that never asks for tools never builds them."""
+    from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
+
+    from server.mcp_tools import HospitalMCPEnvironment
+
+    env = HospitalMCPEnvironment(scenario="surge")
+    env.reset(seed=2)
+    env.step(0)
+    assert env._mcp is None  # plain use: no FastMCP server, no client
+    assert {t.name for t in env.step(ListToolsAction()).tools} == TOOLS
+    played = env.step(CallToolAction(tool_name="wait", arguments={}))
+    assert played.error is None and played.result.data["tick"] == 2 == env.state.tick
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        _ = env.mcp_client
