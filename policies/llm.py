@@ -184,7 +184,12 @@ class ChatModel:
     """
 
     def __init__(self, config: LLMConfig) -> None:
-        import openai
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - openenv-core brings it; the `llm` extra names it
+            raise ImportError(
+                f"LLM agents need the `llm` extra: pip install 'hospital-marl[llm]' ({exc})"
+            ) from exc
 
         self.config = config
         self._openai = openai
