@@ -8,9 +8,10 @@ blocks, or the server's JSON observation) and the action table
 meanings shown). Only the blocks present are rendered, so a role's prompt
 shows exactly what its AEC observation holds.
 
-Deterministic (a pure function of the blocks and the mask) and compact: a
-full flat prompt at peak load is about 600 tokens (estimate: characters / 4,
-see :func:`estimate_tokens`).
+Deterministic (a pure function of the blocks and the mask) and compact: over a
+``surge`` shift (the busiest scenario) a flat prompt, system prompt included,
+is about 580 tokens on average and 790 at the peak (estimate: characters / 4,
+see :func:`estimate_tokens`); the README's "LLM agents" section has the figures.
 """
 
 from __future__ import annotations
