@@ -32,7 +32,7 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.hospital import Hospital
-from hospital_marl.envs.text import render_prompt
+from hospital_marl.envs.text import estimate_tokens, render_prompt
 from policies.base import BasePolicy, role_blocks
 
 # ------------------------------------------------------------------ prompts
@@ -63,6 +63,11 @@ assert set(ROLE_PROMPTS) == {None, *ROLES}
 
 def system_prompt(role: str | None) -> str:
     return ROLE_PROMPTS[role] + _RULES + _ANSWER
+
+
+def request_tokens(role: str | None, user_message: str) -> int:
+    """Estimated prompt tokens of one decision's request: system prompt + user message (chars / 4)."""
+    return estimate_tokens(system_prompt(role) + "\n" + user_message)
 
 
 # ------------------------------------------------------------------ parsing
@@ -385,5 +390,6 @@ __all__ = [
     "LLMUnavailableError",
     "extract_number",
     "parse_action",
+    "request_tokens",
     "system_prompt",
 ]

@@ -353,6 +353,8 @@ class LLMAgentRunner:
     def _decide(
         self, driver: Any, record: EpisodeRecord
     ) -> tuple[dict[str | None, int], dict[str | None, str | None]]:
+        from policies.llm import request_tokens
+
         roles: tuple[str | None, ...] = (None,) if self.options.track == "flat" else ROLES
         actions: dict[str | None, int] = {}
         errors: dict[str | None, str | None] = {}
@@ -362,7 +364,7 @@ class LLMAgentRunner:
             decision = self.policy.agents[role].decide(blocks, mask, driver.episode_length)
             self.policy.record(decision, tick=record.steps)
             actions[role], errors[role] = decision.action, decision.error
-            tokens += estimate_tokens(self.policy.agents[role].system + "\n" + decision.prompt)
+            tokens += request_tokens(role, decision.prompt)
             if getattr(driver, "sequential", False):
                 driver.act_role(role, decision.action)
         record.prompt_tokens.append(tokens)

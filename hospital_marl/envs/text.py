@@ -10,8 +10,8 @@ shows exactly what its AEC observation holds.
 
 Deterministic (a pure function of the blocks and the mask) and compact: over a
 ``surge`` shift (the busiest scenario) a flat prompt, system prompt included,
-is about 580 tokens on average and 790 at the peak (estimate: characters / 4,
-see :func:`estimate_tokens`); the README's "LLM agents" section has the figures.
+is about 600 tokens on average and under 950 at the peak (estimate: characters / 4,
+see :func:`estimate_tokens`); ``benchmarks/llm_tokens.py`` prints the figures per scenario.
 """
 
 from __future__ import annotations
