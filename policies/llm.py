@@ -332,7 +332,8 @@ class LLMPolicy(BasePolicy):
         self.transcript = Path(transcript) if transcript else None
         self.stats = LLMStats()
         self.episode = -1
-        self.name = f"llm({self.config.model})"
+        own = ",".join(f"{r}={m}" for r in ROLES if (m := role_models.get(f"{r}_model")))
+        self.name = f"llm({self.config.model}{'; ' + own if own else ''})"
 
     def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
         super().reset(seed, hospital)
