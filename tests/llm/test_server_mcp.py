@@ -175,3 +175,18 @@ def test_mcp_environment__tools_through_step_and_built_only_when_asked() -> None
     env.close()
     with pytest.raises(RuntimeError, match="closed"):
         _ = env.mcp_client
+
+
+@pytest.mark.parametrize("mode", [(), ("--mcp",)], ids=["websocket", "mcp_tools"])
+def test_server_unreachable__success_false_and_exit_1(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode
+) -> None:
+    from tests.server.live import free_port
+
+    with standin() as (server, url):
+        status, out = _run(monkeypatch, capsys, url, "--server", f"http://127.0.0.1:{free_port()}", *mode)
+    assert status == 1 and not server.requests
+    assert out.splitlines() == [
+        "[START] task=night_shift env=hospital_marl/HospitalED-v0 model=standin-model",
+        "[END] success=false steps=0 score=0.00 rewards=",
+    ]
