@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from grading.grader import episode_seed, run_flat_episode, run_team_episode
+from hospital_marl.core.actions import ROLES
 from hospital_marl.core.scenarios import get_scenario
+from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv
 from policies import HeuristicPolicy, TeamHeuristicPolicy
 from server.llm_agent import main
-from tests.llm.conftest import FirstLegalPolicy, StandInFactory
+from tests.llm.conftest import FirstLegalPolicy, StandInFactory, first_legal
 
 ROOT = Path(__file__).resolve().parents[2]
 START = re.compile(r"\[START\] task=(\S+) env=(\S+) model=(\S+)")
@@ -137,6 +139,17 @@ def test_script__team_track_runs_three_role_agents(
     assert all(re.fullmatch(r"\d+,\d+,\d+", s.group(2)) for s in steps)
     assert len(server.requests) == 3 * len(steps)
     seed = episode_seed(0, "night_shift", 0)
+    aec = HospitalAECEnv(scenario="night_shift")  # the grader's team track: roles in turn
+    aec.reset(seed=seed)
+    actions, rewards = [], []
+    while not aec.hospital.done:
+        joint = []
+        for role in ROLES:
+            joint.append(first_legal(aec.observe(role)["action_mask"]))
+            aec.step(joint[-1])
+        actions.append(",".join(map(str, joint)))
+        rewards.append(f"{aec.rewards[ROLES[0]]:.2f}")  # the tick's team reward, every role's
+    assert [s.group(2) for s in steps] == actions and [s.group(3) for s in steps] == rewards
     reference = run_team_episode(FirstLegalPolicy(), get_scenario("night_shift"), seed)
     assert end.group(3) == f"{reference.score / 100:.2f}" and int(end.group(2)) == reference.counts["ticks"]
     heuristic = run_team_episode(TeamHeuristicPolicy(), get_scenario("night_shift"), seed).score
