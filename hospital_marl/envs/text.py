@@ -35,6 +35,11 @@ def _ints(values: Any) -> list[int]:
     return [int(v) for v in np.asarray(values, dtype=np.float64).ravel()]
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 tick``, ``3 ticks``: prompts read as plain English."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _condition(condition_id: int) -> str:
     return CONDITIONS[condition_id - 1] if 1 <= condition_id <= len(CONDITIONS) else "?"
 
@@ -58,7 +63,7 @@ def _icu_patient(blocks: Blocks, j: int) -> str:
         return "empty"
     parts = [f"sev {severity}"]
     if "icu_remaining" in blocks:
-        parts.append(f"{_ints(blocks['icu_remaining'])[j]} ticks left")
+        parts.append(_count(_ints(blocks["icu_remaining"])[j], "tick") + " left")
     for key, word in (("icu_needs_vent", "needs vent"), ("icu_on_vent", "on vent"), ("icu_ready", "ready")):
         if key in blocks and _ints(blocks[key])[j]:
             parts.append(word)
@@ -71,7 +76,8 @@ def _header(blocks: Blocks, episode_length: int | None) -> list[str]:
     line = f"Tick {tick}" + (f" of {episode_length}" if episode_length else "") + " (1 tick = 14.4 min)."
     if "capacity" in blocks:
         general, icu, vents, waiting = _ints(blocks["capacity"])
-        line += f" Free: {general} general beds, {icu} ICU beds, {vents} ventilators. Waiting: {waiting}."
+        free = f"{_count(general, 'general bed')}, {_count(icu, 'ICU bed')}, {_count(vents, 'ventilator')}"
+        line += f" Free: {free}. Waiting: {waiting}."
     return [line]
 
 
@@ -144,7 +150,7 @@ def _target(blocks: Blocks, flat: int) -> str:
         k = spec.index if spec.kind == Kind.TRANSFER_ICU else len(board) - 1 - spec.index
         if 0 <= k < len(board):
             s, left = board[k]
-            return f"sev {s}" + ("" if left is None else f", {left} ticks left")
+            return f"sev {s}" + ("" if left is None else f", {_count(left, 'tick')} left")
     elif spec.kind == Kind.DISCHARGE_ICU and "icu_occupancy" in blocks:
         return _icu_patient(blocks, spec.index)
     return ""

@@ -144,3 +144,11 @@ def test_render_prompt__fits_a_small_context_window_at_peak_load() -> None:
 
 def test_estimate_tokens__is_characters_over_four_rounded_up() -> None:
     assert [estimate_tokens(s) for s in ("", "a", "abcd", "abcde")] == [0, 1, 1, 2]
+
+
+def test_render_observation__counts_read_as_english() -> None:
+    blocks = _blocks()
+    blocks["capacity"][:] = [1, 0, 1, 2]
+    blocks["icu_remaining"][0] = 1
+    text = render_observation(blocks)
+    assert "Free: 1 general bed, 0 ICU beds, 1 ventilator." in text and "[0] sev 5, 1 tick left," in text
