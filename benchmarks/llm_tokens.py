@@ -51,19 +51,27 @@ def tokens_per_tick(scenario: str, seed: int) -> dict[str, list[int]]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=3, help="heuristic shifts per scenario (seeds 0..n-1)")
-    args = parser.parse_args()
-    print("| scenario | flat: mean / max tokens per tick | team (3 requests): mean / max per tick |")
-    print("|---|---|---|")
+def table(seeds: int = 3) -> str:
+    """The Markdown table the README shows."""
+    rows = [
+        "| scenario | flat: mean / max tokens per tick | team (3 requests): mean / max per tick |",
+        "|---|---|---|",
+    ]
     for scenario in BUILTIN_SCENARIOS:
-        runs = [tokens_per_tick(scenario, seed) for seed in range(args.seeds)]
+        runs = [tokens_per_tick(scenario, seed) for seed in range(seeds)]
         cells = []
         for track in ("flat", "team"):
             values = np.concatenate([r[track] for r in runs])
             cells.append(f"{values.mean():.0f} / {values.max():.0f}")
-        print(f"| {scenario} | {cells[0]} | {cells[1]} |")
+        rows.append(f"| {scenario} | {cells[0]} | {cells[1]} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=3, help="heuristic shifts per scenario (seeds 0..n-1)")
+    args = parser.parse_args()
+    print(table(args.seeds))
     print(f"\n{args.seeds} heuristic shifts per scenario; tokens = characters / 4 of system + user message.")
 
 

@@ -152,3 +152,16 @@ def test_render_observation__counts_read_as_english() -> None:
     blocks["icu_remaining"][0] = 1
     text = render_observation(blocks)
     assert "Free: 1 general bed, 0 ICU beds, 1 ventilator." in text and "[0] sev 5, 1 tick left," in text
+
+
+def test_readme__token_figures_are_what_the_benchmark_prints() -> None:
+    """The README's "what a step costs" table is `python benchmarks/llm_tokens.py` verbatim."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("llm_tokens", root / "benchmarks" / "llm_tokens.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.table(seeds=3) in (root / "README.md").read_text()
