@@ -245,14 +245,16 @@ class Decision:
 
 @dataclass
 class LLMStats:
+    """Counts over a policy's decisions: unusable replies by kind, estimated prompt tokens sent."""
+
     decisions: int = 0
     invalid_replies: int = 0
     errors: dict[str, int] = field(default_factory=dict)
-    prompt_chars: int = 0
+    prompt_tokens: int = 0  # system + user message, characters / 4
 
     def record(self, decision: Decision) -> None:
         self.decisions += 1
-        self.prompt_chars += len(decision.prompt)
+        self.prompt_tokens += request_tokens(decision.role, decision.prompt)
         if decision.error is not None:
             self.invalid_replies += 1
             kind = decision.error.rsplit("_", 1)[0] if decision.error[-1].isdigit() else decision.error

@@ -59,6 +59,8 @@ def test_transcript__logs_prompts_replies_and_counts_unusable_ones(
     assert rows[2]["reply"].startswith("Looking at the queue") and rows[3]["reply"].startswith("```json")
     assert {"prompt", "system", "model", "latency_s", "tick", "episode"} <= set(rows[0])
     assert llm.stats.invalid_replies == 2
+    chars = [len(r["system"]) + 1 + len(r["prompt"]) for r in rows]  # system, newline, user message
+    assert llm.stats.prompt_tokens == sum(-(-c // 4) for c in chars)  # the documented chars / 4 estimate
     assert llm.stats.errors == {"no_action_number": 1, "illegal_action": 1}
     assert result.counts["invalid_actions"] == 0  # unusable replies are played as the no-op, not as invalid
 
