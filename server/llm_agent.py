@@ -111,6 +111,7 @@ class AgentOptions:
     timeout_s: float = 30.0
     max_retries: int = 2
     transcript: str | None = None  # JSONL of every prompt and raw reply
+    role_models: tuple[tuple[str, str], ...] = ()  # (role, model) overrides on the team track
 
     def __post_init__(self) -> None:
         for name in self.scenarios:
@@ -124,6 +125,13 @@ class AgentOptions:
             raise ValueError("episodes must be >= 1 and seed >= 0")
         if self.mcp and not self.server:
             raise ValueError("--mcp plays through a running server's MCP tools: give --server URL")
+        for role, model in self.role_models:
+            if role not in ROLES or not model:
+                raise ValueError(
+                    f"--role-model takes ROLE=MODEL with a role of {', '.join(ROLES)}, got {role}={model}"
+                )
+        if self.role_models and self.track != "team":
+            raise ValueError("--role-model sets a role's model on the team track: add --track team")
         if self.mcp and self.track != "flat":
             raise ValueError("--mcp plays the flat track (one tool call per tick)")
 
@@ -269,12 +277,14 @@ class LLMAgentRunner:
             timeout_s=options.timeout_s,
             max_retries=options.max_retries,
             transcript=options.transcript,
+            **{f"{role}_model": model for role, model in options.role_models},
         )
         self._baselines: dict[tuple[str, str, int], float] = {}
 
     @property
     def model_name(self) -> str:
-        return self.policy.config.model
+        """The [START] line's model: the shared one, then any per-role ones (``;role=model``)."""
+        return self.policy.config.model + "".join(f";{r}={m}" for r, m in self.options.role_models)
 
     def run(self) -> tuple[int, list[EpisodeRecord]]:
         """Every episode of every scenario; stops at the first failure. Returns (exit status, records)."""
@@ -546,6 +556,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--transcript", metavar="FILE", help="append every prompt and raw reply to this JSONL file"
     )
+    parser.add_argument(
+        "--role-model", action="append", default=[], metavar="ROLE=MODEL",
+        help="team track: this role's own model on the same endpoint (repeatable)",
+    )  # fmt: skip
 
 
 def options_from_args(args: argparse.Namespace) -> AgentOptions:
@@ -564,6 +578,7 @@ def options_from_args(args: argparse.Namespace) -> AgentOptions:
         timeout_s=args.timeout,
         max_retries=args.retries,
         transcript=args.transcript,
+        role_models=tuple(tuple(item.partition("=")[::2]) for item in args.role_model),
     )
 
 

@@ -179,3 +179,17 @@ def test_cli__hospital_marl_llm_is_the_same_script(
         status, script_out, _ = _run(monkeypatch, capsys, url, "--scenarios", "night_shift")
         assert cli_main(["llm", "--scenarios", "night_shift", "--timeout", "5", "--retries", "0"]) == 0
     assert status == 0 and capsys.readouterr().out == script_out
+
+
+def test_script__a_role_can_have_its_own_model(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with standin() as (server, url):
+        argv = ["--scenarios", "night_shift", "--track", "team", "--role-model", "ventilator_officer=vent-7b"]
+        status, out, _ = _run(monkeypatch, capsys, url, *argv)
+    assert status == 0
+    assert out.splitlines()[0].endswith("model=standin-model;ventilator_officer=vent-7b")
+    models = [r["model"] for r in server.requests[:6]]
+    assert models == ["standin-model", "standin-model", "vent-7b"] * 2  # triage, bed manager, officer
+    assert _run(monkeypatch, capsys, url, "--role-model", "nurse=x", "--track", "team")[0] == 2
+    assert _run(monkeypatch, capsys, url, "--role-model", "triage=x")[0] == 2  # flat track: no roles
