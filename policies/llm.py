@@ -241,6 +241,7 @@ class Decision:
     action: int
     error: str | None
     latency_s: float
+    system: str | None = None  # when not the agent's own system prompt (e.g. the MCP tool-calling one)
 
 
 @dataclass
@@ -254,7 +255,10 @@ class LLMStats:
 
     def record(self, decision: Decision) -> None:
         self.decisions += 1
-        self.prompt_tokens += request_tokens(decision.role, decision.prompt)
+        if decision.system is None:
+            self.prompt_tokens += request_tokens(decision.role, decision.prompt)
+        else:
+            self.prompt_tokens += estimate_tokens(decision.system + "\n" + decision.prompt)
         if decision.error is not None:
             self.invalid_replies += 1
             kind = decision.error.rsplit("_", 1)[0] if decision.error[-1].isdigit() else decision.error
@@ -353,7 +357,7 @@ class LLMPolicy(BasePolicy):
                 "tick": tick,
                 "role": decision.role,
                 "model": self.agents[decision.role].model.config.model,
-                "system": self.agents[decision.role].system,
+                "system": decision.system or self.agents[decision.role].system,
                 "prompt": decision.prompt,
                 "reply": decision.reply,
                 "action": decision.action,

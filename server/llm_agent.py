@@ -445,6 +445,7 @@ class LLMAgentRunner:
                         int(result["action"]),
                         error,
                         time.perf_counter() - started,
+                        system,
                     ),
                     tick=record.steps,
                 )
