@@ -191,3 +191,30 @@ def test_server_unreachable__success_false_and_exit_1(
         "[START] task=night_shift env=hospital_marl/HospitalED-v0 model=standin-model",
         "[END] success=false steps=0 score=0.00 rewards=",
     ]
+
+
+def test_mcp_over_the_ws_session__tools_play_the_sessions_own_episode(live_url: str) -> None:
+    """``{"type": "mcp"}`` messages on /ws reach the tools of that session's environment: a tool
+    call continues the episode that ``reset`` started, and ``step`` continues after it."""
+    import json
+
+    from websockets.asyncio.client import connect
+
+    def rpc(i: int, name: str, **arguments: Any) -> str:
+        params = {"name": name, "arguments": arguments}
+        return json.dumps(
+            {"type": "mcp", "data": {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}}
+        )
+
+    async def play() -> None:
+        async with connect(live_url.replace("http://", "ws://") + "/ws") as ws:
+            await ws.send(json.dumps({"type": "reset", "data": {"seed": 4, "scenario": "surge"}}))
+            assert json.loads(await ws.recv())["type"] == "observation"
+            await ws.send(rpc(1, "wait"))
+            answer = json.loads(await ws.recv())
+            assert answer["type"] == "mcp" and answer["data"]["id"] == 1
+            assert answer["data"]["result"]["structured_content"]["tick"] == 1
+            await ws.send(json.dumps({"type": "step", "data": {"action": 0}}))
+            assert json.loads(await ws.recv())["data"]["observation"]["info"]["tick"] == 2
+
+    asyncio.run(asyncio.wait_for(play(), timeout=60))
