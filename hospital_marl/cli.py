@@ -256,7 +256,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 def _add_extension_commands(sub: Any) -> None:
     """Subcommands of optional parts (training, plots, server) register here when present."""
-    for module in ("policies.train_cli", "server.cli"):
+    for module in ("policies.train_cli", "server.cli", "server.llm_agent"):
         try:
             add = __import__(module, fromlist=["add_commands"]).add_commands
         except ImportError:

@@ -13,12 +13,14 @@ from pathlib import Path
 from policies.base import TRACKS, BasePolicy, Policy, load_kwargs
 from policies.baselines import MaskedRandomPolicy, RandomPolicy
 from policies.heuristic import HeuristicPolicy, TeamHeuristicPolicy
+from policies.llm import LLMPolicy
 
 _REGISTRY: dict[str, Callable[..., Policy]] = {
     "random": RandomPolicy,
     "masked_random": MaskedRandomPolicy,
     "heuristic": HeuristicPolicy,
     "team_heuristic": TeamHeuristicPolicy,
+    "llm": LLMPolicy,  # an OpenAI-compatible endpoint: "llm:model=...,base_url=..." or the API_* variables
 }
 
 
@@ -78,6 +80,7 @@ __all__ = [
     "TRACKS",
     "BasePolicy",
     "HeuristicPolicy",
+    "LLMPolicy",
     "MaskedRandomPolicy",
     "Policy",
     "RandomPolicy",
