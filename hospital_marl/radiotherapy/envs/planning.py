@@ -28,6 +28,11 @@ OBSERVATION_KEYS: dict[str, tuple[tuple[int, ...], str]] = {
     ),
     "tumour_status": ((4,), "[1 − V95 (coverage shortfall), 1 − D95 (if < 1), overdose term, V107]"),
     "beams": ((MAX_BEAMS, 4), "per beam slot: [angle / 360, weight, present, active]"),
+    "anatomy": (
+        (MAX_OARS, 3),
+        "per OAR slot, seen from the isocentre: the gantry angle θ that points at its centroid as "
+        "[(1 + cos θ)/2, (1 + sin θ)/2], and its distance / 32 voxels (what a planner reads on the CT)",
+    ),
     "step_fraction": ((1,), "steps taken / step limit"),
 }
 """THE observation layout: key -> (shape, meaning). Every value is float32 in [0, 1]."""
@@ -37,6 +42,20 @@ def observation_space() -> spaces.Dict:
     return spaces.Dict(
         {k: spaces.Box(0.0, 1.0, shape, np.float32) for k, (shape, _) in OBSERVATION_KEYS.items()}
     )
+
+
+def anatomy(plan: Plan) -> np.ndarray:
+    """(7, 3) float32: where each OAR lies from the isocentre (:data:`OBSERVATION_KEYS` ``anatomy``)."""
+    out = np.zeros((MAX_OARS, 3), np.float32)
+    iso = np.array(plan.phantom.isocentre)
+    for slot, mask in enumerate(plan.phantom.oars):
+        rows, cols = np.nonzero(mask)
+        d_row, d_col = rows.mean() - iso[0], cols.mean() - iso[1]
+        distance = float(np.hypot(d_row, d_col))
+        # a beam at gantry θ comes from (−cos θ, sin θ) in (row, column): aim that at the OAR
+        cos_t, sin_t = (-d_row / distance, d_col / distance) if distance > 0 else (1.0, 0.0)
+        out[slot] = [(1 + cos_t) / 2, (1 + sin_t) / 2, min(1.0, distance / 32)]
+    return out
 
 
 class RadiotherapyPlanningEnv(gym.Env):
@@ -106,6 +125,7 @@ class RadiotherapyPlanningEnv(gym.Env):
         super().reset(seed=seed)
         self.plan.reset(self.np_random)
         self._last_action = None
+        self._anatomy = anatomy(self.plan)
         return self._observation(), self._info()
 
     def step(self, action: int):
@@ -161,6 +181,7 @@ class RadiotherapyPlanningEnv(gym.Env):
             "oar_status": status,
             "tumour_status": tumour,
             "beams": beams,
+            "anatomy": self._anatomy.copy(),
             "step_fraction": np.array([min(1.0, plan.steps / plan.task.max_steps)], np.float32),
         }
 
