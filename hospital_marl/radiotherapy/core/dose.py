@@ -34,18 +34,37 @@ CALIBRATION_WEIGHT = 0.6
 """The middle weight of the calibration (a new beam's weight)."""
 
 
+_VOXEL_ROWS, _VOXEL_COLS = (a.ravel() for a in np.mgrid[0:GRID, 0:GRID].astype(float))  # (4096,) each
+
+
 def beam_axes(angle_deg: float) -> tuple[np.ndarray, np.ndarray]:
     """(direction of travel u, lateral unit vector n), each (2,) in (row, column)."""
     a = np.deg2rad(angle_deg)
     return np.array([np.cos(a), -np.sin(a)]), np.array([np.sin(a), np.cos(a)])
 
 
-_VOXEL_ROWS, _VOXEL_COLS = (a.ravel() for a in np.mgrid[0:GRID, 0:GRID].astype(float))  # (4096,) each
 
 
 _HALF_SPAN = int(np.ceil((GRID - 1) / 2 * np.sqrt(2))) + 2  # beam's-eye grid half size: the whole slice
-_S_GRID, _L_GRID = np.meshgrid(*(np.arange(-_HALF_SPAN, _HALF_SPAN + 1, dtype=float),) * 2, indexing="ij")
+_S_STEP = 0.5  # beam's-eye sampling step along the beam (voxels); 1 voxel across
+_S_GRID, _L_GRID = np.meshgrid(
+    np.arange(-_HALF_SPAN, _HALF_SPAN + _S_STEP, _S_STEP), np.arange(-_HALF_SPAN, _HALF_SPAN + 1.0), indexing="ij"
+)  # (S, L) beam's-eye coordinates, centred on the slice
 _CENTRE = (GRID - 1) / 2
+
+
+def _bilinear(image: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``image`` (2-D) sampled at fractional (rows, cols), zero outside it."""
+    padded = np.zeros((image.shape[0] + 2, image.shape[1] + 2))
+    padded[1:-1, 1:-1] = image
+    r = np.clip(rows + 1, 0, image.shape[0] + 1 - 1e-9)
+    c = np.clip(cols + 1, 0, image.shape[1] + 1 - 1e-9)
+    r0, c0 = r.astype(np.int64), c.astype(np.int64)
+    fr, fc = r - r0, c - c0
+    r1, c1 = np.minimum(r0 + 1, image.shape[0] + 1), np.minimum(c0 + 1, image.shape[1] + 1)
+    return (padded[r0, c0] * (1 - fc) + padded[r0, c1] * fc) * (1 - fr) + (
+        padded[r1, c0] * (1 - fc) + padded[r1, c1] * fc
+    ) * fr
 
 
 def depth_from_surface(body: np.ndarray, angle_deg: float, voxels: np.ndarray | None = None) -> np.ndarray:
@@ -53,36 +72,29 @@ def depth_from_surface(body: np.ndarray, angle_deg: float, voxels: np.ndarray | 
 
     The depth of a voxel is the tissue crossed by the ray through it, parallel to
     the beam, up to it: it depends on the body and the angle only (not on where the
-    central axis is), so it is computed on a beam's-eye grid centred on the slice
-    (axis ``s`` along the beam, ``ℓ`` across, unit steps, nearest voxel), accumulated
-    along ``s`` and read back at every voxel's ``(s, ℓ)`` by bilinear interpolation.
-    A voxel's own half voxel counts (depth of the first voxel inside ≈ 0.5).
+    central axis is). It is computed on a beam's-eye grid centred on the slice (axis
+    ``s`` along the beam in half-voxel steps, ``ℓ`` across in voxels): the body is
+    sampled bilinearly (partial volumes at the skin), accumulated along ``s``, and
+    read back at every voxel's ``(s, ℓ)`` bilinearly. The skin lies half a voxel
+    outside the outermost body voxel centres, so a first voxel sits at depth ≈ 0.5.
 
     Returns (64, 64) float64, or (len(voxels),) for the given flat voxel indices.
     """
     u, n = beam_axes(angle_deg)
-    half = _HALF_SPAN
-    rows = np.rint(_CENTRE + _S_GRID * u[0] + _L_GRID * n[0]).astype(np.int64)
-    cols = np.rint(_CENTRE + _S_GRID * u[1] + _L_GRID * n[1]).astype(np.int64)
-    inside = (rows >= 0) & (rows < GRID) & (cols >= 0) & (cols < GRID)
-    tissue = np.zeros(_S_GRID.shape)
-    tissue[inside] = body[rows[inside], cols[inside]]
+    tissue = _bilinear(
+        body.astype(float),
+        _CENTRE + _S_GRID * u[0] + _L_GRID * n[0],
+        _CENTRE + _S_GRID * u[1] + _L_GRID * n[1],
+    )
     depth_bev = np.cumsum(tissue, axis=0)
-    depth_bev -= 0.5 * tissue  # (S, L)
+    depth_bev -= 0.5 * tissue  # trapezoid rule: the integral of the tissue up to each sample
+    depth_bev *= _S_STEP
     vr = _VOXEL_ROWS if voxels is None else _VOXEL_ROWS[voxels]
     vc = _VOXEL_COLS if voxels is None else _VOXEL_COLS[voxels]
     dr, dc = vr - _CENTRE, vc - _CENTRE
-    s = dr * u[0] + dc * u[1] + half
-    lat = dr * n[0] + dc * n[1] + half
-    s0 = np.minimum(s.astype(np.int64), 2 * half - 1)  # s, lat > 0: astype floors
-    l0 = np.minimum(lat.astype(np.int64), 2 * half - 1)
-    fs, fl = s - s0, lat - l0
-    flat = depth_bev.ravel()
-    width = depth_bev.shape[1]
-    i00 = s0 * width + l0
-    top = flat[i00] * (1 - fl) + flat[i00 + 1] * fl
-    bottom = flat[i00 + width] * (1 - fl) + flat[i00 + width + 1] * fl
-    depth = top * (1 - fs) + bottom * fs
+    s_index = (dr * u[0] + dc * u[1] + _HALF_SPAN) / _S_STEP
+    l_index = dr * n[0] + dc * n[1] + _HALF_SPAN
+    depth = _bilinear(depth_bev, s_index, l_index)
     return depth.reshape(GRID, GRID) if voxels is None else depth
 
 
