@@ -43,12 +43,12 @@ def beam_axes(angle_deg: float) -> tuple[np.ndarray, np.ndarray]:
     return np.array([np.cos(a), -np.sin(a)]), np.array([np.sin(a), np.cos(a)])
 
 
-
-
 _HALF_SPAN = int(np.ceil((GRID - 1) / 2 * np.sqrt(2))) + 2  # beam's-eye grid half size: the whole slice
 _S_STEP = 0.5  # beam's-eye sampling step along the beam (voxels); 1 voxel across
 _S_GRID, _L_GRID = np.meshgrid(
-    np.arange(-_HALF_SPAN, _HALF_SPAN + _S_STEP, _S_STEP), np.arange(-_HALF_SPAN, _HALF_SPAN + 1.0), indexing="ij"
+    np.arange(-_HALF_SPAN, _HALF_SPAN + _S_STEP, _S_STEP),
+    np.arange(-_HALF_SPAN, _HALF_SPAN + 1.0),
+    indexing="ij",
 )  # (S, L) beam's-eye coordinates, centred on the slice
 _CENTRE = (GRID - 1) / 2
 
