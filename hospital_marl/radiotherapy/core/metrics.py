@@ -18,8 +18,8 @@ Score in [0, 1]::
     oar      = Σ w_p f_j / Σ w_p,  w = 3 / 2 / 1 by priority 1 / 2 / 3,
                f_j = 1 if mean ≤ limit, falling linearly to 0 at 1.5 × limit
     beams    = 1 for 4–7 beams, ½ for 3, 0 for fewer
-    overdose = clip((D95 − 1.05) / 0.45, 0, 1)          the whole target overdosed
-    score    = clip(coverage · (0.45 + 0.45 · oar + 0.10 · beams) − 0.40 · overdose, 0, 1)
+    overdose = clip((D95 − 1.05) / 0.25, 0, 1)          the whole target overdosed
+    score    = clip(coverage · (0.45 + 0.45 · oar + 0.10 · beams) − 0.50 · overdose, 0, 1)
 
 then capped at :data:`CRITICAL_CAP` (< the pass threshold) when any priority-1
 constraint fails. The OAR and beam terms are multiplied by coverage: an empty
@@ -47,15 +47,15 @@ PASS_THRESHOLD = 0.60
 CRITICAL_CAP = 0.50
 """A plan breaking any priority-1 constraint scores at most this (< PASS_THRESHOLD)."""
 PRIORITY_WEIGHTS = {1: 3.0, 2: 2.0, 3: 1.0}
-SCORE_WEIGHTS = {"base": 0.45, "oar": 0.45, "beams": 0.10, "overdose": 0.40}
+SCORE_WEIGHTS = {"base": 0.45, "oar": 0.45, "beams": 0.10, "overdose": 0.50}
 OAR_ZERO_AT = 1.5
 """An OAR earns nothing of its weight at this multiple of its limit (a parotid at 1.5× its
 mean-dose limit is a clinical failure, not a near miss)."""
 OVERDOSE_START = 1.05
-OVERDOSE_SPAN = 0.45
+OVERDOSE_SPAN = 0.25
 SCORE_FORMULA = (
-    "score = clip(coverage*(0.45 + 0.45*oar + 0.10*beams) - 0.40*overdose, 0, 1), "
-    "coverage = (min(D95,1) + V95)/2, overdose = clip((D95-1.05)/0.45, 0, 1); "
+    "score = clip(coverage*(0.45 + 0.45*oar + 0.10*beams) - 0.50*overdose, 0, 1), "
+    "coverage = (min(D95,1) + V95)/2, overdose = clip((D95-1.05)/0.25, 0, 1); "
     f"at most {CRITICAL_CAP} if a priority-1 constraint fails; pass >= {PASS_THRESHOLD}"
 )
 
