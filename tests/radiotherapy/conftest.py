@@ -23,7 +23,7 @@ def phantom() -> Phantom:
     return centred_phantom()
 
 
-def rollout(env, seed: int, rng: np.random.Generator, masked: bool = True):  # noqa: ANN001, ANN201
+def rollout(env, seed: int, rng: np.random.Generator, masked: bool = True):
     """One episode of (masked) random actions: (actions, observations, rewards, final info)."""
     obs, info = env.reset(seed=seed)
     actions, observations, rewards = [], [obs], []
