@@ -15,15 +15,19 @@ Definitions (all doses × Rx, volumes as fractions of the structure):
 Score in [0, 1]::
 
     coverage = ½ · min(D95, 1) + ½ · V95                 tumour term, 0 for an empty plan
-    oar      = Σ w_p f_j / Σ w_p,  w = 3 / 2 / 1 by priority 1 / 2 / 3,
+    oar      = Σ w_p f_j / Σ w_p over the non-critical OARs, w = 2 / 1 by priority 2 / 3,
                f_j = 1 if mean ≤ limit, falling linearly to 0 at 1.5 × limit
+               (1 when a task has only critical OARs)
     beams    = 1 for 4–7 beams, ½ for 3, 0 for fewer
     overdose = clip((D95 − 1.05) / 0.25, 0, 1)          the whole target overdosed
-    score    = clip(coverage · (0.45 + 0.45 · oar + 0.10 · beams) − 0.50 · overdose, 0, 1)
+    score    = clip(coverage · (0.35 + 0.55 · oar + 0.10 · beams) − 0.50 · overdose, 0, 1)
 
 then capped at :data:`CRITICAL_CAP` (< the pass threshold) when any priority-1
-constraint fails. The OAR and beam terms are multiplied by coverage: an empty
-plan or an unfocused one earns nothing for sparing organs it never irradiated.
+constraint fails. Critical OARs are hard constraints (the cap) and are left out of
+the OAR term: counting them there would hand out credit for organs far from every
+beam (in head & neck both critical organs lie posterior, away from the target). The
+OAR and beam terms are multiplied by coverage: an empty plan or an unfocused one earns
+nothing for sparing organs it never irradiated; coverage alone (0.35 + 0.10) fails.
 
 Why D95 and not D2 carries the overdose penalty: with σ = 4 pencil beams all
 aimed at the isocentre, the near-maximum over D95 (≈ 1.25–1.75) is set by the
@@ -46,15 +50,16 @@ TUMOUR_DVH_MAX = 2.0
 PASS_THRESHOLD = 0.60
 CRITICAL_CAP = 0.50
 """A plan breaking any priority-1 constraint scores at most this (< PASS_THRESHOLD)."""
-PRIORITY_WEIGHTS = {1: 3.0, 2: 2.0, 3: 1.0}
-SCORE_WEIGHTS = {"base": 0.45, "oar": 0.45, "beams": 0.10, "overdose": 0.50}
+PRIORITY_WEIGHTS = {2: 2.0, 3: 1.0}
+"""Weights of the non-critical priorities in the OAR term (critical ones are gated by the cap)."""
+SCORE_WEIGHTS = {"base": 0.35, "oar": 0.55, "beams": 0.10, "overdose": 0.50}
 OAR_ZERO_AT = 1.5
 """An OAR earns nothing of its weight at this multiple of its limit (a parotid at 1.5× its
 mean-dose limit is a clinical failure, not a near miss)."""
 OVERDOSE_START = 1.05
 OVERDOSE_SPAN = 0.25
 SCORE_FORMULA = (
-    "score = clip(coverage*(0.45 + 0.45*oar + 0.10*beams) - 0.50*overdose, 0, 1), "
+    "score = clip(coverage*(0.35 + 0.55*oar + 0.10*beams) - 0.50*overdose, 0, 1), "
     "coverage = (min(D95,1) + V95)/2, overdose = clip((D95-1.05)/0.25, 0, 1); "
     f"at most {CRITICAL_CAP} if a priority-1 constraint fails; pass >= {PASS_THRESHOLD}"
 )
@@ -183,8 +188,11 @@ def plan_metrics(
 
 def score_terms(m: PlanMetrics, oars: tuple[OAR, ...]) -> dict[str, float]:
     """The score's terms (coverage, oar, beams, overdose), each in [0, 1]."""
-    weights = [PRIORITY_WEIGHTS[o.priority] for o in oars]
-    oar = sum(w * oar_fraction(mean, o.limit) for w, mean, o in zip(weights, m.oar_mean, oars)) / sum(weights)
+    graded = [
+        (PRIORITY_WEIGHTS[o.priority], mean, o.limit) for o, mean in zip(oars, m.oar_mean) if not o.critical
+    ]
+    total = sum(w for w, _, _ in graded)
+    oar = sum(w * oar_fraction(mean, limit) for w, mean, limit in graded) / total if total else 1.0
     return {
         "coverage": 0.5 * min(m.d95, 1.0) + 0.5 * m.v95,
         "oar": oar,
