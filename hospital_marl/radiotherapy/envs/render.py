@@ -2,8 +2,8 @@
 
 ``rgb_array``: :data:`FRAME_SHAPE` (256, 512, 3) uint8. Left, the slice ×4: the
 dose as a colour wash (blue → red over 0–:data:`WASH_MAX` × Rx) over the grey
-body, structure contours (tumour red, OARs in :data:`OAR_COLOURS` order) and
-the beams' central axes (the active beam yellow, the others white). Right, the
+body, structure contours (tumour white, OARs in :data:`OAR_COLOURS` order) and
+the beams' central axes (the active beam yellow, the others grey). Right, the
 cumulative DVH over 0–:data:`DVH_PLOT_MAX` × Rx: the tumour and every OAR in
 its contour colour, Rx as a grey vertical line, each OAR's mean-dose limit as
 a short tick in its colour on the top axis.
@@ -27,7 +27,7 @@ PANEL = GRID * SCALE  # 256
 FRAME_SHAPE = (PANEL, 2 * PANEL, 3)
 WASH_MAX = 1.2
 DVH_PLOT_MAX = 1.5
-TUMOUR_COLOUR = np.array([255, 40, 40], np.uint8)
+TUMOUR_COLOUR = np.array([255, 255, 255], np.uint8)  # white: visible on the red of a high dose
 OAR_COLOURS = np.array(
     [
         [60, 220, 255],
@@ -118,7 +118,7 @@ def render_rgb_array(plan: Plan) -> np.ndarray:
     iso = (np.array(ph.isocentre) + 0.5) * SCALE
     for slot, (angle, _) in enumerate(plan.beams()):
         u, _n = beam_axes(angle)
-        colour = np.array([255, 255, 0] if slot == plan.active else [255, 255, 255], np.uint8)
+        colour = np.array([255, 255, 0] if slot == plan.active else [170, 170, 170], np.uint8)
         _draw_line(big, tuple(iso - u * PANEL * 0.7), tuple(iso), colour)  # from the source to the isocentre
     frame = np.zeros(FRAME_SHAPE, np.uint8)
     frame[:, :PANEL] = big
