@@ -185,13 +185,17 @@ def train(args: Args) -> Path:
 
 
 def export(run: Path, dest: Path) -> None:
-    """Copy a run's numpy checkpoint (and its metadata) to ``dest``."""
+    """Ship a run's best model: ``dest`` (.npz, numpy weights), its ``.json`` and the sb3-contrib
+    ``.zip`` beside them with the optimizer state emptied (to resume or inspect with torch)."""
+    from policies.train_ppo import copy_without_optimizer_state
+
     source = run / "best_model.npz"
     if not source.exists():
         raise SystemExit(f"{source} does not exist: train first")
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, dest)
     shutil.copyfile(source.with_suffix(".json"), dest.with_suffix(".json"))
+    copy_without_optimizer_state(run / "best_model.zip", dest.with_suffix(".zip"))
 
 
 def main(argv: list[str] | None = None) -> int:
