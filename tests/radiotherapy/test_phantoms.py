@@ -78,3 +78,24 @@ def test_task__validates_with_the_bad_value_in_the_message() -> None:
 def test_task__overrides_keep_the_rest() -> None:
     short = get_task({"name": "head_neck", "max_steps": 30})
     assert short.max_steps == 30 and short.oars == TASKS["head_neck"].oars
+
+
+def test_user_task__runs_through_gym_make_and_is_calibrated_on_first_use() -> None:
+    import gymnasium as gym
+
+    import hospital_marl  # noqa: F401
+    from hospital_marl.radiotherapy import RT_ENV_ID
+
+    prostate = TASKS["prostate"]
+    strict = Task(
+        "strict_prostate",
+        (OAR("rectum", 1, 0.30), OAR("bladder", 1, 0.40)),
+        max_steps=40,
+        generator=prostate.generator,
+        description="both OARs critical, tighter limits",
+    )
+    env = gym.make(RT_ENV_ID, task=strict)
+    obs, info = env.reset(seed=0)
+    assert env.unwrapped.task is strict and info["task"] == "strict_prostate"
+    # the same patients as the prostate task: the calibration lands on the same k
+    assert env.unwrapped.plan.dose_scale == pytest.approx(prostate.dose_scale, rel=2e-3)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hospital_marl.radiotherapy.core.calibration import task_dose_scale
 from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, N_ANGLES, BeamCache
 from hospital_marl.radiotherapy.core.metrics import (
     DVH_BINS,
@@ -85,6 +84,9 @@ class Plan:
     """
 
     def __init__(self, task: str | Task | None = None) -> None:
+        # imported here so that ``python -m ...core.calibration`` runs without a runpy warning
+        from hospital_marl.radiotherapy.core.calibration import task_dose_scale
+
         self.task = get_task(task)
         self.dose_scale = task_dose_scale(self.task)
         self.phantom: Phantom | None = None
