@@ -95,7 +95,7 @@ def test_user_task__runs_through_gym_make_and_is_calibrated_on_first_use() -> No
         description="both OARs critical, tighter limits",
     )
     env = gym.make(RT_ENV_ID, task=strict)
-    obs, info = env.reset(seed=0)
+    _, info = env.reset(seed=0)
     assert env.unwrapped.task is strict and info["task"] == "strict_prostate"
     # the same patients as the prostate task: the calibration lands on the same k
     assert env.unwrapped.plan.dose_scale == pytest.approx(prostate.dose_scale, rel=2e-3)
