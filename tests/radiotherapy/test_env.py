@@ -216,3 +216,20 @@ def test_render__rgb_array_and_ansi() -> None:
     assert "D95" in out and "spinal_cord" in out and "score" in out
     with pytest.raises(ValueError, match="render_mode"):
         RadiotherapyPlanningEnv("prostate", render_mode="human")
+
+
+def test_observation__dvhs_are_cumulative_monotone_and_follow_the_definition() -> None:
+    from hospital_marl.radiotherapy.core.metrics import cumulative_dvh
+
+    env = RadiotherapyPlanningEnv("pediatric_brain")
+    rng = np.random.default_rng(4)
+    _, observations, _, _ = rollout(env, 2, rng)
+    for obs in observations:
+        assert (np.diff(obs["tumour_dvh"]) <= 0).all()
+        assert (np.diff(obs["oar_dvh"], axis=1) <= 0).all()
+    dose = env.plan.dose_grid()
+    obs = observations[-1]
+    expected = cumulative_dvh(dose[env.plan.phantom.tumour], 2.0)
+    np.testing.assert_allclose(obs["tumour_dvh"], expected, atol=1e-6)
+    for slot, (oar, mask) in enumerate(zip(env.task.oars, env.plan.phantom.oars)):
+        np.testing.assert_allclose(obs["oar_dvh"][slot], cumulative_dvh(dose[mask], 2 * oar.limit), atol=1e-6)
