@@ -249,7 +249,7 @@ class Plan:
 
     def beams(self) -> list[tuple[int, float]]:
         """The beams as (angle in degrees, weight), in slot order."""
-        return [(int(self.angles[i]) * ANGLE_STEP, self.weights[i] / 10.0) for i in range(self.n_beams)]
+        return [(int(self.angles[i]) * ANGLE_STEP, int(self.weights[i]) / 10) for i in range(self.n_beams)]
 
     # ------------------------------------------------------ snapshot/restore
     def snapshot(self) -> tuple:
