@@ -12,14 +12,13 @@ means over scenarios of each scenario's episode means.
 
 from __future__ import annotations
 
-import math
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from grading.common import episode_seed, policy_seed
+from grading.common import mean as _mean
+from grading.common import stderr as _stderr
 from hospital_marl.core.metrics import METRIC_NAMES, SCORE_WEIGHTS, WAIT_SCALE, composite_score
 from hospital_marl.core.scenarios import Scenario, get_scenario, scenario_names
 from hospital_marl.envs.aec import HospitalAECEnv
@@ -51,17 +50,6 @@ SCORE_FORMULA = (
     f"+ {SCORE_WEIGHTS['resource_utilization']:g}*resource_utilization "
     f"+ {SCORE_WEIGHTS['invalid_action_rate']:g}*(1 - invalid_action_rate)"
 )
-
-
-def episode_seed(base_seed: int, scenario: str, episode: int) -> int:
-    """The seed of one graded episode: a pure function of (base seed, scenario name, index)."""
-    seq = np.random.SeedSequence([base_seed, zlib.crc32(scenario.encode()), episode])
-    return int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
-
-
-def policy_seed(seed: int) -> int:
-    """A stochastic policy's own seed for an episode: distinct from the episode's streams."""
-    return int(np.random.SeedSequence([seed, 0x9011C7]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 @dataclass(frozen=True)
@@ -110,18 +98,6 @@ RUNNERS: dict[str, Callable[[Policy, Scenario, int], EpisodeResult]] = {
     "flat": run_flat_episode,
     "team": run_team_episode,
 }
-
-
-def _mean(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values)
-
-
-def _stderr(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    mean = _mean(values)
-    var = math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return math.sqrt(var / len(values))
 
 
 def summarize_scenario(results: Sequence[EpisodeResult]) -> dict[str, Any]:

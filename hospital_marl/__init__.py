@@ -6,6 +6,9 @@ Views of one simulation core (:class:`hospital_marl.core.Hospital`):
 - :func:`parallel_env` — PettingZoo parallel, simultaneous role actions;
 - ``gymnasium.make("hospital_marl/HospitalED-v0", scenario=...)`` — one masked ``Discrete(39)`` per tick;
 - ``gymnasium.make("hospital_marl/HospitalEDTeam-v0", scenario=...)`` — ``MultiDiscrete([21, 16, 4])``.
+
+The second environment, radiotherapy planning, lives in :mod:`hospital_marl.radiotherapy`
+(``gymnasium.make("hospital_marl/RadiotherapyPlanning-v0", task="prostate")``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ for _id, _entry in (
     if _id not in gymnasium.registry:
         # No max_episode_steps: the env truncates itself at the end of the shift.
         gymnasium.register(id=_id, entry_point=_entry, disable_env_checker=False)
+
+from hospital_marl.radiotherapy import register_envs as _register_rt_envs  # noqa: E402
+
+_register_rt_envs()  # hospital_marl/RadiotherapyPlanning-v0 (task=...) and one id per RT task
 
 __all__ = [
     "ACTION_TABLE",

@@ -108,8 +108,63 @@ def _write_json(data: Any, path: str | None) -> None:
         Path(path).write_text(text + "\n")
 
 
+# ------------------------------------------------------- radiotherapy (--env)
+DEFAULT_RT_COMPARE_AGENTS = ("random", "masked_random", "six_full", "evenly_spaced", "ppo", "planner")
+ENV_DEFAULTS = {"ed": (10, 0), "radiotherapy": (20, 42)}
+"""--env -> (episodes, seed) when not given: the ED grader's and SPEC-RT §6's grade_all defaults."""
+
+
+def _fill_env_defaults(args: argparse.Namespace) -> None:
+    episodes, seed = ENV_DEFAULTS[args.env]
+    args.episodes = episodes if args.episodes is None else args.episodes
+    args.seed = seed if args.seed is None else args.seed
+
+
+def _rt_grade(agent: str, args: argparse.Namespace) -> dict:
+    from grading.radiotherapy import grade_all
+    from hospital_marl.radiotherapy.core.tasks import TASKS
+
+    tasks = args.tasks or None
+    for name in tasks or ():
+        if name not in TASKS:
+            raise CLIError(f"unknown task {name!r}; valid names: {', '.join(TASKS)}")
+    try:
+        from policies.radiotherapy import load
+
+        policy = load(agent)
+        n = args.episodes * (len(tasks) if tasks else 3)
+        with _progress(n, f"{agent} (radiotherapy)", args.quiet) as advance:
+            return grade_all(policy, n_episodes=args.episodes, seed=args.seed, tasks=tasks, progress=advance)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _rt_compare(args: argparse.Namespace) -> int:
+    from grading.radiotherapy import comparison_markdown, comparison_tables
+    from policies.radiotherapy import names
+
+    agents = list(args.agents) if args.agents else [a for a in DEFAULT_RT_COMPARE_AGENTS if a in names()]
+    reports = [_rt_grade(agent, args) for agent in agents]
+    if args.markdown:
+        print(comparison_markdown(reports))
+    else:
+        console = _console()
+        for table in comparison_tables(reports):
+            console.print(table)
+    _write_json(
+        {"env": "radiotherapy", "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output
+    )
+    return 0
+
+
 # ----------------------------------------------------------------- commands
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    _fill_env_defaults(args)
+    if args.env == "radiotherapy":
+        report = _rt_grade(args.agent, args)
+        _write_json(report, args.output)
+        print(json.dumps(report, indent=2))
+        return 0
     report = _grade(
         args.agent, args.track, args.episodes, args.seed, _check_scenarios(args.scenarios), args.quiet
     )
@@ -121,6 +176,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from grading.tables import comparison_tables
 
+    _fill_env_defaults(args)
+    if args.env == "radiotherapy":
+        return _rt_compare(args)
     scenarios = _check_scenarios(args.scenarios)
     agents = list(args.agents) if args.agents else _default_agents(args.track)
     reports = []
@@ -208,8 +266,20 @@ def build_parser() -> argparse.ArgumentParser:
             default="flat",
             help="flat: one Discrete(39) action per tick; team: one action per role per tick",
         )
-        p.add_argument("--episodes", type=_pos_int, default=10, help="episodes per scenario (default 10)")
-        p.add_argument("--seed", type=_nonneg_int, default=0, help="base seed (default 0)")
+        p.add_argument(
+            "--env",
+            choices=tuple(ENV_DEFAULTS),
+            default="ed",
+            help="ed: the emergency department (default); radiotherapy: RT treatment planning (SPEC-RT)",
+        )
+        p.add_argument("--tasks", nargs="+", metavar="T", help="radiotherapy tasks (default: all three)")
+        p.add_argument(
+            "--episodes",
+            type=_pos_int,
+            default=None,
+            help="episodes per scenario or task (default 10; RT 20)",
+        )
+        p.add_argument("--seed", type=_nonneg_int, default=None, help="base seed (default 0; RT 42)")
         p.add_argument("--scenarios", nargs="+", metavar="S", help=f"default: all of {', '.join(_builtin())}")
         p.add_argument("--output", "-o", metavar="FILE", help="also write the JSON here")
         p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS)

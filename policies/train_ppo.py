@@ -479,11 +479,6 @@ def export_checkpoint(run_dir: Path, out: Path) -> Path:
     The zip is ``best_model.zip`` with the optimizer's state emptied: inference needs no Adam
     moments, and the file shrinks from ~670 kB to ~250 kB. The weights are untouched.
     """
-    import io
-    import zipfile
-
-    import torch
-
     meta = json.loads((run_dir / "best_model.json").read_text())
     recorded = {k: (tuple(v) if isinstance(v, list) else v) for k, v in meta["args"].items()}
     meta["command"] = command_line(Args(**recorded))
@@ -492,7 +487,19 @@ def export_checkpoint(run_dir: Path, out: Path) -> Path:
     meta["curve"] = json.loads((run_dir / "curve.json").read_text())
     meta["exported"] = "best_model.zip, optimizer state emptied (inference only; weights unchanged)"
     out.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(run_dir / "best_model.zip") as src, zipfile.ZipFile(out, "w") as dst:
+    copy_without_optimizer_state(run_dir / "best_model.zip", out)
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+def copy_without_optimizer_state(source: Path, out: Path) -> None:
+    """Copy an SB3 model zip with the optimizer's state (Adam moments) emptied; weights untouched."""
+    import io
+    import zipfile
+
+    import torch
+
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(out, "w") as dst:
         for item in src.infolist():
             data = src.read(item)
             if item.filename == "policy.optimizer.pth":
@@ -502,8 +509,6 @@ def export_checkpoint(run_dir: Path, out: Path) -> Path:
                 torch.save(state, buffer)
                 data = buffer.getvalue()
             dst.writestr(item, data)
-    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-    return out
 
 
 # ------------------------------------------------------------------- training

@@ -25,6 +25,8 @@ SCOREBOARD_COMMANDS = {
     "planner --markdown",
     "scoreboard-team": "hospital-marl -q compare --track team --agents random masked_random team_heuristic "
     "team_ppo --markdown",
+    "scoreboard-rt": "hospital-marl -q compare --env radiotherapy --agents random masked_random six_full "
+    "evenly_spaced ppo planner --markdown",
 }
 """Marker -> the one documented command whose output the section shows."""
 
@@ -103,12 +105,49 @@ def scenarios_section() -> str:
     return "\n".join(rows)
 
 
+def rt_tasks_section() -> str:
+    from hospital_marl.radiotherapy import task_env_id
+    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, PRIORITIES, TASKS
+
+    rows = [
+        "| task | `gym.make` id | steps | OARs (priority, mean-dose limit × Rx) | k |",
+        "|---|---|---|---|---|",
+    ]
+    for name in BUILTIN_TASKS:
+        t = TASKS[name]
+        oars = "; ".join(f"{o.name} ({PRIORITIES[o.priority]}, {o.limit:g})" for o in t.oars)
+        rows.append(
+            f"| `{name}` ({t.difficulty}): {t.description} | `{task_env_id(name)}` | {t.max_steps} | {oars} "
+            f"| {t.dose_scale:.4f} |"
+        )
+    return "\n".join(rows)
+
+
+def rt_actions_section() -> str:
+    from hospital_marl.radiotherapy.core.plan import ACTIONS
+
+    rows = ["| id | name | action | valid when |", "|---|---|---|---|"]
+    rows += [f"| {a.id} | `{a.name}` | {a.doc} | {a.valid_when} |" for a in ACTIONS]
+    return "\n".join(rows)
+
+
+def rt_observations_section() -> str:
+    from hospital_marl.radiotherapy.envs.planning import OBSERVATION_KEYS
+
+    rows = ["| key | shape | meaning |", "|---|---|---|"]
+    rows += [f"| `{key}` | `{shape}` | {doc} |" for key, (shape, doc) in OBSERVATION_KEYS.items()]
+    return "\n".join(rows)
+
+
 STATIC_SECTIONS = {
     "actions": actions_section,
     "roles": roles_section,
     "observations": observations_section,
     "rewards": rewards_section,
     "scenarios": scenarios_section,
+    "rt-tasks": rt_tasks_section,
+    "rt-actions": rt_actions_section,
+    "rt-observations": rt_observations_section,
 }
 
 
@@ -132,12 +171,12 @@ def section(text: str, marker: str) -> str:
     return match.group(1) if match else ""
 
 
-def render(text: str, scoreboards: bool) -> str:
+def render(text: str, scoreboards: bool | list[str]) -> str:
+    """The README with its static sections regenerated, and the scoreboards (all, or the named ones)."""
     for marker, make in STATIC_SECTIONS.items():
         text = replace_section(text, marker, make())
-    if scoreboards:
-        for marker in SCOREBOARD_COMMANDS:
-            text = replace_section(text, marker, scoreboard_section(marker))
+    for marker in SCOREBOARD_COMMANDS if scoreboards is True else scoreboards or ():
+        text = replace_section(text, marker, scoreboard_section(marker))
     return text
 
 
@@ -145,9 +184,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the static sections are stale")
     parser.add_argument("--scoreboards", action="store_true", help="also rerun the (slow) scoreboards")
+    parser.add_argument(
+        "--scoreboard", action="append", choices=tuple(SCOREBOARD_COMMANDS), help="rerun only this scoreboard"
+    )
     args = parser.parse_args()
     text = README.read_text()
-    new = render(text, args.scoreboards)
+    new = render(text, True if args.scoreboards else (args.scoreboard or []))
     if args.check:
         if new != text:
             print("README.md is stale: run `python tools/readme.py`", file=sys.stderr)

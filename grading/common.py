@@ -1,0 +1,46 @@
+"""What every grader shares: episode seeds, the agent's own seeds, means and standard errors.
+
+The ED grader (:mod:`grading.grader`) and the radiotherapy grader
+(:mod:`grading.radiotherapy`) both seed episode *i* of a scenario or task from
+(base seed, name, i) and the agent's randomness from the episode seed, and both
+report a mean with its standard error.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def episode_seed(base_seed: int, scenario: str, episode: int) -> int:
+    """The seed of one graded episode: a pure function of (base seed, scenario name, index)."""
+    seq = np.random.SeedSequence([base_seed, zlib.crc32(scenario.encode()), episode])
+    return int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def policy_seed(seed: int) -> int:
+    """A stochastic policy's own seed for an episode: distinct from the episode's streams."""
+    return int(np.random.SeedSequence([seed, 0x9011C7]).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def stderr(values: Sequence[float]) -> float:
+    """Standard error of the mean (sample standard deviation / √n); 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    m = mean(values)
+    var = math.fsum((v - m) ** 2 for v in values) / (len(values) - 1)
+    return math.sqrt(var / len(values))
+
+
+def check_count(name: str, value: object, low: int) -> None:
+    """A clear error for a bad episode count or seed (an int >= low, not a bool)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        kind = "a positive int" if low == 1 else "a non-negative int"
+        raise ValueError(f"{name} must be {kind}, got {value!r}")

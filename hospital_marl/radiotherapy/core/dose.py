@@ -1,0 +1,188 @@
+"""The dose model (SPEC-RT §2): Gaussian pencil beams through the isocentre.
+
+A beam at gantry angle θ (degrees; 0 enters from the anterior side, i.e. the
+top row, and 90 from the columns' high side) travels along ``u = (cos θ, −sin θ)``
+in (row, column). The dose it deposits at voxel ``p`` is::
+
+    k · exp(−ℓ² / 2σ²) · exp(−μ · d)      inside the body, 0 outside
+
+with ``ℓ`` the lateral distance from the central axis, ``d`` the depth of
+``p`` *from the body surface* along the beam (tissue crossed on the way in,
+so ``μ`` means the same per voxel at every angle) and ``k`` the calibration
+constant of the task (``Task.dose_scale``, set by
+:mod:`~hospital_marl.radiotherapy.core.calibration`). A plan's dose is the weighted sum of its beams.
+
+A beam's dose depends only on (phantom, angle), so :class:`BeamCache` computes
+it once per episode per angle on the grid of :data:`ANGLE_STEP` degrees; a step
+then costs one weighted sum over the body voxels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom
+
+SIGMA = 4.0
+"""Lateral Gaussian profile σ, voxels."""
+MU = 0.012
+"""Linear attenuation per voxel of tissue."""
+ANGLE_STEP = 10
+"""Gantry angles live on a 10° grid (the turn action's step)."""
+N_ANGLES = 360 // ANGLE_STEP
+CALIBRATION_WEIGHT = 0.6
+"""The middle weight of the calibration (a new beam's weight)."""
+
+
+_VOXEL_ROWS, _VOXEL_COLS = (a.ravel() for a in np.mgrid[0:GRID, 0:GRID].astype(float))  # (4096,) each
+
+
+def beam_axes(angle_deg: float) -> tuple[np.ndarray, np.ndarray]:
+    """(direction of travel u, lateral unit vector n), each (2,) in (row, column)."""
+    a = np.deg2rad(angle_deg)
+    return np.array([np.cos(a), -np.sin(a)]), np.array([np.sin(a), np.cos(a)])
+
+
+_HALF_SPAN = int(np.ceil((GRID - 1) / 2 * np.sqrt(2))) + 2  # beam's-eye grid half size: the whole slice
+_S_STEP = 0.5  # beam's-eye sampling step along the beam (voxels); 1 voxel across
+_S_GRID, _L_GRID = np.meshgrid(
+    np.arange(-_HALF_SPAN, _HALF_SPAN + _S_STEP, _S_STEP),
+    np.arange(-_HALF_SPAN, _HALF_SPAN + 1.0),
+    indexing="ij",
+)  # (S, L) beam's-eye coordinates, centred on the slice
+_CENTRE = (GRID - 1) / 2
+
+
+def _bilinear(image: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``image`` (2-D) sampled at fractional (rows, cols), zero outside it."""
+    padded = np.zeros((image.shape[0] + 2, image.shape[1] + 2))
+    padded[1:-1, 1:-1] = image
+    r = np.clip(rows + 1, 0, image.shape[0] + 1 - 1e-9)
+    c = np.clip(cols + 1, 0, image.shape[1] + 1 - 1e-9)
+    r0, c0 = r.astype(np.int64), c.astype(np.int64)
+    fr, fc = r - r0, c - c0
+    r1, c1 = np.minimum(r0 + 1, image.shape[0] + 1), np.minimum(c0 + 1, image.shape[1] + 1)
+    return (padded[r0, c0] * (1 - fc) + padded[r0, c1] * fc) * (1 - fr) + (
+        padded[r1, c0] * (1 - fc) + padded[r1, c1] * fc
+    ) * fr
+
+
+def depth_from_surface(body: np.ndarray, angle_deg: float, voxels: np.ndarray | None = None) -> np.ndarray:
+    """Tissue depth (voxels) from the body surface to each voxel along a beam at ``angle_deg``.
+
+    The depth of a voxel is the tissue crossed by the ray through it, parallel to
+    the beam, up to it: it depends on the body and the angle only (not on where the
+    central axis is). It is computed on a beam's-eye grid centred on the slice (axis
+    ``s`` along the beam in half-voxel steps, ``ℓ`` across in voxels): the body is
+    sampled bilinearly (partial volumes at the skin), accumulated along ``s``, and
+    read back at every voxel's ``(s, ℓ)`` bilinearly. The skin lies half a voxel
+    outside the outermost body voxel centres, so a first voxel sits at depth ≈ 0.5.
+
+    Returns (64, 64) float64, or (len(voxels),) for the given flat voxel indices.
+    """
+    u, n = beam_axes(angle_deg)
+    tissue = _bilinear(
+        body.astype(float),
+        _CENTRE + _S_GRID * u[0] + _L_GRID * n[0],
+        _CENTRE + _S_GRID * u[1] + _L_GRID * n[1],
+    )
+    depth_bev = np.cumsum(tissue, axis=0)
+    depth_bev -= 0.5 * tissue  # trapezoid rule: the integral of the tissue up to each sample
+    depth_bev *= _S_STEP
+    vr = _VOXEL_ROWS if voxels is None else _VOXEL_ROWS[voxels]
+    vc = _VOXEL_COLS if voxels is None else _VOXEL_COLS[voxels]
+    dr, dc = vr - _CENTRE, vc - _CENTRE
+    s_index = (dr * u[0] + dc * u[1] + _HALF_SPAN) / _S_STEP
+    l_index = dr * n[0] + dc * n[1] + _HALF_SPAN
+    depth = _bilinear(depth_bev, s_index, l_index)
+    return depth.reshape(GRID, GRID) if voxels is None else depth
+
+
+_DEPTHS: dict[tuple[bytes, int], np.ndarray] = {}
+_DEPTHS_MAX = 8 * N_ANGLES  # a few bodies' worth: the built-in tasks each have one body
+
+
+def body_depths(body: np.ndarray, body_key: bytes, angle_index: int, body_index: np.ndarray) -> np.ndarray:
+    """:func:`depth_from_surface` on the body voxels, memoised per (body, grid angle) across episodes.
+
+    ``body_key`` identifies the body mask (``body.tobytes()``); built-in tasks draw the
+    tumour and OARs per episode but keep the body, so each depth map is computed once.
+    """
+    key = (body_key, angle_index)
+    depth = _DEPTHS.get(key)
+    if depth is None:
+        if len(_DEPTHS) >= _DEPTHS_MAX:
+            _DEPTHS.clear()
+        depth = depth_from_surface(body, angle_index * ANGLE_STEP, body_index)
+        depth.setflags(write=False)
+        _DEPTHS[key] = depth
+    return depth
+
+
+def lateral_distance(
+    isocentre: tuple[float, float], angle_deg: float, voxels: np.ndarray | None = None
+) -> np.ndarray:
+    """Signed distance (voxels) of each voxel from the beam's central axis: (64, 64), or (len(voxels),)."""
+    _, n = beam_axes(angle_deg)
+    vr = _VOXEL_ROWS if voxels is None else _VOXEL_ROWS[voxels]
+    vc = _VOXEL_COLS if voxels is None else _VOXEL_COLS[voxels]
+    lat = (vr - isocentre[0]) * n[0] + (vc - isocentre[1]) * n[1]
+    return lat.reshape(GRID, GRID) if voxels is None else lat
+
+
+def dose_from_geometry(lateral: np.ndarray, depth: np.ndarray, k: float) -> np.ndarray:
+    """THE pencil-beam formula: ``k · exp(−ℓ²/2σ²) · exp(−μ d)``."""
+    return k * np.exp(-(lateral * lateral) / (2 * SIGMA**2) - MU * depth)
+
+
+def beam_dose(phantom: Phantom, angle_deg: float, k: float) -> np.ndarray:
+    """Dose of one beam at unit weight on the whole slice (64, 64) float64, × Rx."""
+    lateral = lateral_distance(phantom.isocentre, angle_deg)
+    dose = dose_from_geometry(lateral, depth_from_surface(phantom.body, angle_deg), k)
+    return np.where(phantom.body, dose, 0.0)
+
+
+def plan_dose(phantom: Phantom, angles_deg: list[float], weights: list[float], k: float) -> np.ndarray:
+    """The dose of a plan on the whole slice (64, 64): Σ weight × beam dose."""
+    dose = np.zeros((GRID, GRID))
+    for angle, weight in zip(angles_deg, weights):
+        dose += weight * beam_dose(phantom, angle, k)
+    return dose
+
+
+class BeamCache:
+    """Per-episode cache of beam doses on the body voxels, one row per grid angle.
+
+    ``rows[a]`` is the dose of the beam at ``a × ANGLE_STEP`` degrees on the
+    body voxels (``np.flatnonzero(phantom.body)`` order), computed on first use.
+    """
+
+    def __init__(self, phantom: Phantom, k: float) -> None:
+        self.phantom = phantom
+        self.k = k
+        self.body_index = np.flatnonzero(phantom.body)  # (n_body,) flat indices of body voxels
+        self.rows = np.zeros((N_ANGLES, self.body_index.size))  # (36, n_body) float64
+        self._done = np.zeros(N_ANGLES, bool)
+        self._body_key = phantom.body.tobytes()
+
+    def beam(self, angle_index: int) -> np.ndarray:
+        """The (n_body,) dose of the beam at grid angle ``angle_index`` (unit weight)."""
+        if not self._done[angle_index]:
+            depth = body_depths(self.phantom.body, self._body_key, angle_index, self.body_index)
+            lateral = lateral_distance(self.phantom.isocentre, angle_index * ANGLE_STEP, self.body_index)
+            self.rows[angle_index] = dose_from_geometry(lateral, depth, self.k)
+            self._done[angle_index] = True
+        return self.rows[angle_index]
+
+    def dose(self, angle_indices: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Σ weight × beam over the given beams, on the body voxels (n_body,)."""
+        if not self._done[angle_indices].all():
+            for a in angle_indices:
+                self.beam(int(a))
+        return weights @ self.rows[angle_indices]
+
+    def to_grid(self, body_dose: np.ndarray) -> np.ndarray:
+        """Body-voxel dose -> (64, 64), zero outside the body."""
+        grid = np.zeros(GRID * GRID)
+        grid[self.body_index] = body_dose
+        return grid.reshape(GRID, GRID)

@@ -1,0 +1,235 @@
+"""Phantoms: the patient slice of one episode (SPEC-RT §1).
+
+A :class:`Phantom` is a 64 × 64 slice of boolean masks: the body, the tumour
+(planning target) and one mask per organ at risk (OAR) of the task, plus the
+isocentre (the tumour's centroid). Generators draw one from an
+``np.random.Generator``; :func:`draw_phantom` redraws until
+:func:`phantom_problems` finds nothing wrong, so every episode's phantom is
+valid: every OAR non-empty and inside the body, no forbidden overlap, a tumour
+of at least :data:`MIN_TUMOUR_VOXELS` voxels.
+
+Orientation (an axial slice seen from the feet, patient supine): row 0 is
+anterior, the last row posterior; columns run from the patient's right to left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+GRID = 64
+"""Voxels per side; voxels are unit squares, centres at integer (row, column)."""
+MIN_TUMOUR_VOXELS = 30
+MAX_REDRAWS = 200
+
+_ROWS, _COLS = np.mgrid[0:GRID, 0:GRID].astype(np.float64)  # (64, 64) voxel-centre coordinates
+
+
+@dataclass(frozen=True, eq=False)
+class Phantom:
+    """One slice: masks and the isocentre. Arrays are read-only."""
+
+    body: np.ndarray  # (64, 64) bool, inside the patient
+    tumour: np.ndarray  # (64, 64) bool, the planning target
+    oars: np.ndarray  # (n_oars, 64, 64) bool, in the task's OAR order
+    isocentre: tuple[float, float]  # (row, column): the tumour's centroid
+
+    def __post_init__(self) -> None:
+        for name in ("body", "tumour", "oars"):
+            getattr(self, name).setflags(write=False)
+
+
+def disc(centre: tuple[float, float], radius: float) -> np.ndarray:
+    """Voxels whose centre lies within ``radius`` of ``centre`` (row, column)."""
+    return (_ROWS - centre[0]) ** 2 + (_COLS - centre[1]) ** 2 <= radius**2
+
+
+def ellipse(
+    centre: tuple[float, float], semi_rows: float, semi_cols: float, angle_deg: float = 0.0
+) -> np.ndarray:
+    """An ellipse with semi-axes along rows and columns, rotated by ``angle_deg``."""
+    a = np.deg2rad(angle_deg)
+    dr, dc = _ROWS - centre[0], _COLS - centre[1]
+    u = dr * np.cos(a) + dc * np.sin(a)
+    v = -dr * np.sin(a) + dc * np.cos(a)
+    return (u / semi_rows) ** 2 + (v / semi_cols) ** 2 <= 1.0
+
+
+def rectangle(rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+    """Rows ``rows[0]..rows[1]`` and columns ``cols[0]..cols[1]``, inclusive."""
+    mask = np.zeros((GRID, GRID), bool)
+    mask[rows[0] : rows[1] + 1, cols[0] : cols[1] + 1] = True
+    return mask
+
+
+def annulus_sector(
+    centre: tuple[float, float], inner: float, outer: float, from_deg: float, to_deg: float
+) -> np.ndarray:
+    """A ring segment; angles measured from the anterior direction (up), clockwise on screen."""
+    dr, dc = _ROWS - centre[0], _COLS - centre[1]
+    radius = np.hypot(dr, dc)
+    angle = np.rad2deg(np.arctan2(dc, -dr)) % 360
+    in_angle = (
+        (angle >= from_deg) & (angle <= to_deg)
+        if from_deg <= to_deg
+        else (angle >= from_deg) | (angle <= to_deg)
+    )
+    return (radius >= inner) & (radius <= outer) & in_angle
+
+
+def centroid(mask: np.ndarray) -> tuple[float, float]:
+    rows, cols = np.nonzero(mask)
+    return float(rows.mean()), float(cols.mean())
+
+
+def make_phantom(body: np.ndarray, tumour: np.ndarray, oars: list[np.ndarray]) -> Phantom:
+    """A phantom whose isocentre is the tumour's centroid (an empty tumour gets the grid centre)."""
+    iso = centroid(tumour) if tumour.any() else ((GRID - 1) / 2, (GRID - 1) / 2)
+    stack = np.array(oars, dtype=bool).reshape(len(oars), GRID, GRID)
+    return Phantom(body.astype(bool), tumour.astype(bool), stack, iso)
+
+
+def phantom_problems(
+    phantom: Phantom, oar_names: tuple[str, ...], envelopes: frozenset[str] = frozenset()
+) -> list[str]:
+    """Everything wrong with a phantom (empty = valid).
+
+    ``envelopes`` are OARs that may contain other OARs (the whole brain holds the
+    brainstem); no OAR may overlap the tumour, and no two other OARs may overlap.
+    """
+    problems = []
+    body, tumour = phantom.body, phantom.tumour
+    n_tumour = int(tumour.sum())
+    if n_tumour < MIN_TUMOUR_VOXELS:
+        problems.append(f"tumour has {n_tumour} voxels (< {MIN_TUMOUR_VOXELS})")
+    if (tumour & ~body).any():
+        problems.append("tumour extends outside the body")
+    if len(oar_names) != len(phantom.oars):
+        problems.append(f"{len(phantom.oars)} OAR masks for {len(oar_names)} OARs")
+        return problems
+    for name, mask in zip(oar_names, phantom.oars):
+        if not mask.any():
+            problems.append(f"OAR {name} is empty")
+        if (mask & ~body).any():
+            problems.append(f"OAR {name} extends outside the body")
+        if (mask & tumour).any():
+            problems.append(f"OAR {name} overlaps the tumour")
+    for i, (a, mask_a) in enumerate(zip(oar_names, phantom.oars)):
+        for b, mask_b in zip(oar_names[i + 1 :], phantom.oars[i + 1 :]):
+            if a not in envelopes and b not in envelopes and (mask_a & mask_b).any():
+                problems.append(f"OARs {a} and {b} overlap")
+    r, c = (round(x) for x in phantom.isocentre)
+    if not body[r, c]:
+        problems.append("isocentre outside the body")
+    return problems
+
+
+PhantomGenerator = Callable[[np.random.Generator], Phantom]
+"""Draws one (possibly invalid) phantom; :func:`draw_phantom` validates and redraws."""
+
+_CENTRE = ((GRID - 1) / 2, (GRID - 1) / 2)
+
+
+def prostate_phantom(rng: np.random.Generator) -> Phantom:
+    """Body circle r 28; tumour circle r 5–8 jittered ±4; rectum posterior, bladder anterior.
+
+    OAR order: rectum, bladder.
+    """
+    body = _disc_cached(_CENTRE, 28)
+    r_t = rng.uniform(5, 8)
+    centre = (_CENTRE[0] + rng.integers(-4, 5), _CENTRE[1] + rng.integers(-4, 5))
+    tumour = disc(centre, r_t)
+    gap = 1.5
+    rectum_semi = (rng.uniform(3.5, 5), rng.uniform(5, 7))  # (rows, columns): flattened, posterior
+    rectum = ellipse((centre[0] + r_t + gap + rectum_semi[0], centre[1]), *rectum_semi)
+    r_b = rng.uniform(6, 9)
+    bladder = disc((centre[0] - r_t - gap - r_b, centre[1] + rng.uniform(-2, 2)), r_b)
+    return make_phantom(body, tumour, [rectum & ~tumour, bladder & ~tumour])
+
+
+@lru_cache(maxsize=1)
+def _head_neck_anatomy() -> tuple[np.ndarray, list[np.ndarray]]:
+    """The fixed part of the head-and-neck phantom: body and OARs (drawn once)."""
+    c_r, c_c = _CENTRE
+    body = ellipse(_CENTRE, 29, 28)
+    cord = rectangle((int(c_r + 14), int(c_r + 20)), (int(c_c - 2), int(c_c + 2)))
+    brainstem = disc((c_r + 9, c_c), 3)
+    parotid_r = ellipse((c_r + 2, c_c - 19), 5, 3.5)
+    parotid_l = ellipse((c_r + 2, c_c + 19), 5, 3.5)
+    mandible = annulus_sector((c_r + 2, c_c), 18, 21, 290, 70)
+    larynx = disc((c_r - 13, c_c), 3)
+    oesophagus = disc((c_r + 4, c_c), 2.2)
+    return body, [cord, brainstem, parotid_r, parotid_l, mandible, larynx, oesophagus]
+
+
+def head_neck_phantom(rng: np.random.Generator) -> Phantom:
+    """Body ellipse 29 (rows) × 28 (columns); a rotated elliptical tumour jittered on one side.
+
+    OAR order: spinal cord, brainstem, parotid R, parotid L, mandible, larynx, oesophagus.
+    """
+    c_r, c_c = _CENTRE
+    body, oars = _head_neck_anatomy()
+    side = 1 if rng.random() < 0.5 else -1
+    centre = (c_r - 2 + rng.uniform(-3, 3), c_c + side * rng.uniform(5, 9))
+    tumour = ellipse(centre, rng.uniform(5, 9), rng.uniform(4, 7), rng.uniform(0, 180))
+    return make_phantom(body, tumour, oars)
+
+
+_BRAINSTEM = ((_CENTRE[0] + 6, _CENTRE[1]), 4.0)  # (centre, radius)
+
+
+@lru_cache(maxsize=1)
+def _brain_anatomy() -> tuple[np.ndarray, list[np.ndarray]]:
+    """The fixed part of the paediatric phantom: body; brainstem, chiasm, cochleae, whole brain."""
+    c_r, c_c = _CENTRE
+    stem_centre, r_stem = _BRAINSTEM
+    return disc(_CENTRE, 29), [
+        disc(stem_centre, r_stem),
+        ellipse((c_r - 6, c_c), 1.6, 4.5),
+        disc((stem_centre[0], c_c - 14), 2),
+        disc((stem_centre[0], c_c + 14), 2),
+        disc(_CENTRE, 26),
+    ]
+
+
+@lru_cache(maxsize=8)
+def _disc_cached(centre: tuple[float, float], radius: float) -> np.ndarray:
+    mask = disc(centre, radius)
+    mask.setflags(write=False)
+    return mask
+
+
+def pediatric_brain_phantom(rng: np.random.Generator) -> Phantom:
+    """Body circle r 29; a small tumour r 3.2–5 beside the brainstem.
+
+    OAR order: brainstem, optic chiasm, cochlea R, cochlea L, brain (minus the tumour).
+    """
+    _c_r, _c_c = _CENTRE
+    body, (brainstem, chiasm, cochlea_r, cochlea_l, whole_brain) = _brain_anatomy()
+    stem_centre, r_stem = _BRAINSTEM
+    r_t = rng.uniform(3.2, 5)
+    direction = np.deg2rad(rng.uniform(-70, 70) + rng.choice([90, 270]))  # beside: to the right or left
+    distance = r_stem + r_t + rng.uniform(2, 5)
+    centre = (stem_centre[0] - distance * np.cos(direction), stem_centre[1] + distance * np.sin(direction))
+    tumour = disc(centre, r_t)
+    brain = whole_brain & ~tumour
+    return make_phantom(body, tumour, [brainstem, chiasm, cochlea_r, cochlea_l, brain])
+
+
+def draw_phantom(
+    generator: PhantomGenerator,
+    rng: np.random.Generator,
+    oar_names: tuple[str, ...],
+    envelopes: frozenset[str] = frozenset(),
+) -> Phantom:
+    """A valid phantom: draw, check, redraw (at most :data:`MAX_REDRAWS` times)."""
+    problems: list[str] = []
+    for _ in range(MAX_REDRAWS):
+        phantom = generator(rng)
+        problems = phantom_problems(phantom, oar_names, envelopes)
+        if not problems:
+            return phantom
+    raise ValueError(f"no valid phantom in {MAX_REDRAWS} draws; last problems: {problems}")

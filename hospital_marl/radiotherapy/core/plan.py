@@ -1,0 +1,271 @@
+"""The planning core (SPEC-RT §3): a plan being built on one phantom, step by step.
+
+:class:`Plan` owns the state (beams, active beam, step count), the rules
+(:data:`ACTIONS`, exact masks), and the per-step evaluation (dose, metrics,
+score). It imports no gymnasium; the env in ``radiotherapy.envs`` is a thin view.
+
+Beam weights are held as integer tenths (1–10) so that ±0.1 steps never drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, N_ANGLES, BeamCache
+from hospital_marl.radiotherapy.core.metrics import (
+    DVH_BINS,
+    TUMOUR_DVH_MAX,
+    PlanMetrics,
+    plan_metrics,
+    plan_score,
+)
+from hospital_marl.radiotherapy.core.phantoms import Phantom, draw_phantom
+from hospital_marl.radiotherapy.core.tasks import Task, get_task
+
+MAX_BEAMS = 7
+NEW_BEAM_WEIGHT = 6  # tenths: a new beam's weight 0.6
+MIN_WEIGHT, MAX_WEIGHT = 1, 10  # tenths
+
+
+@dataclass(frozen=True)
+class Action:
+    id: int
+    name: str
+    doc: str
+    valid_when: str
+
+
+ACTIONS: tuple[Action, ...] = (
+    Action(
+        0,
+        "add_beam",
+        "add a beam at the next default angle, weight 0.6; it becomes active",
+        "fewer than 7 beams",
+    ),
+    Action(1, "turn_cw", "turn the active beam by +10°", "a beam exists"),
+    Action(2, "turn_ccw", "turn the active beam by −10°", "a beam exists"),
+    Action(3, "weight_up", "active beam weight +0.1", "a beam exists and its weight < 1.0"),
+    Action(4, "weight_down", "active beam weight −0.1", "a beam exists and its weight > 0.1"),
+    Action(5, "remove_beam", "remove the active beam (the previous one becomes active)", "a beam exists"),
+    Action(6, "next_beam", "make the next beam active (cyclic)", "two or more beams"),
+    Action(7, "lock", "lock the plan: the episode terminates", "a beam exists"),
+)
+"""THE action table (SPEC-RT §3)."""
+N_ACTIONS = len(ACTIONS)
+ADD, TURN_CW, TURN_CCW, WEIGHT_UP, WEIGHT_DOWN, REMOVE, NEXT, LOCK = range(N_ACTIONS)
+ACTION_NAMES = tuple(a.name for a in ACTIONS)
+
+
+def default_angle_index(existing: np.ndarray) -> int:
+    """The next default angle (grid index): the one farthest from every existing beam.
+
+    Maximin on the circle, ties to the smallest angle: 0°, 180°, 90°, 270°, 40°, ...
+    so any number of beams added in a row is close to evenly spaced.
+    """
+    if existing.size == 0:
+        return 0
+    grid = np.arange(N_ANGLES)
+    gap = np.abs(grid[:, None] - existing[None, :]) % N_ANGLES
+    gap = np.minimum(gap, N_ANGLES - gap).min(axis=1)
+    return int(np.argmax(gap))
+
+
+class Plan:
+    """A plan on one phantom: reset with a task and an RNG, then step actions.
+
+    State (all fixed-size, so snapshots are cheap)::
+
+        angles   (7,) int64   grid angle index (× 10°) of beam slot i < n_beams
+        weights  (7,) int64   weight in tenths (1–10) of beam slot i < n_beams
+        n_beams  int          beams present, packed in slots 0..n_beams−1
+        active   int          the active beam's slot (−1 when there is none)
+    """
+
+    def __init__(self, task: str | Task | None = None) -> None:
+        # imported here so that ``python -m ...core.calibration`` runs without a runpy warning
+        from hospital_marl.radiotherapy.core.calibration import task_dose_scale
+
+        self.task = get_task(task)
+        self.dose_scale = task_dose_scale(self.task)
+        self.phantom: Phantom | None = None
+        self.angles = np.zeros(MAX_BEAMS, np.int64)
+        self.weights = np.zeros(MAX_BEAMS, np.int64)
+        self.n_beams = 0
+        self.active = -1
+        self.steps = 0
+        self.invalid_actions = 0
+        self.locked = False
+        self.score = 0.0
+        self.metrics: PlanMetrics | None = None
+
+    # ------------------------------------------------------------ episode
+    def reset(self, rng: np.random.Generator, phantom: Phantom | None = None) -> None:
+        """A new patient (drawn from ``rng`` unless given) and an empty plan."""
+        task = self.task
+        self.phantom = phantom or draw_phantom(task.generator, rng, task.oar_names, task.envelopes)
+        self.cache = BeamCache(self.phantom, self.dose_scale)
+        position = np.full(self.phantom.body.size, -1, np.int64)
+        position[self.cache.body_index] = np.arange(self.cache.body_index.size)
+        self.tumour_index = position[np.flatnonzero(self.phantom.tumour)]  # (n_tumour,) into body voxels
+        self.oar_index = [position[np.flatnonzero(m)] for m in self.phantom.oars]  # each (n_j,)
+        self._oar_voxels = np.concatenate(self.oar_index)  # all OARs' body-voxel indices, OAR by OAR
+        self._oar_starts = np.cumsum([0] + [i.size for i in self.oar_index[:-1]])  # (n_oars,)
+        self._oar_sizes = np.array([i.size for i in self.oar_index], float)
+        self._dvh_setup()
+        self.n_beams, self.active, self.steps, self.invalid_actions = 0, -1, 0, 0
+        self.angles[:] = 0
+        self.weights[:] = 0
+        self.locked = False
+        self._evaluate()
+
+    def _dvh_setup(self) -> None:
+        """Index arrays for all structures' DVHs in one bincount (tumour, then OAR slots)."""
+        parts = [self.tumour_index, *self.oar_index]
+        scales = [TUMOUR_DVH_MAX] + [2.0 * o.limit for o in self.task.oars]
+        self._dvh_voxels = np.concatenate(parts)
+        self._dvh_inv_bin = np.concatenate([np.full(p.size, DVH_BINS / s) for p, s in zip(parts, scales)])
+        self._dvh_offset = np.concatenate([np.full(p.size, i * (DVH_BINS + 1)) for i, p in enumerate(parts)])
+        self._dvh_sizes = np.array([p.size for p in parts], float)
+        self._n_structures = len(parts)
+
+    # --------------------------------------------------------------- rules
+    @property
+    def done(self) -> bool:
+        return self.locked or self.truncated
+
+    @property
+    def truncated(self) -> bool:
+        return not self.locked and self.steps >= self.task.max_steps
+
+    def action_mask(self) -> np.ndarray:
+        """(8,) bool: exactly the actions that change the plan (or lock it)."""
+        n = self.n_beams
+        w = self.weights[self.active] if n else 0
+        return np.array(
+            [
+                n < MAX_BEAMS,
+                n > 0,
+                n > 0,
+                n > 0 and w < MAX_WEIGHT,
+                n > 0 and w > MIN_WEIGHT,
+                n > 0,
+                n >= 2,
+                n > 0,
+            ],
+            dtype=bool,
+        )
+
+    def step(self, action: int) -> tuple[float, bool]:
+        """Apply one action; returns (reward = change in score, valid). Invalid actions change nothing."""
+        if self.phantom is None:
+            raise RuntimeError("Plan.step before reset")
+        if self.done:
+            raise RuntimeError("the plan is locked or out of steps: reset first")
+        if (
+            not isinstance(action, (int, np.integer))
+            or isinstance(action, bool)
+            or not 0 <= action < N_ACTIONS
+        ):
+            raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
+        self.steps += 1
+        valid = bool(self.action_mask()[action])
+        if not valid:
+            self.invalid_actions += 1
+            return 0.0, False
+        a, n = int(action), self.n_beams
+        if a == ADD:
+            self.angles[n] = default_angle_index(self.angles[:n])
+            self.weights[n] = NEW_BEAM_WEIGHT
+            self.n_beams, self.active = n + 1, n
+        elif a in (TURN_CW, TURN_CCW):
+            self.angles[self.active] = (self.angles[self.active] + (1 if a == TURN_CW else -1)) % N_ANGLES
+        elif a in (WEIGHT_UP, WEIGHT_DOWN):
+            self.weights[self.active] += 1 if a == WEIGHT_UP else -1
+        elif a == REMOVE:
+            i = self.active
+            self.angles[i : n - 1] = self.angles[i + 1 : n].copy()
+            self.weights[i : n - 1] = self.weights[i + 1 : n].copy()
+            self.angles[n - 1] = self.weights[n - 1] = 0
+            self.n_beams = n - 1
+            self.active = (i - 1) % (n - 1) if n > 1 else -1
+        elif a == NEXT:
+            self.active = (self.active + 1) % n
+        elif a == LOCK:
+            self.locked = True
+            return 0.0, True
+        before = self.score
+        self._evaluate()
+        return self.score - before, True
+
+    # ---------------------------------------------------------- evaluation
+    def body_dose(self) -> np.ndarray:
+        """The plan's dose on the body voxels (n_body,) float64, × Rx."""
+        n = self.n_beams
+        if n == 0:
+            return np.zeros(self.cache.body_index.size)
+        return self.cache.dose(self.angles[:n], self.weights[:n] / 10.0)
+
+    def dose_grid(self) -> np.ndarray:
+        """The plan's dose on the slice (64, 64), zero outside the body."""
+        return self.cache.to_grid(self.body_dose())
+
+    def evaluate(self, angles: np.ndarray, weights: np.ndarray) -> tuple[PlanMetrics, float]:
+        """Metrics and score of any beam set on this phantom (grid angle indices, weights in tenths).
+
+        The plan's own state is untouched: planners search with this.
+        """
+        dose = (
+            self.cache.dose(angles, weights / 10.0) if len(angles) else np.zeros(self.cache.body_index.size)
+        )
+        return self._assess(dose, len(angles))
+
+    def _assess(self, dose: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
+        oar_dose = dose[self._oar_voxels]
+        oar_mean = np.add.reduceat(oar_dose, self._oar_starts) / self._oar_sizes
+        oar_max = np.maximum.reduceat(oar_dose, self._oar_starts)
+        metrics = plan_metrics(dose[self.tumour_index], dose, oar_mean, oar_max, self.task.oars, n_beams)
+        return metrics, plan_score(metrics, self.task.oars)
+
+    def _evaluate(self) -> None:
+        self._dose = self.body_dose()
+        self.metrics, self.score = self._assess(self._dose, self.n_beams)
+
+    def dvhs(self) -> np.ndarray:
+        """(1 + n_oars, 50) cumulative DVHs: tumour over 0–2 Rx, each OAR over 0–2 × its limit.
+
+        Column i is the fraction of the structure receiving at least (i + 1)/50 of the span.
+        """
+        scaled = self._dose[self._dvh_voxels]
+        scaled *= self._dvh_inv_bin
+        np.minimum(scaled, DVH_BINS, out=scaled)
+        bins = scaled.astype(np.int64)  # floor: doses are >= 0
+        bins += self._dvh_offset
+        counts = np.bincount(bins, minlength=self._n_structures * (DVH_BINS + 1))
+        counts = counts.reshape(self._n_structures, DVH_BINS + 1)
+        at_least = np.cumsum(counts[:, ::-1], axis=1)[:, ::-1]  # [:, j] = voxels in bin >= j
+        return at_least[:, 1:] / self._dvh_sizes[:, None]
+
+    def beams(self) -> list[tuple[int, float]]:
+        """The beams as (angle in degrees, weight), in slot order."""
+        return [(int(self.angles[i]) * ANGLE_STEP, int(self.weights[i]) / 10) for i in range(self.n_beams)]
+
+    # ------------------------------------------------------ snapshot/restore
+    def snapshot(self) -> tuple:
+        """The mutable state (beams, counters); restore() brings it back on the same phantom."""
+        return (
+            self.angles.copy(),
+            self.weights.copy(),
+            self.n_beams,
+            self.active,
+            self.steps,
+            self.invalid_actions,
+            self.locked,
+        )
+
+    def restore(self, state: tuple) -> None:
+        angles, weights, self.n_beams, self.active, self.steps, self.invalid_actions, self.locked = state
+        self.angles[:] = angles
+        self.weights[:] = weights
+        self._evaluate()

@@ -1,0 +1,1 @@
+"""Thin views of the radiotherapy core: the Gymnasium env and its rendering."""

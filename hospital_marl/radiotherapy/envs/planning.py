@@ -1,0 +1,198 @@
+"""The Gymnasium view of the planning core (SPEC-RT §3–§5, §7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from hospital_marl.radiotherapy.core.metrics import DVH_BINS, OVERDOSE_SPAN, OVERDOSE_START, PASS_THRESHOLD
+from hospital_marl.radiotherapy.core.plan import MAX_BEAMS, MAX_WEIGHT, N_ACTIONS, Plan
+from hospital_marl.radiotherapy.core.tasks import MAX_OARS, Task
+from hospital_marl.radiotherapy.envs.render import render_ansi, render_rgb_array
+
+RENDER_MODES = ("rgb_array", "ansi")
+
+OBSERVATION_KEYS: dict[str, tuple[tuple[int, ...], str]] = {
+    "tumour_dvh": ((DVH_BINS,), "fraction of the tumour receiving ≥ (i+1)/50 × 2 Rx"),
+    "oar_dvh": (
+        (MAX_OARS, DVH_BINS),
+        "per OAR slot: fraction receiving ≥ (i+1)/50 × 2 × its limit; 0 if absent",
+    ),
+    "oar_present": ((MAX_OARS,), "1 for the slots holding one of the task's OARs"),
+    "oar_status": (
+        (MAX_OARS, 4),
+        "per slot: [priority / 3, mean / (2 × limit), max / (4 × limit), 1 if the constraint fails], clipped",
+    ),
+    "tumour_status": ((4,), "[1 − V95 (coverage shortfall), 1 − D95 (if < 1), overdose term, V107]"),
+    "beams": ((MAX_BEAMS, 4), "per beam slot: [angle / 360, weight, present, active]"),
+    "anatomy": (
+        (MAX_OARS, 3),
+        "per OAR slot, seen from the isocentre: the gantry angle θ that points at its centroid as "
+        "[(1 + cos θ)/2, (1 + sin θ)/2], and its distance / 32 voxels (what a planner reads on the CT)",
+    ),
+    "step_fraction": ((1,), "steps taken / step limit"),
+}
+"""THE observation layout: key -> (shape, meaning). Every value is float32 in [0, 1]."""
+
+
+def observation_space() -> spaces.Dict:
+    return spaces.Dict(
+        {k: spaces.Box(0.0, 1.0, shape, np.float32) for k, (shape, _) in OBSERVATION_KEYS.items()}
+    )
+
+
+def anatomy(plan: Plan) -> np.ndarray:
+    """(7, 3) float32: where each OAR lies from the isocentre (:data:`OBSERVATION_KEYS` ``anatomy``)."""
+    out = np.zeros((MAX_OARS, 3), np.float32)
+    iso = np.array(plan.phantom.isocentre)
+    for slot, mask in enumerate(plan.phantom.oars):
+        rows, cols = np.nonzero(mask)
+        d_row, d_col = rows.mean() - iso[0], cols.mean() - iso[1]
+        distance = float(np.hypot(d_row, d_col))
+        # a beam at gantry θ comes from (−cos θ, sin θ) in (row, column): aim that at the OAR
+        cos_t, sin_t = (-d_row / distance, d_col / distance) if distance > 0 else (1.0, 0.0)
+        out[slot] = [(1 + cos_t) / 2, (1 + sin_t) / 2, min(1.0, distance / 32)]
+    return out
+
+
+class RadiotherapyPlanningEnv(gym.Env):
+    """Plan external-beam radiotherapy on a 2-D slice.
+
+    Description:
+        Each episode draws a patient (a phantom of the task) from the reset seed.
+        The agent adds up to seven beams, turns and weights them and locks the
+        plan so that the tumour gets its prescription (D95 ≈ 1.0 Rx) while the
+        organs at risk stay under their mean-dose limits.
+
+    Action Space:
+        ``Discrete(8)`` (:data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`): add a
+        beam, turn ±10°, weight ±0.1, remove, select the next beam, lock.
+        :meth:`action_masks` (also ``info["action_mask"]``) is exact; an invalid
+        action does nothing, costs a step and is counted (``info["invalid_actions"]``).
+
+    Observation Space:
+        ``Dict`` of float32 boxes in [0, 1] (:data:`OBSERVATION_KEYS`).
+
+    Rewards:
+        The change in the plan's score (potential-based): an episode's return is
+        its final score, in [0, 1]; locking early or late is neutral.
+
+    Starting State:
+        An empty plan on a phantom drawn from the task's generator.
+
+    Episode End:
+        Terminated when the plan is locked; truncated at the task's step limit,
+        where the plan is graded as it stands (as if locked).
+
+    Arguments:
+        task: a task name (``prostate``, ``head_neck``, ``pediatric_brain``), a
+            :class:`Task`, or a mapping of overrides; render_mode: ``rgb_array`` or ``ansi``.
+    """
+
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
+
+    def __init__(self, task: str | Task | None = None, render_mode: str | None = None) -> None:
+        if render_mode is not None and render_mode not in RENDER_MODES:
+            raise ValueError(f"render_mode must be one of {RENDER_MODES} or None, got {render_mode!r}")
+        self.render_mode = render_mode
+        self.plan = Plan(task)
+        self.action_space = spaces.Discrete(N_ACTIONS)
+        self.observation_space = observation_space()
+        self._last_action: int | None = None
+        self._priority = np.zeros(MAX_OARS, np.float32)
+        self._present = np.zeros(MAX_OARS, np.float32)
+        self._limit = np.ones(MAX_OARS)
+        n = len(self.plan.task.oars)
+        self._priority[:n] = [o.priority / 3 for o in self.plan.task.oars]
+        self._present[:n] = 1.0
+        self._limit[:n] = [o.limit for o in self.plan.task.oars]
+        # mean / (2 × limit) and max / (4 × limit): 1 = twice (four times) the limit
+        self._status_scale = (1.0 / (np.array([[2.0, 4.0]]) * self._limit[:n, None])).astype(np.float32)
+
+    @property
+    def task(self) -> Task:
+        return self.plan.task
+
+    def action_masks(self) -> np.ndarray:
+        """(8,) bool: the valid actions (sb3-contrib's MaskablePPO calls this)."""
+        return self.plan.action_mask()
+
+    # ----------------------------------------------------------------- api
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.plan.reset(self.np_random)
+        self._last_action = None
+        self._anatomy = anatomy(self.plan)
+        return self._observation(), self._info()
+
+    def step(self, action: int):
+        if self.plan.phantom is None:
+            raise RuntimeError("step before reset")
+        if self.plan.done:
+            raise RuntimeError("the episode is over: call reset()")
+        if isinstance(action, np.ndarray) and action.shape == ():
+            action = action.item()
+        if not self.action_space.contains(action) or isinstance(action, bool):
+            raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
+        reward, _ = self.plan.step(int(action))
+        self._last_action = int(action)
+        return self._observation(), reward, self.plan.locked, self.plan.truncated, self._info()
+
+    def render(self) -> np.ndarray | str | None:
+        if self.render_mode is None:
+            gym.logger.warn("render() without a render_mode: pass render_mode='rgb_array' or 'ansi'")
+            return None
+        if self.render_mode == "ansi":
+            return render_ansi(self.plan, self._last_action)
+        return render_rgb_array(self.plan)
+
+    # -------------------------------------------------------------- views
+    def _observation(self) -> dict[str, np.ndarray]:
+        plan, m = self.plan, self.plan.metrics
+        n_oars = len(plan.task.oars)
+        dvhs = plan.dvhs().astype(np.float32)  # in [0, 1] by construction
+        oar_dvh = np.zeros((MAX_OARS, DVH_BINS), np.float32)
+        oar_dvh[:n_oars] = dvhs[1:]
+        status = np.zeros((MAX_OARS, 4), np.float32)
+        status[:, 0] = self._priority
+        status[:n_oars, 1] = m.oar_mean
+        status[:n_oars, 2] = m.oar_max
+        status[:n_oars, 1:3] *= self._status_scale
+        status[:n_oars, 3] = [not p for p in m.oar_pass]
+        np.minimum(status, 1.0, out=status)
+        beams = np.zeros((MAX_BEAMS, 4), np.float32)
+        n = plan.n_beams
+        beams[:n, 0] = plan.angles[:n]
+        beams[:n, 0] /= 36.0
+        beams[:n, 1] = plan.weights[:n]
+        beams[:n, 1] /= MAX_WEIGHT
+        beams[:n, 2] = 1.0
+        if plan.active >= 0:
+            beams[plan.active, 3] = 1.0
+        overdose = min(1.0, max(0.0, (m.d95 - OVERDOSE_START) / OVERDOSE_SPAN))
+        tumour = np.array([1.0 - m.v95, max(0.0, 1.0 - m.d95), overdose, m.v107], np.float32)
+        return {
+            "tumour_dvh": dvhs[0],
+            "oar_dvh": oar_dvh,
+            "oar_present": self._present.copy(),
+            "oar_status": status,
+            "tumour_status": tumour,
+            "beams": beams,
+            "anatomy": self._anatomy.copy(),
+            "step_fraction": np.array([min(1.0, plan.steps / plan.task.max_steps)], np.float32),
+        }
+
+    def _info(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "action_mask": plan.action_mask(),
+            "score": plan.score,
+            "passed": plan.score >= PASS_THRESHOLD,
+            "metrics": plan.metrics.as_dict(plan.task.oars),
+            "invalid_actions": plan.invalid_actions,
+            "steps": plan.steps,
+            "task": plan.task.name,
+        }

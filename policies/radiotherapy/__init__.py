@@ -1,0 +1,79 @@
+"""Radiotherapy-planning agents behind one small protocol (:class:`RTPolicy`).
+
+``policies.radiotherapy.load(name_or_path)`` returns an agent by registered name
+(:func:`names`), ``"name:key=value,..."`` for keyword arguments (``"evenly_spaced:n_beams=5"``),
+or a path to a model trained by ``python -m policies.radiotherapy.train``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from policies.base import load_kwargs
+from policies.radiotherapy.base import BaseRTPolicy, RTPolicy
+from policies.radiotherapy.baselines import (
+    EvenlySpacedPolicy,
+    MaskedRandomRTPolicy,
+    RandomRTPolicy,
+    SixFullPolicy,
+)
+from policies.radiotherapy.planner import PlannerRTPolicy
+
+_REGISTRY: dict[str, Callable[..., RTPolicy]] = {
+    "random": RandomRTPolicy,
+    "masked_random": MaskedRandomRTPolicy,
+    "evenly_spaced": EvenlySpacedPolicy,
+    "six_full": SixFullPolicy,
+    "planner": PlannerRTPolicy,
+}
+SCRIPTED = ("evenly_spaced", "six_full")
+"""The scripted baselines a learned agent must beat on every task."""
+
+
+def register(name: str, factory: Callable[..., RTPolicy]) -> None:
+    """Make an RT agent loadable by name."""
+    _REGISTRY[name] = factory
+
+
+def _registry() -> dict[str, Callable[..., RTPolicy]]:
+    from policies.radiotherapy.learned import learned_factories
+
+    return {**_REGISTRY, **learned_factories()}
+
+
+def names() -> list[str]:
+    """Every name :func:`load` accepts."""
+    return sorted(_registry())
+
+
+def load(spec: str) -> RTPolicy:
+    """An RT agent by name (``"planner"``, ``"evenly_spaced:n_beams=5"``, ``"ppo"``) or model path."""
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"agent spec must be a non-empty string, got {spec!r}")
+    name, kwargs = load_kwargs(spec)
+    registry = _registry()
+    if name in registry:
+        return registry[name](**kwargs)
+    if Path(spec).exists():
+        from policies.radiotherapy.learned import load_path
+
+        return load_path(Path(spec))
+    raise ValueError(
+        f"unknown radiotherapy agent {spec!r}; valid names: {', '.join(sorted(registry))} (or a path)"
+    )
+
+
+__all__ = [
+    "SCRIPTED",
+    "BaseRTPolicy",
+    "EvenlySpacedPolicy",
+    "MaskedRandomRTPolicy",
+    "PlannerRTPolicy",
+    "RTPolicy",
+    "RandomRTPolicy",
+    "SixFullPolicy",
+    "load",
+    "names",
+    "register",
+]

@@ -1,0 +1,112 @@
+"""Learned RT agents: MaskablePPO models and their torch-free (numpy) form.
+
+A model is trained by :mod:`policies.radiotherapy.train` on the flattened Dict
+observation (``gymnasium.spaces.flatten``, the same function as Gymnasium's
+``FlattenObservation``) with an MLP policy. :func:`export_numpy` writes the actor's
+weights to a ``.npz`` (a few tens of kB); :class:`NumpyMLPPolicy` runs it with numpy
+alone (``tanh`` layers, the masked argmax of the logits), so grading and serving need
+no torch. The ``.zip`` (sb3-contrib) stays beside it for users who want to resume.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from hospital_marl.radiotherapy.envs.planning import observation_space
+from policies.radiotherapy.base import BaseRTPolicy
+
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+SHIPPED: dict[str, str] = {"ppo": "rt_ppo.npz"}
+"""Registered name -> numpy checkpoint in :data:`CHECKPOINT_DIR` (metadata in the ``.json`` beside it)."""
+_SPACE = observation_space()
+
+
+def flatten_observation(observation: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The Dict observation as the flat float32 vector the network reads."""
+    return spaces.flatten(_SPACE, dict(observation)).astype(np.float32)
+
+
+class NumpyMLPPolicy(BaseRTPolicy):
+    """An SB3 MLP actor (tanh hidden layers, linear logits) evaluated with numpy.
+
+    Deterministic: the most probable valid action.
+    """
+
+    name = "ppo"
+
+    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], name: str | None = None) -> None:
+        super().__init__()
+        if not layers:
+            raise ValueError("a policy needs at least one layer")
+        self.layers = layers
+        self.metadata: dict[str, Any] = {}
+        if name:
+            self.name = name
+
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        x = features
+        for weight, bias in self.layers[:-1]:
+            x = np.tanh(weight @ x + bias)
+        weight, bias = self.layers[-1]
+        return weight @ x + bias
+
+    def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
+        logits = self.logits(flatten_observation(observation))
+        return int(np.argmax(np.where(np.asarray(action_mask, bool), logits, -np.inf)))
+
+
+def actor_layers(model: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (weight, bias) pairs of an SB3 MlpPolicy's actor: policy_net linears, then action_net."""
+    import torch
+
+    linears = [m for m in model.policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
+    linears.append(model.policy.action_net)
+    activations = {
+        type(m) for m in model.policy.mlp_extractor.policy_net if not isinstance(m, torch.nn.Linear)
+    }
+    if activations != {torch.nn.Tanh}:
+        raise ValueError(f"numpy export supports tanh MLPs only, found {activations}")
+    return [
+        (m.weight.detach().cpu().numpy().astype(np.float32), m.bias.detach().cpu().numpy()) for m in linears
+    ]
+
+
+def export_numpy(model: Any, path: Path, metadata: dict[str, Any]) -> None:
+    """Write the actor's weights to ``path`` (.npz) and ``metadata`` to the .json beside it."""
+    layers = actor_layers(model)
+    arrays = {f"w{i}": w for i, (w, _) in enumerate(layers)} | {f"b{i}": b for i, (_, b) in enumerate(layers)}
+    np.savez_compressed(path, **arrays)
+    path.with_suffix(".json").write_text(json.dumps(metadata, indent=2) + "\n")
+
+
+def load_path(path: Path, name: str | None = None) -> NumpyMLPPolicy:
+    """A numpy policy from an exported ``.npz`` (or a training run directory holding ``best_model.npz``)."""
+    if path.is_dir():
+        path = path / "best_model.npz"
+    if path.suffix != ".npz":
+        raise ValueError(
+            f"{path}: export the model to .npz first (python -m policies.radiotherapy.train export)"
+        )
+    with np.load(path) as data:
+        n = len([k for k in data.files if k.startswith("w")])
+        layers = [(data[f"w{i}"], data[f"b{i}"]) for i in range(n)]
+    meta_path = path.with_suffix(".json")
+    metadata = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    policy = NumpyMLPPolicy(layers, name=name or metadata.get("name"))
+    policy.metadata = metadata
+    return policy
+
+
+def learned_factories() -> dict[str, Callable[[], NumpyMLPPolicy]]:
+    """Registered names of the shipped checkpoints that exist -> loaders."""
+    return {
+        name: (lambda file=file, name=name: load_path(CHECKPOINT_DIR / file, name=name))
+        for name, file in SHIPPED.items()
+        if (CHECKPOINT_DIR / file).exists()
+    }

@@ -1,0 +1,170 @@
+"""An LLM plays radiotherapy planning (SPEC.md §11 protocol, SPEC-RT §7).
+
+    API_BASE_URL=... MODEL_NAME=... API_KEY=... python -m policies.radiotherapy.llm --task head_neck --seed 0
+
+The prompt is a compact text rendering of the plan (the env's ``ansi`` summary: beams,
+tumour metrics, every OAR against its limit, the score) and the numbered list of the
+*legal* actions with their meaning, taken from THE action table
+(:data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`). The reply is parsed for one action
+number; a reply naming none, or an illegal one, is logged with ``error=...`` and played as
+the fallback (lock when a beam exists, else add one): counted, never a crash. One line per
+event on stdout (flushed)::
+
+    [START] task=<task> env=<env id> model=<model>
+    [STEP] step=<n> action=<id> reward=<r:.2f> done=<true|false> error=<message|null>
+    [END] success=<true|false> steps=<n> score=<s:.2f> rewards=<r1:.2f>,...
+
+``score`` is the plan score (0–1); ``success`` is score ≥ the ``evenly_spaced`` baseline's
+on the same patient. :class:`LLMRTPolicy` takes any ``complete(prompt) -> reply`` callable,
+so it is a policy like the others (the grader grades it) and testable without a network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from hospital_marl.radiotherapy import task_env_id
+from hospital_marl.radiotherapy.core.plan import ACTIONS, ADD, LOCK, Plan
+from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
+from hospital_marl.radiotherapy.envs.render import render_ansi
+from policies.radiotherapy.base import BaseRTPolicy
+
+SYSTEM_PROMPT = (
+    "You are a radiotherapy planner. Cover the tumour with its prescription (D95 close to 1.0 Rx, "
+    "not above 1.05) while keeping every organ at risk under its mean-dose limit; priority-1 (P1) "
+    "organs must never fail. Beams enter from their gantry angle (0° anterior/top, 90° from the "
+    "right of the image) and all aim at the tumour. Answer with one action number only."
+)
+
+
+def legal_actions_text(action_mask: np.ndarray) -> str:
+    """The numbered legal actions and what they do (from the action table)."""
+    return "\n".join(f"{a.id}: {a.name} — {a.doc}" for a in ACTIONS if action_mask[a.id])
+
+
+def prompt(plan: Plan, action_mask: np.ndarray) -> str:
+    return f"{render_ansi(plan)}\n\nLegal actions:\n{legal_actions_text(action_mask)}\n\nYour action number:"
+
+
+def parse_action(reply: str, action_mask: np.ndarray) -> tuple[int | None, str | None]:
+    """(action, None) for the first legal action number in the reply, else (None, error)."""
+    numbers = [int(n) for n in re.findall(r"\b\d+\b", reply or "")]
+    if not numbers:
+        return None, "no action number in the reply"
+    action = numbers[0]
+    if not 0 <= action < len(action_mask) or not action_mask[action]:
+        return None, f"action {action} is not legal now"
+    return action, None
+
+
+def fallback(action_mask: np.ndarray) -> int:
+    return LOCK if action_mask[LOCK] else ADD
+
+
+class LLMRTPolicy(BaseRTPolicy):
+    """An LLM as an RT policy: ``complete(prompt) -> reply`` answers each step."""
+
+    name = "llm"
+
+    def __init__(self, complete: Callable[[str], str], name: str | None = None) -> None:
+        super().__init__()
+        self.complete = complete
+        self.last_error: str | None = None
+        self.errors = 0
+        if name:
+            self.name = name
+
+    def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
+        if self.plan is None:
+            raise ValueError("the LLM reads the plan's summary: reset(seed, plan=env.unwrapped.plan)")
+        mask = np.asarray(action_mask, bool)
+        call_error = None
+        try:
+            reply = self.complete(prompt(self.plan, mask))
+        except Exception as exc:  # a failed call is logged and played as the fallback, never a crash
+            reply, call_error = "", f"{type(exc).__name__}: {exc}"
+        action, parse_error = parse_action(reply, mask)
+        if action is None:
+            self.errors += 1
+            self.last_error = " ".join((call_error or parse_error or "").split())
+            return fallback(mask)
+        self.last_error = None
+        return action
+
+
+def openai_complete(model: str) -> Callable[[str], str]:
+    """A ``complete`` over an OpenAI-compatible chat API (API_BASE_URL, API_KEY or HF_TOKEN)."""
+    from openai import OpenAI
+
+    client = OpenAI(
+        base_url=os.environ.get("API_BASE_URL"), api_key=os.environ.get("API_KEY") or os.environ["HF_TOKEN"]
+    )
+
+    def complete(text: str) -> str:
+        reply = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text}],
+            max_tokens=8,
+            temperature=0.0,
+        )
+        return reply.choices[0].message.content or ""
+
+    return complete
+
+
+def play(policy: LLMRTPolicy, task: str, seed: int, model: str, out=sys.stdout) -> float:
+    """One episode with the protocol's log lines; returns the score."""
+    from policies.radiotherapy.baselines import EvenlySpacedPolicy
+
+    def log(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    env = RadiotherapyPlanningEnv(task)
+    obs, info = env.reset(seed=seed)
+    policy.reset(seed=seed, plan=env.plan)
+    log(f"[START] task={task} env={task_env_id(task)} model={model}")
+    rewards, done = [], False
+    while not done:
+        action = policy.act(obs, info["action_mask"])
+        obs, reward, terminated, truncated, info = env.step(action)
+        done = terminated or truncated
+        rewards.append(reward)
+        error = policy.last_error or "null"
+        step = f"[STEP] step={len(rewards)} action={action} reward={reward:.2f}"
+        log(f"{step} done={str(done).lower()} error={error}")
+    reference = RadiotherapyPlanningEnv(task)
+    ref_obs, ref_info = reference.reset(seed=seed)
+    baseline = EvenlySpacedPolicy()
+    baseline.reset(seed=seed, plan=reference.plan)
+    while not reference.plan.done:
+        ref_obs, _, _, _, ref_info = reference.step(baseline.act(ref_obs, ref_info["action_mask"]))
+    score = info["score"]
+    log(
+        f"[END] success={str(score >= ref_info['score']).lower()} steps={len(rewards)} score={score:.2f} "
+        f"rewards={','.join(f'{r:.2f}' for r in rewards)}"
+    )
+    return score
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m policies.radiotherapy.llm", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--task", default="prostate")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    model = os.environ.get("MODEL_NAME", "")
+    if not model:
+        raise SystemExit("set MODEL_NAME (and API_BASE_URL, API_KEY or HF_TOKEN)")
+    play(LLMRTPolicy(openai_complete(model), name=model), args.task, args.seed, model)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

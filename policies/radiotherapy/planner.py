@@ -1,0 +1,133 @@
+"""The optimiser reference (the RT "planner", SPEC-RT §6).
+
+At reset the planner reads the phantom through the core :class:`Plan` and
+searches beam sets with :meth:`Plan.evaluate` (the env's own scoring, so the
+optimiser and the grader can never disagree), then plays the plan through the
+env's actions:
+
+1. for each beam count n in ``beam_counts`` and each of ``starts`` rotations of
+   the evenly spaced set: coordinate ascent, beam by beam, over every grid angle
+   (36) and every weight (0.1–1.0), until a sweep improves nothing;
+2. only beam sets reachable within the step limit count: a beam costs one add,
+   its turns from the default angle it is added at, and its weight notches;
+3. the best set is played: add, turn, weight, next beam ...; then lock.
+
+Deterministic: no randomness; ties keep the incumbent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from hospital_marl.radiotherapy.core.dose import N_ANGLES
+from hospital_marl.radiotherapy.core.plan import (
+    ADD,
+    LOCK,
+    MAX_BEAMS,
+    NEW_BEAM_WEIGHT,
+    TURN_CCW,
+    TURN_CW,
+    WEIGHT_DOWN,
+    WEIGHT_UP,
+    Plan,
+    default_angle_index,
+)
+from policies.radiotherapy.base import BaseRTPolicy
+
+WEIGHTS = np.arange(1, 11)  # tenths
+
+
+def action_sequence(angles: np.ndarray, weights: np.ndarray) -> list[int]:
+    """The actions that build this beam set from an empty plan, in order (lock not included)."""
+    actions: list[int] = []
+    placed: list[int] = []
+    for angle, weight in zip(angles, weights):
+        start = default_angle_index(np.array(placed, np.int64))
+        delta = (int(angle) - start) % N_ANGLES
+        actions.append(ADD)
+        actions += [TURN_CW] * delta if delta <= N_ANGLES // 2 else [TURN_CCW] * (N_ANGLES - delta)
+        notch = int(weight) - NEW_BEAM_WEIGHT
+        actions += [WEIGHT_UP] * notch if notch > 0 else [WEIGHT_DOWN] * -notch
+        placed.append(int(angle))
+    return actions
+
+
+def plan_cost(angles: np.ndarray, weights: np.ndarray) -> int:
+    """Steps to build the set (without the lock: truncation grades the plan too)."""
+    return len(action_sequence(angles, weights))
+
+
+def optimise(
+    plan: Plan, beam_counts: tuple[int, ...] = (3, 4, 5, 6, 7), starts: int = 1, max_sweeps: int = 6
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The best beam set found: (angles (n,), weights in tenths (n,), score)."""
+    budget = plan.task.max_steps
+    best = (np.zeros(0, np.int64), np.zeros(0, np.int64), -1.0)
+
+    def score(angles: np.ndarray, weights: np.ndarray) -> float:
+        return plan.evaluate(angles, weights)[1]
+
+    def better(angles: np.ndarray, weights: np.ndarray, than: float) -> float | None:
+        """The trial's score if it beats ``than`` and is reachable in the step limit (cost checked last)."""
+        s = score(angles, weights)
+        return s if s > than + 1e-12 and plan_cost(angles, weights) <= budget else None
+
+    for n in beam_counts:
+        for start in range(starts):
+            offset = start * (N_ANGLES // n) // max(starts, 1)
+            angles = np.array([(round(i * N_ANGLES / n) + offset) % N_ANGLES for i in range(n)], np.int64)
+            weights = np.full(n, NEW_BEAM_WEIGHT, np.int64)
+            current = score(angles, weights) if plan_cost(angles, weights) <= budget else -1.0
+            for _ in range(max_sweeps):
+                improved = False
+                for i in range(n):
+                    for a in range(N_ANGLES):
+                        if a == angles[i]:
+                            continue
+                        trial = angles.copy()
+                        trial[i] = a
+                        s = better(trial, weights, current)
+                        if s is not None:
+                            angles, current, improved = trial, s, True
+                    for w in WEIGHTS:
+                        if w == weights[i]:
+                            continue
+                        trial = weights.copy()
+                        trial[i] = w
+                        s = better(angles, trial, current)
+                        if s is not None:
+                            weights, current, improved = trial, s, True
+                if not improved:
+                    break
+            if current > best[2]:
+                best = (angles, weights, current)
+    return best
+
+
+class PlannerRTPolicy(BaseRTPolicy):
+    """Optimises the beam set on the phantom at reset, then plays it (model-based, deterministic)."""
+
+    name = "planner"
+
+    def __init__(
+        self, starts: int = 1, max_sweeps: int = 6, beam_counts: tuple[int, ...] = (3, 4, 5, 6, 7)
+    ) -> None:
+        super().__init__()
+        if not 1 <= max(beam_counts) <= MAX_BEAMS:
+            raise ValueError(f"beam_counts must lie in [1, {MAX_BEAMS}], got {beam_counts!r}")
+        self.starts, self.max_sweeps, self.beam_counts = starts, max_sweeps, tuple(beam_counts)
+        self._queue: list[int] = []
+        self.expected_score = 0.0
+
+    def reset(self, seed: int | None = None, plan: Plan | None = None) -> None:
+        super().reset(seed, plan)
+        if plan is None:
+            raise ValueError("the planner needs the core plan: reset(seed, plan=env.unwrapped.plan)")
+        angles, weights, self.expected_score = optimise(plan, self.beam_counts, self.starts, self.max_sweeps)
+        self._queue = [*action_sequence(angles, weights), LOCK]
+
+    def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
+        action = self._queue.pop(0) if self._queue else LOCK
+        return action if action_mask[action] else int(np.flatnonzero(action_mask)[-1])

@@ -1,0 +1,222 @@
+"""Train sb3-contrib MaskablePPO on the radiotherapy planning env (all tasks, one model).
+
+    python -m policies.radiotherapy.train run --seed 0 --timesteps 300000 --save runs/rt_ppo_s0
+    python -m policies.radiotherapy.train export runs/rt_ppo_s0 policies/radiotherapy/checkpoints/rt_ppo.npz
+
+A run directory gets ``best_model.zip`` (sb3-contrib, to resume), ``best_model.npz`` (the
+actor's weights for :class:`~policies.radiotherapy.learned.NumpyMLPPolicy`, torch-free),
+``best_model.json`` (arguments, the selecting evaluation, timings) and ``curve.json``.
+
+Selection never sees the graded patients: every ``eval_freq`` steps the current actor
+is graded (deterministic, numpy form) on ``eval_episodes`` per task from ``eval_seed``
+(validation, default 1000; the scoreboard uses seed 42), and the kept model is the one
+with the best *worst-task margin* over the best scripted baseline on those same
+validation patients (ties: aggregate score). Training is deterministic for a seed.
+
+Reads top to bottom: the arguments, the env pipeline, the evaluation, :func:`train`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import FlattenObservation
+
+from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
+from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv, observation_space
+from policies.radiotherapy import SCRIPTED
+from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy
+
+
+@dataclass
+class Args:
+    """Every training option (each is a ``--flag``)."""
+
+    seed: int = 0
+    """Seeds torch, the envs' patients and the action sampling."""
+    timesteps: int = 300_000
+    """Environment steps in total (all tasks together)."""
+    n_envs: int = 8
+    """DummyVecEnv copies; env i starts on task i mod 3 and cycles through the tasks."""
+    n_steps: int = 256
+    """Rollout length per env (8 × 256 = 2048 steps per update)."""
+    batch_size: int = 256
+    n_epochs: int = 10
+    learning_rate: float = 3e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    ent_coef: float = 0.01
+    """Entropy bonus: keeps the turn/weight actions explored early on."""
+    hidden: int = 64
+    """Width of the two tanh hidden layers (actor and critic apart)."""
+    eval_freq: int = 20_000
+    eval_episodes: int = 10
+    """Validation episodes per task at each evaluation."""
+    eval_seed: int = 1000
+    """Validation patients' base seed (never the reported 42)."""
+    save: str = "runs/rt_ppo"
+
+
+class TaskCycle(gym.Env):
+    """One env per task behind one interface: each reset moves to the next task."""
+
+    def __init__(self, tasks: tuple[str, ...], start: int = 0) -> None:
+        self.envs = [RadiotherapyPlanningEnv(t) for t in tasks]
+        self.index = start - 1
+        self.observation_space = observation_space()
+        self.action_space = self.envs[0].action_space
+
+    @property
+    def current(self) -> RadiotherapyPlanningEnv:
+        return self.envs[self.index]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.index = (self.index + 1) % len(self.envs)
+        # each task env draws its patients from its own stream, derived from this env's generator
+        return self.current.reset(seed=int(self.np_random.integers(2**31)))
+
+    def step(self, action: int):
+        return self.current.step(action)
+
+    def action_masks(self) -> np.ndarray:
+        return self.current.action_masks()
+
+
+def make_env(rank: int, seed: int) -> Any:
+    from stable_baselines3.common.monitor import Monitor
+
+    def thunk() -> gym.Env:
+        env = Monitor(FlattenObservation(TaskCycle(BUILTIN_TASKS, start=rank % len(BUILTIN_TASKS))))
+        env.reset(seed=seed * 1000 + rank)
+        return env
+
+    return thunk
+
+
+def evaluate(policy: Any, episodes: int, seed: int) -> dict[str, Any]:
+    from grading.radiotherapy import grade_all
+
+    return grade_all(policy, n_episodes=episodes, seed=seed)
+
+
+def train(args: Args) -> Path:
+    import torch
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    torch.set_num_threads(1)
+    run = Path(args.save)
+    run.mkdir(parents=True, exist_ok=True)
+    baselines = {name: evaluate(name, args.eval_episodes, args.eval_seed) for name in SCRIPTED}
+    best_scripted = {t: max(b["task_scores"][t] for b in baselines.values()) for t in BUILTIN_TASKS}
+    vec = DummyVecEnv([make_env(i, args.seed) for i in range(args.n_envs)])
+    model = MaskablePPO(
+        "MlpPolicy",
+        vec,
+        n_steps=args.n_steps,
+        batch_size=args.batch_size,
+        n_epochs=args.n_epochs,
+        learning_rate=args.learning_rate,
+        gamma=args.gamma,
+        gae_lambda=args.gae_lambda,
+        ent_coef=args.ent_coef,
+        policy_kwargs={"net_arch": {"pi": [args.hidden] * 2, "vf": [args.hidden] * 2}},
+        seed=args.seed,
+        device="cpu",
+        verbose=0,
+    )
+    curve: list[dict[str, Any]] = []
+    best: dict[str, Any] = {"key": (-np.inf, -np.inf)}
+    started, cpu0 = time.perf_counter(), time.process_time()
+
+    class Evaluate(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps % args.eval_freq < args.n_envs:
+                self.evaluate()
+            return True
+
+        def evaluate(self) -> None:
+            policy = NumpyMLPPolicy(actor_layers(self.model), name="ppo")
+            report = evaluate(policy, args.eval_episodes, args.eval_seed)
+            margin = min(report["task_scores"][t] - best_scripted[t] for t in BUILTIN_TASKS)
+            point = {
+                "timesteps": self.num_timesteps,
+                "aggregate": report["aggregate_score"],
+                "margin": margin,
+                "task_scores": report["task_scores"],
+                "wall_s": round(time.perf_counter() - started, 1),
+            }
+            curve.append(point)
+            print(json.dumps(point), flush=True)
+            key = (margin, report["aggregate_score"])
+            if key > best["key"]:
+                best.update(key=key, point=point)
+                self.model.save(run / "best_model.zip")
+
+    callback = Evaluate()
+    model.learn(total_timesteps=args.timesteps, callback=callback)
+    callback.evaluate()
+    meta = {
+        "name": "ppo",
+        "algorithm": "sb3-contrib MaskablePPO, MlpPolicy (tanh), flattened Dict observation",
+        "command": "python -m policies.radiotherapy.train run " + " ".join(sys.argv[2:]),
+        "args": asdict(args),
+        "selected": best["point"],
+        "validation_baselines": {n: b["task_scores"] for n, b in baselines.items()},
+        "wall_s": round(time.perf_counter() - started, 1),
+        "cpu_s": round(time.process_time() - cpu0, 1),
+        "curve": curve,
+    }
+    (run / "curve.json").write_text(json.dumps(curve, indent=2) + "\n")
+    best_model = MaskablePPO.load(run / "best_model.zip", device="cpu")
+    export_numpy(best_model, run / "best_model.npz", meta)
+    return run
+
+
+def export(run: Path, dest: Path) -> None:
+    """Ship a run's best model: ``dest`` (.npz, numpy weights), its ``.json`` and the sb3-contrib
+    ``.zip`` beside them with the optimizer state emptied (to resume or inspect with torch)."""
+    from policies.train_ppo import copy_without_optimizer_state
+
+    source = run / "best_model.npz"
+    if not source.exists():
+        raise SystemExit(f"{source} does not exist: train first")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, dest)
+    shutil.copyfile(source.with_suffix(".json"), dest.with_suffix(".json"))
+    copy_without_optimizer_state(run / "best_model.zip", dest.with_suffix(".zip"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m policies.radiotherapy.train", description=__doc__.splitlines()[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="train one model")
+    for f in fields(Args):
+        p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+    p = sub.add_parser("export", help="copy a run's best numpy checkpoint")
+    p.add_argument("run", type=Path)
+    p.add_argument("dest", type=Path)
+    ns = parser.parse_args(argv)
+    if ns.command == "export":
+        export(ns.run, ns.dest)
+        return 0
+    args = Args(**{f.name: getattr(ns, f.name) for f in fields(Args)})
+    print(train(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
