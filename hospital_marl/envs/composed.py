@@ -17,7 +17,7 @@ from hospital_marl.core.hospital import Outcome, TickResult
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
-from hospital_marl.envs.observations import ObservationBuilder, composed_space
+from hospital_marl.envs.observations import OFFSETS, STATE_SIZE, ObservationBuilder, composed_space
 from hospital_marl.envs.parallel import resolve_joint_action
 from hospital_marl.envs.render import RENDER_MODES
 
@@ -41,6 +41,8 @@ class _HospitalGymEnv(gym.Env):
         self._builder = ObservationBuilder(self.hospital)
         self.observation_space = composed_space(self.hospital)
         self._seeder = _common.EpisodeSeeder()
+        self._mask: np.ndarray = np.zeros(N_FLAT_ACTIONS, np.bool_)
+        self._mask_version = -1
 
     @property
     def scenario(self) -> Scenario:
@@ -127,12 +129,19 @@ class HospitalEDEnv(_HospitalGymEnv):
         self.action_space = spaces.Discrete(N_FLAT_ACTIONS)
 
     def action_masks(self) -> np.ndarray:
-        """Bool validity of the 39 actions (sb3-contrib's MaskablePPO calls this)."""
-        return np.array(self.hospital.flat_mask(), dtype=bool)
+        """Bool validity of the 39 actions (sb3-contrib's MaskablePPO calls this). A fresh array."""
+        h = self.hospital
+        if self._mask_version != h.version:
+            self._mask, self._mask_version = h.flat_mask_array(), h.version
+        return self._mask.copy()
 
     def step(self, action: int):
-        outcome: Outcome = self.hospital.act_flat(action)
-        return self._finish_step(self.hospital.tick(), {"outcome": outcome.value})
+        h = self.hospital
+        obs, mask = np.empty(STATE_SIZE, np.float32), np.empty(N_FLAT_ACTIONS, np.bool_)
+        outcome: Outcome = h.step_flat(action, OFFSETS, obs, mask)
+        self._builder.adopt(obs)
+        self._mask, self._mask_version = mask, h.version
+        return self._finish_step(h.last_result, {"outcome": outcome.value})
 
 
 class HospitalEDTeamEnv(_HospitalGymEnv):
