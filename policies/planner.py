@@ -16,6 +16,7 @@ import numpy as np
 
 from hospital_marl.core.actions import FLAT_OF, NOOP, Kind
 from hospital_marl.core.hospital import DEAD, EMPTY, GENERAL, ICU, WAITING, Hospital
+from hospital_marl.core.kernel import needs_ventilator
 from hospital_marl.envs.observations import ObservationBuilder
 from policies.base import BasePolicy
 from policies.heuristic import flat_heuristic_action
@@ -120,8 +121,10 @@ class PlannerPolicy(BasePolicy):
         self.keep = float(keep)
 
     def __repr__(self) -> str:
-        return (f"PlannerPolicy(rollouts={self.rollouts}, horizon={self.horizon}, bonus={self.bonus}, "
-                f"first={self.first}, keep={self.keep})")
+        return (
+            f"PlannerPolicy(rollouts={self.rollouts}, horizon={self.horizon}, bonus={self.bonus}, "
+            f"first={self.first}, keep={self.keep})"
+        )
 
     # ------------------------------------------------------------------ act
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
@@ -174,20 +177,9 @@ class PlannerPolicy(BasePolicy):
 def death_risk(h: Hospital) -> float:
     """Expected deaths in the coming tick: only severity-5 patients can die (SPEC §2).
 
-    Read after the tick's action and before :meth:`Hospital.tick`.
+    Read after the tick's action and before :meth:`Hospital.tick`; the kernel's death rule.
     """
-    cp, sev = h.clinical, h.severity
-    risk = 0.0
-    for p in h.queue:
-        if sev[p] == 5:
-            risk += cp.death_waiting
-    for p in h.general:
-        if p != EMPTY and sev[p] == 5:
-            risk += cp.death_in_bed
-    for p in h.icu:
-        if p != EMPTY and sev[p] == 5:  # severity 5 always needs a ventilator
-            risk += cp.death_residual if h.vent_of[p] != EMPTY else cp.death_in_bed
-    return risk
+    return h.expected_deaths()
 
 
 def place_of(h: Hospital, pid: int) -> str | None:
@@ -242,7 +234,7 @@ def candidate_actions(observation: Mapping[str, np.ndarray], mask: np.ndarray, h
         if sev not in general_seen:
             general_seen.add(sev)
             add(FLAT_OF[(Kind.ADMIT_GENERAL, slot)])
-        kind = (sev, sev == 5 or cond == 2)  # condition 2 = respiratory: needs a ventilator at 4
+        kind = (sev, needs_ventilator(sev, cond))
         if sev >= 4 and kind not in icu_seen:
             icu_seen.add(kind)
             add(FLAT_OF[(Kind.ADMIT_ICU, slot)])
@@ -269,9 +261,7 @@ def candidate_actions(observation: Mapping[str, np.ndarray], mask: np.ndarray, h
     return chosen
 
 
-def measure_death_by_place(
-    scenarios: Iterable[str], seeds: Iterable[int]
-) -> dict[str, tuple[float, ...]]:
+def measure_death_by_place(scenarios: Iterable[str], seeds: Iterable[int]) -> dict[str, tuple[float, ...]]:
     """Re-measure :data:`DEATH_BY_PLACE`: over heuristic-played days, the fraction of
     (tick, patient) observations in each place and severity whose patient died that shift."""
     seen = {place: [0] * 6 for place in PLACES}

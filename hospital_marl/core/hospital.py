@@ -61,6 +61,7 @@ from hospital_marl.core.types import (
     PAT_WAS_CRITICAL,
     QUEUE_SLOTS,
     S_BOUNCE_CURSOR,
+    S_NEXT_ARRIVAL,
     S_QUEUE_LEN,
     S_TERMINATED,
     S_TICK,
@@ -238,6 +239,11 @@ class Hospital:
         return self._day_arrays
 
     @property
+    def arrived(self) -> int:
+        """Patients arrived so far (they are ids 0..arrived-1)."""
+        return int(self._sc[S_NEXT_ARRIVAL])
+
+    @property
     def tick_count(self) -> int:
         return int(self._sc[S_TICK])
 
@@ -336,6 +342,10 @@ class Hospital:
         out = np.empty(20, np.int32)
         n = kernel.board(self.state, self.params, 0, out)
         return out[:n].tolist()
+
+    def expected_deaths(self) -> float:
+        """Expected deaths in the coming tick under the current care (the death rule, summed)."""
+        return float(kernel.expected_deaths(self.state, self.params, 0))
 
     def ventilator_target(self) -> int:
         """The ICU patient a free ventilator would go to, or EMPTY (the kernel's rule)."""
@@ -521,18 +531,34 @@ class Hospital:
 
 class SimulatorHandle:
     """What a policy may see of the episode's simulator (SPEC §10 "No future for policies"):
-    the present (observable state, masks, counters, metrics) and :meth:`imagine`. Not the
-    day's future draws, not the bounce-back stream, and nothing that changes the episode."""
+    the present (arrived patients, beds, queue, masks, counters, metrics, the observation)
+    and :meth:`imagine`. Not the day's future draws, not the bounce-back stream, not even
+    how many patients the day holds, and nothing that changes the episode. A centralised
+    team policy reads the global state explicitly (``write_observation`` / an
+    ``ObservationBuilder`` over this handle)."""
 
     _PRESENT = frozenset(
         {
             "scenario", "clinical", "rewards", "max_ticks", "tick_count", "done", "terminated", "truncated",
-            "counters", "metrics", "score", "census", "severity", "location", "wait", "neglect", "remaining",
-            "admitted_at", "ready_for", "vent_of", "was_critical", "queue", "general", "icu", "vents",
-            "vent_idle", "board", "ventilator_target", "needs_ventilator", "is_ready", "flat_mask",
-            "role_mask", "is_valid", "version", "imagine",
+            "counters", "metrics", "score", "census", "queue", "general", "icu", "vents", "vent_idle",
+            "board", "expected_deaths", "ventilator_target", "needs_ventilator", "is_ready", "flat_mask",
+            "flat_mask_array", "role_mask", "is_valid", "version", "imagine", "write_observation",
+            "scenario_beds", "arrived",
         }
     )  # fmt: skip
+    _PER_PATIENT = frozenset(
+        {
+            "severity",
+            "location",
+            "wait",
+            "neglect",
+            "remaining",
+            "admitted_at",
+            "ready_for",
+            "vent_of",
+            "was_critical",
+        }
+    )
 
     __slots__ = ("_hospital",)
 
@@ -540,14 +566,20 @@ class SimulatorHandle:
         object.__setattr__(self, "_hospital", hospital)
 
     def __getattr__(self, name: str) -> Any:
+        h = self._hospital
+        if name in SimulatorHandle._PER_PATIENT:  # arrived patients only: ids are in arrival order
+            return getattr(h, name)[: h.arrived]
         if name not in SimulatorHandle._PRESENT:
             raise AttributeError(
                 f"a policy's simulator handle has no {name!r} (present state and imagine() only)"
             )
-        return getattr(self._hospital, name)
+        return getattr(h, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("the simulator handle is read-only")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SimulatorHandle:
+        return self  # read-only: copies are the same view
 
     def __repr__(self) -> str:
         return f"SimulatorHandle({self._hospital.scenario.name!r}, tick={self._hospital.tick_count})"
@@ -558,7 +590,7 @@ def imagined_state(state: State, day: DayArrays, pairs: np.ndarray) -> State:
     ``day`` (same arrived patients, new future), with a fresh bounce stream ``pairs``."""
     from hospital_marl.core.types import write_day
 
-    known = int(state.scalars[0, 1])  # S_NEXT_ARRIVAL: patients arrived so far
+    known = int(state.scalars[0, S_NEXT_ARRIVAL])  # patients arrived so far
     st = new_day_state(day, state.latent.shape[2], pairs)
     st.pat[0, :, :known] = state.pat[0, :, :known]
     st.quantile[0, :, :known] = state.quantile[0, :, :known]

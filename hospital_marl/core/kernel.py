@@ -819,3 +819,26 @@ def redraw_pending_bounces(st, p, e, u) -> None:
                 st.bounce[e, BOUNCE_PID, k] = pid
                 k += 1
     st.scalars[e, S_BOUNCE_CURSOR] = k
+
+
+@_jit
+def expected_deaths(st, p, e) -> float:
+    """Expected deaths in the coming tick (only severity 5 can die), by each patient's care:
+    the death rule's probabilities, summed (the planner counts deaths at their expectation)."""
+    pat, beds = st.pat, st.beds
+    risk = 0.0
+    for i in range(st.scalars[e, S_QUEUE_LEN]):
+        if pat[e, PAT_SEVERITY, st.queue[e, i]] == 5:
+            risk += death_probability(p, False, False)
+    for bed in range(p.ints[I_GENERAL_BEDS]):
+        pid = beds[e, BEDS_GENERAL, bed]
+        if pid != EMPTY and pat[e, PAT_SEVERITY, pid] == 5:
+            risk += death_probability(p, False, True)
+    for bed in range(p.ints[I_ICU_BEDS]):
+        pid = beds[e, BEDS_ICU, bed]
+        if pid != EMPTY and pat[e, PAT_SEVERITY, pid] == 5:
+            adequate = pat[e, PAT_VENT_OF, pid] != EMPTY or not needs_ventilator(
+                5, pat[e, PAT_CONDITION, pid]
+            )
+            risk += death_probability(p, adequate, True)
+    return risk
