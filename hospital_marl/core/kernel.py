@@ -10,14 +10,16 @@ pure-Python core's (tests/golden).
 
 Compiled with ``cache=True``: the machine code is cached on disk next to this
 file, or under ``NUMBA_CACHE_DIR`` when the package directory is read-only
-(the Docker image sets it). ``threading_layer`` is not used: the kernel is
-serial (no ``parallel=True``), so it never competes with torch's threads.
+(the Docker image sets it). Every function is serial except the ``*_parallel``
+batch loops, which the vector envs use only when asked for more than one thread
+(``threads=``): numba then runs its own thread pool (``numba.set_num_threads``),
+which must not be oversubscribed with torch's -- give each its share of the cores.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from hospital_marl.core.actions import ACTION_TABLE, N_FLAT_ACTIONS, ROLE_FLAT, ROLES, Kind
 from hospital_marl.core.types import (
@@ -842,3 +844,45 @@ def expected_deaths(st, p, e) -> float:
             )
             risk += death_probability(p, adequate, True)
     return risk
+
+
+# ---------------------------------------------------------------- batches (rows = environments)
+def _step_flat_batch(st, p, actions, offsets, obs, masks, rewards, outcomes):
+    """Every live row: its flat action (out of range = invalid), the tick, the next observation
+    and mask. Rows already done are left alone (the vector env resets them)."""
+    for e in prange(actions.shape[0]):
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            continue
+        a = actions[e]
+        outcomes[e] = act_flat(st, p, e, a if 0 <= a < N_FLAT_ACTIONS else -1)
+        tick(st, p, e)
+        write_observation(st, p, e, offsets, obs[e])
+        write_mask(st, p, e, masks[e])
+        rewards[e] = st.floats[e, F_LAST_REWARD]
+
+
+def _step_joint_batch(st, p, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes):
+    """Every live row: one action per role in role order (parallel resolution: an action valid
+    on the mask ``seen`` but made impossible by an earlier role is a conflict), then the tick,
+    the next observation and mask."""
+    for e in prange(actions.shape[0]):
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            continue
+        for r in range(3):
+            a = actions[e, r]
+            ok = 0 <= a < ROLE_N_ACTIONS[r]
+            was_valid = ok and (a == 0 or seen[e, ROLE_TO_FLAT[r, max(a, 0)]])
+            outcomes[e, r] = act_role(st, p, e, r, a if ok else -1, was_valid)
+        tick(st, p, e)
+        write_observation(st, p, e, offsets, obs[e])
+        write_mask(st, p, e, masks[e])
+        rewards[e] = st.floats[e, F_LAST_REWARD]
+        for r in range(3):
+            role_rewards[e, r] = st.floats[e, F_LAST_ROLE_REWARD + r]
+
+
+step_flat_batch = njit(cache=True, nogil=True)(_step_flat_batch)
+step_joint_batch = njit(cache=True, nogil=True)(_step_joint_batch)
+step_flat_batch_parallel = njit(cache=True, nogil=True, parallel=True)(_step_flat_batch)
+step_joint_batch_parallel = njit(cache=True, nogil=True, parallel=True)(_step_joint_batch)
+"""The same loops over environments, on numba's threads (``prange``); serial above."""
