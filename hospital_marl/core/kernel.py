@@ -166,7 +166,10 @@ OBS_BLOCKS: tuple[str, ...] = (
 ) = range(12)
 MAX_GENERAL_OBS, MAX_ICU_OBS, MAX_VENT_OBS = 20, 5, 3
 
-_jit = njit(cache=True, nogil=True)
+_jit = njit(cache=True, nogil=True, _nrt=False)
+"""No reference counting: a call passing the state's arrays would otherwise incref and decref
+each of them (~0.3 µs a call, more than most rules cost). Safe because no rule allocates
+(``State.scratch`` is their working space) and every array outlives the call."""
 
 
 # ------------------------------------------------------------------ the rules
@@ -285,13 +288,19 @@ def is_valid(st, p, e, kind: int, index: int, brd, n_board: int) -> bool:
     function over the action table; ``act`` carries out exactly what it allows."""
     if kind == K_NOOP:
         return True
+    if index < 0:
+        return False
     pat = st.pat
     if kind in (K_ADMIT_GENERAL, K_ADMIT_ICU):
-        row = BEDS_GENERAL if kind == K_ADMIT_GENERAL else BEDS_ICU
-        n_beds = p.ints[I_GENERAL_BEDS] if kind == K_ADMIT_GENERAL else p.ints[I_ICU_BEDS]
-        return 0 <= index < min(st.scalars[e, S_QUEUE_LEN], QUEUE_SLOTS) and _has_free(st, e, row, n_beds)
+        if index >= st.scalars[e, S_QUEUE_LEN] or index >= QUEUE_SLOTS:
+            return False
+        if kind == K_ADMIT_GENERAL:
+            return _has_free(st, e, BEDS_GENERAL, p.ints[I_GENERAL_BEDS])
+        return _has_free(st, e, BEDS_ICU, p.ints[I_ICU_BEDS])
     if kind == K_VENTILATE:
-        if not (0 <= index < p.ints[I_VENTILATORS]) or st.beds[e, BEDS_VENT, index] != EMPTY:
+        if index >= p.ints[I_VENTILATORS]:
+            return False
+        if st.beds[e, BEDS_VENT, index] != EMPTY:
             return False
         for bed in range(p.ints[I_ICU_BEDS]):
             pid = st.beds[e, BEDS_ICU, bed]
@@ -299,28 +308,28 @@ def is_valid(st, p, e, kind: int, index: int, brd, n_board: int) -> bool:
                 return True
         return False
     if kind == K_TRANSFER_ICU:
-        return 0 <= index < min(n_board, BOARD_TRANSFER_SLOTS) and _has_free(
-            st, e, BEDS_ICU, p.ints[I_ICU_BEDS]
-        )
+        if index >= n_board or index >= BOARD_TRANSFER_SLOTS:
+            return False
+        return _has_free(st, e, BEDS_ICU, p.ints[I_ICU_BEDS])
     if kind == K_EARLY_DISCHARGE:
-        # Critical patients are never sent home.
-        return (
-            0 <= index < min(n_board, BOARD_DISCHARGE_SLOTS)
-            and pat[e, PAT_SEVERITY, brd[n_board - 1 - index]] <= 3
-        )
+        if index >= n_board or index >= BOARD_DISCHARGE_SLOTS:
+            return False
+        return pat[e, PAT_SEVERITY, brd[n_board - 1 - index]] <= 3  # critical patients never go home
     if kind == K_DISCHARGE_ICU:
-        if not 0 <= index < p.ints[I_ICU_BEDS]:
+        if index >= p.ints[I_ICU_BEDS]:
             return False
         pid = st.beds[e, BEDS_ICU, index]
+        if pid == EMPTY:
+            return False
         # "ready or non-critical": ready implies severity <= 3, so this is severity <= 3.
-        return pid != EMPTY and pat[e, PAT_SEVERITY, pid] <= 3
+        return pat[e, PAT_SEVERITY, pid] <= 3
     return False
 
 
 @_jit
 def write_mask(st, p, e, out) -> None:
     """The 39 flat actions' validity into ``out`` (bool)."""
-    brd = np.empty(20, np.int32)
+    brd = st.scratch[e]
     n_board = board(st, p, e, brd)
     for flat in range(N_FLAT_ACTIONS):
         out[flat] = is_valid(st, p, e, FLAT_KIND[flat], FLAT_INDEX[flat], brd, n_board)
@@ -444,7 +453,7 @@ def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
     kind, index = FLAT_KIND[flat], FLAT_INDEX[flat]
     if kind == K_NOOP:
         return OUT_NOOP
-    brd = np.empty(20, np.int32)
+    brd = st.scratch[e]
     n_board = board(st, p, e, brd)
     if not is_valid(st, p, e, kind, index, brd, n_board):
         if valid_when_chosen:
@@ -705,7 +714,7 @@ def write_observation(st, p, e, offsets, out) -> None:
     """Every observation block of row ``e`` into ``out`` (float32, the global-state layout:
     block ``b`` starts at ``offsets[b]``, blocks in :data:`OBS_BLOCKS` order). Raw values."""
     pat, beds, sc = st.pat, st.beds, st.scalars
-    brd = np.empty(20, np.int32)
+    brd = st.scratch[e]
     n_board = board(st, p, e, brd)
     o_sev, o_rem = offsets[O_BED_OCCUPANCY], offsets[O_BOARD_REMAINING]
     for k in range(MAX_GENERAL_OBS):

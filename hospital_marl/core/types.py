@@ -35,6 +35,9 @@ Shapes and meaning:
     of the k-th early discharge (pre-drawn; append-only, so a snapshot needs only the cursor).
 ``bounce``  int32 ``(B, 2, K)`` -- the k-th early discharge's return tick (``BOUNCE_TICK``,
     -1 = none pending) and patient (``BOUNCE_PID``): returns happen in scheduling order.
+``scratch``  int32 ``(B, MAX_BEDS)`` -- working space of the rules (the sorted general board),
+    so that no rule allocates: the kernel runs without reference counting, which would
+    otherwise cost more than the rules themselves.
 
 Parameters (:class:`Params`) are arrays too, built per scenario / ClinicalParams /
 RewardTable by :func:`make_params`: never module globals, so user tables work.
@@ -141,6 +144,7 @@ class State(NamedTuple):
     floats: np.ndarray
     bounce_u: np.ndarray
     bounce: np.ndarray
+    scratch: np.ndarray
 
 
 def empty_state(n_envs: int, patients: int, episode_length: int, bounce_pairs: int = BOUNCE_BLOCK) -> State:
@@ -156,6 +160,7 @@ def empty_state(n_envs: int, patients: int, episode_length: int, bounce_pairs: i
         floats=np.zeros((n_envs, N_FLOATS), np.float64),
         bounce_u=np.zeros((n_envs, bounce_pairs, 2), np.float64),
         bounce=np.full((n_envs, 2, bounce_pairs), -1, np.int32),
+        scratch=np.zeros((n_envs, MAX_BEDS), np.int32),
     )
 
 
