@@ -42,6 +42,7 @@ from hospital_marl.core.types import (
     BOUNCE_BLOCK,
     BOUNCE_PID,
     BOUNCE_TICK,
+    COUNTER_FIELDS,
     DEAD,
     DISCHARGED,
     EMPTY,
@@ -61,6 +62,7 @@ from hospital_marl.core.types import (
     PAT_WAS_CRITICAL,
     QUEUE_SLOTS,
     S_BOUNCE_CURSOR,
+    S_COUNTERS,
     S_NEXT_ARRIVAL,
     S_QUEUE_LEN,
     S_TERMINATED,
@@ -161,6 +163,11 @@ _act_flat = _Direct(kernel.act_flat)
 _step_flat_row = _Direct(kernel.step_flat_row)
 _tick = _Direct(kernel.tick)
 _write_observation = _Direct(kernel.write_observation)
+_observe_row = _Direct(kernel.observe_row)
+
+ROLE_MASK_COLUMNS = {role: np.array([0, *range(*ROLE_FLAT_SPAN[role])], np.int64) for role in ROLES}
+"""A role's mask as columns of the flat mask (its no-op is the flat no-op)."""
+COUNTER_COLUMN = {name: S_COUNTERS + i for i, name in enumerate(COUNTER_FIELDS)}
 
 
 class BounceStream:
@@ -217,6 +224,8 @@ class Hospital:
         self._reset_called = False
         self._version = 0
         self._params_key: tuple | None = None
+        self._mask_version = -1
+        self._mask = np.zeros(39, np.bool_)
 
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None) -> None:
@@ -386,13 +395,37 @@ class Hospital:
     # ------------------------------------------------------------------ masks
     def flat_mask_array(self) -> np.ndarray:
         """Validity of the 39 flat actions as a fresh bool array (the kernel's is_valid)."""
-        out = np.empty(39, np.bool_)
-        _write_mask(self.state, self.params, 0, out)
-        return out
+        return self._cached_mask().copy()
+
+    def _cached_mask(self) -> np.ndarray:
+        """The flat mask of this state (computed once per state; do not mutate)."""
+        if self._mask_version != self._version:
+            out = np.empty(39, np.bool_)
+            _write_mask(self.state, self.params, 0, out)
+            self._mask, self._mask_version = out, self._version
+        return self._mask
+
+    def role_mask_array(self, role: str) -> np.ndarray:
+        """A role's validity (0 = its no-op) as a fresh int8 array (PettingZoo's mask dtype)."""
+        return self._cached_mask()[ROLE_MASK_COLUMNS[role]].view(np.int8)
+
+    def observe(self, offsets: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        """Every observation block into ``obs`` and the flat mask of this state, in one kernel
+        call; returns the mask (cached for this state)."""
+        if obs.dtype != np.float32 or offsets.dtype != np.int64 or not obs.flags.c_contiguous:
+            raise TypeError("observe needs a contiguous float32 obs and int64 offsets")
+        mask = np.empty(39, np.bool_)
+        _observe_row(self.state, self.params, 0, offsets, obs, mask)
+        self._mask, self._mask_version = mask, self._version
+        return mask
+
+    def count(self, name: str) -> int:
+        """One integer counter (e.g. ``"invalid_actions"``) without building :attr:`counters`."""
+        return int(self._sc[COUNTER_COLUMN[name]])
 
     def flat_mask(self) -> list[bool]:
         """Validity of each of the 39 flat actions: exactly what :meth:`act` would carry out."""
-        return self.flat_mask_array().tolist()
+        return self._cached_mask().tolist()
 
     def role_mask(self, role: str, flat_mask: list[bool] | None = None) -> list[bool]:
         """Validity of a role's actions (0 = its no-op): a slice of the flat mask."""

@@ -13,7 +13,7 @@ from gymnasium import spaces
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
-from hospital_marl.core.hospital import Outcome, TickResult
+from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, Outcome, TickResult
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
@@ -144,6 +144,10 @@ class HospitalEDEnv(_HospitalGymEnv):
         return self._finish_step(h.last_result, {"outcome": outcome.value})
 
 
+TEAM_MASK_COLUMNS = np.concatenate([ROLE_MASK_COLUMNS[role] for role in ROLES])
+"""The team mask (41) as columns of the flat mask."""
+
+
 class HospitalEDTeamEnv(_HospitalGymEnv):
     """Emergency department, one controller driving all three roles per tick.
 
@@ -162,13 +166,12 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
 
-    def _role_masks(self) -> dict[str, list[bool]]:
-        flat = self.hospital.flat_mask()
-        return {role: self.hospital.role_mask(role, flat) for role in ROLES}
+    def _role_masks(self) -> dict[str, np.ndarray]:
+        return {role: self.hospital.role_mask_array(role) for role in ROLES}
 
     def action_masks(self) -> np.ndarray:
-        masks = self._role_masks()
-        return np.array([m for role in ROLES for m in masks[role]], dtype=bool)
+        """Bool validity of the 41 role actions: the three role masks (each with its no-op)."""
+        return self.hospital.flat_mask_array()[TEAM_MASK_COLUMNS]
 
     def step(self, action: Any):
         joint = _split_joint_action(action)

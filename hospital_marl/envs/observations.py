@@ -190,7 +190,9 @@ class ObservationBuilder:
     def vector(self) -> np.ndarray:
         """The global state (every block, flattened, in block order). Do not mutate."""
         if self._vector is None or self._version != self.hospital.version:
-            self.adopt(self.hospital.write_observation(OFFSETS, np.empty(STATE_SIZE, np.float32)))
+            vector = np.empty(STATE_SIZE, np.float32)
+            self.hospital.observe(OFFSETS, vector)  # the mask too, cached on the hospital
+            self.adopt(vector)
         return self._vector  # type: ignore[return-value]
 
     def composed(self) -> dict[str, np.ndarray]:

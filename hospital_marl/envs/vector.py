@@ -34,7 +34,7 @@ from hospital_marl.core import kernel
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
 from hospital_marl.core.generator import DayGenerator, day_arrays, draw_day, generate_day
-from hospital_marl.core.hospital import ROLE_FLAT_SPAN, BounceStream, Hospital
+from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, BounceStream, Hospital
 from hospital_marl.core.metrics import composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.scenarios import Scenario, get_scenario
@@ -52,6 +52,7 @@ from hospital_marl.core.types import (
     write_day,
 )
 from hospital_marl.envs._common import EpisodeSeeder, check_reward_mode
+from hospital_marl.envs.composed import TEAM_MASK_COLUMNS
 from hospital_marl.envs.observations import (
     OFFSETS,
     ROLE_INDEX,
@@ -61,21 +62,6 @@ from hospital_marl.envs.observations import (
     role_space,
     state_space,
 )
-
-TEAM_MASK_COLUMNS = np.concatenate([[0], *[np.arange(*ROLE_FLAT_SPAN[r]) for r in ROLES]]).astype(np.int64)
-
-
-def _team_columns() -> np.ndarray:
-    """For the (B, 41) team mask: which flat-mask column each entry is (each role's no-op = flat 0)."""
-    cols = []
-    for role in ROLES:
-        start, stop = ROLE_FLAT_SPAN[role]
-        cols += [0, *range(start, stop)]
-    return np.array(cols, np.int64)
-
-
-TEAM_COLUMNS = _team_columns()
-ROLE_COLUMNS = {role: np.array([0, *range(*ROLE_FLAT_SPAN[role])], np.int64) for role in ROLES}
 
 
 def patient_capacity(scenario: Scenario) -> int:
@@ -368,13 +354,13 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
 
     def action_masks(self) -> np.ndarray:
         """``(B, 41)``: the three role masks (each with its no-op) concatenated, as MaskablePPO expects."""
-        return self._masks[:, TEAM_COLUMNS]
+        return self._masks[:, TEAM_MASK_COLUMNS]
 
     def step(self, actions: Any):
         obs, masks, rewards, _, outcomes, terminated, truncated, infos = self._joint_step(
             _int_actions(actions, (self._batch.n, len(ROLES)))
         )
-        infos["action_mask"] = masks[:, TEAM_COLUMNS]
+        infos["action_mask"] = masks[:, TEAM_MASK_COLUMNS]
         infos["outcomes"] = outcomes
         return composed_views(obs), rewards, terminated, truncated, infos
 
@@ -424,7 +410,7 @@ class HospitalMARLVectorEnv(_JointVectorBase):
         return {
             role: {
                 "observation": obs[:, ROLE_INDEX[role]],
-                "action_mask": masks[:, ROLE_COLUMNS[role]].view(np.int8),
+                "action_mask": masks[:, ROLE_MASK_COLUMNS[role]].view(np.int8),
             }
             for role in ROLES
         }
