@@ -316,7 +316,7 @@ class Hospital:
         )
 
     def _patients(self, field: int) -> list[int]:
-        return self._pat[field, : self._n].tolist()
+        return self._pat[: self._n, field].tolist()
 
     severity = property(lambda self: self._patients(PAT_SEVERITY), doc="Severity by patient id.")
     location = property(lambda self: self._patients(PAT_LOCATION), doc="NOT_ARRIVED..DEAD by patient id.")
@@ -329,7 +329,7 @@ class Hospital:
 
     @property
     def was_critical(self) -> list[bool]:
-        return (self._pat[PAT_WAS_CRITICAL, : self._n] != 0).tolist()
+        return (self._pat[: self._n, PAT_WAS_CRITICAL] != 0).tolist()
 
     @property
     def queue(self) -> list[int]:
@@ -370,12 +370,12 @@ class Hospital:
 
     def needs_ventilator(self, pid: int) -> bool:
         """(respiratory and severity >= 4) or severity == 5 (the kernel's rule)."""
-        return bool(kernel.needs_ventilator(int(self._pat[PAT_SEVERITY, pid]), int(self._pat[0, pid])))
+        return bool(kernel.needs_ventilator(int(self._pat[pid, PAT_SEVERITY]), int(self._pat[pid, 0])))
 
     def is_ready(self, pid: int) -> bool:
         """ICU patient ready for step-down: treatment done and severity <= 3 (the kernel's rule)."""
         return bool(
-            kernel.ready_for_step_down(int(self._pat[PAT_REMAINING, pid]), int(self._pat[PAT_SEVERITY, pid]))
+            kernel.ready_for_step_down(int(self._pat[pid, PAT_REMAINING]), int(self._pat[pid, PAT_SEVERITY]))
         )
 
     def board(self) -> list[int]:
@@ -530,7 +530,7 @@ class Hospital:
 
     def census(self) -> dict[str, int]:
         """Where every arrived patient is now (conservation: these sum to arrivals)."""
-        counts = np.bincount(self._pat[PAT_LOCATION, : self._n], minlength=7)
+        counts = np.bincount(self._pat[: self._n, PAT_LOCATION], minlength=7)
         return {
             "waiting": int(counts[WAITING]),
             "general": int(counts[GENERAL]),
@@ -585,7 +585,7 @@ class Hospital:
         clone._day = None
         clone._day_arrays = day
         clone._stream = BounceStream(np.random.default_rng(bounce_seq))
-        away = int((self._pat[PAT_LOCATION, : self._n] == AWAY).sum())
+        away = int((self._pat[: self._n, PAT_LOCATION] == AWAY).sum())
         clone.state = imagined_state(self.state, day, clone._stream.ensure(away + 1))
         clone._bind()
         pending = np.random.default_rng(pending_seq).random((clone._n, 2))
@@ -660,8 +660,8 @@ def imagined_state(state: State, day: DayArrays, pairs: np.ndarray) -> State:
     from hospital_marl.core.types import write_day
 
     known = int(state.scalars[0, S_NEXT_ARRIVAL])  # patients arrived so far
-    st = new_day_state(day, state.latent.shape[2], pairs)
-    st.pat[0, :, :known] = state.pat[0, :, :known]
+    st = new_day_state(day, state.latent.shape[1], pairs)
+    st.pat[0, :known] = state.pat[0, :known]
     st.quantile[0, :, :known] = state.quantile[0, :, :known]
     write_day(st, 0, day, first=known)
     st.beds[0] = state.beds[0]

@@ -229,12 +229,12 @@ def board(st, p, e, out) -> int:
         j = n
         while j > 0:
             q = out[j - 1]
-            sq, sp = pat[e, PAT_SEVERITY, q], pat[e, PAT_SEVERITY, pid]
+            sq, sp = pat[e, q, PAT_SEVERITY], pat[e, pid, PAT_SEVERITY]
             if sq > sp or (
                 sq == sp
                 and (
-                    pat[e, PAT_ADMITTED_AT, q] < pat[e, PAT_ADMITTED_AT, pid]
-                    or (pat[e, PAT_ADMITTED_AT, q] == pat[e, PAT_ADMITTED_AT, pid] and q < pid)
+                    pat[e, q, PAT_ADMITTED_AT] < pat[e, pid, PAT_ADMITTED_AT]
+                    or (pat[e, q, PAT_ADMITTED_AT] == pat[e, pid, PAT_ADMITTED_AT] and q < pid)
                 )
             ):
                 break
@@ -253,23 +253,23 @@ def ventilator_target(st, p, e) -> int:
     best = EMPTY
     for bed in range(p.ints[I_ICU_BEDS]):
         pid = st.beds[e, BEDS_ICU, bed]
-        if pid == EMPTY or pat[e, PAT_VENT_OF, pid] != EMPTY:
+        if pid == EMPTY or pat[e, pid, PAT_VENT_OF] != EMPTY:
             continue
         if best == EMPTY:
             best = pid
             continue
-        s, sb = pat[e, PAT_SEVERITY, pid], pat[e, PAT_SEVERITY, best]
+        s, sb = pat[e, pid, PAT_SEVERITY], pat[e, best, PAT_SEVERITY]
         if s != sb:
             if s > sb:
                 best = pid
             continue
-        n = needs_ventilator(s, pat[e, PAT_CONDITION, pid])
-        nb = needs_ventilator(sb, pat[e, PAT_CONDITION, best])
+        n = needs_ventilator(s, pat[e, pid, PAT_CONDITION])
+        nb = needs_ventilator(sb, pat[e, best, PAT_CONDITION])
         if n != nb:
             if n:
                 best = pid
             continue
-        if pat[e, PAT_ADMITTED_AT, pid] < pat[e, PAT_ADMITTED_AT, best]:
+        if pat[e, pid, PAT_ADMITTED_AT] < pat[e, best, PAT_ADMITTED_AT]:
             best = pid  # equal admission: the earlier bed (already best) stays
     return best
 
@@ -304,7 +304,7 @@ def is_valid(st, p, e, kind: int, index: int, brd, n_board: int) -> bool:
             return False
         for bed in range(p.ints[I_ICU_BEDS]):
             pid = st.beds[e, BEDS_ICU, bed]
-            if pid != EMPTY and pat[e, PAT_VENT_OF, pid] == EMPTY:
+            if pid != EMPTY and pat[e, pid, PAT_VENT_OF] == EMPTY:
                 return True
         return False
     if kind == K_TRANSFER_ICU:
@@ -314,7 +314,7 @@ def is_valid(st, p, e, kind: int, index: int, brd, n_board: int) -> bool:
     if kind == K_EARLY_DISCHARGE:
         if index >= n_board or index >= BOARD_DISCHARGE_SLOTS:
             return False
-        return pat[e, PAT_SEVERITY, brd[n_board - 1 - index]] <= 3  # critical patients never go home
+        return pat[e, brd[n_board - 1 - index], PAT_SEVERITY] <= 3  # critical patients never go home
     if kind == K_DISCHARGE_ICU:
         if index >= p.ints[I_ICU_BEDS]:
             return False
@@ -322,7 +322,7 @@ def is_valid(st, p, e, kind: int, index: int, brd, n_board: int) -> bool:
         if pid == EMPTY:
             return False
         # "ready or non-critical": ready implies severity <= 3, so this is severity <= 3.
-        return pat[e, PAT_SEVERITY, pid] <= 3
+        return pat[e, pid, PAT_SEVERITY] <= 3
     return False
 
 
@@ -345,26 +345,26 @@ def _reward(st, e, value: float, role: int) -> None:
 
 @_jit
 def _mark_critical(st, e, pid) -> None:
-    if st.pat[e, PAT_WAS_CRITICAL, pid] == 0 and st.pat[e, PAT_SEVERITY, pid] >= 4:
-        st.pat[e, PAT_WAS_CRITICAL, pid] = 1
+    if st.pat[e, pid, PAT_WAS_CRITICAL] == 0 and st.pat[e, pid, PAT_SEVERITY] >= 4:
+        st.pat[e, pid, PAT_WAS_CRITICAL] = 1
         st.scalars[e, C_CRITICAL_TOTAL] += 1
 
 
 @_jit
 def _release_ventilator(st, e, pid) -> None:
-    v = st.pat[e, PAT_VENT_OF, pid]
+    v = st.pat[e, pid, PAT_VENT_OF]
     if v != EMPTY:
         st.beds[e, BEDS_VENT, v] = EMPTY
         st.beds[e, BEDS_VENT_IDLE, v] = 0
-        st.pat[e, PAT_VENT_OF, pid] = EMPTY
+        st.pat[e, pid, PAT_VENT_OF] = EMPTY
 
 
 @_jit
 def _discharge(st, p, e, pid, role) -> None:
     """A successful discharge (treatment done)."""
-    st.pat[e, PAT_LOCATION, pid] = DISCHARGED
+    st.pat[e, pid, PAT_LOCATION] = DISCHARGED
     st.scalars[e, C_DISCHARGES] += 1
-    if st.pat[e, PAT_WAS_CRITICAL, pid]:
+    if st.pat[e, pid, PAT_WAS_CRITICAL]:
         st.scalars[e, C_CRITICAL_SAVED] += 1
         _reward(st, e, p.reals[R_CRITICAL_DISCHARGE], role)
     else:
@@ -374,9 +374,9 @@ def _discharge(st, p, e, pid, role) -> None:
 @_jit
 def _early_discharge(st, p, e, pid, role) -> None:
     """Home before treatment is done: a cost, and maybe a bounce-back later this shift."""
-    sev = st.pat[e, PAT_SEVERITY, pid]
-    st.pat[e, PAT_LOCATION, pid] = AWAY
-    st.pat[e, PAT_AWAY_SINCE, pid] = st.scalars[e, S_TICK]
+    sev = st.pat[e, pid, PAT_SEVERITY]
+    st.pat[e, pid, PAT_LOCATION] = AWAY
+    st.pat[e, pid, PAT_AWAY_SINCE] = st.scalars[e, S_TICK]
     st.scalars[e, C_EARLY_DISCHARGES] += 1
     _reward(st, e, p.reals[R_EARLY_PER_SEVERITY] * sev, role)
     k = st.scalars[e, S_BOUNCE_CURSOR]  # the caller guarantees a drawn pair (see ensure_bounce_draws)
@@ -391,10 +391,10 @@ def _early_discharge(st, p, e, pid, role) -> None:
 
 @_jit
 def _die(st, p, e, pid) -> None:
-    st.pat[e, PAT_LOCATION, pid] = DEAD
+    st.pat[e, pid, PAT_LOCATION] = DEAD
     _release_ventilator(st, e, pid)
     st.scalars[e, C_DEATHS] += 1
-    if st.pat[e, PAT_WAS_CRITICAL, pid]:
+    if st.pat[e, pid, PAT_WAS_CRITICAL]:
         st.scalars[e, C_CRITICAL_DEATHS] += 1
     _reward(st, e, p.reals[R_DEATH], NO_ROLE)
 
@@ -409,12 +409,12 @@ def _place(st, p, e, pid, where) -> None:
             st.beds[e, row, bed] = pid
             break
     pat = st.pat
-    pat[e, PAT_LOCATION, pid] = where
-    pat[e, PAT_ADMITTED_AT, pid] = st.scalars[e, S_TICK]
-    pat[e, PAT_READY_FOR, pid] = 0
+    pat[e, pid, PAT_LOCATION] = where
+    pat[e, pid, PAT_ADMITTED_AT] = st.scalars[e, S_TICK]
+    pat[e, pid, PAT_READY_FOR] = 0
     care = 0 if where == GENERAL else 1
-    pat[e, PAT_REMAINING, pid] = treatment_ticks(
-        p, care, pat[e, PAT_SEVERITY, pid], st.quantile[e, care, pid]
+    pat[e, pid, PAT_REMAINING] = treatment_ticks(
+        p, care, pat[e, pid, PAT_SEVERITY], st.quantile[e, care, pid]
     )
 
 
@@ -470,7 +470,7 @@ def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
         pid = ventilator_target(st, p, e)
         st.beds[e, BEDS_VENT, index] = pid
         st.beds[e, BEDS_VENT_IDLE, index] = 0
-        st.pat[e, PAT_VENT_OF, pid] = index
+        st.pat[e, pid, PAT_VENT_OF] = index
     elif kind == K_TRANSFER_ICU:
         pid = brd[index]
         _free_general_bed_of(st, p, e, pid)
@@ -483,7 +483,7 @@ def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
         pid = st.beds[e, BEDS_ICU, index]
         st.beds[e, BEDS_ICU, index] = EMPTY
         _release_ventilator(st, e, pid)
-        if ready_for_step_down(st.pat[e, PAT_REMAINING, pid], st.pat[e, PAT_SEVERITY, pid]):
+        if ready_for_step_down(st.pat[e, pid, PAT_REMAINING], st.pat[e, pid, PAT_SEVERITY]):
             _discharge(st, p, e, pid, role)
         else:
             _early_discharge(st, p, e, pid, role)
@@ -509,32 +509,32 @@ def act_role(st, p, e, role: int, role_action: int, valid_when_chosen: bool) -> 
 def _treat(st, p, e, pid, u: float, care: int) -> None:
     """Adequate care: treatment progresses; severity may improve; residual mortality at 5."""
     pat = st.pat
-    if pat[e, PAT_REMAINING, pid] > 0:
-        pat[e, PAT_REMAINING, pid] -= 1
-    sev = pat[e, PAT_SEVERITY, pid]
+    if pat[e, pid, PAT_REMAINING] > 0:
+        pat[e, pid, PAT_REMAINING] -= 1
+    sev = pat[e, pid, PAT_SEVERITY]
     if sev == 5:
         death = death_probability(p, True, True)
         if u < death:
             _die(st, p, e, pid)
         elif u < death + p.improve[care, 5]:
-            pat[e, PAT_SEVERITY, pid] = 4
+            pat[e, pid, PAT_SEVERITY] = 4
     elif u < p.improve[care, sev]:
-        pat[e, PAT_SEVERITY, pid] = sev - 1
+        pat[e, pid, PAT_SEVERITY] = sev - 1
 
 
 @_jit
 def _neglect(st, p, e, pid, u: float, in_bed: bool) -> None:
     """No adequate care: severity may rise (faster the longer the neglect); death at 5."""
     pat = st.pat
-    n = pat[e, PAT_NEGLECT, pid]
-    pat[e, PAT_NEGLECT, pid] = n + 1
-    sev = pat[e, PAT_SEVERITY, pid]
+    n = pat[e, pid, PAT_NEGLECT]
+    pat[e, pid, PAT_NEGLECT] = n + 1
+    sev = pat[e, pid, PAT_SEVERITY]
     if sev == 5:
         if u < death_probability(p, False, in_bed):
             _die(st, p, e, pid)
         return
-    if u < deteriorate_probability(p, sev, n, pat[e, PAT_CONDITION, pid], in_bed):
-        pat[e, PAT_SEVERITY, pid] = sev + 1
+    if u < deteriorate_probability(p, sev, n, pat[e, pid, PAT_CONDITION], in_bed):
+        pat[e, pid, PAT_SEVERITY] = sev + 1
         st.scalars[e, C_DETERIORATIONS] += 1
         _mark_critical(st, e, pid)
 
@@ -547,16 +547,16 @@ def arrive(st, p, e, t) -> None:
         if st.bounce[e, BOUNCE_TICK, k] == t:
             st.bounce[e, BOUNCE_TICK, k] = -1
             pid = st.bounce[e, BOUNCE_PID, k]
-            pat[e, PAT_SEVERITY, pid] = min(5, pat[e, PAT_SEVERITY, pid] + 1)
-            pat[e, PAT_LOCATION, pid] = WAITING
+            pat[e, pid, PAT_SEVERITY] = min(5, pat[e, pid, PAT_SEVERITY] + 1)
+            pat[e, pid, PAT_LOCATION] = WAITING
             st.queue[e, st.scalars[e, S_QUEUE_LEN]] = pid
             st.scalars[e, S_QUEUE_LEN] += 1
             st.scalars[e, C_BOUNCE_BACKS] += 1
             _mark_critical(st, e, pid)
     n = st.scalars[e, S_N_PATIENTS]
     pid = st.scalars[e, S_NEXT_ARRIVAL]
-    while pid < n and pat[e, PAT_ARRIVAL, pid] <= t:
-        pat[e, PAT_LOCATION, pid] = WAITING
+    while pid < n and pat[e, pid, PAT_ARRIVAL] <= t:
+        pat[e, pid, PAT_LOCATION] = WAITING
         st.queue[e, st.scalars[e, S_QUEUE_LEN]] = pid
         st.scalars[e, S_QUEUE_LEN] += 1
         st.scalars[e, C_ARRIVALS] += 1
@@ -585,20 +585,20 @@ def tick(st, p, e) -> None:
         pid = beds[e, BEDS_ICU, bed]
         if pid == EMPTY:
             continue
-        s = pat[e, PAT_SEVERITY, pid]
-        if ready_for_step_down(pat[e, PAT_REMAINING, pid], s):  # holds the bed, stable
-            pat[e, PAT_READY_FOR, pid] += 1
-            if pat[e, PAT_READY_FOR, pid] >= p.ints[I_STEP_DOWN_BLOCK]:
+        s = pat[e, pid, PAT_SEVERITY]
+        if ready_for_step_down(pat[e, pid, PAT_REMAINING], s):  # holds the bed, stable
+            pat[e, pid, PAT_READY_FOR] += 1
+            if pat[e, pid, PAT_READY_FOR] >= p.ints[I_STEP_DOWN_BLOCK]:
                 beds[e, BEDS_ICU, bed] = EMPTY
                 _release_ventilator(st, e, pid)
                 _discharge(st, p, e, pid, NO_ROLE)
             continue
-        u = st.latent[e, pid, t]
-        if pat[e, PAT_VENT_OF, pid] != EMPTY or not needs_ventilator(s, pat[e, PAT_CONDITION, pid]):
+        u = st.latent[e, t, pid]
+        if pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(s, pat[e, pid, PAT_CONDITION]):
             _treat(st, p, e, pid, u, 1)
         else:
             _neglect(st, p, e, pid, u, True)
-        if pat[e, PAT_LOCATION, pid] == DEAD:
+        if pat[e, pid, PAT_LOCATION] == DEAD:
             beds[e, BEDS_ICU, bed] = EMPTY
 
     # General beds: adequate for severity <= 3; critical patients make no progress.
@@ -607,15 +607,15 @@ def tick(st, p, e) -> None:
         pid = beds[e, BEDS_GENERAL, bed]
         if pid == EMPTY:
             continue
-        u = st.latent[e, pid, t]
-        if pat[e, PAT_SEVERITY, pid] <= 3:
+        u = st.latent[e, t, pid]
+        if pat[e, pid, PAT_SEVERITY] <= 3:
             _treat(st, p, e, pid, u, 0)
-            if pat[e, PAT_REMAINING, pid] <= 0:
+            if pat[e, pid, PAT_REMAINING] <= 0:
                 beds[e, BEDS_GENERAL, bed] = EMPTY
                 _discharge(st, p, e, pid, NO_ROLE)
         else:
             _neglect(st, p, e, pid, u, True)
-            if pat[e, PAT_LOCATION, pid] == DEAD:
+            if pat[e, pid, PAT_LOCATION] == DEAD:
                 beds[e, BEDS_GENERAL, bed] = EMPTY
             else:
                 n_crit_general += 1
@@ -625,7 +625,7 @@ def tick(st, p, e) -> None:
         pid = beds[e, BEDS_VENT, v]
         if pid == EMPTY:
             continue
-        if needs_ventilator(pat[e, PAT_SEVERITY, pid], pat[e, PAT_CONDITION, pid]):
+        if needs_ventilator(pat[e, pid, PAT_SEVERITY], pat[e, pid, PAT_CONDITION]):
             beds[e, BEDS_VENT_IDLE, v] = 0
         else:
             beds[e, BEDS_VENT_IDLE, v] += 1
@@ -638,11 +638,11 @@ def tick(st, p, e) -> None:
     kept = 0
     for i in range(n_queue):
         pid = st.queue[e, i]
-        _neglect(st, p, e, pid, st.latent[e, pid, t], False)
-        if pat[e, PAT_LOCATION, pid] == DEAD:
+        _neglect(st, p, e, pid, st.latent[e, t, pid], False)
+        if pat[e, pid, PAT_LOCATION] == DEAD:
             continue
-        pat[e, PAT_WAIT, pid] += 1
-        if pat[e, PAT_SEVERITY, pid] >= 4:
+        pat[e, pid, PAT_WAIT] += 1
+        if pat[e, pid, PAT_SEVERITY] >= 4:
             n_crit_waiting += 1
         st.queue[e, kept] = pid
         kept += 1
@@ -693,12 +693,12 @@ def reset_row(st, p, e, n_patients) -> None:
     """Row ``e`` becomes an empty ED on the day already written into its day columns
     (condition, arrival, severity on arrival, quantiles, latent), then tick 0's arrivals."""
     pat = st.pat
-    for pid in range(pat.shape[2]):
+    for pid in range(pat.shape[1]):
         for f in (PAT_LOCATION, PAT_WAIT, PAT_NEGLECT, PAT_REMAINING, PAT_ADMITTED_AT, PAT_READY_FOR):
-            pat[e, f, pid] = 0
-        pat[e, PAT_VENT_OF, pid] = EMPTY
-        pat[e, PAT_AWAY_SINCE, pid] = 0
-        pat[e, PAT_WAS_CRITICAL, pid] = 0
+            pat[e, pid, f] = 0
+        pat[e, pid, PAT_VENT_OF] = EMPTY
+        pat[e, pid, PAT_AWAY_SINCE] = 0
+        pat[e, pid, PAT_WAS_CRITICAL] = 0
     st.beds[e, :, :] = EMPTY
     st.beds[e, BEDS_VENT_IDLE, :] = 0
     st.scalars[e, :] = 0
@@ -719,8 +719,8 @@ def write_observation(st, p, e, offsets, out) -> None:
     o_sev, o_rem = offsets[O_BED_OCCUPANCY], offsets[O_BOARD_REMAINING]
     for k in range(MAX_GENERAL_OBS):
         if k < n_board:
-            out[o_sev + k] = pat[e, PAT_SEVERITY, brd[k]]
-            out[o_rem + k] = pat[e, PAT_REMAINING, brd[k]]
+            out[o_sev + k] = pat[e, brd[k], PAT_SEVERITY]
+            out[o_rem + k] = pat[e, brd[k], PAT_REMAINING]
         else:
             out[o_sev + k] = 0.0
             out[o_rem + k] = 0.0
@@ -733,11 +733,11 @@ def write_observation(st, p, e, offsets, out) -> None:
             for b in (O_ICU_OCCUPANCY, O_ICU_REMAINING, O_ICU_NEEDS_VENT, O_ICU_ON_VENT, O_ICU_READY):
                 out[offsets[b] + j] = 0.0
             continue
-        s, r = pat[e, PAT_SEVERITY, pid], pat[e, PAT_REMAINING, pid]
+        s, r = pat[e, pid, PAT_SEVERITY], pat[e, pid, PAT_REMAINING]
         out[offsets[O_ICU_OCCUPANCY] + j] = s
         out[offsets[O_ICU_REMAINING] + j] = r
-        out[offsets[O_ICU_NEEDS_VENT] + j] = needs_ventilator(s, pat[e, PAT_CONDITION, pid])
-        out[offsets[O_ICU_ON_VENT] + j] = pat[e, PAT_VENT_OF, pid] != EMPTY
+        out[offsets[O_ICU_NEEDS_VENT] + j] = needs_ventilator(s, pat[e, pid, PAT_CONDITION])
+        out[offsets[O_ICU_ON_VENT] + j] = pat[e, pid, PAT_VENT_OF] != EMPTY
         out[offsets[O_ICU_READY] + j] = ready_for_step_down(r, s)
     free_vents = 0
     for v in range(MAX_VENT_OBS):
@@ -749,9 +749,9 @@ def write_observation(st, p, e, offsets, out) -> None:
     for slot in range(QUEUE_SLOTS):
         if slot < n_queue:
             pid = st.queue[e, slot]
-            out[o_q + 3 * slot] = pat[e, PAT_SEVERITY, pid]
-            out[o_q + 3 * slot + 1] = pat[e, PAT_CONDITION, pid]
-            out[o_q + 3 * slot + 2] = pat[e, PAT_WAIT, pid]
+            out[o_q + 3 * slot] = pat[e, pid, PAT_SEVERITY]
+            out[o_q + 3 * slot + 1] = pat[e, pid, PAT_CONDITION]
+            out[o_q + 3 * slot + 2] = pat[e, pid, PAT_WAIT]
         else:
             out[o_q + 3 * slot] = 0.0
             out[o_q + 3 * slot + 1] = 0.0
@@ -813,14 +813,14 @@ def redraw_pending_bounces(st, p, e, u) -> None:
     for slot in range(st.bounce.shape[2]):
         st.bounce[e, BOUNCE_TICK, slot] = -1
     for pid in range(st.scalars[e, S_N_PATIENTS]):
-        if pat[e, PAT_LOCATION, pid] != AWAY:
+        if pat[e, pid, PAT_LOCATION] != AWAY:
             continue
-        since = pat[e, PAT_AWAY_SINCE, pid]
+        since = pat[e, pid, PAT_AWAY_SINCE]
         first = max(0, now + 1 - since - low)  # the first delay not yet revealed
         left = span - first
         if left <= 0:
             continue
-        prob = min(1.0, p.reals[P_BOUNCE_PER_SEVERITY] * pat[e, PAT_SEVERITY, pid])
+        prob = min(1.0, p.reals[P_BOUNCE_PER_SEVERITY] * pat[e, pid, PAT_SEVERITY])
         # P(bounce with an unrevealed delay | not back by now)
         q = prob * left / span / (1.0 - prob * first / span)
         if u[pid, 0] < q:
@@ -839,17 +839,17 @@ def expected_deaths(st, p, e) -> float:
     pat, beds = st.pat, st.beds
     risk = 0.0
     for i in range(st.scalars[e, S_QUEUE_LEN]):
-        if pat[e, PAT_SEVERITY, st.queue[e, i]] == 5:
+        if pat[e, st.queue[e, i], PAT_SEVERITY] == 5:
             risk += death_probability(p, False, False)
     for bed in range(p.ints[I_GENERAL_BEDS]):
         pid = beds[e, BEDS_GENERAL, bed]
-        if pid != EMPTY and pat[e, PAT_SEVERITY, pid] == 5:
+        if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == 5:
             risk += death_probability(p, False, True)
     for bed in range(p.ints[I_ICU_BEDS]):
         pid = beds[e, BEDS_ICU, bed]
-        if pid != EMPTY and pat[e, PAT_SEVERITY, pid] == 5:
-            adequate = pat[e, PAT_VENT_OF, pid] != EMPTY or not needs_ventilator(
-                5, pat[e, PAT_CONDITION, pid]
+        if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == 5:
+            adequate = pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(
+                5, pat[e, pid, PAT_CONDITION]
             )
             risk += death_probability(p, adequate, True)
     return risk

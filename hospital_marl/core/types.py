@@ -11,7 +11,8 @@ day's patients: every patient occupies one id for the whole episode),
 
 Shapes and meaning:
 
-``pat``  int32 ``(B, N_PAT, P)`` -- per patient, rows named by the ``PAT_*`` constants:
+``pat``  int32 ``(B, P, N_PAT)`` -- per patient, a record of columns named by the ``PAT_*`` constants
+    (one patient's fields share a cache line: the rules visit patients in bed/queue order):
     ``PAT_CONDITION`` condition id 1..5 (the day's), ``PAT_ARRIVAL`` arrival tick (the day's),
     ``PAT_SEVERITY`` 1..5 now, ``PAT_LOCATION`` one of NOT_ARRIVED..DEAD,
     ``PAT_WAIT`` ticks spent waiting, ``PAT_NEGLECT`` ticks without adequate care,
@@ -19,7 +20,8 @@ Shapes and meaning:
     ``PAT_READY_FOR`` ticks ready for step-down in ICU, ``PAT_VENT_OF`` ventilator index or EMPTY,
     ``PAT_AWAY_SINCE`` tick of the last early discharge, ``PAT_WAS_CRITICAL`` 0/1 (ever severity >= 4).
 ``quantile``  float64 ``(B, 2, P)`` -- treatment-time quantiles drawn with the day: [general, ICU].
-``latent``  float64 ``(B, P, T)`` -- the per-patient, per-tick uniform driving its dynamics.
+``latent``  float64 ``(B, T, P)`` -- the per-tick, per-patient uniform driving its dynamics (tick-major:
+    a tick reads one contiguous row).
 ``beds``  int32 ``(B, N_BEDS, MAX_BEDS)`` -- ``BEDS_GENERAL`` / ``BEDS_ICU`` / ``BEDS_VENT``: the
     patient id in each bed / on each ventilator (EMPTY = -1; only the scenario's first
     ``general_beds`` / ``icu_beds`` / ``ventilators`` columns are used); ``BEDS_VENT_IDLE``:
@@ -151,9 +153,9 @@ def empty_state(n_envs: int, patients: int, episode_length: int, bounce_pairs: i
     """An all-empty state (every bed free, no patient arrived): reset rows before use."""
     p = max(1, patients)
     return State(
-        pat=np.zeros((n_envs, N_PAT, p), np.int32),
+        pat=np.zeros((n_envs, p, N_PAT), np.int32),
         quantile=np.zeros((n_envs, 2, p), np.float64),
-        latent=np.zeros((n_envs, p, episode_length), np.float64),
+        latent=np.zeros((n_envs, episode_length, p), np.float64),
         beds=np.full((n_envs, N_BEDS, MAX_BEDS), EMPTY, np.int32),
         queue=np.zeros((n_envs, p), np.int32),
         scalars=np.zeros((n_envs, N_SCALARS), np.int64),
@@ -171,14 +173,14 @@ def copy_state(state: State) -> State:
 
 def grow_patients(state: State, patients: int) -> State:
     """The same state with room for ``patients`` per row (never silently too small)."""
-    old = state.pat.shape[2]
+    old = state.pat.shape[1]
     if patients <= old:
         return state
-    n, t = state.pat.shape[0], state.latent.shape[2]
+    n, t = state.pat.shape[0], state.latent.shape[1]
     new = empty_state(n, patients, t, state.bounce_u.shape[1])
-    new.pat[:, :, :old] = state.pat
+    new.pat[:, :old] = state.pat
     new.quantile[:, :, :old] = state.quantile
-    new.latent[:, :old] = state.latent
+    new.latent[:, :, :old] = state.latent
     new.queue[:, :old] = state.queue
     return new._replace(
         beds=state.beds,
@@ -314,15 +316,15 @@ def write_day(state: State, e: int, day: Any, first: int = 0) -> None:
     """Write a day's draws (a :class:`~hospital_marl.core.generator.DayArrays`) into row ``e``,
     patients ``first`` onwards: their identity, severity on arrival, quantiles and latent."""
     n = len(day.arrival)
-    if n > state.pat.shape[2]:
+    if n > state.pat.shape[1]:
         raise ValueError(
-            f"a day of {n} patients does not fit a state of {state.pat.shape[2]}: grow_patients first"
+            f"a day of {n} patients does not fit a state of {state.pat.shape[1]}: grow_patients first"
         )
-    state.pat[e, PAT_CONDITION, first:n] = day.condition[first:]
-    state.pat[e, PAT_ARRIVAL, first:n] = day.arrival[first:]
-    state.pat[e, PAT_SEVERITY, first:n] = day.severity[first:]
+    state.pat[e, first:n, PAT_CONDITION] = day.condition[first:]
+    state.pat[e, first:n, PAT_ARRIVAL] = day.arrival[first:]
+    state.pat[e, first:n, PAT_SEVERITY] = day.severity[first:]
     state.quantile[e, :, first:n] = day.quantile[:, first:]
-    state.latent[e, first:n] = day.latent[first:]
+    state.latent[e, :, first:n] = day.latent[first:].T
 
 
 def new_day_state(day: Any, episode_length: int, pairs: np.ndarray) -> State:

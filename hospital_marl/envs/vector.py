@@ -122,7 +122,7 @@ class _Batch:
                 day = draw_day(self.scenario, rng)
             else:
                 day = day_arrays(hospital.day_generator(self.scenario, rng), self.scenario.episode_length)
-            if len(day.arrival) > self.state.pat.shape[2]:
+            if len(day.arrival) > self.state.pat.shape[1]:
                 self.state = grow_patients(self.state, len(day.arrival))
             stream = BounceStream(np.random.default_rng(bounce_seq))
             self.streams[e] = stream

@@ -75,7 +75,7 @@ def test_conservation__holds_in_every_env_of_a_long_batched_run() -> None:
         st = venv._batch.state
         for e in range(16):
             n = int(st.scalars[e, S_N_PATIENTS])
-            where = np.bincount(st.pat[e, PAT_LOCATION, :n], minlength=7)
+            where = np.bincount(st.pat[e, :n, PAT_LOCATION], minlength=7)
             arrivals = int(st.scalars[e, C_ARRIVALS])
             assert arrivals == int(st.scalars[e, S_NEXT_ARRIVAL]) == n - where[NOT_ARRIVED]
             assert arrivals == sum(where[[WAITING, GENERAL, ICU, DISCHARGED, AWAY, DEAD]])
