@@ -86,25 +86,10 @@ BEDS_GENERAL, BEDS_ICU, BEDS_VENT, BEDS_VENT_IDLE = range(4)
 N_BEDS = 4
 BOUNCE_TICK, BOUNCE_PID = range(2)
 
-COUNTER_FIELDS: tuple[str, ...] = (
-    "arrivals",
-    "deaths",
-    "critical_total",
-    "critical_deaths",
-    "discharges",
-    "critical_saved",
-    "early_discharges",
-    "bounce_backs",
-    "deteriorations",
-    "invalid_actions",
-    "conflicts",
-    "actions",
-    "admissions",
-    "wait_ticks",
-    "ticks",
+COUNTER_FIELDS: tuple[str, ...] = tuple(
+    name for name, value in EpisodeCounters().as_dict().items() if isinstance(value, int)
 )
-"""The integer fields of :class:`EpisodeCounters`, in column order."""
-assert set(COUNTER_FIELDS) | {"occupancy_sum", "cumulative_reward"} == set(EpisodeCounters().as_dict())
+"""The integer fields of :class:`EpisodeCounters` (its order), one ``scalars`` column each."""
 
 S_N_PATIENTS, S_NEXT_ARRIVAL, S_QUEUE_LEN, S_TICK, S_TERMINATED, S_TRUNCATED, S_BOUNCE_CURSOR = range(7)
 S_COUNTERS = 7
@@ -126,6 +111,9 @@ S_COUNTERS = 7
     C_TICKS,
 ) = range(S_COUNTERS, S_COUNTERS + len(COUNTER_FIELDS))
 N_SCALARS = S_COUNTERS + len(COUNTER_FIELDS)
+assert all(globals()[f"C_{name.upper()}"] == S_COUNTERS + i for i, name in enumerate(COUNTER_FIELDS)), (
+    "the C_* columns must follow EpisodeCounters' integer fields"
+)
 
 F_OCCUPANCY_SUM, F_CUMULATIVE_REWARD, F_TICK_REWARD = range(3)
 F_ROLE_REWARD = 3  # 3 columns, ROLES order
@@ -166,9 +154,14 @@ def empty_state(n_envs: int, patients: int, episode_length: int, bounce_pairs: i
     )
 
 
+SHARED_FIELDS = frozenset({"latent", "quantile", "bounce_u", "scratch"})
+"""Arrays a copy may share: the day's draws (read-only during an episode), the bounce-back
+pairs (append-only: growing replaces the array) and the rules' scratch space."""
+
+
 def copy_state(state: State) -> State:
-    """An independent copy (the pre-drawn latent uniforms are immutable during an episode: shared)."""
-    return State(*(a if name == "latent" else a.copy() for name, a in zip(State._fields, state)))
+    """An independent copy of everything that changes (the rest is shared: :data:`SHARED_FIELDS`)."""
+    return State(*(a if name in SHARED_FIELDS else a.copy() for name, a in zip(State._fields, state)))
 
 
 def grow_patients(state: State, patients: int) -> State:
