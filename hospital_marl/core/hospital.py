@@ -306,6 +306,11 @@ class Hospital:
         return counters_of(self._sc, self._fl)
 
     @property
+    def last_reward(self) -> float:
+        """The last tick's team reward (``last_result.reward`` without building the record)."""
+        return float(self._fl[F_LAST_REWARD])
+
+    @property
     def last_result(self) -> TickResult:
         fl = self._fl
         return TickResult(

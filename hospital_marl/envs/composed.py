@@ -13,7 +13,7 @@ from gymnasium import spaces
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
-from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, Outcome, TickResult
+from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, Outcome
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
@@ -73,16 +73,10 @@ class _HospitalGymEnv(gym.Env):
             self.render()
         return self._builder.composed(), self._info({})
 
-    def _finish_step(self, result: TickResult, extra: dict[str, Any]):
+    def _finish_step(self, reward: float, terminated: bool, truncated: bool, extra: dict[str, Any]):
         if self.render_mode == "human":
             self.render()
-        return (
-            self._builder.composed(),
-            result.reward,
-            result.terminated,
-            result.truncated,
-            self._info(extra),
-        )
+        return self._builder.composed(), reward, terminated, truncated, self._info(extra)
 
     def render(self) -> Any:
         return _common.render(self.hospital, self.render_mode)
@@ -141,7 +135,7 @@ class HospitalEDEnv(_HospitalGymEnv):
         outcome: Outcome = h.step_flat(action, OFFSETS, obs, mask)
         self._builder.adopt(obs)
         self._mask, self._mask_version = mask, h.version
-        return self._finish_step(h.last_result, {"outcome": outcome.value})
+        return self._finish_step(h.last_reward, h.terminated, h.truncated, {"outcome": outcome.value})
 
 
 TEAM_MASK_COLUMNS = np.concatenate([ROLE_MASK_COLUMNS[role] for role in ROLES])
@@ -176,7 +170,8 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
     def step(self, action: Any):
         joint = _split_joint_action(action)
         outcomes = resolve_joint_action(self.hospital, joint, self._role_masks())
-        return self._finish_step(self.hospital.tick(), {"outcomes": outcomes})
+        result = self.hospital.tick()
+        return self._finish_step(result.reward, result.terminated, result.truncated, {"outcomes": outcomes})
 
 
 def _split_joint_action(action: Any) -> dict[str, Any]:
