@@ -35,11 +35,15 @@ from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
 from hospital_marl.core.generator import DayGenerator, day_arrays, draw_day, generate_day
 from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, BounceStream, Hospital
-from hospital_marl.core.metrics import composite_score, episode_metrics
+from hospital_marl.core.metrics import METRIC_NAMES, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.scenarios import Scenario, get_scenario
 from hospital_marl.core.types import (
+    COUNTER_FIELDS,
+    F_CUMULATIVE_REWARD,
+    F_OCCUPANCY_SUM,
     S_BOUNCE_CURSOR,
+    S_COUNTERS,
     S_TERMINATED,
     S_TICK,
     S_TRUNCATED,
@@ -166,20 +170,19 @@ class _Batch:
         n = self.n
         present = np.zeros(n, bool)
         present[rows] = True
-        metrics: dict[str, Any] = {}
-        counters: dict[str, Any] = {}
-        score = np.zeros(n)
-        ticks = np.zeros(n, np.int64)
         st = self.state
-        for e in rows.tolist():
-            c = counters_of(st.scalars[e], st.floats[e])
-            m = episode_metrics(c)
+        counters: dict[str, Any] = {}
+        for i, name in enumerate(COUNTER_FIELDS):  # the counters are columns: no per-env work
+            counters[name] = np.where(present, st.scalars[:, S_COUNTERS + i], 0)
+        counters["occupancy_sum"] = np.where(present, st.floats[:, F_OCCUPANCY_SUM], 0.0)
+        counters["cumulative_reward"] = np.where(present, st.floats[:, F_CUMULATIVE_REWARD], 0.0)
+        metrics: dict[str, Any] = {name: np.zeros(n) for name in METRIC_NAMES}
+        score = np.zeros(n)
+        for e in rows.tolist():  # the metric formulas are the grader's (episode_metrics), per env
+            m = episode_metrics(counters_of(st.scalars[e], st.floats[e]))
             for key, value in m.items():
-                metrics.setdefault(key, np.zeros(n))[e] = value
-            for key, value in c.as_dict().items():
-                counters.setdefault(key, np.zeros(n, type(value)))[e] = value
+                metrics[key][e] = value
             score[e] = composite_score(m)
-            ticks[e] = st.scalars[e, S_TICK]
         for group in (metrics, counters):
             for key in list(group):
                 group["_" + key] = present
@@ -190,7 +193,7 @@ class _Batch:
             "_counters": present,
             "score": score,
             "_score": present,
-            "tick": ticks,
+            "tick": np.where(present, st.scalars[:, S_TICK], 0),
             "_tick": present,
         }
 
