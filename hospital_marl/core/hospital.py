@@ -616,7 +616,8 @@ class SimulatorHandle:
             "scenario", "clinical", "rewards", "max_ticks", "tick_count", "done", "terminated", "truncated",
             "counters", "metrics", "score", "census", "queue", "general", "icu", "vents", "vent_idle",
             "board", "expected_deaths", "ventilator_target", "needs_ventilator", "is_ready", "flat_mask",
-            "flat_mask_array", "role_mask", "is_valid", "version", "imagine", "write_observation",
+            "flat_mask_array", "role_mask", "role_mask_array", "is_valid", "version", "imagine",
+            "write_observation", "observe", "count", "last_reward",
             "scenario_beds", "arrived",
         }
     )  # fmt: skip

@@ -117,6 +117,9 @@ def test_handle__shows_the_present_only_and_is_read_only() -> None:
     with pytest.raises(AttributeError):
         handle.scenario = "surge"
     assert copy.deepcopy(handle) is handle
+    from hospital_marl.envs.observations import ObservationBuilder  # a centralised policy's state()
+
+    np.testing.assert_array_equal(ObservationBuilder(handle).state(), ObservationBuilder(h).state())
     assert isinstance(handle.imagine(0), Hospital)
 
 
