@@ -450,12 +450,11 @@ class HospitalMARLVectorEnv(_JointVectorBase):
 
 
 def _int_actions(actions: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """A batch of integer actions; anything that is not an integer counts as invalid (-1)."""
+    """A batch of integer actions. As in the scalar envs, a non-integer action (a float, a bool)
+    is never an error: every action of such a batch is played as invalid (-1, counted)."""
     array = np.asarray(actions)
     if array.shape != shape:
         raise ValueError(f"actions must have shape {shape}, got {array.shape}")
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
-        if np.issubdtype(array.dtype, np.floating) and np.all(np.mod(array, 1) == 0):
-            return array.astype(np.int64)  # whole floats (e.g. from a float action buffer)
         return np.full(shape, -1, np.int64)
     return array.astype(np.int64, copy=False)
