@@ -164,13 +164,14 @@ class PlannerPolicy(BasePolicy):
         for _ in range(self.horizon):
             sim.act_flat(action)
             expected_deaths = death_risk(sim)
-            deaths = sim.counters.deaths
+            deaths = sim.count("deaths")
             reward = sim.tick().reward
-            total += reward + rw.death * (expected_deaths - (sim.counters.deaths - deaths))
+            total += reward + rw.death * (expected_deaths - (sim.count("deaths") - deaths))
             if sim.done:
                 return total - rw.survival_bonus * sim.metrics()["survival_rate"]
-            mask = sim.flat_mask()
-            action = NOOP if sum(mask) == 1 else flat_heuristic_action(builder.composed(), np.array(mask))
+            observation = builder.composed()  # the state's mask comes with it
+            mask = sim.flat_mask_array()
+            action = NOOP if mask.sum() == 1 else flat_heuristic_action(observation, mask)
         return total + horizon_value(sim)
 
 
@@ -184,28 +185,36 @@ def death_risk(h: Hospital) -> float:
 
 def place_of(h: Hospital, pid: int) -> str | None:
     """The patient's :data:`PLACES` entry, or None when not in the ED (not arrived, gone, dead)."""
-    where = h.location[pid]
-    if where == WAITING:
-        return "waiting"
-    if where == GENERAL:
-        return "general"
-    if where != ICU:
-        return None
-    if not h.needs_ventilator(pid):
-        return "icu"
-    return "icu_vent" if h.vent_of[pid] != EMPTY else "icu_no_vent"
+    return places(h)[pid]
+
+
+def places(h: Hospital) -> list[str | None]:
+    """Every patient's :data:`PLACES` entry (None when not in the ED), reading the state once."""
+    location, vent_of = h.location, h.vent_of
+    out: list[str | None] = []
+    for pid, where in enumerate(location):
+        if where == WAITING:
+            out.append("waiting")
+        elif where == GENERAL:
+            out.append("general")
+        elif where != ICU:
+            out.append(None)
+        elif not h.needs_ventilator(pid):
+            out.append("icu")
+        else:
+            out.append("icu_vent" if vent_of[pid] != EMPTY else "icu_no_vent")
+    return out
 
 
 def horizon_value(h: Hospital, death_by_place: Mapping[str, tuple[float, ...]] = DEATH_BY_PLACE) -> float:
     """Per patient still in the ED: expected discharge reward minus expected death cost."""
-    rw, sev = h.rewards, h.severity
+    rw, sev, was_critical = h.rewards, h.severity, h.was_critical
     value = 0.0
-    for pid in range(len(h.location)):
-        place = place_of(h, pid)
+    for pid, place in enumerate(places(h)):
         if place is None:
             continue
         q = death_by_place[place][sev[pid]]
-        discharge = rw.critical_discharge if h.was_critical[pid] else rw.discharge
+        discharge = rw.critical_discharge if was_critical[pid] else rw.discharge
         value += (1.0 - q) * discharge + q * rw.death
     return value
 
@@ -274,10 +283,10 @@ def measure_death_by_place(scenarios: Iterable[str], seeds: Iterable[int]) -> di
             builder = ObservationBuilder(h)
             observed: list[tuple[str, int, int]] = []
             while not h.done:
-                for pid in range(len(h.location)):
-                    place = place_of(h, pid)
+                severity = h.severity
+                for pid, place in enumerate(places(h)):
                     if place is not None:
-                        observed.append((place, h.severity[pid], pid))
+                        observed.append((place, severity[pid], pid))
                 h.act_flat(flat_heuristic_action(builder.composed(), np.array(h.flat_mask())))
                 h.tick()
             for place, sev, pid in observed:
