@@ -18,10 +18,9 @@ which must not be oversubscribed with torch's -- give each its share of the core
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit, prange
 
-from hospital_marl.core.actions import ACTION_TABLE, N_FLAT_ACTIONS, ROLE_FLAT, ROLES, Kind
+from hospital_marl.core.actions import N_FLAT_ACTIONS, Kind
 from hospital_marl.core.types import (
     AWAY,
     BEDS_GENERAL,
@@ -111,16 +110,6 @@ OUT_DONE, OUT_NOOP, OUT_INVALID, OUT_CONFLICT = range(4)
 """Outcome codes (:class:`~hospital_marl.core.hospital.Outcome` in this order)."""
 NO_ROLE = -1
 
-FLAT_KIND = np.array([int(spec.kind) for spec in ACTION_TABLE], np.int64)
-FLAT_INDEX = np.array([spec.index for spec in ACTION_TABLE], np.int64)
-FLAT_ROLE = np.array(
-    [NO_ROLE if spec.role is None else ROLES.index(spec.role) for spec in ACTION_TABLE], np.int64
-)
-ROLE_N_ACTIONS = np.array([len(ROLE_FLAT[role]) for role in ROLES], np.int64)
-ROLE_TO_FLAT = np.zeros((len(ROLES), int(ROLE_N_ACTIONS.max())), np.int64)
-for _r, _role in enumerate(ROLES):
-    ROLE_TO_FLAT[_r, : len(ROLE_FLAT[_role])] = ROLE_FLAT[_role]
-"""ROLE_TO_FLAT[role, role action] -> flat action (the action table, as arrays)."""
 
 K_NOOP, K_ADMIT_GENERAL, K_ADMIT_ICU, K_VENTILATE = (
     int(Kind.NOOP),
@@ -332,7 +321,7 @@ def write_mask(st, p, e, out) -> None:
     brd = st.scratch[e]
     n_board = board(st, p, e, brd)
     for flat in range(N_FLAT_ACTIONS):
-        out[flat] = is_valid(st, p, e, FLAT_KIND[flat], FLAT_INDEX[flat], brd, n_board)
+        out[flat] = is_valid(st, p, e, p.action_kind[flat], p.action_index[flat], brd, n_board)
 
 
 # ---------------------------------------------------------------- rewards and events
@@ -450,7 +439,7 @@ def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
         st.scalars[e, C_INVALID_ACTIONS] += 1
         _reward(st, e, p.reals[R_INVALID], role)
         return OUT_INVALID
-    kind, index = FLAT_KIND[flat], FLAT_INDEX[flat]
+    kind, index = p.action_kind[flat], p.action_index[flat]
     if kind == K_NOOP:
         return OUT_NOOP
     brd = st.scratch[e]
@@ -493,14 +482,14 @@ def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
 @_jit
 def act_flat(st, p, e, flat: int) -> int:
     """A flat action (-1 = unparseable): the acting role is the action's."""
-    role = FLAT_ROLE[flat] if flat >= 0 else NO_ROLE
+    role = p.action_role[flat] if flat >= 0 else NO_ROLE
     return carry_out(st, p, e, role, flat, False)
 
 
 @_jit
 def act_role(st, p, e, role: int, role_action: int, valid_when_chosen: bool) -> int:
     """A role action (-1 = unparseable)."""
-    flat = ROLE_TO_FLAT[role, role_action] if role_action >= 0 else -1
+    flat = p.role_flat[role, role_action] if role_action >= 0 else -1
     return carry_out(st, p, e, role, flat, valid_when_chosen)
 
 
@@ -789,18 +778,6 @@ def observe_row(st, p, e, offsets, obs, mask) -> None:
 
 
 @_jit
-def step_joint_row(st, p, e, actions, masks_seen, outcomes) -> None:
-    """One action per role in role order (-1 = unparseable); conflicts judged on ``masks_seen``
-    (the 39-flat mask the roles saw), then no tick."""
-    for r in range(3):
-        a = actions[r]
-        seen = False
-        if 0 <= a < ROLE_N_ACTIONS[r]:
-            seen = masks_seen[ROLE_TO_FLAT[r, a]] if a > 0 else True
-        outcomes[r] = act_role(st, p, e, r, a if 0 <= a < ROLE_N_ACTIONS[r] else -1, seen)
-
-
-@_jit
 def redraw_pending_bounces(st, p, e, u) -> None:
     """Imagine (SPEC §10): every patient sent home early who has not come back keeps an
     unrevealed bounce-back draw; redraw it from ``u`` (P, 2) conditioned on what is known
@@ -879,8 +856,8 @@ def _step_joint_batch(st, p, actions, seen, offsets, obs, masks, rewards, role_r
             continue
         for r in range(3):
             a = actions[e, r]
-            ok = 0 <= a < ROLE_N_ACTIONS[r]
-            was_valid = ok and (a == 0 or seen[e, ROLE_TO_FLAT[r, max(a, 0)]])
+            ok = 0 <= a < p.role_actions[r]
+            was_valid = ok and (a == 0 or seen[e, p.role_flat[r, max(a, 0)]])
             outcomes[e, r] = act_role(st, p, e, r, a if ok else -1, was_valid)
         tick(st, p, e)
         write_observation(st, p, e, offsets, obs[e])

@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from hospital_marl.core.actions import ACTION_TABLE, ROLE_FLAT, ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.metrics import EpisodeCounters
 from hospital_marl.core.rewards import RewardTable
@@ -239,7 +240,10 @@ class Params(NamedTuple):
     ``ints`` ``(N_INT_PARAMS,)`` and ``reals`` ``(N_FLOAT_PARAMS,)`` by the ``I_*`` / ``P_*`` / ``R_*``
     constants; per severity (index = severity, 0 unused): ``deteriorate_base`` ``(6,)``,
     ``condition_factor`` ``(6,)`` (by condition id), ``improve`` ``(2, 6)`` [general, ICU],
-    ``treatment`` ``(2, 6, 2)`` [general, ICU] x severity x (low, high) ticks.
+    ``treatment`` ``(2, 6, 2)`` [general, ICU] x severity x (low, high) ticks. The action table
+    (SPEC §3, from :data:`~hospital_marl.core.actions.ACTION_TABLE`): per flat action its
+    ``action_kind``, ``action_index`` and ``action_role`` ``(39,)`` (role -1 = the no-op);
+    ``role_flat`` ``(3, 21)`` role action -> flat action; ``role_actions`` ``(3,)`` sizes.
     """
 
     ints: np.ndarray
@@ -248,6 +252,11 @@ class Params(NamedTuple):
     condition_factor: np.ndarray
     improve: np.ndarray
     treatment: np.ndarray
+    action_kind: np.ndarray
+    action_index: np.ndarray
+    action_role: np.ndarray
+    role_flat: np.ndarray
+    role_actions: np.ndarray
 
 
 def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTable, max_ticks: int) -> Params:
@@ -292,7 +301,32 @@ def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTab
         condition_factor=np.array(cp.condition_factor, np.float64),
         improve=np.array([cp.improve_general, cp.improve_icu], np.float64),
         treatment=np.array([cp.treatment_general, cp.treatment_icu], np.int64),
+        **_ACTION_ARRAYS,
     )
+
+
+def _action_arrays() -> dict[str, np.ndarray]:
+    """The action table as the kernel reads it (built once; read-only)."""
+    role_actions = np.array([len(ROLE_FLAT[role]) for role in ROLES], np.int64)
+    role_flat = np.zeros((len(ROLES), int(role_actions.max())), np.int64)
+    for r, role in enumerate(ROLES):
+        role_flat[r, : len(ROLE_FLAT[role])] = ROLE_FLAT[role]
+    arrays = {
+        "action_kind": np.array([int(spec.kind) for spec in ACTION_TABLE], np.int64),
+        "action_index": np.array([spec.index for spec in ACTION_TABLE], np.int64),
+        "action_role": np.array(
+            [-1 if spec.role is None else ROLES.index(spec.role) for spec in ACTION_TABLE]
+        ),
+        "role_flat": role_flat,
+        "role_actions": role_actions,
+    }
+    arrays["action_role"] = arrays["action_role"].astype(np.int64)
+    for array in arrays.values():
+        array.flags.writeable = False
+    return arrays
+
+
+_ACTION_ARRAYS = _action_arrays()
 
 
 def counters_of(scalars: np.ndarray, floats: np.ndarray) -> EpisodeCounters:
