@@ -22,6 +22,11 @@ RUN pip install --no-cache-dir ".[server]"
 RUN useradd --create-home --uid 1000 app
 USER app
 
+# The numba kernel's compiled code is cached on disk; site-packages is not writable
+# by `app`, so the cache lives in its home, and is filled at build time (warm start).
+ENV NUMBA_CACHE_DIR=/home/app/.cache/numba
+RUN python -c "from hospital_marl.core.hospital import warm_up; warm_up()"
+
 # Scenario of a reset that names none; a client may still pick another at reset.
 ENV HOSPITAL_SCENARIO=normal_day
 EXPOSE 8000

@@ -5,7 +5,9 @@ Views of one simulation core (:class:`hospital_marl.core.Hospital`):
 - :func:`env` / :func:`raw_env` — PettingZoo AEC, roles ``triage → bed_manager → ventilator_officer``;
 - :func:`parallel_env` — PettingZoo parallel, simultaneous role actions;
 - ``gymnasium.make("hospital_marl/HospitalED-v0", scenario=...)`` — one masked ``Discrete(39)`` per tick;
-- ``gymnasium.make("hospital_marl/HospitalEDTeam-v0", scenario=...)`` — ``MultiDiscrete([21, 16, 4])``.
+- ``gymnasium.make("hospital_marl/HospitalEDTeam-v0", scenario=...)`` — ``MultiDiscrete([21, 16, 4])``;
+- ``gymnasium.make_vec(<either id>, num_envs=B)`` — B envs batched in one kernel call
+  (:mod:`hospital_marl.envs.vector`, also the multi-agent ``HospitalMARLVectorEnv``).
 
 The second environment, radiotherapy planning, lives in :mod:`hospital_marl.radiotherapy`
 (``gymnasium.make("hospital_marl/RadiotherapyPlanning-v0", task="prostate")``).
@@ -44,13 +46,22 @@ __version__ = "0.1.0"
 COMPOSED_ENV_ID = "hospital_marl/HospitalED-v0"
 TEAM_ENV_ID = "hospital_marl/HospitalEDTeam-v0"
 
-for _id, _entry in (
-    (COMPOSED_ENV_ID, "hospital_marl.envs.composed:HospitalEDEnv"),
-    (TEAM_ENV_ID, "hospital_marl.envs.composed:HospitalEDTeamEnv"),
+for _id, _entry, _vector in (
+    (
+        COMPOSED_ENV_ID,
+        "hospital_marl.envs.composed:HospitalEDEnv",
+        "hospital_marl.envs.vector:HospitalEDVectorEnv",
+    ),
+    (
+        TEAM_ENV_ID,
+        "hospital_marl.envs.composed:HospitalEDTeamEnv",
+        "hospital_marl.envs.vector:HospitalEDTeamVectorEnv",
+    ),
 ):
     if _id not in gymnasium.registry:
         # No max_episode_steps: the env truncates itself at the end of the shift.
-        gymnasium.register(id=_id, entry_point=_entry, disable_env_checker=False)
+        # make_vec(id, num_envs=B) builds the natively batched env (SPEC §10).
+        gymnasium.register(id=_id, entry_point=_entry, vector_entry_point=_vector, disable_env_checker=False)
 
 from hospital_marl.radiotherapy import register_envs as _register_rt_envs  # noqa: E402
 

@@ -4,7 +4,9 @@ Two tracks (SPEC §7): on the *flat* track a policy picks one ``Discrete(39)``
 action per tick from the composed observation and mask; on the *team* track it
 picks one action per role per tick, each from that role's AEC observation and
 mask. A model-based policy may receive the simulator at ``reset``; it must
-plan only on ``hospital.imagine(seed)`` copies, which redraw the unrevealed future.
+plan only on ``hospital.imagine(seed)`` copies, which redraw the unrevealed future: it is
+given a read-only :class:`~hospital_marl.core.hospital.SimulatorHandle` (the present and
+``imagine()``), never the episode's simulator or the day's future draws.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_FLAT
-from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.hospital import Hospital, SimulatorHandle
 from hospital_marl.envs.observations import role_slices
 
 TRACKS = ("flat", "team")
@@ -46,11 +48,11 @@ class BasePolicy:
 
     def __init__(self) -> None:
         self.rng = np.random.default_rng()
-        self.hospital: Hospital | None = None
+        self.hospital: SimulatorHandle | None = None
 
-    def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
+    def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
         self.rng = np.random.default_rng(seed)
-        self.hospital = hospital
+        self.hospital = hospital.handle() if isinstance(hospital, Hospital) else hospital
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         raise NotImplementedError(f"{self.name} does not play the flat track")

@@ -16,6 +16,7 @@ import numpy as np
 
 from hospital_marl.core.actions import FLAT_OF, NOOP, Kind
 from hospital_marl.core.hospital import DEAD, EMPTY, GENERAL, ICU, WAITING, Hospital
+from hospital_marl.core.kernel import needs_ventilator
 from hospital_marl.envs.observations import ObservationBuilder
 from policies.base import BasePolicy
 from policies.heuristic import flat_heuristic_action
@@ -120,8 +121,10 @@ class PlannerPolicy(BasePolicy):
         self.keep = float(keep)
 
     def __repr__(self) -> str:
-        return (f"PlannerPolicy(rollouts={self.rollouts}, horizon={self.horizon}, bonus={self.bonus}, "
-                f"first={self.first}, keep={self.keep})")
+        return (
+            f"PlannerPolicy(rollouts={self.rollouts}, horizon={self.horizon}, bonus={self.bonus}, "
+            f"first={self.first}, keep={self.keep})"
+        )
 
     # ------------------------------------------------------------------ act
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
@@ -161,59 +164,57 @@ class PlannerPolicy(BasePolicy):
         for _ in range(self.horizon):
             sim.act_flat(action)
             expected_deaths = death_risk(sim)
-            deaths = sim.counters.deaths
+            deaths = sim.count("deaths")
             reward = sim.tick().reward
-            total += reward + rw.death * (expected_deaths - (sim.counters.deaths - deaths))
+            total += reward + rw.death * (expected_deaths - (sim.count("deaths") - deaths))
             if sim.done:
                 return total - rw.survival_bonus * sim.metrics()["survival_rate"]
-            mask = sim.flat_mask()
-            action = NOOP if sum(mask) == 1 else flat_heuristic_action(builder.composed(), np.array(mask))
+            observation = builder.composed()  # the state's mask comes with it
+            mask = sim.flat_mask_array()
+            action = NOOP if mask.sum() == 1 else flat_heuristic_action(observation, mask)
         return total + horizon_value(sim)
 
 
 def death_risk(h: Hospital) -> float:
     """Expected deaths in the coming tick: only severity-5 patients can die (SPEC §2).
 
-    Read after the tick's action and before :meth:`Hospital.tick`.
+    Read after the tick's action and before :meth:`Hospital.tick`; the kernel's death rule.
     """
-    cp, sev = h.clinical, h.severity
-    risk = 0.0
-    for p in h.queue:
-        if sev[p] == 5:
-            risk += cp.death_waiting
-    for p in h.general:
-        if p != EMPTY and sev[p] == 5:
-            risk += cp.death_in_bed
-    for p in h.icu:
-        if p != EMPTY and sev[p] == 5:  # severity 5 always needs a ventilator
-            risk += cp.death_residual if h.vent_of[p] != EMPTY else cp.death_in_bed
-    return risk
+    return h.expected_deaths()
 
 
 def place_of(h: Hospital, pid: int) -> str | None:
     """The patient's :data:`PLACES` entry, or None when not in the ED (not arrived, gone, dead)."""
-    where = h.location[pid]
-    if where == WAITING:
-        return "waiting"
-    if where == GENERAL:
-        return "general"
-    if where != ICU:
-        return None
-    if not h.needs_ventilator(pid):
-        return "icu"
-    return "icu_vent" if h.vent_of[pid] != EMPTY else "icu_no_vent"
+    return places(h)[pid]
+
+
+def places(h: Hospital) -> list[str | None]:
+    """Every patient's :data:`PLACES` entry (None when not in the ED), reading the state once."""
+    location, vent_of = h.location, h.vent_of
+    out: list[str | None] = []
+    for pid, where in enumerate(location):
+        if where == WAITING:
+            out.append("waiting")
+        elif where == GENERAL:
+            out.append("general")
+        elif where != ICU:
+            out.append(None)
+        elif not h.needs_ventilator(pid):
+            out.append("icu")
+        else:
+            out.append("icu_vent" if vent_of[pid] != EMPTY else "icu_no_vent")
+    return out
 
 
 def horizon_value(h: Hospital, death_by_place: Mapping[str, tuple[float, ...]] = DEATH_BY_PLACE) -> float:
     """Per patient still in the ED: expected discharge reward minus expected death cost."""
-    rw, sev = h.rewards, h.severity
+    rw, sev, was_critical = h.rewards, h.severity, h.was_critical
     value = 0.0
-    for pid in range(len(h.location)):
-        place = place_of(h, pid)
+    for pid, place in enumerate(places(h)):
         if place is None:
             continue
         q = death_by_place[place][sev[pid]]
-        discharge = rw.critical_discharge if h.was_critical[pid] else rw.discharge
+        discharge = rw.critical_discharge if was_critical[pid] else rw.discharge
         value += (1.0 - q) * discharge + q * rw.death
     return value
 
@@ -242,7 +243,7 @@ def candidate_actions(observation: Mapping[str, np.ndarray], mask: np.ndarray, h
         if sev not in general_seen:
             general_seen.add(sev)
             add(FLAT_OF[(Kind.ADMIT_GENERAL, slot)])
-        kind = (sev, sev == 5 or cond == 2)  # condition 2 = respiratory: needs a ventilator at 4
+        kind = (sev, needs_ventilator(sev, cond))
         if sev >= 4 and kind not in icu_seen:
             icu_seen.add(kind)
             add(FLAT_OF[(Kind.ADMIT_ICU, slot)])
@@ -269,9 +270,7 @@ def candidate_actions(observation: Mapping[str, np.ndarray], mask: np.ndarray, h
     return chosen
 
 
-def measure_death_by_place(
-    scenarios: Iterable[str], seeds: Iterable[int]
-) -> dict[str, tuple[float, ...]]:
+def measure_death_by_place(scenarios: Iterable[str], seeds: Iterable[int]) -> dict[str, tuple[float, ...]]:
     """Re-measure :data:`DEATH_BY_PLACE`: over heuristic-played days, the fraction of
     (tick, patient) observations in each place and severity whose patient died that shift."""
     seen = {place: [0] * 6 for place in PLACES}
@@ -284,10 +283,10 @@ def measure_death_by_place(
             builder = ObservationBuilder(h)
             observed: list[tuple[str, int, int]] = []
             while not h.done:
-                for pid in range(len(h.location)):
-                    place = place_of(h, pid)
+                severity = h.severity
+                for pid, place in enumerate(places(h)):
                     if place is not None:
-                        observed.append((place, h.severity[pid], pid))
+                        observed.append((place, severity[pid], pid))
                 h.act_flat(flat_heuristic_action(builder.composed(), np.array(h.flat_mask())))
                 h.tick()
             for place, sev, pid in observed:

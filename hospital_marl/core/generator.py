@@ -13,6 +13,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -53,6 +54,14 @@ def _arrival_rates(scenario: Scenario) -> np.ndarray:
 
 
 def _draw_patients(scenario: Scenario, rng: np.random.Generator, first_tick: int) -> tuple[list, ...]:
+    """Arrivals for ticks first_tick..T-1: (ticks, severities, conditions) as lists."""
+    ticks, sev, cond = _draw_patients_arrays(scenario, rng, first_tick)
+    return ticks.tolist(), sev.tolist(), cond.tolist()
+
+
+def _draw_patients_arrays(
+    scenario: Scenario, rng: np.random.Generator, first_tick: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Arrivals for ticks first_tick..T-1: (ticks, severities, conditions)."""
     n_ticks = scenario.episode_length
     rates = _arrival_rates(scenario)[first_tick:]
@@ -72,7 +81,7 @@ def _draw_patients(scenario: Scenario, rng: np.random.Generator, first_tick: int
         cond = np.concatenate([cond, np.full(len(b_ticks), burst.condition)])
         order = np.argsort(ticks, kind="stable")
         ticks, sev, cond = ticks[order], sev[order], cond[order]
-    return ticks.tolist(), sev.tolist(), cond.tolist()
+    return ticks, sev, cond
 
 
 def _assemble(ticks: list, sev: list, cond: list, qg: list, qi: list, latent: list, n_ticks: int) -> Day:
@@ -90,38 +99,78 @@ def _assemble(ticks: list, sev: list, cond: list, qg: list, qi: list, latent: li
     )
 
 
-def generate_day(scenario: Scenario, rng: np.random.Generator) -> Day:
-    """The default day generator: Poisson arrivals with the scenario's profile and mixes."""
-    ticks, sev, cond = _draw_patients(scenario, rng, 0)
+class DayArrays(NamedTuple):
+    """A day as arrays (what the kernel reads): ``arrival``, ``severity``, ``condition`` (n,) ints,
+    ``quantile`` (2, n) [general, ICU], ``latent`` (n, T) float64."""
+
+    arrival: np.ndarray
+    severity: np.ndarray
+    condition: np.ndarray
+    quantile: np.ndarray
+    latent: np.ndarray
+
+
+def draw_day(scenario: Scenario, rng: np.random.Generator) -> DayArrays:
+    """The default day, as arrays: Poisson arrivals with the scenario's profile and mixes,
+    then the treatment quantiles, then the latent uniforms (this order defines the day)."""
+    ticks, sev, cond = _draw_patients_arrays(scenario, rng, 0)
     n = len(ticks)
     quantiles = rng.random((2, n))
-    latent = rng.random((n, scenario.episode_length)).tolist()
+    latent = rng.random((n, scenario.episode_length))
+    return DayArrays(ticks, sev, cond, quantiles, latent)
+
+
+def day_from_arrays(arrays: DayArrays) -> Day:
+    """The immutable :class:`Day` record of a day drawn as arrays."""
     return _assemble(
-        ticks, sev, cond, quantiles[0].tolist(), quantiles[1].tolist(), latent, scenario.episode_length
+        arrays.arrival.tolist(),
+        arrays.severity.tolist(),
+        arrays.condition.tolist(),
+        arrays.quantile[0].tolist(),
+        arrays.quantile[1].tolist(),
+        arrays.latent.tolist(),
+        arrays.latent.shape[1],
     )
 
 
-def resample_future(day: Day, scenario: Scenario, now: int, rng: np.random.Generator) -> Day:
+def day_arrays(day: Day, episode_length: int) -> DayArrays:
+    """A :class:`Day` (e.g. from a user's day generator) as arrays."""
+    n = day.n_patients
+    latent = np.array(day.latent, dtype=np.float64).reshape(n, episode_length)
+    return DayArrays(
+        np.array(day.arrival_tick, dtype=np.int64).reshape(n),
+        np.array(day.severity, dtype=np.int64).reshape(n),
+        np.array(day.condition, dtype=np.int64).reshape(n),
+        np.array([day.q_general, day.q_icu], dtype=np.float64).reshape(2, n),
+        latent,
+    )
+
+
+def generate_day(scenario: Scenario, rng: np.random.Generator) -> Day:
+    """The default day generator: Poisson arrivals with the scenario's profile and mixes."""
+    return day_from_arrays(draw_day(scenario, rng))
+
+
+def resample_future(day: DayArrays, scenario: Scenario, now: int, rng: np.random.Generator) -> DayArrays:
     """The same day up to tick ``now``, with everything not yet revealed redrawn from ``rng``.
 
     Patients who have arrived (arrival tick <= now) keep their identity and
     treatment quantiles; their latent draws from ``now`` on, and all later
     arrivals, are new. This is what a planner may imagine without seeing the future.
     """
-    known = arrived_by(day, now)
-    ticks, sev, cond = _draw_patients(scenario, rng, now + 1)
+    known = int(np.searchsorted(day.arrival, now, side="right"))
+    ticks, sev, cond = _draw_patients_arrays(scenario, rng, now + 1)
     n_new = len(ticks)
     quantiles = rng.random((2, n_new))
     n_ticks = scenario.episode_length
-    fresh = rng.random((known + n_new, max(0, n_ticks - now))).tolist()
-    latent = [day.latent[pid][:now] + fresh[pid] for pid in range(known)]
-    latent += [[0.0] * now + row for row in fresh[known:]]  # ticks before arrival are never read
-    return _assemble(
-        list(day.arrival_tick[:known]) + ticks,
-        list(day.severity[:known]) + sev,
-        list(day.condition[:known]) + cond,
-        list(day.q_general[:known]) + quantiles[0].tolist(),
-        list(day.q_icu[:known]) + quantiles[1].tolist(),
+    fresh = rng.random((known + n_new, max(0, n_ticks - now)))
+    latent = np.zeros((known + n_new, n_ticks))  # ticks before a new patient's arrival are never read
+    latent[:known, :now] = day.latent[:known, :now]
+    latent[:, now:] = fresh
+    return DayArrays(
+        np.concatenate([day.arrival[:known], ticks]),
+        np.concatenate([day.severity[:known], sev]),
+        np.concatenate([day.condition[:known], cond]),
+        np.concatenate([day.quantile[:, :known], quantiles], axis=1),
         latent,
-        n_ticks,
     )

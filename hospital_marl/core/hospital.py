@@ -1,12 +1,10 @@
-"""The ED simulator: all state and all rules (SPEC §2–§4). Every interface is a view of it.
-
-Per-patient state is kept as parallel Python lists indexed by patient id
-(ids come from the day, ordered by arrival): scalar access is cheap, and a
-snapshot is a handful of list copies. The day itself is immutable and shared.
+"""The ED simulator's public face: :class:`Hospital`, one environment's view of
+the compiled kernel (:mod:`hospital_marl.core.kernel`) over a one-row
+:class:`~hospital_marl.core.types.State`. Every interface is a view of it.
 
 One tick, in order: the roles' actions (:meth:`Hospital.act`, any number,
 before :meth:`Hospital.tick`), then treatment, deterioration and deaths, then
-waiting times, then arrivals.
+waiting times, then arrivals. The rules themselves live in the kernel, once.
 """
 
 from __future__ import annotations
@@ -17,32 +15,86 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hospital_marl.core.actions import (
-    ACTION_TABLE,
-    N_FLAT_ACTIONS,
-    ROLE_FLAT,
-    ROLE_KIND_INDEX,
-    ROLES,
-    Kind,
+from hospital_marl.core import kernel
+from hospital_marl.core.actions import ROLE_FLAT, ROLES, Kind
+from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
+from hospital_marl.core.generator import (
+    Day,
+    DayArrays,
+    DayGenerator,
+    day_arrays,
+    day_from_arrays,
+    draw_day,
+    generate_day,
+    resample_future,
 )
-from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams, treatment_ticks
-from hospital_marl.core.generator import Day, DayGenerator, arrived_by, generate_day, resample_future
 from hospital_marl.core.metrics import EpisodeCounters, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.scenarios import Scenario, get_scenario
+from hospital_marl.core.types import (
+    AWAY,
+    BEDS_GENERAL,
+    BEDS_ICU,
+    BEDS_VENT,
+    BEDS_VENT_IDLE,
+    BOARD_DISCHARGE_SLOTS,
+    BOARD_TRANSFER_SLOTS,
+    BOUNCE_BLOCK,
+    BOUNCE_PID,
+    BOUNCE_TICK,
+    COUNTER_FIELDS,
+    DEAD,
+    DISCHARGED,
+    EMPTY,
+    F_LAST_REWARD,
+    F_LAST_ROLE_REWARD,
+    GENERAL,
+    ICU,
+    NOT_ARRIVED,
+    PAT_ADMITTED_AT,
+    PAT_LOCATION,
+    PAT_NEGLECT,
+    PAT_READY_FOR,
+    PAT_REMAINING,
+    PAT_SEVERITY,
+    PAT_VENT_OF,
+    PAT_WAIT,
+    PAT_WAS_CRITICAL,
+    QUEUE_SLOTS,
+    S_BOUNCE_CURSOR,
+    S_COUNTERS,
+    S_NEXT_ARRIVAL,
+    S_QUEUE_LEN,
+    S_TERMINATED,
+    S_TICK,
+    S_TRUNCATED,
+    WAITING,
+    Params,
+    State,
+    copy_state,
+    counters_of,
+    grow_bounce,
+    make_params,
+    new_day_state,
+)
 
-# Where a patient is. Every arrived patient is in exactly one place (conservation).
-NOT_ARRIVED, WAITING, GENERAL, ICU, DISCHARGED, AWAY, DEAD = range(7)
-EMPTY = -1
-
-BOARD_TRANSFER_SLOTS = 5
-BOARD_DISCHARGE_SLOTS = 5
-QUEUE_SLOTS = 10
-
-
-_FIRST_10 = [[k < n for k in range(QUEUE_SLOTS)] for n in range(QUEUE_SLOTS + 1)]
-_FIRST_5 = [[k < n for k in range(BOARD_TRANSFER_SLOTS)] for n in range(BOARD_TRANSFER_SLOTS + 1)]
-_NONE_10 = [False] * 10
+__all__ = [
+    "AWAY",
+    "BOARD_DISCHARGE_SLOTS",
+    "BOARD_TRANSFER_SLOTS",
+    "DEAD",
+    "DISCHARGED",
+    "EMPTY",
+    "GENERAL",
+    "ICU",
+    "NOT_ARRIVED",
+    "QUEUE_SLOTS",
+    "WAITING",
+    "Hospital",
+    "Outcome",
+    "SimulatorHandle",
+    "TickResult",
+]
 
 
 def _role_spans() -> dict[str, tuple[int, int]]:
@@ -56,6 +108,7 @@ def _role_spans() -> dict[str, tuple[int, int]]:
 
 
 ROLE_FLAT_SPAN = _role_spans()
+ROLE_INDEX = {role: r for r, role in enumerate(ROLES)}
 
 
 class Outcome(str, Enum):
@@ -67,6 +120,12 @@ class Outcome(str, Enum):
     CONFLICT = "conflict"  # valid when chosen, made impossible by an earlier role: counted, free
 
 
+OUTCOMES = (Outcome.DONE, Outcome.NOOP, Outcome.INVALID, Outcome.CONFLICT)
+"""Outcome by the kernel's code."""
+assert [o.name for o in OUTCOMES] == ["DONE", "NOOP", "INVALID", "CONFLICT"]
+assert (kernel.OUT_DONE, kernel.OUT_NOOP, kernel.OUT_INVALID, kernel.OUT_CONFLICT) == (0, 1, 2, 3)
+
+
 class TickResult(NamedTuple):
     reward: float  # the tick's team reward
     role_rewards: dict[str, float]  # reward_mode="role" split (sums to ``reward``)
@@ -74,26 +133,63 @@ class TickResult(NamedTuple):
     truncated: bool
 
 
-_MUTABLE_LISTS = (
-    "severity",
-    "location",
-    "wait",
-    "neglect",
-    "remaining",
-    "was_critical",
-    "admitted_at",
-    "ready_for",
-    "vent_of",
-    "general",
-    "icu",
-    "vents",
-    "vent_idle",
-    "queue",
-)
+class _Direct:
+    """A kernel function called through its compiled entry point, past numba's dispatcher.
+
+    The dispatcher types every argument on every call (~3 µs for the state's arrays, more
+    than a whole tick); the Hospital always passes the same types (its own state, int
+    indices, float32 observations, bool masks), so after the first call resolves the one
+    signature, later calls go straight to the machine code (~0.5 µs)."""
+
+    __slots__ = ("dispatcher", "entry")
+
+    def __init__(self, dispatcher: Any) -> None:
+        self.dispatcher = dispatcher
+        self.entry: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self.entry is not None:
+            return self.entry(*args)
+        result = self.dispatcher(*args)
+        if len(self.dispatcher.signatures) == 1:
+            self.entry = self.dispatcher.overloads[self.dispatcher.signatures[0]].entry_point
+        return result
+
+
+_expected_deaths = _Direct(kernel.expected_deaths)
+_write_mask = _Direct(kernel.write_mask)
+_act_role = _Direct(kernel.act_role)
+_act_flat = _Direct(kernel.act_flat)
+_step_flat_row = _Direct(kernel.step_flat_row)
+_tick = _Direct(kernel.tick)
+_write_observation = _Direct(kernel.write_observation)
+_observe_row = _Direct(kernel.observe_row)
+
+ROLE_MASK_COLUMNS = {role: np.array([0, *range(*ROLE_FLAT_SPAN[role])], np.int64) for role in ROLES}
+"""A role's mask as columns of the flat mask (its no-op is the flat no-op)."""
+COUNTER_COLUMN = {name: S_COUNTERS + i for i, name in enumerate(COUNTER_FIELDS)}
+
+
+class BounceStream:
+    """The bounce-back uniforms of one episode: append-only pairs drawn in blocks from one
+    generator, so the k-th early discharge meets the same pair on every branch of a
+    snapshot tree (a snapshot needs only the cursor)."""
+
+    __slots__ = ("pairs", "rng")
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.pairs = rng.random((BOUNCE_BLOCK, 2))
+
+    def ensure(self, count: int) -> np.ndarray:
+        """At least ``count`` pairs drawn; returns them all."""
+        while len(self.pairs) < count:
+            self.pairs = np.concatenate([self.pairs, self.rng.random((BOUNCE_BLOCK, 2))])
+        return self.pairs
 
 
 class Hospital:
-    """The emergency department simulation.
+    """The emergency department simulation (one environment of the kernel).
 
     Args:
         scenario: a registered name, a :class:`Scenario`, or a mapping of overrides.
@@ -101,6 +197,11 @@ class Hospital:
         rewards: the reward table (SPEC §4).
         day_generator: draws the day's patients from the day stream.
         max_ticks: truncate earlier than ``scenario.episode_length`` (PettingZoo's max_cycles).
+
+    ``scenario``, ``clinical``, ``rewards`` and ``max_ticks`` may be changed between
+    episodes; they take effect at the next :meth:`reset`. Per-patient attributes
+    (``severity``, ``location``, ``queue``, ``general``, ...) are read-only lists by
+    patient id / bed; the state itself is :attr:`state` (arrays, see ``core/types.py``).
     """
 
     def __init__(
@@ -121,6 +222,10 @@ class Hospital:
         self.max_ticks = min(max_ticks or self.scenario.episode_length, self.scenario.episode_length)
         self.seed: int | None = None
         self._reset_called = False
+        self._version = 0
+        self._params_key: tuple | None = None
+        self._mask_version = -1
+        self._mask = np.zeros(39, np.bool_)
 
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None) -> None:
@@ -130,41 +235,32 @@ class Hospital:
         seq = np.random.SeedSequence(None if seed is None else int(seed))
         self.seed = int(seed) if seed is not None else None
         day_seq, bounce_seq = seq.spawn(2)
-        self.day: Day = self.day_generator(self.scenario, np.random.default_rng(day_seq))
-        self._bounce_stream = _DrawStream(np.random.default_rng(bounce_seq))
-        self._bounce_cursor = 0
-        n = self.day.n_patients
-        s = self.scenario
-        self.severity: list[int] = list(self.day.severity)
-        self.location: list[int] = [NOT_ARRIVED] * n
-        self.wait: list[int] = [0] * n
-        self.neglect: list[int] = [0] * n
-        self.remaining: list[int] = [0] * n
-        self.was_critical: list[bool] = [False] * n
-        self.admitted_at: list[int] = [0] * n
-        self.ready_for: list[int] = [0] * n
-        self.vent_of: list[int] = [EMPTY] * n
-        self.general: list[int] = [EMPTY] * s.general_beds
-        self.icu: list[int] = [EMPTY] * s.icu_beds
-        self.vents: list[int] = [EMPTY] * s.ventilators
-        self.vent_idle: list[int] = [0] * s.ventilators
-        self.queue: list[int] = []
-        self.bounce_schedule: dict[int, list[int]] = {}
-        self.counters = EpisodeCounters()
-        self.tick_count = 0
-        self.terminated = False
-        self.truncated = False
-        self._reset_accumulators()
-        self.last_result = TickResult(0.0, {r: 0.0 for r in ROLES}, False, False)
-        self._version = getattr(self, "_version", 0) + 1  # monotonic: views cache on it
-        self._board_cache: tuple[int, list[int]] = (-1, [])
-        self._mask_cache: tuple[int, list[bool]] = (-1, [])
-        self._reset_called = True
-        self._arrive(0)
+        rng = np.random.default_rng(day_seq)
+        if self.day_generator is generate_day:
+            arrays, self._day = draw_day(self.scenario, rng), None
+        else:
+            self._day = self.day_generator(self.scenario, rng)
+            arrays = day_arrays(self._day, self.scenario.episode_length)
+        self._start(arrays, BounceStream(np.random.default_rng(bounce_seq)))
 
-    def _reset_accumulators(self) -> None:
-        self._tick_reward = 0.0
-        self._role_reward = dict.fromkeys(ROLES, 0.0)
+    def _start(self, arrays: DayArrays, stream: BounceStream) -> None:
+        key = (self.scenario, self.clinical, self.rewards, self.max_ticks)
+        if key != self._params_key:
+            self.params: Params = make_params(self.scenario, self.clinical, self.rewards, self.max_ticks)
+            self._params_key = key
+        self._day_arrays = arrays
+        self._stream = stream
+        self.state: State = new_day_state(arrays, self.scenario.episode_length, stream.pairs)
+        kernel.reset_row(self.state, self.params, 0, len(arrays.arrival))
+        self._bind()
+        self._version += 1  # monotonic: views cache on it
+        self._reset_called = True
+
+    def _bind(self) -> None:
+        """Row views of the one-row state (cheap reads for the properties)."""
+        st = self.state
+        self._pat, self._beds, self._sc, self._fl = st.pat[0], st.beds[0], st.scalars[0], st.floats[0]
+        self._n = int(self._sc[0])
 
     # ------------------------------------------------------------- properties
     @property
@@ -173,129 +269,182 @@ class Hospital:
         return self._version
 
     @property
+    def day(self) -> Day:
+        """The day's patients (immutable record; built from the arrays on first use)."""
+        if self._day is None:
+            self._day = day_from_arrays(self._day_arrays)
+        return self._day
+
+    @property
+    def day_arrays(self) -> DayArrays:
+        return self._day_arrays
+
+    @property
+    def arrived(self) -> int:
+        """Patients arrived so far (they are ids 0..arrived-1)."""
+        return int(self._sc[S_NEXT_ARRIVAL])
+
+    @property
+    def tick_count(self) -> int:
+        return int(self._sc[S_TICK])
+
+    @property
+    def terminated(self) -> bool:
+        return bool(self._sc[S_TERMINATED])
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self._sc[S_TRUNCATED])
+
+    @property
     def done(self) -> bool:
-        return self.terminated or self.truncated
+        return bool(self._sc[S_TERMINATED] or self._sc[S_TRUNCATED])
+
+    @property
+    def counters(self) -> EpisodeCounters:
+        """A fresh record of the counters so far (mutating it changes nothing)."""
+        return counters_of(self._sc, self._fl)
+
+    @property
+    def last_reward(self) -> float:
+        """The last tick's team reward (``last_result.reward`` without building the record)."""
+        return float(self._fl[F_LAST_REWARD])
+
+    @property
+    def last_result(self) -> TickResult:
+        fl = self._fl
+        return TickResult(
+            float(fl[F_LAST_REWARD]),
+            {role: float(fl[F_LAST_ROLE_REWARD + r]) for r, role in enumerate(ROLES)},
+            self.terminated,
+            self.truncated,
+        )
+
+    def _patients(self, field: int) -> list[int]:
+        return self._pat[: self._n, field].tolist()
+
+    severity = property(lambda self: self._patients(PAT_SEVERITY), doc="Severity by patient id.")
+    location = property(lambda self: self._patients(PAT_LOCATION), doc="NOT_ARRIVED..DEAD by patient id.")
+    wait = property(lambda self: self._patients(PAT_WAIT), doc="Ticks waited by patient id.")
+    neglect = property(lambda self: self._patients(PAT_NEGLECT), doc="Ticks without adequate care.")
+    remaining = property(lambda self: self._patients(PAT_REMAINING), doc="Treatment ticks left.")
+    admitted_at = property(lambda self: self._patients(PAT_ADMITTED_AT), doc="Tick of the last placement.")
+    ready_for = property(lambda self: self._patients(PAT_READY_FOR), doc="Ticks ready for step-down.")
+    vent_of = property(lambda self: self._patients(PAT_VENT_OF), doc="Ventilator index or EMPTY.")
+
+    @property
+    def was_critical(self) -> list[bool]:
+        return (self._pat[: self._n, PAT_WAS_CRITICAL] != 0).tolist()
+
+    @property
+    def queue(self) -> list[int]:
+        """Waiting patients, first come first served."""
+        return self.state.queue[0, : self._sc[S_QUEUE_LEN]].tolist()
+
+    @property
+    def general(self) -> list[int]:
+        return self._beds[BEDS_GENERAL, : self.scenario_beds[0]].tolist()
+
+    @property
+    def icu(self) -> list[int]:
+        return self._beds[BEDS_ICU, : self.scenario_beds[1]].tolist()
+
+    @property
+    def vents(self) -> list[int]:
+        return self._beds[BEDS_VENT, : self.scenario_beds[2]].tolist()
+
+    @property
+    def vent_idle(self) -> list[int]:
+        return self._beds[BEDS_VENT_IDLE, : self.scenario_beds[2]].tolist()
+
+    @property
+    def scenario_beds(self) -> tuple[int, int, int]:
+        """(general beds, ICU beds, ventilators) of the running episode."""
+        ints = self.params.ints
+        return int(ints[0]), int(ints[1]), int(ints[2])
+
+    @property
+    def bounce_schedule(self) -> dict[int, list[int]]:
+        """Pending bounce-backs: return tick -> patients, in the order they return."""
+        bounce = self.state.bounce[0]
+        schedule: dict[int, list[int]] = {}
+        for k in range(int(self._sc[S_BOUNCE_CURSOR])):
+            if bounce[BOUNCE_TICK, k] >= 0:
+                schedule.setdefault(int(bounce[BOUNCE_TICK, k]), []).append(int(bounce[BOUNCE_PID, k]))
+        return schedule
 
     def needs_ventilator(self, pid: int) -> bool:
-        """(respiratory and severity >= 4) or severity == 5."""
-        sev = self.severity[pid]
-        return sev == 5 or (sev == 4 and self.day.condition[pid] == 2)
+        """(respiratory and severity >= 4) or severity == 5 (the kernel's rule)."""
+        return bool(kernel.needs_ventilator(int(self._pat[pid, PAT_SEVERITY]), int(self._pat[pid, 0])))
 
     def is_ready(self, pid: int) -> bool:
-        """ICU patient ready for step-down: treatment done and severity <= 3."""
-        return self.remaining[pid] <= 0 and self.severity[pid] <= 3
+        """ICU patient ready for step-down: treatment done and severity <= 3 (the kernel's rule)."""
+        return bool(
+            kernel.ready_for_step_down(int(self._pat[pid, PAT_REMAINING]), int(self._pat[pid, PAT_SEVERITY]))
+        )
 
     def board(self) -> list[int]:
         """The general board: occupied general beds' patients, most severe first, then longest stay."""
-        version, board = self._board_cache
-        if version != self._version:
-            sev, adm = self.severity, self.admitted_at
-            board = sorted((p for p in self.general if p != EMPTY), key=lambda p: (-sev[p], adm[p], p))
-            self._board_cache = (self._version, board)
-        return board
+        out = np.empty(20, np.int32)
+        n = kernel.board(self.state, self.params, 0, out)
+        return out[:n].tolist()
+
+    def expected_deaths(self) -> float:
+        """Expected deaths in the coming tick under the current care (the death rule, summed)."""
+        return float(_expected_deaths(self.state, self.params, 0))
 
     def ventilator_target(self) -> int:
-        """The ICU patient a free ventilator would go to, or EMPTY.
-
-        Most severe without one; ties: needs one first, then longest in ICU, then bed index.
-        """
-        best, best_key = EMPTY, None
-        for bed, pid in enumerate(self.icu):
-            if pid != EMPTY and self.vent_of[pid] == EMPTY:
-                key = (-self.severity[pid], not self.needs_ventilator(pid), self.admitted_at[pid], bed)
-                if best_key is None or key < best_key:
-                    best, best_key = pid, key
-        return best
+        """The ICU patient a free ventilator would go to, or EMPTY (the kernel's rule)."""
+        return int(kernel.ventilator_target(self.state, self.params, 0))
 
     # ------------------------------------------------------------------ masks
-    def flat_mask(self) -> list[bool]:
-        """Validity of each of the 39 flat actions: exactly what :meth:`act` would carry out.
+    def flat_mask_array(self) -> np.ndarray:
+        """Validity of the 39 flat actions as a fresh bool array (the kernel's is_valid)."""
+        return self._cached_mask().copy()
 
-        Cached per state; the returned list is a copy, safe to keep.
-        """
-        return self._flat_mask().copy()
+    def _cached_mask(self) -> np.ndarray:
+        """The flat mask of this state (computed once per state; do not mutate)."""
+        if self._mask_version != self._version:
+            out = np.empty(39, np.bool_)
+            _write_mask(self.state, self.params, 0, out)
+            self._mask, self._mask_version = out, self._version
+        return self._mask
 
-    def _flat_mask(self) -> list[bool]:
-        """The cached flat mask itself (do not mutate): the no-op, then each role's span."""
-        version, mask = self._mask_cache
-        if version != self._version:
-            mask = [True]
-            for part in _MASK_PARTS_IN_FLAT_ORDER:
-                mask += part(self)
-            self._mask_cache = (self._version, mask)
+    def role_mask_array(self, role: str) -> np.ndarray:
+        """A role's validity (0 = its no-op) as a fresh int8 array (PettingZoo's mask dtype)."""
+        return self._cached_mask()[ROLE_MASK_COLUMNS[role]].view(np.int8)
+
+    def observe(self, offsets: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        """Every observation block into ``obs`` and the flat mask of this state, in one kernel
+        call; returns the mask (cached for this state)."""
+        if obs.dtype != np.float32 or offsets.dtype != np.int64 or not obs.flags.c_contiguous:
+            raise TypeError("observe needs a contiguous float32 obs and int64 offsets")
+        mask = np.empty(39, np.bool_)
+        _observe_row(self.state, self.params, 0, offsets, obs, mask)
+        self._mask, self._mask_version = mask, self._version
         return mask
+
+    def count(self, name: str) -> int:
+        """One integer counter (e.g. ``"invalid_actions"``) without building :attr:`counters`."""
+        return int(self._sc[COUNTER_COLUMN[name]])
+
+    def flat_mask(self) -> list[bool]:
+        """Validity of each of the 39 flat actions: exactly what :meth:`act` would carry out."""
+        return self._cached_mask().tolist()
 
     def role_mask(self, role: str, flat_mask: list[bool] | None = None) -> list[bool]:
-        """Validity of a role's actions (0 = its no-op): a slice of the flat mask.
-
-        Without ``flat_mask``, only this role's part is computed (unless the flat
-        mask is cached for this state): the AEC env asks for one role per state.
-        """
+        """Validity of a role's actions (0 = its no-op): a slice of the flat mask."""
         start, stop = ROLE_FLAT_SPAN[role]
-        if flat_mask is None:
-            version, cached = self._mask_cache
-            if version != self._version:
-                return [True, *_MASK_PART[role](self)]
-            flat_mask = cached
-        return [True, *flat_mask[start:stop]]
-
-    # Each role's part of the mask. Prefix tables (_FIRST[n][k] = k < n) instead of
-    # per-slot comprehensions: hot path.
-    def _triage_mask(self) -> list[bool]:
-        """Admit queue slot i to a general bed (10), then to an ICU bed (10)."""
-        slots = _FIRST_10[min(len(self.queue), QUEUE_SLOTS)]
-        return (slots if EMPTY in self.general else _NONE_10) + (slots if EMPTY in self.icu else _NONE_10)
-
-    def _ventilator_mask(self) -> list[bool]:
-        """Ventilator v (3): free, and some ICU patient has none."""
-        vent_of = self.vent_of
-        for p in self.icu:
-            if p != EMPTY and vent_of[p] == EMPTY:
-                return [v == EMPTY for v in self.vents] + _NONE_10[: 3 - len(self.vents)]
-        return _NONE_10[:3]
-
-    def _bed_manager_mask(self) -> list[bool]:
-        """Transfer board k to ICU (5), early-discharge k from the bottom (5), discharge ICU bed j (5)."""
-        board = self.board()
-        n_board = len(board)
-        sev = self.severity
-        mask = _FIRST_5[min(n_board, BOARD_TRANSFER_SLOTS)] if EMPTY in self.icu else _NONE_10[:5]
-        # A new list (the prefix tables are shared), then the bottom of the board, least severe first.
-        mask = mask + [sev[p] <= 3 for p in board[: -BOARD_DISCHARGE_SLOTS - 1 : -1]]
-        mask += _NONE_10[: BOARD_DISCHARGE_SLOTS - min(n_board, BOARD_DISCHARGE_SLOTS)]
-        # Ready implies severity <= 3, so "ready or non-critical" is "severity <= 3".
-        mask += [p != EMPTY and sev[p] <= 3 for p in self.icu]
-        mask += _NONE_10[: 5 - len(self.icu)]
-        return mask
+        mask = self.flat_mask() if flat_mask is None else flat_mask
+        return [True, *mask[start:stop]]
 
     def is_valid(self, kind: Kind, index: int) -> bool:
         """Whether one action would be carried out now (the mask, for a single action)."""
-        if kind is Kind.NOOP:
-            return True
-        if kind in (Kind.ADMIT_GENERAL, Kind.ADMIT_ICU):
-            beds = self.general if kind is Kind.ADMIT_GENERAL else self.icu
-            return 0 <= index < min(len(self.queue), QUEUE_SLOTS) and EMPTY in beds
-        if kind is Kind.VENTILATE:
-            return (
-                0 <= index < len(self.vents)
-                and self.vents[index] == EMPTY
-                and any(p != EMPTY and self.vent_of[p] == EMPTY for p in self.icu)
-            )
-        if kind is Kind.TRANSFER_ICU:
-            return 0 <= index < min(len(self.board()), BOARD_TRANSFER_SLOTS) and EMPTY in self.icu
-        if kind is Kind.EARLY_DISCHARGE:
-            board = self.board()
-            return (
-                0 <= index < min(len(board), BOARD_DISCHARGE_SLOTS)
-                and self.severity[board[len(board) - 1 - index]] <= 3
-            )
-        if kind is Kind.DISCHARGE_ICU:
-            return (
-                0 <= index < len(self.icu)
-                and self.icu[index] != EMPTY
-                and self.severity[self.icu[index]] <= 3
-            )
-        raise ValueError(f"unknown action kind {kind!r}")
+        if not isinstance(kind, Kind):
+            raise ValueError(f"unknown action kind {kind!r}")
+        brd = np.empty(20, np.int32)
+        n = kernel.board(self.state, self.params, 0, brd)
+        return bool(kernel.is_valid(self.state, self.params, 0, int(kind), int(index), brd, n))
 
     # ---------------------------------------------------------------- actions
     def act(self, role: str, role_action: int, *, valid_when_chosen: bool | None = None) -> Outcome:
@@ -306,321 +455,75 @@ class Hospital:
         it is a *conflict* (no-op, counted, no penalty) rather than invalid.
         """
         self._check_running()
-        table = ROLE_KIND_INDEX.get(role)
-        if table is None:
+        r = ROLE_INDEX.get(role)
+        if r is None:
             raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
-        self.counters.actions += 1
         try:
-            role_action = _as_action_index(role_action, len(table))
+            index = _as_action_index(role_action, len(ROLE_FLAT[role]))
         except (TypeError, ValueError, IndexError):
-            return self._invalid(role)
-        kind, index = table[role_action]
-        return self._carry_out(role, kind, index, ROLE_FLAT[role][role_action], valid_when_chosen)
+            index = -1
+        self._before_act()
+        code = _act_role(self.state, self.params, 0, r, index, bool(valid_when_chosen))
+        self._version += 1
+        return OUTCOMES[code]
 
     def act_flat(self, flat: int) -> Outcome:
         """Carry out one flat action (SPEC §3 table); counts as one action."""
         self._check_running()
-        self.counters.actions += 1
         try:
-            flat = _as_action_index(flat, N_FLAT_ACTIONS)
+            index = _as_action_index(flat, 39)
         except (TypeError, ValueError, IndexError):
-            return self._invalid(None)
-        spec = ACTION_TABLE[flat]
-        return self._carry_out(spec.role, spec.kind, spec.index, flat, None)
+            index = -1
+        self._before_act()
+        code = _act_flat(self.state, self.params, 0, index)
+        self._version += 1
+        return OUTCOMES[code]
 
-    def _carry_out(
-        self, role: str | None, kind: Kind, index: int, flat: int, valid_when_chosen: bool | None
-    ) -> Outcome:
-        if kind is Kind.NOOP:
-            return Outcome.NOOP
-        version, mask = self._mask_cache  # the views have usually just built it: no need to re-check
-        if not (mask[flat] if version == self._version else self.is_valid(kind, index)):
-            if valid_when_chosen:
-                self.counters.conflicts += 1
-                return Outcome.CONFLICT
-            return self._invalid(role)
-        if kind is Kind.ADMIT_GENERAL:
-            self._admit(self.queue.pop(index), GENERAL)
-        elif kind is Kind.ADMIT_ICU:
-            self._admit(self.queue.pop(index), ICU)
-        elif kind is Kind.VENTILATE:
-            pid = self.ventilator_target()
-            self.vents[index] = pid
-            self.vent_idle[index] = 0
-            self.vent_of[pid] = index
-        elif kind is Kind.TRANSFER_ICU:
-            pid = self.board()[index]
-            self.general[self.general.index(pid)] = EMPTY
-            self._place(pid, ICU)
-        elif kind is Kind.EARLY_DISCHARGE:
-            board = self.board()
-            pid = board[len(board) - 1 - index]
-            self.general[self.general.index(pid)] = EMPTY
-            self._early_discharge(pid, role)
-        elif kind is Kind.DISCHARGE_ICU:
-            pid = self.icu[index]
-            self.icu[index] = EMPTY
-            self._release_ventilator(pid)
-            if self.is_ready(pid):
-                self._discharge(pid, role)
-            else:
-                self._early_discharge(pid, role)
-        self._version += 1  # after the change: board() above must read the pre-action cache
-        return Outcome.DONE
+    def step_flat(self, flat: Any, offsets: np.ndarray, obs: np.ndarray, mask: np.ndarray) -> Outcome:
+        """act_flat, tick, then the next observation (into ``obs``, float32) and mask (bool):
+        one kernel call (the composed env's hot path)."""
+        if obs.dtype != np.float32 or mask.dtype != np.bool_ or offsets.dtype != np.int64:
+            raise TypeError("step_flat needs a float32 obs, a bool mask and int64 offsets")
+        self._check_running()
+        try:
+            index = _as_action_index(flat, 39)
+        except (TypeError, ValueError, IndexError):
+            index = -1
+        self._before_act()
+        code = _step_flat_row(self.state, self.params, 0, index, offsets, obs, mask)
+        self._version += 1
+        return OUTCOMES[code]
 
-    def _invalid(self, role: str | None) -> Outcome:
-        self.counters.invalid_actions += 1
-        self._reward(self.rewards.invalid_action, role)
-        return Outcome.INVALID
+    def _before_act(self) -> None:
+        """An action may early-discharge: make sure the next bounce-back pair is drawn."""
+        needed = int(self._sc[S_BOUNCE_CURSOR]) + 1
+        if needed > self.state.bounce_u.shape[1]:
+            pairs = self._stream.ensure(needed)
+            self.state = grow_bounce(self.state, len(pairs))
+            self.state.bounce_u[0] = pairs
+            self._bind()
 
     def _check_running(self) -> None:
         if not self._reset_called:
             raise RuntimeError("call reset() before acting")
-        if self.terminated or self.truncated:
+        if self._sc[S_TERMINATED] or self._sc[S_TRUNCATED]:
             raise RuntimeError("the episode has ended; call reset()")
-
-    def _reward(self, value: float, role: str | None = None) -> None:
-        self._tick_reward += value
-        if role is not None:
-            self._role_reward[role] += value
-
-    def _admit(self, pid: int, where: int) -> None:
-        self.counters.admissions += 1
-        self._place(pid, where)
-
-    def _place(self, pid: int, where: int) -> None:
-        """Put a patient in the first free bed of a kind and draw the treatment time."""
-        beds = self.general if where == GENERAL else self.icu
-        beds[beds.index(EMPTY)] = pid
-        self.location[pid] = where
-        self.admitted_at[pid] = self.tick_count
-        self.ready_for[pid] = 0
-        if where == GENERAL:
-            ranges, q = self.clinical.treatment_general, self.day.q_general[pid]
-        else:
-            ranges, q = self.clinical.treatment_icu, self.day.q_icu[pid]
-        self.remaining[pid] = treatment_ticks(ranges, self.severity[pid], q)
-
-    def _release_ventilator(self, pid: int) -> None:
-        v = self.vent_of[pid]
-        if v != EMPTY:
-            self.vents[v] = EMPTY
-            self.vent_idle[v] = 0
-            self.vent_of[pid] = EMPTY
-
-    def _discharge(self, pid: int, role: str | None) -> None:
-        """A successful discharge (treatment done)."""
-        self.location[pid] = DISCHARGED
-        self.counters.discharges += 1
-        if self.was_critical[pid]:
-            self.counters.critical_saved += 1
-            self._reward(self.rewards.critical_discharge, role)
-        else:
-            self._reward(self.rewards.discharge, role)
-
-    def _early_discharge(self, pid: int, role: str | None) -> None:
-        """Home before treatment is done: a cost, and maybe a bounce-back later this shift."""
-        sev = self.severity[pid]
-        self.location[pid] = AWAY
-        self.counters.early_discharges += 1
-        self._reward(self.rewards.early_discharge_per_severity * sev, role)
-        u_bounce, u_delay = self._bounce_stream.pair(self._bounce_cursor)
-        self._bounce_cursor += 1
-        if u_bounce < self.clinical.bounce_back_per_severity * sev:
-            low, high = self.clinical.bounce_back_delay
-            back = self.tick_count + low + int(u_delay * (high - low + 1))
-            if back < self.max_ticks:
-                self.bounce_schedule.setdefault(back, []).append(pid)
-
-    def _die(self, pid: int) -> None:
-        self.location[pid] = DEAD
-        self._release_ventilator(pid)
-        self.counters.deaths += 1
-        if self.was_critical[pid]:
-            self.counters.critical_deaths += 1
-        self._reward(self.rewards.death)
-
-    def _mark_critical(self, pid: int) -> None:
-        if not self.was_critical[pid] and self.severity[pid] >= 4:
-            self.was_critical[pid] = True
-            self.counters.critical_total += 1
 
     # ------------------------------------------------------------------- tick
     def tick(self) -> TickResult:
         """Advance one tick after the roles' actions: treatment, deterioration and deaths,
         waiting, then arrivals. Returns the tick's team reward and the episode flags."""
         self._check_running()
+        _tick(self.state, self.params, 0)
         self._version += 1
-        cp = self.clinical
-        t = self.tick_count
-        latent = self.day.latent
-        cond = self.day.condition
-        sev = self.severity
-        c = self.counters
+        return self.last_result
 
-        # ICU: adequate unless the patient needs a ventilator and has none.
-        icu, remaining, vent_of, location = self.icu, self.remaining, self.vent_of, self.location
-        for bed, pid in enumerate(icu):
-            if pid == EMPTY:
-                continue
-            s = sev[pid]
-            if remaining[pid] <= 0 and s <= 3:  # ready: holds the bed, stable
-                self.ready_for[pid] += 1
-                if self.ready_for[pid] >= cp.step_down_block_ticks:
-                    icu[bed] = EMPTY
-                    self._release_ventilator(pid)
-                    self._discharge(pid, None)
-                continue
-            if vent_of[pid] != EMPTY or not self.needs_ventilator(pid):
-                self._treat(pid, latent[pid][t], cp.improve_icu)
-            else:
-                self._neglect(pid, latent[pid][t], in_bed=True)
-            if location[pid] == DEAD:
-                icu[bed] = EMPTY
-
-        # General beds: adequate for severity <= 3; critical patients make no progress.
-        # Nothing later this tick changes a general patient's severity, so the critical
-        # ones left in a bed are counted here (for the unattended penalty below).
-        n_crit_general = 0
-        general = self.general
-        occupied = [(bed, p) for bed, p in enumerate(general) if p != EMPTY]  # most beds are often empty
-        for bed, pid in occupied:
-            if sev[pid] <= 3:
-                self._treat(pid, latent[pid][t], cp.improve_general)
-                if remaining[pid] <= 0:
-                    general[bed] = EMPTY
-                    self._discharge(pid, None)
-            else:
-                self._neglect(pid, latent[pid][t], in_bed=True)
-                if location[pid] == DEAD:
-                    general[bed] = EMPTY
-                else:
-                    n_crit_general += 1
-
-        # Ventilator weaning: released after wean_ticks consecutive ticks not needed.
-        for v, pid in enumerate(self.vents):
-            if pid == EMPTY:
-                continue
-            if self.needs_ventilator(pid):
-                self.vent_idle[v] = 0
-            else:
-                self.vent_idle[v] += 1
-                if self.vent_idle[v] >= cp.wean_ticks:
-                    self._release_ventilator(pid)
-
-        # Waiting room: never adequate care. One pass: neglect, deaths, waiting time.
-        # (Inlined _neglect: this loop is the simulator's hot path under pressure.)
-        rw = self.rewards
-        n_crit_waiting = 0
-        if self.queue:
-            wait, neglect, was_critical = self.wait, self.neglect, self.was_critical
-            base, cfac, scale = cp.deteriorate_base, cp.condition_factor, cp.neglect_scale
-            cap, death_waiting = cp.deteriorate_cap, cp.death_waiting
-            died = False
-            for pid in self.queue:
-                u = latent[pid][t]
-                n = neglect[pid]
-                neglect[pid] = n + 1
-                s = sev[pid]
-                if s == 5:
-                    if u < death_waiting:
-                        self._die(pid)
-                        died = True
-                        continue
-                else:
-                    p = base[s] * (1.0 + n / scale) * cfac[cond[pid]]
-                    if u < (p if p < cap else cap):
-                        s += 1
-                        sev[pid] = s
-                        c.deteriorations += 1
-                        if s >= 4 and not was_critical[pid]:
-                            was_critical[pid] = True
-                            c.critical_total += 1
-                wait[pid] += 1
-                if s >= 4:
-                    n_crit_waiting += 1
-            if died:
-                self.queue = [p for p in self.queue if self.location[p] == WAITING]
-        n_queue = len(self.queue)
-        c.wait_ticks += n_queue
-        self._reward(
-            rw.critical_unattended_per_tick * (n_crit_waiting + n_crit_general)
-            + rw.waiting_per_tick * (n_queue - n_crit_waiting)
-        )
-        icu_used = len(self.icu) - self.icu.count(EMPTY)
-        if icu_used / len(self.icu) > rw.icu_busy_threshold:
-            self._reward(rw.icu_busy_bonus)
-        general_used = len(self.general) - self.general.count(EMPTY)
-        c.occupancy_sum += (general_used + icu_used) / (len(self.general) + len(self.icu))
-        c.ticks += 1
-
-        # Next tick: bounce-backs return, then the day's arrivals.
-        self.tick_count = t + 1
-        if c.deaths >= self.scenario.max_deaths:
-            self.terminated = True
-        elif self.tick_count >= self.max_ticks:
-            self.truncated = True
-        else:
-            self._arrive(self.tick_count)
-        if self.terminated or self.truncated:
-            self._reward(rw.survival_bonus * self.metrics()["survival_rate"])
-
-        team = self._tick_reward
-        own = self._role_reward
-        shared = team - sum(own.values())
-        result = TickResult(team, {r: own[r] + shared for r in ROLES}, self.terminated, self.truncated)
-        c.cumulative_reward += team
-        self.last_result = result
-        self._reset_accumulators()
-        return result
-
-    def _treat(self, pid: int, u: float, improve: tuple[float, ...]) -> None:
-        """Adequate care: treatment progresses; severity may improve; residual mortality at 5."""
-        if self.remaining[pid] > 0:
-            self.remaining[pid] -= 1
-        sev = self.severity[pid]
-        if sev == 5:
-            if u < self.clinical.death_residual:
-                self._die(pid)
-            elif u < self.clinical.death_residual + improve[5]:
-                self.severity[pid] = 4
-        elif u < improve[sev]:
-            self.severity[pid] = sev - 1
-
-    def _neglect(self, pid: int, u: float, *, in_bed: bool) -> None:
-        """No adequate care: severity may rise (faster the longer the neglect); death at 5."""
-        cp = self.clinical
-        n = self.neglect[pid]
-        self.neglect[pid] = n + 1
-        sev = self.severity[pid]
-        if sev == 5:
-            if u < (cp.death_in_bed if in_bed else cp.death_waiting):
-                self._die(pid)
-            return
-        p = (
-            cp.deteriorate_base[sev]
-            * (1.0 + n / cp.neglect_scale)
-            * cp.condition_factor[self.day.condition[pid]]
-            * (cp.bed_factor if in_bed else 1.0)
-        )
-        if u < min(cp.deteriorate_cap, p):
-            self.severity[pid] = sev + 1
-            self.counters.deteriorations += 1
-            self._mark_critical(pid)
-
-    def _arrive(self, t: int) -> None:
-        for pid in self.bounce_schedule.pop(t, ()):
-            self.severity[pid] = min(5, self.severity[pid] + 1)
-            self.location[pid] = WAITING
-            self.queue.append(pid)
-            self.counters.bounce_backs += 1
-            self._mark_critical(pid)
-        if t < len(self.day.arrivals_at):
-            for pid in self.day.arrivals_at[t]:
-                self.location[pid] = WAITING
-                self.queue.append(pid)
-                self.counters.arrivals += 1
-                self._mark_critical(pid)
+    def write_observation(self, offsets: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Every observation block into ``out`` (float32, laid out by ``offsets``, int64)."""
+        if out.dtype != np.float32 or offsets.dtype != np.int64 or not out.flags.c_contiguous:
+            raise TypeError("write_observation needs a contiguous float32 out and int64 offsets")
+        _write_observation(self.state, self.params, 0, offsets, out)
+        return out
 
     # ---------------------------------------------------------------- metrics
     def metrics(self) -> dict[str, float]:
@@ -632,137 +535,149 @@ class Hospital:
 
     def census(self) -> dict[str, int]:
         """Where every arrived patient is now (conservation: these sum to arrivals)."""
-        loc = self.location
+        counts = np.bincount(self._pat[: self._n, PAT_LOCATION], minlength=7)
         return {
-            "waiting": loc.count(WAITING),
-            "general": loc.count(GENERAL),
-            "icu": loc.count(ICU),
-            "discharged": loc.count(DISCHARGED),
-            "away": loc.count(AWAY),
-            "died": loc.count(DEAD),
+            "waiting": int(counts[WAITING]),
+            "general": int(counts[GENERAL]),
+            "icu": int(counts[ICU]),
+            "discharged": int(counts[DISCHARGED]),
+            "away": int(counts[AWAY]),
+            "died": int(counts[DEAD]),
         }
 
     # ------------------------------------------------------ snapshot / restore
     def snapshot(self) -> dict[str, Any]:
-        """The full mutable state, cheaply copied. The day and parameters are shared (immutable)."""
-        snap: dict[str, Any] = {name: getattr(self, name).copy() for name in _MUTABLE_LISTS}
-        snap.update(
-            day=self.day,
-            seed=self.seed,
-            tick_count=self.tick_count,
-            terminated=self.terminated,
-            truncated=self.truncated,
-            counters=self.counters.copy(),
-            last_result=self.last_result,
-            bounce_schedule={t: list(p) for t, p in self.bounce_schedule.items()},
-            bounce_stream=self._bounce_stream,
-            bounce_cursor=self._bounce_cursor,
-            tick_reward=self._tick_reward,
-            role_reward=dict(self._role_reward),
-        )
-        return snap
+        """The full mutable state, cheaply copied. The day, the bounce stream and the
+        parameters are shared (immutable / append-only)."""
+        return {
+            "state": copy_state(self.state),
+            "day_arrays": self._day_arrays,
+            "day": self._day,
+            "seed": self.seed,
+            "bounce_stream": self._stream,
+            "params": self.params,
+        }
 
     def restore(self, snap: dict[str, Any]) -> None:
         """Return to a snapshot (it stays valid: restore it as often as you like)."""
-        for name in _MUTABLE_LISTS:
-            setattr(self, name, snap[name].copy())
-        self.day = snap["day"]
+        self.state = copy_state(snap["state"])
+        self._day_arrays = snap["day_arrays"]
+        self._day = snap["day"]
         self.seed = snap["seed"]
-        self.tick_count = snap["tick_count"]
-        self.terminated = snap["terminated"]
-        self.truncated = snap["truncated"]
-        self.counters = snap["counters"].copy()
-        self.last_result = snap["last_result"]
-        self.bounce_schedule = {t: list(p) for t, p in snap["bounce_schedule"].items()}
-        self._bounce_stream = snap["bounce_stream"]
-        self._bounce_cursor = snap["bounce_cursor"]
-        self._tick_reward = snap["tick_reward"]
-        self._role_reward = dict(snap["role_reward"])
-        self._version = getattr(self, "_version", 0) + 1
-        self._board_cache = (-1, [])
-        self._mask_cache = (-1, [])
+        self._stream = snap["bounce_stream"]
+        self.params = snap["params"]
+        self._bind()
+        self._version += 1
         self._reset_called = True
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Hospital:
         clone = copy.copy(self)
         if self._reset_called:
-            for name in _MUTABLE_LISTS:
-                setattr(clone, name, getattr(self, name).copy())
-            clone.counters = self.counters.copy()
-            clone.bounce_schedule = {t: list(p) for t, p in self.bounce_schedule.items()}
-            clone._role_reward = dict(self._role_reward)
-            clone._board_cache = (-1, [])
-            clone._mask_cache = (-1, [])
+            clone.state = copy_state(self.state)
+            clone._bind()
         return clone
 
     def imagine(self, seed: int | np.random.SeedSequence) -> Hospital:
-        """A copy whose unrevealed future (later arrivals, the patients' dynamics from
-        now on, bounce-backs) is redrawn from ``seed``: what a planner may use
-        without seeing the episode's future."""
+        """A copy whose every unrevealed draw is redrawn from ``seed`` (SPEC §10): later
+        arrivals, the patients' dynamics from now on, and the bounce-backs of patients sent
+        home who have not returned yet. What a planner may use without seeing the future."""
         self._check_running()
         seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-        day_seq, bounce_seq = seq.spawn(2)
-        clone = copy.deepcopy(self)
-        day = resample_future(self.day, self.scenario, self.tick_count, np.random.default_rng(day_seq))
-        n_new = day.n_patients
-        known = arrived_by(day, self.tick_count)
-        for name, fill in (
-            ("severity", None),
-            ("location", NOT_ARRIVED),
-            ("wait", 0),
-            ("neglect", 0),
-            ("remaining", 0),
-            ("was_critical", False),
-            ("admitted_at", 0),
-            ("ready_for", 0),
-            ("vent_of", EMPTY),
-        ):
-            values = getattr(clone, name)[:known]
-            if name == "severity":
-                values += list(day.severity[known:n_new])
-            else:
-                values += [fill] * (n_new - known)
-            setattr(clone, name, values)
-        clone.day = day
-        clone._bounce_stream = _DrawStream(np.random.default_rng(bounce_seq))
-        clone._bounce_cursor = 0
+        day_seq, bounce_seq, pending_seq = seq.spawn(3)
+        now = self.tick_count
+        day = resample_future(self._day_arrays, self.scenario, now, np.random.default_rng(day_seq))
+        clone = copy.copy(self)
+        clone._day = None
+        clone._day_arrays = day
+        clone._stream = BounceStream(np.random.default_rng(bounce_seq))
+        away = int((self._pat[: self._n, PAT_LOCATION] == AWAY).sum())
+        clone.state = imagined_state(self.state, day, clone._stream.ensure(away + 1))
+        clone._bind()
+        pending = np.random.default_rng(pending_seq).random((clone._n, 2))
+        kernel.redraw_pending_bounces(clone.state, clone.params, 0, pending)
         clone._version += 1
         return clone
 
-
-_MASK_PART = {
-    "triage": Hospital._triage_mask,
-    "ventilator_officer": Hospital._ventilator_mask,
-    "bed_manager": Hospital._bed_manager_mask,
-}
-"""Each role's part of the flat mask (its span of ACTION_TABLE, without the no-op)."""
-assert set(_MASK_PART) == set(ROLES)
-_MASK_ORDER = sorted(ROLES, key=lambda role: ROLE_FLAT_SPAN[role])
-_MASK_PARTS_IN_FLAT_ORDER = tuple(_MASK_PART[role] for role in _MASK_ORDER)
-_spans = [ROLE_FLAT_SPAN[role] for role in _MASK_ORDER]
-assert [1] + [stop for _, stop in _spans] == [start for start, _ in _spans] + [N_FLAT_ACTIONS], (
-    "the role spans must tile the flat table after the no-op"
-)
+    def handle(self) -> SimulatorHandle:
+        """A read-only view for policies: the present state and :meth:`imagine`, never the future."""
+        return SimulatorHandle(self)
 
 
-class _DrawStream:
-    """An append-only list of uniform pairs drawn from one generator.
+class SimulatorHandle:
+    """What a policy may see of the episode's simulator (SPEC §10 "No future for policies"):
+    the present (arrived patients, beds, queue, masks, counters, metrics, the observation)
+    and :meth:`imagine`. Not the day's future draws, not the bounce-back stream, not even
+    how many patients the day holds, and nothing that changes the episode. A centralised
+    team policy reads the global state explicitly (``write_observation`` / an
+    ``ObservationBuilder`` over this handle)."""
 
-    The k-th draw is the same number on every branch of a snapshot tree, and a
-    snapshot only needs the cursor (an int), not the generator's state.
-    """
+    _PRESENT = frozenset(
+        {
+            "scenario", "clinical", "rewards", "max_ticks", "tick_count", "done", "terminated", "truncated",
+            "counters", "metrics", "score", "census", "queue", "general", "icu", "vents", "vent_idle",
+            "board", "expected_deaths", "ventilator_target", "needs_ventilator", "is_ready", "flat_mask",
+            "flat_mask_array", "role_mask", "role_mask_array", "is_valid", "version", "imagine",
+            "write_observation", "observe", "count", "last_reward",
+            "scenario_beds", "arrived",
+        }
+    )  # fmt: skip
+    _PER_PATIENT = frozenset(
+        {
+            "severity",
+            "location",
+            "wait",
+            "neglect",
+            "remaining",
+            "admitted_at",
+            "ready_for",
+            "vent_of",
+            "was_critical",
+        }
+    )
 
-    __slots__ = ("_draws", "_rng")
+    __slots__ = ("_hospital",)
 
-    def __init__(self, rng: np.random.Generator) -> None:
-        self._rng = rng
-        self._draws: list[tuple[float, float]] = []
+    def __init__(self, hospital: Hospital) -> None:
+        object.__setattr__(self, "_hospital", hospital)
 
-    def pair(self, k: int) -> tuple[float, float]:
-        while k >= len(self._draws):
-            block = self._rng.random((64, 2)).tolist()
-            self._draws.extend(tuple(row) for row in block)
-        return self._draws[k]
+    def __getattr__(self, name: str) -> Any:
+        h = self._hospital
+        if name in SimulatorHandle._PER_PATIENT:  # arrived patients only: ids are in arrival order
+            return getattr(h, name)[: h.arrived]
+        if name not in SimulatorHandle._PRESENT:
+            raise AttributeError(
+                f"a policy's simulator handle has no {name!r} (present state and imagine() only)"
+            )
+        return getattr(h, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("the simulator handle is read-only")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SimulatorHandle:
+        return self  # read-only: copies are the same view
+
+    def __repr__(self) -> str:
+        return f"SimulatorHandle({self._hospital.scenario.name!r}, tick={self._hospital.tick_count})"
+
+
+def imagined_state(state: State, day: DayArrays, pairs: np.ndarray) -> State:
+    """A one-row state: the present of ``state`` (patients who have arrived) on an imagined
+    ``day`` (same arrived patients, new future), with a fresh bounce stream ``pairs``."""
+    from hospital_marl.core.types import write_day
+
+    known = int(state.scalars[0, S_NEXT_ARRIVAL])  # patients arrived so far
+    st = new_day_state(day, state.latent.shape[1], pairs)
+    st.pat[0, :known] = state.pat[0, :known]
+    st.quantile[0, :, :known] = state.quantile[0, :, :known]
+    write_day(st, 0, day, first=known)
+    st.beds[0] = state.beds[0]
+    n_queue = int(state.scalars[0, S_QUEUE_LEN])
+    st.queue[0, :n_queue] = state.queue[0, :n_queue]
+    st.scalars[0] = state.scalars[0]
+    st.scalars[0, 0] = len(day.arrival)  # S_N_PATIENTS
+    st.scalars[0, S_BOUNCE_CURSOR] = 0
+    st.floats[0] = state.floats[0]
+    return st
 
 
 def _as_action_index(action: Any, n: int) -> int:
@@ -786,3 +701,17 @@ def _as_action_index(action: Any, n: int) -> int:
     if not 0 <= index < n:
         raise IndexError(index)
     return index
+
+
+def warm_up() -> None:
+    """Compile (or load from the on-disk cache) every kernel entry point the views use: one
+    short episode through each. Call it outside timed regions; tests call it once per session."""
+    h = Hospital("mass_casualty")
+    h.reset(0)
+    obs, mask = np.empty(128, np.float32), np.empty(39, np.bool_)
+    offsets = np.zeros(12, np.int64)  # any layout: the same compiled types as the views'
+    h.imagine(1)
+    for flat in (0, 1, 11, 21, 24, 29, 34):
+        h.act("triage", 1, valid_when_chosen=True)
+        h.step_flat(flat, offsets, obs, mask)
+    h.board(), h.ventilator_target(), h.is_valid(Kind.ADMIT_GENERAL, 0), h.needs_ventilator(0), h.is_ready(0)

@@ -123,10 +123,6 @@ class RoleViewMixin:
         return self._builder.state()
 
 
-def int8_mask(mask: list[bool]) -> np.ndarray:
-    return np.array(mask, dtype=np.int8)
-
-
 def render(hospital: Hospital, render_mode: str | None) -> Any:
     if render_mode is None:
         return None

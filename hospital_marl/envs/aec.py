@@ -82,10 +82,11 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
 
     def action_mask(self, agent: str) -> np.ndarray:
         """The agent's int8 validity mask for the current state."""
-        return _common.int8_mask(self.hospital.role_mask(agent))
+        return self.hospital.role_mask_array(agent)
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
-        return {"observation": self._builder.role(agent), "action_mask": self.action_mask(agent)}
+        observation = self._builder.role(agent)  # first: builds the state's mask with it
+        return {"observation": observation, "action_mask": self.action_mask(agent)}
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         _common.switch_scenario(self.hospital, options)
@@ -102,11 +103,11 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
             self.render()
 
     def _info(self, outcome: Outcome | None = None) -> dict[str, Any]:
-        c = self.hospital.counters
+        h = self.hospital
         info: dict[str, Any] = {
-            "tick": self.hospital.tick_count,
-            "invalid_actions": c.invalid_actions,
-            "conflicts": c.conflicts,
+            "tick": h.tick_count,
+            "invalid_actions": h.count("invalid_actions"),
+            "conflicts": h.count("conflicts"),
         }
         if outcome is not None:
             info["outcome"] = outcome.value

@@ -13,11 +13,11 @@ from gymnasium import spaces
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
-from hospital_marl.core.hospital import Outcome, TickResult
+from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, Outcome
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
-from hospital_marl.envs.observations import ObservationBuilder, composed_space
+from hospital_marl.envs.observations import OFFSETS, STATE_SIZE, ObservationBuilder, composed_space
 from hospital_marl.envs.parallel import resolve_joint_action
 from hospital_marl.envs.render import RENDER_MODES
 
@@ -41,6 +41,8 @@ class _HospitalGymEnv(gym.Env):
         self._builder = ObservationBuilder(self.hospital)
         self.observation_space = composed_space(self.hospital)
         self._seeder = _common.EpisodeSeeder()
+        self._mask: np.ndarray = np.zeros(N_FLAT_ACTIONS, np.bool_)
+        self._mask_version = -1
 
     @property
     def scenario(self) -> Scenario:
@@ -71,16 +73,10 @@ class _HospitalGymEnv(gym.Env):
             self.render()
         return self._builder.composed(), self._info({})
 
-    def _finish_step(self, result: TickResult, extra: dict[str, Any]):
+    def _finish_step(self, reward: float, terminated: bool, truncated: bool, extra: dict[str, Any]):
         if self.render_mode == "human":
             self.render()
-        return (
-            self._builder.composed(),
-            result.reward,
-            result.terminated,
-            result.truncated,
-            self._info(extra),
-        )
+        return self._builder.composed(), reward, terminated, truncated, self._info(extra)
 
     def render(self) -> Any:
         return _common.render(self.hospital, self.render_mode)
@@ -127,12 +123,23 @@ class HospitalEDEnv(_HospitalGymEnv):
         self.action_space = spaces.Discrete(N_FLAT_ACTIONS)
 
     def action_masks(self) -> np.ndarray:
-        """Bool validity of the 39 actions (sb3-contrib's MaskablePPO calls this)."""
-        return np.array(self.hospital.flat_mask(), dtype=bool)
+        """Bool validity of the 39 actions (sb3-contrib's MaskablePPO calls this). A fresh array."""
+        h = self.hospital
+        if self._mask_version != h.version:
+            self._mask, self._mask_version = h.flat_mask_array(), h.version
+        return self._mask.copy()
 
     def step(self, action: int):
-        outcome: Outcome = self.hospital.act_flat(action)
-        return self._finish_step(self.hospital.tick(), {"outcome": outcome.value})
+        h = self.hospital
+        obs, mask = np.empty(STATE_SIZE, np.float32), np.empty(N_FLAT_ACTIONS, np.bool_)
+        outcome: Outcome = h.step_flat(action, OFFSETS, obs, mask)
+        self._builder.adopt(obs)
+        self._mask, self._mask_version = mask, h.version
+        return self._finish_step(h.last_reward, h.terminated, h.truncated, {"outcome": outcome.value})
+
+
+TEAM_MASK_COLUMNS = np.concatenate([ROLE_MASK_COLUMNS[role] for role in ROLES])
+"""The team mask (41) as columns of the flat mask."""
 
 
 class HospitalEDTeamEnv(_HospitalGymEnv):
@@ -153,18 +160,18 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
 
-    def _role_masks(self) -> dict[str, list[bool]]:
-        flat = self.hospital.flat_mask()
-        return {role: self.hospital.role_mask(role, flat) for role in ROLES}
+    def _role_masks(self) -> dict[str, np.ndarray]:
+        return {role: self.hospital.role_mask_array(role) for role in ROLES}
 
     def action_masks(self) -> np.ndarray:
-        masks = self._role_masks()
-        return np.array([m for role in ROLES for m in masks[role]], dtype=bool)
+        """Bool validity of the 41 role actions: the three role masks (each with its no-op)."""
+        return self.hospital.flat_mask_array()[TEAM_MASK_COLUMNS]
 
     def step(self, action: Any):
         joint = _split_joint_action(action)
         outcomes = resolve_joint_action(self.hospital, joint, self._role_masks())
-        return self._finish_step(self.hospital.tick(), {"outcomes": outcomes})
+        result = self.hospital.tick()
+        return self._finish_step(result.reward, result.terminated, result.truncated, {"outcomes": outcomes})
 
 
 def _split_joint_action(action: Any) -> dict[str, Any]:

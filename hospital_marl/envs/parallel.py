@@ -25,7 +25,7 @@ from hospital_marl.envs.render import RENDER_MODES
 
 
 def resolve_joint_action(
-    env_hospital: Any, actions: dict[str, Any], masks_seen: dict[str, list[bool]]
+    env_hospital: Any, actions: dict[str, Any], masks_seen: dict[str, Any]
 ) -> dict:
     """Carry out one action per role in role order; conflicts are free, invalid actions cost -1."""
     outcomes = {}
@@ -60,17 +60,13 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
         day_generator: DayGenerator | None = None,
     ) -> None:
         self._init_role_view(scenario, render_mode, reward_mode, max_cycles, clinical, rewards, day_generator)
-        self._masks_seen: dict[str, list[bool]] = {}
+        self._masks_seen: dict[str, np.ndarray] = {}
 
     def _observations(self, agents: list[str]) -> dict[str, dict[str, np.ndarray]]:
-        flat = self.hospital.flat_mask()
-        self._masks_seen = {role: self.hospital.role_mask(role, flat) for role in ROLES}
-        observations = self._builder.roles(agents)
+        observations = self._builder.roles(agents)  # first: builds the state's mask with it
+        self._masks_seen = {role: self.hospital.role_mask_array(role) for role in ROLES}
         return {
-            role: {
-                "observation": observations[role],
-                "action_mask": _common.int8_mask(self._masks_seen[role]),
-            }
+            role: {"observation": observations[role], "action_mask": self._masks_seen[role].copy()}
             for role in agents
         }
 

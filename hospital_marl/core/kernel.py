@@ -1,0 +1,874 @@
+"""Every rule of SPEC §2–§4, written once, as compiled functions over one
+environment's rows of a :class:`~hospital_marl.core.types.State` (row ``e``).
+
+The scalar :class:`~hospital_marl.core.hospital.Hospital` runs them on a
+one-row state, the vector envs on B rows (a loop over environments, here in
+the compiled code). Parameters arrive as :class:`~hospital_marl.core.types.Params`
+arrays. The day's random draws are made in NumPy (the generator) before the
+episode; the kernel only reads them, so trajectories are identical to the
+pure-Python core's (tests/golden).
+
+Compiled with ``cache=True``: the machine code is cached on disk next to this
+file, or under ``NUMBA_CACHE_DIR`` when the package directory is read-only
+(the Docker image sets it). Every function is serial except the ``*_parallel``
+batch loops, which the vector envs use only when asked for more than one thread
+(``threads=``): numba then runs its own thread pool (``numba.set_num_threads``),
+which must not be oversubscribed with torch's -- give each its share of the cores.
+"""
+
+from __future__ import annotations
+
+from numba import njit, prange
+
+from hospital_marl.core.actions import N_FLAT_ACTIONS, Kind
+from hospital_marl.core.types import (
+    AWAY,
+    BEDS_GENERAL,
+    BEDS_ICU,
+    BEDS_VENT,
+    BEDS_VENT_IDLE,
+    BOARD_DISCHARGE_SLOTS,
+    BOARD_TRANSFER_SLOTS,
+    BOUNCE_PID,
+    BOUNCE_TICK,
+    C_ACTIONS,
+    C_ADMISSIONS,
+    C_ARRIVALS,
+    C_BOUNCE_BACKS,
+    C_CONFLICTS,
+    C_CRITICAL_DEATHS,
+    C_CRITICAL_SAVED,
+    C_CRITICAL_TOTAL,
+    C_DEATHS,
+    C_DETERIORATIONS,
+    C_DISCHARGES,
+    C_EARLY_DISCHARGES,
+    C_INVALID_ACTIONS,
+    C_TICKS,
+    C_WAIT_TICKS,
+    DEAD,
+    DISCHARGED,
+    EMPTY,
+    F_CUMULATIVE_REWARD,
+    F_LAST_REWARD,
+    F_LAST_ROLE_REWARD,
+    F_OCCUPANCY_SUM,
+    F_ROLE_REWARD,
+    F_TICK_REWARD,
+    GENERAL,
+    I_BOUNCE_DELAY_HIGH,
+    I_BOUNCE_DELAY_LOW,
+    I_GENERAL_BEDS,
+    I_ICU_BEDS,
+    I_MAX_DEATHS,
+    I_MAX_TICKS,
+    I_STEP_DOWN_BLOCK,
+    I_VENTILATORS,
+    I_WEAN_TICKS,
+    ICU,
+    P_BED_FACTOR,
+    P_BOUNCE_PER_SEVERITY,
+    P_DEATH_IN_BED,
+    P_DEATH_RESIDUAL,
+    P_DEATH_WAITING,
+    P_DETERIORATE_CAP,
+    P_NEGLECT_SCALE,
+    PAT_ADMITTED_AT,
+    PAT_ARRIVAL,
+    PAT_AWAY_SINCE,
+    PAT_CONDITION,
+    PAT_LOCATION,
+    PAT_NEGLECT,
+    PAT_READY_FOR,
+    PAT_REMAINING,
+    PAT_SEVERITY,
+    PAT_VENT_OF,
+    PAT_WAIT,
+    PAT_WAS_CRITICAL,
+    QUEUE_SLOTS,
+    R_CRITICAL_DISCHARGE,
+    R_CRITICAL_UNATTENDED,
+    R_DEATH,
+    R_DISCHARGE,
+    R_EARLY_PER_SEVERITY,
+    R_ICU_BUSY_BONUS,
+    R_ICU_BUSY_THRESHOLD,
+    R_INVALID,
+    R_SURVIVAL_BONUS,
+    R_WAITING,
+    S_BOUNCE_CURSOR,
+    S_N_PATIENTS,
+    S_NEXT_ARRIVAL,
+    S_QUEUE_LEN,
+    S_TERMINATED,
+    S_TICK,
+    S_TRUNCATED,
+    WAITING,
+)
+
+OUT_DONE, OUT_NOOP, OUT_INVALID, OUT_CONFLICT = range(4)
+"""Outcome codes (:class:`~hospital_marl.core.hospital.Outcome` in this order)."""
+NO_ROLE = -1
+
+
+K_NOOP, K_ADMIT_GENERAL, K_ADMIT_ICU, K_VENTILATE = (
+    int(Kind.NOOP),
+    int(Kind.ADMIT_GENERAL),
+    int(Kind.ADMIT_ICU),
+    int(Kind.VENTILATE),
+)
+K_TRANSFER_ICU, K_EARLY_DISCHARGE, K_DISCHARGE_ICU = (
+    int(Kind.TRANSFER_ICU),
+    int(Kind.EARLY_DISCHARGE),
+    int(Kind.DISCHARGE_ICU),
+)
+
+# Observation blocks the kernel writes, in the order of its ``offsets`` argument
+# (the layout itself is hospital_marl.envs.observations.BLOCKS).
+OBS_BLOCKS: tuple[str, ...] = (
+    "bed_occupancy",
+    "icu_occupancy",
+    "ventilator_status",
+    "waiting_queue",
+    "time_step",
+    "stats",
+    "board_remaining",
+    "icu_remaining",
+    "icu_needs_vent",
+    "icu_on_vent",
+    "icu_ready",
+    "capacity",
+)
+(
+    O_BED_OCCUPANCY,
+    O_ICU_OCCUPANCY,
+    O_VENTILATOR_STATUS,
+    O_WAITING_QUEUE,
+    O_TIME_STEP,
+    O_STATS,
+    O_BOARD_REMAINING,
+    O_ICU_REMAINING,
+    O_ICU_NEEDS_VENT,
+    O_ICU_ON_VENT,
+    O_ICU_READY,
+    O_CAPACITY,
+) = range(12)
+MAX_GENERAL_OBS, MAX_ICU_OBS, MAX_VENT_OBS = 20, 5, 3
+
+_jit = njit(cache=True, nogil=True, _nrt=False)
+"""No reference counting: a call passing the state's arrays would otherwise incref and decref
+each of them (~0.3 µs a call, more than most rules cost). Safe because no rule allocates
+(``State.scratch`` is their working space) and every array outlives the call."""
+
+
+# ------------------------------------------------------------------ the rules
+@_jit
+def needs_ventilator(severity: int, condition: int) -> bool:
+    """SPEC §2: (respiratory and severity >= 4) or severity == 5."""
+    return severity == 5 or (severity == 4 and condition == 2)
+
+
+@_jit
+def ready_for_step_down(remaining: int, severity: int) -> bool:
+    """SPEC §2: an ICU patient whose treatment is done and whose severity is <= 3."""
+    return remaining <= 0 and severity <= 3
+
+
+@_jit
+def treatment_ticks(p, care: int, severity: int, quantile: float) -> int:
+    """The treatment time at a per-patient quantile in [0, 1) (care 0 = general, 1 = ICU)."""
+    low = p.treatment[care, severity, 0]
+    high = p.treatment[care, severity, 1]
+    return low + int(quantile * (high - low + 1))
+
+
+@_jit
+def deteriorate_probability(p, severity: int, neglect: int, condition: int, in_bed: bool) -> float:
+    """SPEC §8: min(cap, b[s] (1 + n / scale) c[cond] m), m = bed factor in a bed, 1 waiting."""
+    prob = (
+        p.deteriorate_base[severity]
+        * (1.0 + neglect / p.reals[P_NEGLECT_SCALE])
+        * p.condition_factor[condition]
+    )
+    if in_bed:
+        prob = prob * p.reals[P_BED_FACTOR]
+    cap = p.reals[P_DETERIORATE_CAP]
+    return prob if prob < cap else cap
+
+
+@_jit
+def death_probability(p, adequate: bool, in_bed: bool) -> float:
+    """SPEC §8: a severity-5 patient's per-tick death probability."""
+    if adequate:
+        return p.reals[P_DEATH_RESIDUAL]
+    return p.reals[P_DEATH_IN_BED] if in_bed else p.reals[P_DEATH_WAITING]
+
+
+@_jit
+def board(st, p, e, out) -> int:
+    """The general board into ``out``: occupied beds' patients, most severe first, then longest
+    stay (earliest admission), then id. Returns its length."""
+    pat = st.pat
+    n = 0
+    for bed in range(p.ints[I_GENERAL_BEDS]):
+        pid = st.beds[e, BEDS_GENERAL, bed]
+        if pid == EMPTY:
+            continue
+        # insertion sort: at most 20 beds
+        j = n
+        while j > 0:
+            q = out[j - 1]
+            sq, sp = pat[e, q, PAT_SEVERITY], pat[e, pid, PAT_SEVERITY]
+            if sq > sp or (
+                sq == sp
+                and (
+                    pat[e, q, PAT_ADMITTED_AT] < pat[e, pid, PAT_ADMITTED_AT]
+                    or (pat[e, q, PAT_ADMITTED_AT] == pat[e, pid, PAT_ADMITTED_AT] and q < pid)
+                )
+            ):
+                break
+            out[j] = q
+            j -= 1
+        out[j] = pid
+        n += 1
+    return n
+
+
+@_jit
+def ventilator_target(st, p, e) -> int:
+    """The ICU patient a free ventilator goes to: most severe without one; ties: needs one
+    first, then longest in ICU, then bed index. EMPTY if none."""
+    pat = st.pat
+    best = EMPTY
+    for bed in range(p.ints[I_ICU_BEDS]):
+        pid = st.beds[e, BEDS_ICU, bed]
+        if pid == EMPTY or pat[e, pid, PAT_VENT_OF] != EMPTY:
+            continue
+        if best == EMPTY:
+            best = pid
+            continue
+        s, sb = pat[e, pid, PAT_SEVERITY], pat[e, best, PAT_SEVERITY]
+        if s != sb:
+            if s > sb:
+                best = pid
+            continue
+        n = needs_ventilator(s, pat[e, pid, PAT_CONDITION])
+        nb = needs_ventilator(sb, pat[e, best, PAT_CONDITION])
+        if n != nb:
+            if n:
+                best = pid
+            continue
+        if pat[e, pid, PAT_ADMITTED_AT] < pat[e, best, PAT_ADMITTED_AT]:
+            best = pid  # equal admission: the earlier bed (already best) stays
+    return best
+
+
+@_jit
+def _has_free(st, e, row, n) -> bool:
+    for i in range(n):  # noqa: SIM110 - a plain loop compiles; any(generator) does not
+        if st.beds[e, row, i] == EMPTY:
+            return True
+    return False
+
+
+@_jit
+def is_valid(st, p, e, kind: int, index: int, brd, n_board: int) -> bool:
+    """SPEC §3 validity: whether one action would be carried out now. The mask is this
+    function over the action table; ``act`` carries out exactly what it allows."""
+    if kind == K_NOOP:
+        return True
+    if index < 0:
+        return False
+    pat = st.pat
+    if kind in (K_ADMIT_GENERAL, K_ADMIT_ICU):
+        if index >= st.scalars[e, S_QUEUE_LEN] or index >= QUEUE_SLOTS:
+            return False
+        if kind == K_ADMIT_GENERAL:
+            return _has_free(st, e, BEDS_GENERAL, p.ints[I_GENERAL_BEDS])
+        return _has_free(st, e, BEDS_ICU, p.ints[I_ICU_BEDS])
+    if kind == K_VENTILATE:
+        if index >= p.ints[I_VENTILATORS]:
+            return False
+        if st.beds[e, BEDS_VENT, index] != EMPTY:
+            return False
+        for bed in range(p.ints[I_ICU_BEDS]):
+            pid = st.beds[e, BEDS_ICU, bed]
+            if pid != EMPTY and pat[e, pid, PAT_VENT_OF] == EMPTY:
+                return True
+        return False
+    if kind == K_TRANSFER_ICU:
+        if index >= n_board or index >= BOARD_TRANSFER_SLOTS:
+            return False
+        return _has_free(st, e, BEDS_ICU, p.ints[I_ICU_BEDS])
+    if kind == K_EARLY_DISCHARGE:
+        if index >= n_board or index >= BOARD_DISCHARGE_SLOTS:
+            return False
+        return pat[e, brd[n_board - 1 - index], PAT_SEVERITY] <= 3  # critical patients never go home
+    if kind == K_DISCHARGE_ICU:
+        if index >= p.ints[I_ICU_BEDS]:
+            return False
+        pid = st.beds[e, BEDS_ICU, index]
+        if pid == EMPTY:
+            return False
+        # "ready or non-critical": ready implies severity <= 3, so this is severity <= 3.
+        return pat[e, pid, PAT_SEVERITY] <= 3
+    return False
+
+
+@_jit
+def write_mask(st, p, e, out) -> None:
+    """The 39 flat actions' validity into ``out`` (bool)."""
+    brd = st.scratch[e]
+    n_board = board(st, p, e, brd)
+    for flat in range(N_FLAT_ACTIONS):
+        out[flat] = is_valid(st, p, e, p.action_kind[flat], p.action_index[flat], brd, n_board)
+
+
+# ---------------------------------------------------------------- rewards and events
+@_jit
+def _reward(st, e, value: float, role: int) -> None:
+    st.floats[e, F_TICK_REWARD] += value
+    if role != NO_ROLE:
+        st.floats[e, F_ROLE_REWARD + role] += value
+
+
+@_jit
+def _mark_critical(st, e, pid) -> None:
+    if st.pat[e, pid, PAT_WAS_CRITICAL] == 0 and st.pat[e, pid, PAT_SEVERITY] >= 4:
+        st.pat[e, pid, PAT_WAS_CRITICAL] = 1
+        st.scalars[e, C_CRITICAL_TOTAL] += 1
+
+
+@_jit
+def _release_ventilator(st, e, pid) -> None:
+    v = st.pat[e, pid, PAT_VENT_OF]
+    if v != EMPTY:
+        st.beds[e, BEDS_VENT, v] = EMPTY
+        st.beds[e, BEDS_VENT_IDLE, v] = 0
+        st.pat[e, pid, PAT_VENT_OF] = EMPTY
+
+
+@_jit
+def _discharge(st, p, e, pid, role) -> None:
+    """A successful discharge (treatment done)."""
+    st.pat[e, pid, PAT_LOCATION] = DISCHARGED
+    st.scalars[e, C_DISCHARGES] += 1
+    if st.pat[e, pid, PAT_WAS_CRITICAL]:
+        st.scalars[e, C_CRITICAL_SAVED] += 1
+        _reward(st, e, p.reals[R_CRITICAL_DISCHARGE], role)
+    else:
+        _reward(st, e, p.reals[R_DISCHARGE], role)
+
+
+@_jit
+def _early_discharge(st, p, e, pid, role) -> None:
+    """Home before treatment is done: a cost, and maybe a bounce-back later this shift."""
+    sev = st.pat[e, pid, PAT_SEVERITY]
+    st.pat[e, pid, PAT_LOCATION] = AWAY
+    st.pat[e, pid, PAT_AWAY_SINCE] = st.scalars[e, S_TICK]
+    st.scalars[e, C_EARLY_DISCHARGES] += 1
+    _reward(st, e, p.reals[R_EARLY_PER_SEVERITY] * sev, role)
+    k = st.scalars[e, S_BOUNCE_CURSOR]  # the caller guarantees a drawn pair (see ensure_bounce_draws)
+    st.scalars[e, S_BOUNCE_CURSOR] = k + 1
+    if st.bounce_u[e, k, 0] < p.reals[P_BOUNCE_PER_SEVERITY] * sev:
+        low, high = p.ints[I_BOUNCE_DELAY_LOW], p.ints[I_BOUNCE_DELAY_HIGH]
+        back = st.scalars[e, S_TICK] + low + int(st.bounce_u[e, k, 1] * (high - low + 1))
+        if back < p.ints[I_MAX_TICKS]:
+            st.bounce[e, BOUNCE_TICK, k] = back
+            st.bounce[e, BOUNCE_PID, k] = pid
+
+
+@_jit
+def _die(st, p, e, pid) -> None:
+    st.pat[e, pid, PAT_LOCATION] = DEAD
+    _release_ventilator(st, e, pid)
+    st.scalars[e, C_DEATHS] += 1
+    if st.pat[e, pid, PAT_WAS_CRITICAL]:
+        st.scalars[e, C_CRITICAL_DEATHS] += 1
+    _reward(st, e, p.reals[R_DEATH], NO_ROLE)
+
+
+@_jit
+def _place(st, p, e, pid, where) -> None:
+    """Put a patient in the first free bed of a kind and draw the treatment time."""
+    row = BEDS_GENERAL if where == GENERAL else BEDS_ICU
+    n_beds = p.ints[I_GENERAL_BEDS] if where == GENERAL else p.ints[I_ICU_BEDS]
+    for bed in range(n_beds):
+        if st.beds[e, row, bed] == EMPTY:
+            st.beds[e, row, bed] = pid
+            break
+    pat = st.pat
+    pat[e, pid, PAT_LOCATION] = where
+    pat[e, pid, PAT_ADMITTED_AT] = st.scalars[e, S_TICK]
+    pat[e, pid, PAT_READY_FOR] = 0
+    care = 0 if where == GENERAL else 1
+    pat[e, pid, PAT_REMAINING] = treatment_ticks(
+        p, care, pat[e, pid, PAT_SEVERITY], st.quantile[e, care, pid]
+    )
+
+
+@_jit
+def _admit_from_queue(st, p, e, slot, where) -> None:
+    n = st.scalars[e, S_QUEUE_LEN]
+    pid = st.queue[e, slot]
+    for i in range(slot, n - 1):
+        st.queue[e, i] = st.queue[e, i + 1]
+    st.scalars[e, S_QUEUE_LEN] = n - 1
+    st.scalars[e, C_ADMISSIONS] += 1
+    _place(st, p, e, pid, where)
+
+
+@_jit
+def _free_general_bed_of(st, p, e, pid) -> None:
+    for bed in range(p.ints[I_GENERAL_BEDS]):
+        if st.beds[e, BEDS_GENERAL, bed] == pid:
+            st.beds[e, BEDS_GENERAL, bed] = EMPTY
+            return
+
+
+# ---------------------------------------------------------------- actions
+@_jit
+def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
+    """One action (``flat``: its row of the action table; -1 = not an action at all), counted.
+
+    Invalid: -1 reward to ``role``, counted; valid on the mask its role saw but made
+    impossible by an earlier role (``valid_when_chosen``): a free, counted conflict.
+    """
+    st.scalars[e, C_ACTIONS] += 1
+    if flat < 0:
+        st.scalars[e, C_INVALID_ACTIONS] += 1
+        _reward(st, e, p.reals[R_INVALID], role)
+        return OUT_INVALID
+    kind, index = p.action_kind[flat], p.action_index[flat]
+    if kind == K_NOOP:
+        return OUT_NOOP
+    brd = st.scratch[e]
+    n_board = board(st, p, e, brd)
+    if not is_valid(st, p, e, kind, index, brd, n_board):
+        if valid_when_chosen:
+            st.scalars[e, C_CONFLICTS] += 1
+            return OUT_CONFLICT
+        st.scalars[e, C_INVALID_ACTIONS] += 1
+        _reward(st, e, p.reals[R_INVALID], role)
+        return OUT_INVALID
+    if kind == K_ADMIT_GENERAL:
+        _admit_from_queue(st, p, e, index, GENERAL)
+    elif kind == K_ADMIT_ICU:
+        _admit_from_queue(st, p, e, index, ICU)
+    elif kind == K_VENTILATE:
+        pid = ventilator_target(st, p, e)
+        st.beds[e, BEDS_VENT, index] = pid
+        st.beds[e, BEDS_VENT_IDLE, index] = 0
+        st.pat[e, pid, PAT_VENT_OF] = index
+    elif kind == K_TRANSFER_ICU:
+        pid = brd[index]
+        _free_general_bed_of(st, p, e, pid)
+        _place(st, p, e, pid, ICU)
+    elif kind == K_EARLY_DISCHARGE:
+        pid = brd[n_board - 1 - index]
+        _free_general_bed_of(st, p, e, pid)
+        _early_discharge(st, p, e, pid, role)
+    elif kind == K_DISCHARGE_ICU:
+        pid = st.beds[e, BEDS_ICU, index]
+        st.beds[e, BEDS_ICU, index] = EMPTY
+        _release_ventilator(st, e, pid)
+        if ready_for_step_down(st.pat[e, pid, PAT_REMAINING], st.pat[e, pid, PAT_SEVERITY]):
+            _discharge(st, p, e, pid, role)
+        else:
+            _early_discharge(st, p, e, pid, role)
+    return OUT_DONE
+
+
+@_jit
+def act_flat(st, p, e, flat: int) -> int:
+    """A flat action (-1 = unparseable): the acting role is the action's."""
+    role = p.action_role[flat] if flat >= 0 else NO_ROLE
+    return carry_out(st, p, e, role, flat, False)
+
+
+@_jit
+def act_role(st, p, e, role: int, role_action: int, valid_when_chosen: bool) -> int:
+    """A role action (-1 = unparseable)."""
+    flat = p.role_flat[role, role_action] if role_action >= 0 else -1
+    return carry_out(st, p, e, role, flat, valid_when_chosen)
+
+
+# ---------------------------------------------------------------- dynamics
+@_jit
+def _treat(st, p, e, pid, u: float, care: int) -> None:
+    """Adequate care: treatment progresses; severity may improve; residual mortality at 5."""
+    pat = st.pat
+    if pat[e, pid, PAT_REMAINING] > 0:
+        pat[e, pid, PAT_REMAINING] -= 1
+    sev = pat[e, pid, PAT_SEVERITY]
+    if sev == 5:
+        death = death_probability(p, True, True)
+        if u < death:
+            _die(st, p, e, pid)
+        elif u < death + p.improve[care, 5]:
+            pat[e, pid, PAT_SEVERITY] = 4
+    elif u < p.improve[care, sev]:
+        pat[e, pid, PAT_SEVERITY] = sev - 1
+
+
+@_jit
+def _neglect(st, p, e, pid, u: float, in_bed: bool) -> None:
+    """No adequate care: severity may rise (faster the longer the neglect); death at 5."""
+    pat = st.pat
+    n = pat[e, pid, PAT_NEGLECT]
+    pat[e, pid, PAT_NEGLECT] = n + 1
+    sev = pat[e, pid, PAT_SEVERITY]
+    if sev == 5:
+        if u < death_probability(p, False, in_bed):
+            _die(st, p, e, pid)
+        return
+    if u < deteriorate_probability(p, sev, n, pat[e, pid, PAT_CONDITION], in_bed):
+        pat[e, pid, PAT_SEVERITY] = sev + 1
+        st.scalars[e, C_DETERIORATIONS] += 1
+        _mark_critical(st, e, pid)
+
+
+@_jit
+def arrive(st, p, e, t) -> None:
+    """Tick ``t`` begins: bounce-backs due return (one level worse), then the day's arrivals."""
+    pat = st.pat
+    for k in range(st.scalars[e, S_BOUNCE_CURSOR]):
+        if st.bounce[e, BOUNCE_TICK, k] == t:
+            st.bounce[e, BOUNCE_TICK, k] = -1
+            pid = st.bounce[e, BOUNCE_PID, k]
+            pat[e, pid, PAT_SEVERITY] = min(5, pat[e, pid, PAT_SEVERITY] + 1)
+            pat[e, pid, PAT_LOCATION] = WAITING
+            st.queue[e, st.scalars[e, S_QUEUE_LEN]] = pid
+            st.scalars[e, S_QUEUE_LEN] += 1
+            st.scalars[e, C_BOUNCE_BACKS] += 1
+            _mark_critical(st, e, pid)
+    n = st.scalars[e, S_N_PATIENTS]
+    pid = st.scalars[e, S_NEXT_ARRIVAL]
+    while pid < n and pat[e, pid, PAT_ARRIVAL] <= t:
+        pat[e, pid, PAT_LOCATION] = WAITING
+        st.queue[e, st.scalars[e, S_QUEUE_LEN]] = pid
+        st.scalars[e, S_QUEUE_LEN] += 1
+        st.scalars[e, C_ARRIVALS] += 1
+        _mark_critical(st, e, pid)
+        pid += 1
+    st.scalars[e, S_NEXT_ARRIVAL] = pid
+
+
+@_jit
+def survival_rate(st, e) -> float:
+    arrivals = st.scalars[e, C_ARRIVALS]
+    return 1.0 - st.scalars[e, C_DEATHS] / arrivals if arrivals else 1.0
+
+
+@_jit
+def tick(st, p, e) -> None:
+    """Advance one tick after the roles' actions (SPEC §2 order): ICU care, general care,
+    weaning, the waiting room, rewards and occupancy, then the next tick's arrivals.
+    The tick's team and role rewards are left in ``floats[e, F_LAST_*]``."""
+    pat, beds, sc = st.pat, st.beds, st.scalars
+    t = sc[e, S_TICK]
+    n_icu, n_general = p.ints[I_ICU_BEDS], p.ints[I_GENERAL_BEDS]
+
+    # ICU: adequate unless the patient needs a ventilator and has none.
+    for bed in range(n_icu):
+        pid = beds[e, BEDS_ICU, bed]
+        if pid == EMPTY:
+            continue
+        s = pat[e, pid, PAT_SEVERITY]
+        if ready_for_step_down(pat[e, pid, PAT_REMAINING], s):  # holds the bed, stable
+            pat[e, pid, PAT_READY_FOR] += 1
+            if pat[e, pid, PAT_READY_FOR] >= p.ints[I_STEP_DOWN_BLOCK]:
+                beds[e, BEDS_ICU, bed] = EMPTY
+                _release_ventilator(st, e, pid)
+                _discharge(st, p, e, pid, NO_ROLE)
+            continue
+        u = st.latent[e, t, pid]
+        if pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(s, pat[e, pid, PAT_CONDITION]):
+            _treat(st, p, e, pid, u, 1)
+        else:
+            _neglect(st, p, e, pid, u, True)
+        if pat[e, pid, PAT_LOCATION] == DEAD:
+            beds[e, BEDS_ICU, bed] = EMPTY
+
+    # General beds: adequate for severity <= 3; critical patients make no progress.
+    n_crit_general = 0
+    for bed in range(n_general):
+        pid = beds[e, BEDS_GENERAL, bed]
+        if pid == EMPTY:
+            continue
+        u = st.latent[e, t, pid]
+        if pat[e, pid, PAT_SEVERITY] <= 3:
+            _treat(st, p, e, pid, u, 0)
+            if pat[e, pid, PAT_REMAINING] <= 0:
+                beds[e, BEDS_GENERAL, bed] = EMPTY
+                _discharge(st, p, e, pid, NO_ROLE)
+        else:
+            _neglect(st, p, e, pid, u, True)
+            if pat[e, pid, PAT_LOCATION] == DEAD:
+                beds[e, BEDS_GENERAL, bed] = EMPTY
+            else:
+                n_crit_general += 1
+
+    # Ventilator weaning: released after wean_ticks consecutive ticks not needed.
+    for v in range(p.ints[I_VENTILATORS]):
+        pid = beds[e, BEDS_VENT, v]
+        if pid == EMPTY:
+            continue
+        if needs_ventilator(pat[e, pid, PAT_SEVERITY], pat[e, pid, PAT_CONDITION]):
+            beds[e, BEDS_VENT_IDLE, v] = 0
+        else:
+            beds[e, BEDS_VENT_IDLE, v] += 1
+            if beds[e, BEDS_VENT_IDLE, v] >= p.ints[I_WEAN_TICKS]:
+                _release_ventilator(st, e, pid)
+
+    # Waiting room: never adequate care. Neglect, deaths, then waiting time.
+    n_crit_waiting = 0
+    n_queue = sc[e, S_QUEUE_LEN]
+    kept = 0
+    for i in range(n_queue):
+        pid = st.queue[e, i]
+        _neglect(st, p, e, pid, st.latent[e, t, pid], False)
+        if pat[e, pid, PAT_LOCATION] == DEAD:
+            continue
+        pat[e, pid, PAT_WAIT] += 1
+        if pat[e, pid, PAT_SEVERITY] >= 4:
+            n_crit_waiting += 1
+        st.queue[e, kept] = pid
+        kept += 1
+    sc[e, S_QUEUE_LEN] = kept
+    sc[e, C_WAIT_TICKS] += kept
+    _reward(
+        st,
+        e,
+        p.reals[R_CRITICAL_UNATTENDED] * (n_crit_waiting + n_crit_general)
+        + p.reals[R_WAITING] * (kept - n_crit_waiting),
+        NO_ROLE,
+    )
+    icu_used = 0
+    for bed in range(n_icu):
+        icu_used += beds[e, BEDS_ICU, bed] != EMPTY
+    if icu_used / n_icu > p.reals[R_ICU_BUSY_THRESHOLD]:
+        _reward(st, e, p.reals[R_ICU_BUSY_BONUS], NO_ROLE)
+    general_used = 0
+    for bed in range(n_general):
+        general_used += beds[e, BEDS_GENERAL, bed] != EMPTY
+    st.floats[e, F_OCCUPANCY_SUM] += (general_used + icu_used) / (n_general + n_icu)
+    sc[e, C_TICKS] += 1
+
+    # Next tick: bounce-backs return, then the day's arrivals.
+    sc[e, S_TICK] = t + 1
+    if sc[e, C_DEATHS] >= p.ints[I_MAX_DEATHS]:
+        sc[e, S_TERMINATED] = 1
+    elif t + 1 >= p.ints[I_MAX_TICKS]:
+        sc[e, S_TRUNCATED] = 1
+    else:
+        arrive(st, p, e, t + 1)
+    if sc[e, S_TERMINATED] or sc[e, S_TRUNCATED]:
+        _reward(st, e, p.reals[R_SURVIVAL_BONUS] * survival_rate(st, e), NO_ROLE)
+
+    fl = st.floats
+    team = fl[e, F_TICK_REWARD]
+    shared = team - (fl[e, F_ROLE_REWARD] + fl[e, F_ROLE_REWARD + 1] + fl[e, F_ROLE_REWARD + 2])
+    fl[e, F_LAST_REWARD] = team
+    for r in range(3):
+        fl[e, F_LAST_ROLE_REWARD + r] = fl[e, F_ROLE_REWARD + r] + shared
+        fl[e, F_ROLE_REWARD + r] = 0.0
+    fl[e, F_CUMULATIVE_REWARD] += team
+    fl[e, F_TICK_REWARD] = 0.0
+
+
+@_jit
+def reset_row(st, p, e, n_patients) -> None:
+    """Row ``e`` becomes an empty ED on the day already written into its day columns
+    (condition, arrival, severity on arrival, quantiles, latent), then tick 0's arrivals."""
+    pat = st.pat
+    for pid in range(pat.shape[1]):
+        for f in (PAT_LOCATION, PAT_WAIT, PAT_NEGLECT, PAT_REMAINING, PAT_ADMITTED_AT, PAT_READY_FOR):
+            pat[e, pid, f] = 0
+        pat[e, pid, PAT_VENT_OF] = EMPTY
+        pat[e, pid, PAT_AWAY_SINCE] = 0
+        pat[e, pid, PAT_WAS_CRITICAL] = 0
+    st.beds[e, :, :] = EMPTY
+    st.beds[e, BEDS_VENT_IDLE, :] = 0
+    st.scalars[e, :] = 0
+    st.scalars[e, S_N_PATIENTS] = n_patients
+    st.floats[e, :] = 0.0
+    st.bounce[e, :, :] = -1
+    arrive(st, p, e, 0)
+
+
+# ---------------------------------------------------------------- observations
+@_jit
+def write_observation(st, p, e, offsets, out) -> None:
+    """Every observation block of row ``e`` into ``out`` (float32, the global-state layout:
+    block ``b`` starts at ``offsets[b]``, blocks in :data:`OBS_BLOCKS` order). Raw values."""
+    pat, beds, sc = st.pat, st.beds, st.scalars
+    brd = st.scratch[e]
+    n_board = board(st, p, e, brd)
+    o_sev, o_rem = offsets[O_BED_OCCUPANCY], offsets[O_BOARD_REMAINING]
+    for k in range(MAX_GENERAL_OBS):
+        if k < n_board:
+            out[o_sev + k] = pat[e, brd[k], PAT_SEVERITY]
+            out[o_rem + k] = pat[e, brd[k], PAT_REMAINING]
+        else:
+            out[o_sev + k] = 0.0
+            out[o_rem + k] = 0.0
+    n_icu = p.ints[I_ICU_BEDS]
+    free_icu = 0
+    for j in range(MAX_ICU_OBS):
+        pid = beds[e, BEDS_ICU, j] if j < n_icu else EMPTY
+        if pid == EMPTY:
+            free_icu += j < n_icu
+            for b in (O_ICU_OCCUPANCY, O_ICU_REMAINING, O_ICU_NEEDS_VENT, O_ICU_ON_VENT, O_ICU_READY):
+                out[offsets[b] + j] = 0.0
+            continue
+        s, r = pat[e, pid, PAT_SEVERITY], pat[e, pid, PAT_REMAINING]
+        out[offsets[O_ICU_OCCUPANCY] + j] = s
+        out[offsets[O_ICU_REMAINING] + j] = r
+        out[offsets[O_ICU_NEEDS_VENT] + j] = needs_ventilator(s, pat[e, pid, PAT_CONDITION])
+        out[offsets[O_ICU_ON_VENT] + j] = pat[e, pid, PAT_VENT_OF] != EMPTY
+        out[offsets[O_ICU_READY] + j] = ready_for_step_down(r, s)
+    free_vents = 0
+    for v in range(MAX_VENT_OBS):
+        used = v < p.ints[I_VENTILATORS] and beds[e, BEDS_VENT, v] != EMPTY
+        free_vents += v < p.ints[I_VENTILATORS] and not used
+        out[offsets[O_VENTILATOR_STATUS] + v] = used
+    n_queue = sc[e, S_QUEUE_LEN]
+    o_q = offsets[O_WAITING_QUEUE]
+    for slot in range(QUEUE_SLOTS):
+        if slot < n_queue:
+            pid = st.queue[e, slot]
+            out[o_q + 3 * slot] = pat[e, pid, PAT_SEVERITY]
+            out[o_q + 3 * slot + 1] = pat[e, pid, PAT_CONDITION]
+            out[o_q + 3 * slot + 2] = pat[e, pid, PAT_WAIT]
+        else:
+            out[o_q + 3 * slot] = 0.0
+            out[o_q + 3 * slot + 1] = 0.0
+            out[o_q + 3 * slot + 2] = 0.0
+    out[offsets[O_TIME_STEP]] = sc[e, S_TICK]
+    out[offsets[O_STATS]] = sc[e, C_DISCHARGES]
+    out[offsets[O_STATS] + 1] = sc[e, C_DEATHS]
+    out[offsets[O_STATS] + 2] = n_queue
+    free_general = 0
+    for bed in range(p.ints[I_GENERAL_BEDS]):
+        free_general += beds[e, BEDS_GENERAL, bed] == EMPTY
+    o_c = offsets[O_CAPACITY]
+    out[o_c] = free_general
+    out[o_c + 1] = free_icu
+    out[o_c + 2] = free_vents
+    out[o_c + 3] = n_queue
+
+
+# ---------------------------------------------------------------- fused entry points
+@_jit
+def step_flat_row(st, p, e, flat, offsets, obs, mask) -> int:
+    """The composed env's step of one row: the action, the tick, then the next observation
+    and mask. Returns the action's outcome."""
+    outcome = act_flat(st, p, e, flat)
+    tick(st, p, e)
+    write_observation(st, p, e, offsets, obs)
+    write_mask(st, p, e, mask)
+    return outcome
+
+
+@_jit
+def observe_row(st, p, e, offsets, obs, mask) -> None:
+    write_observation(st, p, e, offsets, obs)
+    write_mask(st, p, e, mask)
+
+
+@_jit
+def redraw_pending_bounces(st, p, e, u) -> None:
+    """Imagine (SPEC §10): every patient sent home early who has not come back keeps an
+    unrevealed bounce-back draw; redraw it from ``u`` (P, 2) conditioned on what is known
+    (not back by now). The schedule is rebuilt from slot 0; the row's own pairs follow."""
+    pat = st.pat
+    now = st.scalars[e, S_TICK]
+    low, high = p.ints[I_BOUNCE_DELAY_LOW], p.ints[I_BOUNCE_DELAY_HIGH]
+    span = high - low + 1
+    k = 0
+    for slot in range(st.bounce.shape[2]):
+        st.bounce[e, BOUNCE_TICK, slot] = -1
+    for pid in range(st.scalars[e, S_N_PATIENTS]):
+        if pat[e, pid, PAT_LOCATION] != AWAY:
+            continue
+        since = pat[e, pid, PAT_AWAY_SINCE]
+        first = max(0, now + 1 - since - low)  # the first delay not yet revealed
+        left = span - first
+        if left <= 0:
+            continue
+        prob = min(1.0, p.reals[P_BOUNCE_PER_SEVERITY] * pat[e, pid, PAT_SEVERITY])
+        # P(bounce with an unrevealed delay | not back by now)
+        q = prob * left / span / (1.0 - prob * first / span)
+        if u[pid, 0] < q:
+            back = since + low + first + int(u[pid, 1] * left)
+            if back < p.ints[I_MAX_TICKS]:
+                st.bounce[e, BOUNCE_TICK, k] = back
+                st.bounce[e, BOUNCE_PID, k] = pid
+                k += 1
+    st.scalars[e, S_BOUNCE_CURSOR] = k
+
+
+@_jit
+def expected_deaths(st, p, e) -> float:
+    """Expected deaths in the coming tick (only severity 5 can die), by each patient's care:
+    the death rule's probabilities, summed (the planner counts deaths at their expectation)."""
+    pat, beds = st.pat, st.beds
+    risk = 0.0
+    for i in range(st.scalars[e, S_QUEUE_LEN]):
+        if pat[e, st.queue[e, i], PAT_SEVERITY] == 5:
+            risk += death_probability(p, False, False)
+    for bed in range(p.ints[I_GENERAL_BEDS]):
+        pid = beds[e, BEDS_GENERAL, bed]
+        if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == 5:
+            risk += death_probability(p, False, True)
+    for bed in range(p.ints[I_ICU_BEDS]):
+        pid = beds[e, BEDS_ICU, bed]
+        if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == 5:
+            adequate = pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(
+                5, pat[e, pid, PAT_CONDITION]
+            )
+            risk += death_probability(p, adequate, True)
+    return risk
+
+
+# ---------------------------------------------------------------- batches (rows = environments)
+def _step_flat_batch(st, p, actions, offsets, obs, masks, rewards, outcomes):
+    """Every live row: its flat action (out of range = invalid), the tick, the next observation
+    and mask. Rows already done are left alone (the vector env resets them)."""
+    for e in prange(actions.shape[0]):
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            continue
+        a = actions[e]
+        outcomes[e] = act_flat(st, p, e, a if 0 <= a < N_FLAT_ACTIONS else -1)
+        tick(st, p, e)
+        write_observation(st, p, e, offsets, obs[e])
+        write_mask(st, p, e, masks[e])
+        rewards[e] = st.floats[e, F_LAST_REWARD]
+
+
+def _step_joint_batch(st, p, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes):
+    """Every live row: one action per role in role order (parallel resolution: an action valid
+    on the mask ``seen`` but made impossible by an earlier role is a conflict), then the tick,
+    the next observation and mask."""
+    for e in prange(actions.shape[0]):
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            continue
+        for r in range(3):
+            a = actions[e, r]
+            ok = 0 <= a < p.role_actions[r]
+            was_valid = ok and (a == 0 or seen[e, p.role_flat[r, max(a, 0)]])
+            outcomes[e, r] = act_role(st, p, e, r, a if ok else -1, was_valid)
+        tick(st, p, e)
+        write_observation(st, p, e, offsets, obs[e])
+        write_mask(st, p, e, masks[e])
+        rewards[e] = st.floats[e, F_LAST_REWARD]
+        for r in range(3):
+            role_rewards[e, r] = st.floats[e, F_LAST_ROLE_REWARD + r]
+
+
+step_flat_batch = njit(cache=True, nogil=True)(_step_flat_batch)
+step_joint_batch = njit(cache=True, nogil=True)(_step_joint_batch)
+step_flat_batch_parallel = njit(cache=True, nogil=True, parallel=True)(_step_flat_batch)
+step_joint_batch_parallel = njit(cache=True, nogil=True, parallel=True)(_step_joint_batch)
+"""The same loops over environments, on numba's threads (``prange``); serial above."""

@@ -1,0 +1,363 @@
+"""The simulator's state and parameters as arrays: the one place that says what
+every column means (Jumanji's ``types.py`` habit).
+
+The state is a structure of arrays with one row per environment, so the same
+compiled rules (:mod:`hospital_marl.core.kernel`) run one environment (the
+scalar :class:`~hospital_marl.core.hospital.Hospital`, B = 1) or thousands (the
+vector envs). Few arrays, packed by type, keep a kernel call's dispatch and a
+snapshot cheap. ``B`` = environments, ``P`` = patient capacity (at least the
+day's patients: every patient occupies one id for the whole episode),
+``T`` = episode length, ``K`` = drawn bounce-back uniform pairs (grown on demand).
+
+Shapes and meaning:
+
+``pat``  int32 ``(B, P, N_PAT)`` -- per patient, a record of columns named by the ``PAT_*`` constants
+    (one patient's fields share a cache line: the rules visit patients in bed/queue order):
+    ``PAT_CONDITION`` condition id 1..5 (the day's), ``PAT_ARRIVAL`` arrival tick (the day's),
+    ``PAT_SEVERITY`` 1..5 now, ``PAT_LOCATION`` one of NOT_ARRIVED..DEAD,
+    ``PAT_WAIT`` ticks spent waiting, ``PAT_NEGLECT`` ticks without adequate care,
+    ``PAT_REMAINING`` treatment ticks left, ``PAT_ADMITTED_AT`` tick of the last placement,
+    ``PAT_READY_FOR`` ticks ready for step-down in ICU, ``PAT_VENT_OF`` ventilator index or EMPTY,
+    ``PAT_AWAY_SINCE`` tick of the last early discharge, ``PAT_WAS_CRITICAL`` 0/1 (ever severity >= 4).
+``quantile``  float64 ``(B, 2, P)`` -- treatment-time quantiles drawn with the day: [general, ICU].
+``latent``  float64 ``(B, T, P)`` -- the per-tick, per-patient uniform driving its dynamics (tick-major:
+    a tick reads one contiguous row).
+``beds``  int32 ``(B, N_BEDS, MAX_BEDS)`` -- ``BEDS_GENERAL`` / ``BEDS_ICU`` / ``BEDS_VENT``: the
+    patient id in each bed / on each ventilator (EMPTY = -1; only the scenario's first
+    ``general_beds`` / ``icu_beds`` / ``ventilators`` columns are used); ``BEDS_VENT_IDLE``:
+    consecutive ticks each ventilator's patient has not needed it (weaning).
+``queue``  int32 ``(B, P)`` -- waiting patients' ids, first come first served; ``S_QUEUE_LEN`` long.
+    A patient is in the queue at most once, so ``P`` slots can never overflow.
+``scalars``  int64 ``(B, N_SCALARS)`` -- ``S_*``: patients of the day, next arrival id, queue
+    length, tick, terminated, truncated, bounce draws used, then the integer counters in
+    :data:`COUNTER_FIELDS` order (from ``S_COUNTERS``).
+``floats``  float64 ``(B, N_FLOATS)`` -- ``F_*``: occupancy sum, cumulative reward, this tick's
+    team reward and its per-role action-caused parts, the last tick's team and role rewards.
+``bounce_u``  float64 ``(B, K, 2)`` -- the bounce-back stream: pair k = (bounce?, delay) uniforms
+    of the k-th early discharge (pre-drawn; append-only, so a snapshot needs only the cursor).
+``bounce``  int32 ``(B, 2, K)`` -- the k-th early discharge's return tick (``BOUNCE_TICK``,
+    -1 = none pending) and patient (``BOUNCE_PID``): returns happen in scheduling order.
+``scratch``  int32 ``(B, MAX_BEDS)`` -- working space of the rules (the sorted general board),
+    so that no rule allocates: the kernel runs without reference counting, which would
+    otherwise cost more than the rules themselves.
+
+Parameters (:class:`Params`) are arrays too, built per scenario / ClinicalParams /
+RewardTable by :func:`make_params`: never module globals, so user tables work.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hospital_marl.core.actions import ACTION_TABLE, ROLE_FLAT, ROLES
+from hospital_marl.core.clinical import ClinicalParams
+from hospital_marl.core.metrics import EpisodeCounters
+from hospital_marl.core.rewards import RewardTable
+from hospital_marl.core.scenarios import Scenario
+
+# Where a patient is. Every arrived patient is in exactly one place (conservation).
+NOT_ARRIVED, WAITING, GENERAL, ICU, DISCHARGED, AWAY, DEAD = range(7)
+EMPTY = -1
+
+QUEUE_SLOTS = 10
+BOARD_TRANSFER_SLOTS = 5
+BOARD_DISCHARGE_SLOTS = 5
+MAX_BEDS = 20  # the widest resource row (general beds; the observation layout's maximum)
+BOUNCE_BLOCK = 64  # bounce-back pairs drawn at a time (the stream's block size)
+
+(
+    PAT_CONDITION,
+    PAT_ARRIVAL,
+    PAT_SEVERITY,
+    PAT_LOCATION,
+    PAT_WAIT,
+    PAT_NEGLECT,
+    PAT_REMAINING,
+    PAT_ADMITTED_AT,
+    PAT_READY_FOR,
+    PAT_VENT_OF,
+    PAT_AWAY_SINCE,
+    PAT_WAS_CRITICAL,
+) = range(12)
+N_PAT = 12
+
+BEDS_GENERAL, BEDS_ICU, BEDS_VENT, BEDS_VENT_IDLE = range(4)
+N_BEDS = 4
+BOUNCE_TICK, BOUNCE_PID = range(2)
+
+COUNTER_FIELDS: tuple[str, ...] = tuple(
+    name for name, value in EpisodeCounters().as_dict().items() if isinstance(value, int)
+)
+"""The integer fields of :class:`EpisodeCounters` (its order), one ``scalars`` column each."""
+
+S_N_PATIENTS, S_NEXT_ARRIVAL, S_QUEUE_LEN, S_TICK, S_TERMINATED, S_TRUNCATED, S_BOUNCE_CURSOR = range(7)
+S_COUNTERS = 7
+(
+    C_ARRIVALS,
+    C_DEATHS,
+    C_CRITICAL_TOTAL,
+    C_CRITICAL_DEATHS,
+    C_DISCHARGES,
+    C_CRITICAL_SAVED,
+    C_EARLY_DISCHARGES,
+    C_BOUNCE_BACKS,
+    C_DETERIORATIONS,
+    C_INVALID_ACTIONS,
+    C_CONFLICTS,
+    C_ACTIONS,
+    C_ADMISSIONS,
+    C_WAIT_TICKS,
+    C_TICKS,
+) = range(S_COUNTERS, S_COUNTERS + len(COUNTER_FIELDS))
+N_SCALARS = S_COUNTERS + len(COUNTER_FIELDS)
+assert all(globals()[f"C_{name.upper()}"] == S_COUNTERS + i for i, name in enumerate(COUNTER_FIELDS)), (
+    "the C_* columns must follow EpisodeCounters' integer fields"
+)
+
+F_OCCUPANCY_SUM, F_CUMULATIVE_REWARD, F_TICK_REWARD = range(3)
+F_ROLE_REWARD = 3  # 3 columns, ROLES order
+F_LAST_REWARD = 6
+F_LAST_ROLE_REWARD = 7  # 3 columns
+N_FLOATS = 10
+
+
+class State(NamedTuple):
+    """The whole mutable simulation state of B environments (see the module docstring)."""
+
+    pat: np.ndarray
+    quantile: np.ndarray
+    latent: np.ndarray
+    beds: np.ndarray
+    queue: np.ndarray
+    scalars: np.ndarray
+    floats: np.ndarray
+    bounce_u: np.ndarray
+    bounce: np.ndarray
+    scratch: np.ndarray
+
+
+def empty_state(n_envs: int, patients: int, episode_length: int, bounce_pairs: int = BOUNCE_BLOCK) -> State:
+    """An all-empty state (every bed free, no patient arrived): reset rows before use."""
+    p = max(1, patients)
+    return State(
+        pat=np.zeros((n_envs, p, N_PAT), np.int32),
+        quantile=np.zeros((n_envs, 2, p), np.float64),
+        latent=np.zeros((n_envs, episode_length, p), np.float64),
+        beds=np.full((n_envs, N_BEDS, MAX_BEDS), EMPTY, np.int32),
+        queue=np.zeros((n_envs, p), np.int32),
+        scalars=np.zeros((n_envs, N_SCALARS), np.int64),
+        floats=np.zeros((n_envs, N_FLOATS), np.float64),
+        bounce_u=np.zeros((n_envs, bounce_pairs, 2), np.float64),
+        bounce=np.full((n_envs, 2, bounce_pairs), -1, np.int32),
+        scratch=np.zeros((n_envs, MAX_BEDS), np.int32),
+    )
+
+
+SHARED_FIELDS = frozenset({"latent", "quantile", "bounce_u", "scratch"})
+"""Arrays a copy may share: the day's draws (read-only during an episode), the bounce-back
+pairs (append-only: growing replaces the array) and the rules' scratch space."""
+
+
+def copy_state(state: State) -> State:
+    """An independent copy of everything that changes (the rest is shared: :data:`SHARED_FIELDS`)."""
+    return State(*(a if name in SHARED_FIELDS else a.copy() for name, a in zip(State._fields, state)))
+
+
+def grow_patients(state: State, patients: int) -> State:
+    """The same state with room for ``patients`` per row (never silently too small)."""
+    old = state.pat.shape[1]
+    if patients <= old:
+        return state
+    n, t = state.pat.shape[0], state.latent.shape[1]
+    new = empty_state(n, patients, t, state.bounce_u.shape[1])
+    new.pat[:, :old] = state.pat
+    new.quantile[:, :, :old] = state.quantile
+    new.latent[:, :, :old] = state.latent
+    new.queue[:, :old] = state.queue
+    return new._replace(
+        beds=state.beds,
+        scalars=state.scalars,
+        floats=state.floats,
+        bounce_u=state.bounce_u,
+        bounce=state.bounce,
+    )
+
+
+def grow_bounce(state: State, pairs: int) -> State:
+    """The same state with room for ``pairs`` bounce-back draws per row (new pairs zero until drawn)."""
+    old = state.bounce_u.shape[1]
+    if pairs <= old:
+        return state
+    n = state.pat.shape[0]
+    bounce_u = np.zeros((n, pairs, 2), np.float64)
+    bounce_u[:, :old] = state.bounce_u
+    bounce = np.full((n, 2, pairs), -1, np.int32)
+    bounce[:, :, :old] = state.bounce
+    return state._replace(bounce_u=bounce_u, bounce=bounce)
+
+
+# ------------------------------------------------------------------ parameters
+(
+    I_GENERAL_BEDS,
+    I_ICU_BEDS,
+    I_VENTILATORS,
+    I_MAX_DEATHS,
+    I_MAX_TICKS,
+    I_WEAN_TICKS,
+    I_STEP_DOWN_BLOCK,
+    I_BOUNCE_DELAY_LOW,
+    I_BOUNCE_DELAY_HIGH,
+) = range(9)
+N_INT_PARAMS = 9
+
+(
+    P_NEGLECT_SCALE,
+    P_DETERIORATE_CAP,
+    P_BED_FACTOR,
+    P_DEATH_WAITING,
+    P_DEATH_IN_BED,
+    P_DEATH_RESIDUAL,
+    P_BOUNCE_PER_SEVERITY,
+    R_DISCHARGE,
+    R_CRITICAL_DISCHARGE,
+    R_DEATH,
+    R_CRITICAL_UNATTENDED,
+    R_WAITING,
+    R_INVALID,
+    R_EARLY_PER_SEVERITY,
+    R_ICU_BUSY_BONUS,
+    R_ICU_BUSY_THRESHOLD,
+    R_SURVIVAL_BONUS,
+) = range(17)
+N_FLOAT_PARAMS = 17
+
+
+class Params(NamedTuple):
+    """Scenario, clinical and reward parameters as arrays (one set per batch).
+
+    ``ints`` ``(N_INT_PARAMS,)`` and ``reals`` ``(N_FLOAT_PARAMS,)`` by the ``I_*`` / ``P_*`` / ``R_*``
+    constants; per severity (index = severity, 0 unused): ``deteriorate_base`` ``(6,)``,
+    ``condition_factor`` ``(6,)`` (by condition id), ``improve`` ``(2, 6)`` [general, ICU],
+    ``treatment`` ``(2, 6, 2)`` [general, ICU] x severity x (low, high) ticks. The action table
+    (SPEC §3, from :data:`~hospital_marl.core.actions.ACTION_TABLE`): per flat action its
+    ``action_kind``, ``action_index`` and ``action_role`` ``(39,)`` (role -1 = the no-op);
+    ``role_flat`` ``(3, 21)`` role action -> flat action; ``role_actions`` ``(3,)`` sizes.
+    """
+
+    ints: np.ndarray
+    reals: np.ndarray
+    deteriorate_base: np.ndarray
+    condition_factor: np.ndarray
+    improve: np.ndarray
+    treatment: np.ndarray
+    action_kind: np.ndarray
+    action_index: np.ndarray
+    action_role: np.ndarray
+    role_flat: np.ndarray
+    role_actions: np.ndarray
+
+
+def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTable, max_ticks: int) -> Params:
+    """The kernel's view of one scenario, ClinicalParams and RewardTable."""
+    cp, rw = clinical, rewards
+    ints = np.zeros(N_INT_PARAMS, np.int64)
+    ints[I_GENERAL_BEDS] = scenario.general_beds
+    ints[I_ICU_BEDS] = scenario.icu_beds
+    ints[I_VENTILATORS] = scenario.ventilators
+    ints[I_MAX_DEATHS] = scenario.max_deaths
+    ints[I_MAX_TICKS] = max_ticks
+    ints[I_WEAN_TICKS] = cp.wean_ticks
+    ints[I_STEP_DOWN_BLOCK] = cp.step_down_block_ticks
+    ints[I_BOUNCE_DELAY_LOW], ints[I_BOUNCE_DELAY_HIGH] = cp.bounce_back_delay
+    reals = np.zeros(N_FLOAT_PARAMS, np.float64)
+    for index, value in (
+        (P_NEGLECT_SCALE, cp.neglect_scale),
+        (P_DETERIORATE_CAP, cp.deteriorate_cap),
+        (P_BED_FACTOR, cp.bed_factor),
+        (P_DEATH_WAITING, cp.death_waiting),
+        (P_DEATH_IN_BED, cp.death_in_bed),
+        (P_DEATH_RESIDUAL, cp.death_residual),
+        (P_BOUNCE_PER_SEVERITY, cp.bounce_back_per_severity),
+        (R_DISCHARGE, rw.discharge),
+        (R_CRITICAL_DISCHARGE, rw.critical_discharge),
+        (R_DEATH, rw.death),
+        (R_CRITICAL_UNATTENDED, rw.critical_unattended_per_tick),
+        (R_WAITING, rw.waiting_per_tick),
+        (R_INVALID, rw.invalid_action),
+        (R_EARLY_PER_SEVERITY, rw.early_discharge_per_severity),
+        (R_ICU_BUSY_BONUS, rw.icu_busy_bonus),
+        (R_ICU_BUSY_THRESHOLD, rw.icu_busy_threshold),
+        (R_SURVIVAL_BONUS, rw.survival_bonus),
+    ):
+        reals[index] = value
+    base = np.zeros(6, np.float64)
+    base[: len(cp.deteriorate_base)] = cp.deteriorate_base
+    return Params(
+        ints=ints,
+        reals=reals,
+        deteriorate_base=base,
+        condition_factor=np.array(cp.condition_factor, np.float64),
+        improve=np.array([cp.improve_general, cp.improve_icu], np.float64),
+        treatment=np.array([cp.treatment_general, cp.treatment_icu], np.int64),
+        **_ACTION_ARRAYS,
+    )
+
+
+def _action_arrays() -> dict[str, np.ndarray]:
+    """The action table as the kernel reads it (built once; read-only)."""
+    role_actions = np.array([len(ROLE_FLAT[role]) for role in ROLES], np.int64)
+    role_flat = np.zeros((len(ROLES), int(role_actions.max())), np.int64)
+    for r, role in enumerate(ROLES):
+        role_flat[r, : len(ROLE_FLAT[role])] = ROLE_FLAT[role]
+    arrays = {
+        "action_kind": np.array([int(spec.kind) for spec in ACTION_TABLE], np.int64),
+        "action_index": np.array([spec.index for spec in ACTION_TABLE], np.int64),
+        "action_role": np.array(
+            [-1 if spec.role is None else ROLES.index(spec.role) for spec in ACTION_TABLE]
+        ),
+        "role_flat": role_flat,
+        "role_actions": role_actions,
+    }
+    arrays["action_role"] = arrays["action_role"].astype(np.int64)
+    for array in arrays.values():
+        array.flags.writeable = False
+    return arrays
+
+
+_ACTION_ARRAYS = _action_arrays()
+
+
+def counters_of(scalars: np.ndarray, floats: np.ndarray) -> EpisodeCounters:
+    """One row's counters as the :class:`EpisodeCounters` record every view reports."""
+    values = scalars[S_COUNTERS : S_COUNTERS + len(COUNTER_FIELDS)].tolist()
+    return EpisodeCounters(
+        **dict(zip(COUNTER_FIELDS, values)),
+        occupancy_sum=float(floats[F_OCCUPANCY_SUM]),
+        cumulative_reward=float(floats[F_CUMULATIVE_REWARD]),
+    )
+
+
+def write_day(state: State, e: int, day: Any, first: int = 0) -> None:
+    """Write a day's draws (a :class:`~hospital_marl.core.generator.DayArrays`) into row ``e``,
+    patients ``first`` onwards: their identity, severity on arrival, quantiles and latent."""
+    n = len(day.arrival)
+    if n > state.pat.shape[1]:
+        raise ValueError(
+            f"a day of {n} patients does not fit a state of {state.pat.shape[1]}: grow_patients first"
+        )
+    state.pat[e, first:n, PAT_CONDITION] = day.condition[first:]
+    state.pat[e, first:n, PAT_ARRIVAL] = day.arrival[first:]
+    state.pat[e, first:n, PAT_SEVERITY] = day.severity[first:]
+    state.quantile[e, :, first:n] = day.quantile[:, first:]
+    state.latent[e, :, first:n] = day.latent[first:].T
+
+
+def new_day_state(day: Any, episode_length: int, pairs: np.ndarray) -> State:
+    """A one-row state sized for ``day`` with its draws written and the bounce ``pairs`` loaded
+    (then :func:`~hospital_marl.core.kernel.reset_row` empties the ED)."""
+    st = empty_state(1, len(day.arrival), episode_length, len(pairs))
+    write_day(st, 0, day)
+    st.bounce_u[0] = pairs
+    return st

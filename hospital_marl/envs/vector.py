@@ -1,0 +1,460 @@
+"""Natively batched envs (SPEC §10): B emergency departments stepped by one kernel call.
+
+- :class:`HospitalEDVectorEnv` -- ``gymnasium.make_vec("hospital_marl/HospitalED-v0", num_envs=B)``:
+  ``Discrete(39)`` per env, batched Dict observations, ``action_masks()`` ``(B, 39)``.
+- :class:`HospitalEDTeamVectorEnv` -- the team id: ``MultiDiscrete([21, 16, 4])`` per env,
+  ``action_masks()`` ``(B, 41)`` (the three role masks concatenated).
+- :class:`HospitalMARLVectorEnv` -- the batched multi-agent form for MARL libraries:
+  per-role batched observations and masks plus the global state, parallel-env semantics.
+
+Autoreset: ``SAME_STEP`` (declared in ``metadata["autoreset_mode"]``): when an env's
+episode ends, the observation returned is already its next episode's first, and
+``infos["final_obs"]`` / ``infos["final_info"]`` (with Gymnasium's ``_key`` masks) hold
+the finished episode's last observation, metrics, counters and score.
+
+Seeding: ``reset(seed=s)`` seeds env ``i`` exactly as the scalar env ``reset(seed=s + i)``
+would (a list of seeds seeds each env itself), and its later episodes follow the scalar
+env's ``reset()`` seed sequence, so env ``i``'s trajectory equals the scalar one bit for bit.
+
+Returned arrays are fresh each step (safe to keep); observations are views of one
+``(B, 106)`` float32 block per step (``infos`` never copies them).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from hospital_marl.core import kernel
+from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
+from hospital_marl.core.generator import DayGenerator, day_arrays, draw_day, generate_day
+from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, BounceStream, Hospital
+from hospital_marl.core.metrics import METRIC_NAMES, composite_score, episode_metrics
+from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
+from hospital_marl.core.scenarios import Scenario, get_scenario
+from hospital_marl.core.types import (
+    COUNTER_FIELDS,
+    F_CUMULATIVE_REWARD,
+    F_OCCUPANCY_SUM,
+    S_BOUNCE_CURSOR,
+    S_COUNTERS,
+    S_TERMINATED,
+    S_TICK,
+    S_TRUNCATED,
+    State,
+    counters_of,
+    empty_state,
+    grow_bounce,
+    grow_patients,
+    make_params,
+    write_day,
+)
+from hospital_marl.envs._common import EpisodeSeeder, check_reward_mode
+from hospital_marl.envs.composed import TEAM_MASK_COLUMNS
+from hospital_marl.envs.observations import (
+    OFFSETS,
+    ROLE_INDEX,
+    STATE_SIZE,
+    composed_space,
+    composed_views,
+    role_space,
+    state_space,
+)
+
+
+def patient_capacity(scenario: Scenario) -> int:
+    """Patient slots per env: the expected arrivals plus eight standard deviations (Poisson),
+    plus room for small days. A day that still does not fit grows the batch (never overflows)."""
+    mean = scenario.expected_arrivals
+    return int(mean + 8 * math.sqrt(mean) + 16)
+
+
+class _Batch:
+    """What the batched envs share: B rows of kernel state, per-env seeders, days and streams."""
+
+    def __init__(
+        self,
+        num_envs: int,
+        scenario: str | Scenario | None,
+        max_cycles: int | None,
+        clinical: ClinicalParams | None,
+        rewards: RewardTable | None,
+        day_generator: DayGenerator | None,
+        threads: int | None,
+    ) -> None:
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+        self.template = Hospital(
+            scenario,
+            clinical=clinical or DEFAULT_CLINICAL,
+            rewards=rewards or DEFAULT_REWARDS,
+            day_generator=day_generator or generate_day,
+            max_ticks=max_cycles,
+        )
+        s = self.template.scenario
+        self.scenario = s
+        self.n = num_envs
+        self.params = make_params(s, self.template.clinical, self.template.rewards, self.template.max_ticks)
+        self.state: State = empty_state(num_envs, patient_capacity(s), s.episode_length)
+        self.seeders = [EpisodeSeeder() for _ in range(num_envs)]
+        self.streams: list[BounceStream | None] = [None] * num_envs
+        self.threads = threads
+        self.parallel = threads is not None and threads > 1
+        if self.parallel:
+            import numba
+
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------- resets
+    def reset_rows(self, rows: np.ndarray, seeds: list[int | None]) -> None:
+        """Start a new day in each of ``rows`` (seed per row, None = that env's next seed)."""
+        hospital = self.template
+        for e, seed in zip(rows.tolist(), seeds):
+            day_seed = self.seeders[e](seed)
+            seq = np.random.SeedSequence(int(day_seed))
+            day_seq, bounce_seq = seq.spawn(2)
+            rng = np.random.default_rng(day_seq)
+            if hospital.day_generator is generate_day:
+                day = draw_day(self.scenario, rng)
+            else:
+                day = day_arrays(hospital.day_generator(self.scenario, rng), self.scenario.episode_length)
+            if len(day.arrival) > self.state.pat.shape[1]:
+                self.state = grow_patients(self.state, len(day.arrival))
+            stream = BounceStream(np.random.default_rng(bounce_seq))
+            self.streams[e] = stream
+            self.state.bounce_u[e, : len(stream.pairs)] = stream.pairs
+            write_day(self.state, e, day)
+            kernel.reset_row(self.state, self.params, e, len(day.arrival))
+
+    def ensure_bounce_draws(self, actions_per_env: int) -> None:
+        """Every row has a drawn bounce-back pair for each early discharge this step could make."""
+        st = self.state
+        cursor = st.scalars[:, S_BOUNCE_CURSOR]
+        need = int(cursor.max()) + actions_per_env
+        if need <= st.bounce_u.shape[1]:
+            return
+        rows = np.flatnonzero(cursor + actions_per_env > st.bounce_u.shape[1])
+        self.state = st = grow_bounce(st, need + 64)
+        for e in rows.tolist():
+            pairs = self.streams[e].ensure(need)  # type: ignore[union-attr]
+            st.bounce_u[e, : len(pairs)] = pairs
+
+    def observe(self, rows: np.ndarray, obs: np.ndarray, masks: np.ndarray) -> None:
+        for e in rows.tolist():
+            kernel.observe_row(self.state, self.params, e, OFFSETS, obs[e], masks[e])
+
+    def seeds_for(self, seed: int | list[int] | None) -> list[int | None]:
+        if seed is None:
+            return [None] * self.n
+        if isinstance(seed, (int, np.integer)):
+            return [int(seed) + i for i in range(self.n)]
+        seeds = list(seed)
+        if len(seeds) != self.n:
+            raise ValueError(f"reset(seed=...) needs one seed per env ({self.n}), got {len(seeds)}")
+        return seeds
+
+    def done(self) -> tuple[np.ndarray, np.ndarray]:
+        sc = self.state.scalars
+        return sc[:, S_TERMINATED] != 0, sc[:, S_TRUNCATED] != 0
+
+    def final_info(self, rows: np.ndarray) -> dict[str, Any]:
+        """The finished episodes' metrics, counters and score, Gymnasium-batched (``_key`` masks)."""
+        n = self.n
+        present = np.zeros(n, bool)
+        present[rows] = True
+        st = self.state
+        counters: dict[str, Any] = {}
+        for i, name in enumerate(COUNTER_FIELDS):  # the counters are columns: no per-env work
+            counters[name] = np.where(present, st.scalars[:, S_COUNTERS + i], 0)
+        counters["occupancy_sum"] = np.where(present, st.floats[:, F_OCCUPANCY_SUM], 0.0)
+        counters["cumulative_reward"] = np.where(present, st.floats[:, F_CUMULATIVE_REWARD], 0.0)
+        metrics: dict[str, Any] = {name: np.zeros(n) for name in METRIC_NAMES}
+        score = np.zeros(n)
+        for e in rows.tolist():  # the metric formulas are the grader's (episode_metrics), per env
+            m = episode_metrics(counters_of(st.scalars[e], st.floats[e]))
+            for key, value in m.items():
+                metrics[key][e] = value
+            score[e] = composite_score(m)
+        for group in (metrics, counters):
+            for key in list(group):
+                group["_" + key] = present
+        return {
+            "metrics": metrics,
+            "_metrics": present,
+            "counters": counters,
+            "_counters": present,
+            "score": score,
+            "_score": present,
+            "tick": np.where(present, st.scalars[:, S_TICK], 0),
+            "_tick": present,
+        }
+
+
+class _VectorBase(VectorEnv):
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+    render_mode = None
+
+    _actions_per_env = 1
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        scenario: str | Scenario | None = None,
+        max_cycles: int | None = None,
+        clinical: ClinicalParams | None = None,
+        rewards: RewardTable | None = None,
+        day_generator: DayGenerator | None = None,
+        threads: int | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None:
+            raise ValueError("the vector envs do not render; render a scalar env (gym.make) instead")
+        self._batch = _Batch(num_envs, scenario, max_cycles, clinical, rewards, day_generator, threads)
+        self.num_envs = num_envs
+        self._obs = np.zeros((num_envs, STATE_SIZE), np.float32)
+        self._masks = np.zeros((num_envs, N_FLAT_ACTIONS), np.bool_)
+        self._reset_called = False
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._batch.scenario
+
+    @property
+    def state_vectors(self) -> np.ndarray:
+        """The global state of every env ``(B, 106)`` (every observation block, flattened)."""
+        return self._obs
+
+    def flat_masks(self) -> np.ndarray:
+        """``(B, 39)`` bool validity of the flat actions of every env's current state."""
+        return self._masks.copy()
+
+    def _reset(self, seed: int | list[int] | None, options: dict[str, Any] | None) -> None:
+        VectorEnv.reset(self, seed=seed if isinstance(seed, int) else None)  # seeds self.np_random
+        if options and options.get("scenario") is not None:
+            new = get_scenario(options["scenario"])
+            if new != self._batch.scenario:
+                raise ValueError("a vector env keeps its scenario: make a new one with scenario=...")
+        b = self._batch
+        rows = np.arange(b.n)
+        b.reset_rows(rows, b.seeds_for(seed))
+        self._obs = np.empty((b.n, STATE_SIZE), np.float32)
+        self._masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
+        b.observe(rows, self._obs, self._masks)
+        self._reset_called = True
+
+    def _autoreset(self, obs: np.ndarray, masks: np.ndarray, infos: dict[str, Any]) -> tuple:
+        b = self._batch
+        terminated, truncated = b.done()
+        finished = np.flatnonzero(terminated | truncated)
+        if len(finished):
+            final_obs = np.full(b.n, None, dtype=object)
+            for e in finished.tolist():
+                final_obs[e] = self._single_obs(obs[e].copy())
+            infos["final_obs"] = final_obs
+            infos["_final_obs"] = terminated | truncated
+            infos["final_info"] = b.final_info(finished)
+            infos["_final_info"] = terminated | truncated
+            b.reset_rows(finished, [None] * len(finished))
+            b.observe(finished, obs, masks)
+        return terminated, truncated
+
+    def _single_obs(self, vector: np.ndarray) -> Any:
+        return composed_views(vector)
+
+    def _check_reset(self) -> None:
+        if not self._reset_called:
+            raise RuntimeError("call reset() before step()")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        pass
+
+
+class HospitalEDVectorEnv(_VectorBase):
+    """B composed envs (``Discrete(39)`` each) in one batch; see the module docstring.
+
+    Arguments: ``num_envs``, then those of :class:`~hospital_marl.envs.composed.HospitalEDEnv`
+    (scenario, max_cycles, clinical, rewards, day_generator), and ``threads`` (numba threads
+    for the batch loop; None = serial, the right choice next to a torch learner).
+    """
+
+    def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
+        super().__init__(num_envs, scenario, **kwargs)
+        self.single_observation_space = composed_space(self._batch.template)
+        self.single_action_space = spaces.Discrete(N_FLAT_ACTIONS)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        self._reset(seed, options)
+        return composed_views(self._obs), {"action_mask": self._masks.copy()}
+
+    def action_masks(self) -> np.ndarray:
+        """``(B, 39)`` bool validity of every env's actions (sb3-contrib's convention)."""
+        return self._masks.copy()
+
+    def step(self, actions: Any):
+        self._check_reset()
+        b = self._batch
+        actions = _int_actions(actions, (b.n,))
+        b.ensure_bounce_draws(1)
+        obs = np.empty((b.n, STATE_SIZE), np.float32)
+        masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
+        rewards = np.zeros(b.n, np.float64)
+        outcomes = np.zeros(b.n, np.int64)
+        step = kernel.step_flat_batch_parallel if b.parallel else kernel.step_flat_batch
+        step(b.state, b.params, actions, OFFSETS, obs, masks, rewards, outcomes)
+        infos: dict[str, Any] = {}
+        terminated, truncated = self._autoreset(obs, masks, infos)
+        self._obs, self._masks = obs, masks
+        infos["action_mask"] = masks.copy()
+        infos["outcome"] = outcomes
+        return composed_views(obs), rewards, terminated, truncated, infos
+
+
+class _JointVectorBase(_VectorBase):
+    """Three role actions per env and step, resolved like the parallel env (conflicts)."""
+
+    _actions_per_env = 3
+
+    def _joint_step(self, actions: np.ndarray) -> tuple:
+        self._check_reset()
+        b = self._batch
+        b.ensure_bounce_draws(3)
+        obs = np.empty((b.n, STATE_SIZE), np.float32)
+        masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
+        rewards = np.zeros(b.n, np.float64)
+        role_rewards = np.zeros((b.n, len(ROLES)), np.float64)
+        outcomes = np.zeros((b.n, len(ROLES)), np.int64)
+        step = kernel.step_joint_batch_parallel if b.parallel else kernel.step_joint_batch
+        step(b.state, b.params, actions, self._masks, OFFSETS, obs, masks, rewards, role_rewards, outcomes)
+        infos: dict[str, Any] = {}
+        terminated, truncated = self._autoreset(obs, masks, infos)
+        self._obs, self._masks = obs, masks
+        return obs, masks, rewards, role_rewards, outcomes, terminated, truncated, infos
+
+
+class HospitalEDTeamVectorEnv(_JointVectorBase):
+    """B team envs (``MultiDiscrete([21, 16, 4])`` each); ``action_masks()`` is ``(B, 41)``."""
+
+    def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
+        super().__init__(num_envs, scenario, **kwargs)
+        self.single_observation_space = composed_space(self._batch.template)
+        self.single_action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        self._reset(seed, options)
+        return composed_views(self._obs), {"action_mask": self.action_masks()}
+
+    def action_masks(self) -> np.ndarray:
+        """``(B, 41)``: the three role masks (each with its no-op) concatenated, as MaskablePPO expects."""
+        return self._masks[:, TEAM_MASK_COLUMNS]
+
+    def step(self, actions: Any):
+        obs, masks, rewards, _, outcomes, terminated, truncated, infos = self._joint_step(
+            _int_actions(actions, (self._batch.n, len(ROLES)))
+        )
+        infos["action_mask"] = masks[:, TEAM_MASK_COLUMNS]
+        infos["outcomes"] = outcomes
+        return composed_views(obs), rewards, terminated, truncated, infos
+
+
+class HospitalMARLVectorEnv(_JointVectorBase):
+    """The batched multi-agent form (for MARL libraries): B parallel envs at once.
+
+    ``reset()`` / ``step(actions)`` speak dicts keyed by role: observations
+    ``{role: {"observation": (B, d_role) float32, "action_mask": (B, n_role) int8}}``,
+    actions ``{role: (B,) ints}``, rewards ``{role: (B,)}`` (``reward_mode`` as the
+    parallel env), and ``state()`` the global state ``(B, 106)``. Semantics are the
+    parallel env's (role-order resolution, conflicts); ``terminations``/``truncations``
+    are ``(B,)`` per role; finished envs reset at once (``infos["final_info"]``).
+    Not a Gymnasium ``VectorEnv`` subclass in spirit (dict spaces per role), but it keeps
+    the same autoreset and seeding contract.
+    """
+
+    possible_agents = list(ROLES)
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        scenario: str | Scenario | None = None,
+        reward_mode: str = "team",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_envs, scenario, **kwargs)
+        self.reward_mode = check_reward_mode(reward_mode)
+        h = self._batch.template
+        self.single_observation_spaces = {
+            role: spaces.Dict(
+                {
+                    "observation": role_space(role, h),
+                    "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
+                }
+            )
+            for role in ROLES
+        }
+        self.single_action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
+        self.single_state_space = state_space(h)
+        self.single_observation_space = spaces.Dict(self.single_observation_spaces)
+        self.single_action_space = spaces.Dict(self.single_action_spaces)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+
+    def _role_observations(self, obs: np.ndarray, masks: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+        return {
+            role: {
+                "observation": obs[:, ROLE_INDEX[role]],
+                "action_mask": masks[:, ROLE_MASK_COLUMNS[role]].view(np.int8),
+            }
+            for role in ROLES
+        }
+
+    def _single_obs(self, vector: np.ndarray) -> Any:
+        return {role: vector[ROLE_INDEX[role]] for role in ROLES}
+
+    def state(self) -> np.ndarray:
+        """The global state of every env, ``(B, 106)`` (a copy)."""
+        return self._obs.copy()
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        self._reset(seed, options)
+        return self._role_observations(self._obs, self._masks), {}
+
+    def step(self, actions: dict[str, Any]):
+        joint = np.zeros((self._batch.n, len(ROLES)), np.int64)
+        for r, role in enumerate(ROLES):
+            if role in actions:
+                joint[:, r] = _int_actions(actions[role], (self._batch.n,))
+        obs, masks, rewards, role_rewards, outcomes, terminated, truncated, infos = self._joint_step(joint)
+        if self.reward_mode == "role":
+            per_role = {role: role_rewards[:, r].copy() for r, role in enumerate(ROLES)}
+        else:
+            per_role = {role: rewards.copy() for role in ROLES}
+        infos["outcomes"] = outcomes
+        return (
+            self._role_observations(obs, masks),
+            per_role,
+            {role: terminated for role in ROLES},
+            {role: truncated for role in ROLES},
+            infos,
+        )
+
+
+def _int_actions(actions: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A batch of integer actions. As in the scalar envs, a non-integer action (a float, a bool)
+    is never an error: every action of such a batch is played as invalid (-1, counted)."""
+    array = np.asarray(actions)
+    if array.shape != shape:
+        raise ValueError(f"actions must have shape {shape}, got {array.shape}")
+    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
+        return np.full(shape, -1, np.int64)
+    return array.astype(np.int64, copy=False)
