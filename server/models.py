@@ -47,6 +47,20 @@ _BedManagerAction = Annotated[StrictInt, Field(ge=0, le=ROLE_ACTION_COUNTS["bed_
 _VentilatorAction = Annotated[StrictInt, Field(ge=0, le=ROLE_ACTION_COUNTS["ventilator_officer"] - 1)]
 
 
+def _given(key: str) -> dict[str, Any]:
+    """JSON Schema: ``key`` is present and not null."""
+    return {"required": [key], "properties": {key: {"type": "integer"}}}
+
+
+_ONE_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"title": "flat track", **_given("action"), "not": {"anyOf": [_given(r) for r in ROLES]}},
+        {"title": "team track", "anyOf": [_given(r) for r in ROLES], "not": _given("action")},
+    ]
+}
+"""The one-action-form rule in the schema: exactly one of the flat and the team form."""
+
+
 class HospitalAction(Action):
     """One decision per tick, in exactly one of two forms.
 
@@ -61,6 +75,8 @@ class HospitalAction(Action):
 
     Giving both forms, or neither, is a validation error.
     """
+
+    model_config = ConfigDict(json_schema_extra=_ONE_FORM)
 
     action: _FlatAction | None = Field(
         default=None,
@@ -260,7 +276,11 @@ class HospitalStepRequest(BaseModel):
     action: HospitalAction
     session_id: StrictStr | None = Field(default=None, max_length=255, description=SESSION_ID_DOC)
     timeout_s: float | None = Field(
-        default=None, gt=0, description="accepted for OpenEnv compatibility; unused"
+        default=None,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="accepted for OpenEnv compatibility; unused",
     )
     request_id: StrictStr | None = Field(
         default=None, max_length=255, description="accepted for OpenEnv compatibility; echoed nowhere"
@@ -279,31 +299,50 @@ class HospitalStepResponse(BaseModel):
 
 
 class SessionLimits(BaseModel):
-    active: int
-    max: int
+    active: int = Field(description="sessions open now")
+    max: int = Field(description="the capacity: one more is refused")
+    idle_timeout_s: float = Field(description="a session idle this long ends")
 
 
-class HTTPSessionLimits(SessionLimits):
-    idle_timeout_s: float
+class PoolLimits(SessionLimits):
+    """OpenEnv's pool, shared by ``/ws``, ``/mcp`` WebSockets and HTTP MCP sessions."""
+
+    ws: int = Field(description="open /ws connections")
+    mcp_websocket: int = Field(description="open /mcp WebSocket connections")
+    mcp_http: int = Field(description="MCP sessions opened over HTTP (openenv/session/create)")
+
+
+class PerClientLimits(BaseModel):
+    max: int | None = Field(description="sessions one client (IP) may hold over every source; null: no cap")
+    clients: int = Field(description="clients holding at least one session")
 
 
 class SessionsResponse(BaseModel):
-    """``GET /sessions``: how full the server is (never lists session ids)."""
+    """``GET /sessions``: how full the server is, every session source (never lists ids)."""
 
-    http: HTTPSessionLimits
-    websocket: SessionLimits
+    http: SessionLimits
+    websocket: PoolLimits
+    web: SessionLimits | None = Field(description="web-view tabs (null: the web view is off)")
+    per_client: PerClientLimits
 
 
 class ErrorDetail(BaseModel):
-    """The ``detail`` of this server's own 4xx answers (FastAPI's 422s keep FastAPI's list form)."""
+    """What went wrong, for a program (``code``) and a person (``message``)."""
 
     code: str
     message: str
 
 
+class ErrorResponse(BaseModel):
+    """The body of this server's own 4xx answers (FastAPI's 422s keep FastAPI's list form)."""
+
+    detail: ErrorDetail
+
+
 __all__ = [
     "MAX_SEED",
     "ErrorDetail",
+    "ErrorResponse",
     "HospitalAction",
     "HospitalObservation",
     "HospitalResetRequest",
