@@ -508,7 +508,7 @@ def build_app(
             ledger,
             name="web session",
         )
-        builder = web_view_builder(web_store)
+        builder = web_view_builder(web_store, settings.scenario)
     with _web_interface(settings.web):
         app = create_app(
             factory,
