@@ -98,10 +98,12 @@ _SESSION_HEADERS = {
     SESSION_HEADER: {"description": "the HTTP session's id", "schema": {"type": "string"}},
 }
 _SessionHeader = Annotated[
-    str | None, Header(alias=SESSION_HEADER, max_length=255, description="the HTTP session's id")
+    str | None,
+    Header(alias=SESSION_HEADER, min_length=1, max_length=255, description="the HTTP session's id"),
 ]
 _SessionCookie = Annotated[
-    str | None, Cookie(alias=SESSION_COOKIE, max_length=255, description="the HTTP session's id")
+    str | None,
+    Cookie(alias=SESSION_COOKIE, min_length=1, max_length=255, description="the HTTP session's id"),
 ]
 
 
@@ -315,22 +317,30 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironme
         return HospitalStepResponse(**serialize_observation(obs), session_id=sid)
 
     ok = {"description": "the observation and the session id", "headers": _SESSION_HEADERS}
+    session_of_reset = "$response.body#/session_id"
+    links = {  # how a client goes on from a reset: documented, and schemathesis' stateful phase follows them
+        "StepSession": {"operationId": "step", "parameters": {f"header.{SESSION_HEADER}": session_of_reset}},
+        "SessionState": {"operationId": "state", "parameters": {"query.session_id": session_of_reset}},
+        "CloseSession": {"operationId": "close_session", "parameters": {"path.session_id": session_of_reset}},
+    }
 
     @app.post(
         "/reset",
+        operation_id="reset",
         response_model=HospitalStepResponse,
         tags=["Environment Control"],
         summary="Start an episode (opens or reuses a stateful HTTP session)",
         responses={
             200: ok
             | {
+                "links": links,
                 "headers": _SESSION_HEADERS
                 | {
                     "Set-Cookie": {
                         "description": f"{SESSION_COOKIE}=<session id>",
                         "schema": {"type": "string"},
                     }
-                }
+                },
             },
             **_BODY_ERRORS,
             422: {"description": "bad seed, scenario or extra field"},
@@ -364,6 +374,7 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironme
 
     @app.post(
         "/step",
+        operation_id="step",
         response_model=HospitalStepResponse,
         tags=["Environment Control"],
         summary="Take one step in an HTTP session's episode",
@@ -398,13 +409,14 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironme
 
     @app.get(
         "/state",
+        operation_id="state",
         response_model=HospitalState,
         tags=["State Management"],
         summary="The HTTP session's episode state",
         responses={400: _ERROR, 404: _ERROR},
     )
     async def state(
-        session_id: Annotated[str | None, Query(max_length=255)] = None,
+        session_id: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
         x_session_id: _SessionHeader = None,
         hospital_session: _SessionCookie = None,
     ) -> HospitalState:
@@ -413,6 +425,7 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironme
 
     @app.delete(
         "/sessions/{session_id}",
+        operation_id="close_session",
         status_code=204,
         tags=["State Management"],
         summary="Close an HTTP session",

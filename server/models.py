@@ -4,11 +4,14 @@ Every bound here is derived from the package's own tables (the 39-action
 table, the role action counts, the observation blocks, the scenario
 registry), never written twice.
 
-Strictness: action and seed fields are ``StrictInt``. ``"2"``, ``2.5``,
-``2.0`` and ``true`` are rejected (HTTP 422 / WebSocket ``VALIDATION_ERROR``),
-never coerced. An integer outside the action space (``-1``, ``39``) is
-rejected the same way: the wire contract is the ``Discrete(39)`` space, and a
-value outside it is a malformed request, not an agent's choice. An action
+Strictness: action and seed fields are JSON integers (:func:`json_int`):
+``"2"``, ``2.5`` and ``true`` are rejected (HTTP 422 / WebSocket
+``VALIDATION_ERROR``), never coerced. ``2.0`` is the integer 2, as in JSON
+itself and in JSON Schema's ``"type": "integer"`` (the OpenAPI document says
+integer, and a client in JavaScript cannot even tell the two apart). An
+integer outside the action space (``-1``, ``39``) is rejected the same way:
+the wire contract is the ``Discrete(39)`` space, and a value outside it is a
+malformed request, not an agent's choice. An action
 *inside* the space that the mask marks invalid is carried out exactly as
 in-process: it does nothing, costs -1 and is counted.
 """
@@ -19,17 +22,44 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.scenarios import SCENARIOS
 from hospital_marl.envs.observations import BLOCK_BY_KEY, BLOCKS, COMPOSED_KEYS
 
-MAX_SEED = 2**63 - 1
-"""Largest seed accepted (the episode seeder draws seeds below it)."""
+MAX_SEED = 2**53 - 1
+"""Largest seed accepted: the largest integer every JSON reader holds exactly (I-JSON,
+RFC 7493; JavaScript's ``Number.MAX_SAFE_INTEGER``). A larger seed would reach a client
+or a schema tool as another number."""
 
 Track = Literal["flat", "team"]
+
+_EXACT_FLOAT_INTS = 2**53
+"""Beyond this magnitude a float no longer spells one integer."""
+
+
+def _json_integer(value: Any) -> Any:
+    """A JSON number with no fractional part is an integer (``2.0`` is 2); nothing else converts."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_FLOAT_INTS:
+        return int(value)
+    return value
+
+
+def json_int(ge: int, le: int) -> Any:
+    """An integer in ``ge..le`` as JSON and JSON Schema define one: ``2`` or ``2.0``; never
+    ``"2"``, ``2.5``, ``true``. (The bounds stay ``minimum``/``maximum`` in the schema.)"""
+    return Annotated[StrictInt, Field(ge=ge, le=le), BeforeValidator(_json_integer)]
 
 
 def _role_field(role: str, what: str) -> Any:
@@ -41,10 +71,11 @@ def _role_field(role: str, what: str) -> Any:
 
 
 # ------------------------------------------------------------------- action
-_FlatAction = Annotated[StrictInt, Field(ge=0, le=N_FLAT_ACTIONS - 1)]
-_TriageAction = Annotated[StrictInt, Field(ge=0, le=ROLE_ACTION_COUNTS["triage"] - 1)]
-_BedManagerAction = Annotated[StrictInt, Field(ge=0, le=ROLE_ACTION_COUNTS["bed_manager"] - 1)]
-_VentilatorAction = Annotated[StrictInt, Field(ge=0, le=ROLE_ACTION_COUNTS["ventilator_officer"] - 1)]
+_FlatAction = json_int(0, N_FLAT_ACTIONS - 1)
+_TriageAction = json_int(0, ROLE_ACTION_COUNTS["triage"] - 1)
+_BedManagerAction = json_int(0, ROLE_ACTION_COUNTS["bed_manager"] - 1)
+_VentilatorAction = json_int(0, ROLE_ACTION_COUNTS["ventilator_officer"] - 1)
+_Seed = json_int(0, MAX_SEED)
 
 
 def _given(key: str) -> dict[str, Any]:
@@ -225,7 +256,7 @@ class ResetParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    seed: Annotated[StrictInt, Field(ge=0, le=MAX_SEED)] | None = Field(
+    seed: _Seed | None = Field(
         default=None,
         description="defines the day (arrivals, case mix); omit for a fresh one. Same seed and "
         "actions give the same trajectory as the in-process env.",
@@ -237,6 +268,7 @@ class ResetParams(BaseModel):
         default=None,
         description="a registered scenario name; default: the server's (HOSPITAL_SCENARIO)",
         examples=list(SCENARIOS)[:1],
+        json_schema_extra=lambda schema: schema.update(enum=[*SCENARIOS, None]),
     )
 
     @field_validator("scenario")
@@ -263,6 +295,7 @@ class HospitalResetRequest(ResetParams):
 
     session_id: StrictStr | None = Field(
         default=None,
+        min_length=1,
         max_length=255,
         description="reset this existing HTTP session instead of opening a new one (an unknown id opens one)",
     )
@@ -274,7 +307,9 @@ class HospitalStepRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     action: HospitalAction
-    session_id: StrictStr | None = Field(default=None, max_length=255, description=SESSION_ID_DOC)
+    session_id: StrictStr | None = Field(
+        default=None, min_length=1, max_length=255, description=SESSION_ID_DOC
+    )
     timeout_s: float | None = Field(
         default=None,
         gt=0,
@@ -352,4 +387,5 @@ __all__ = [
     "ResetParams",
     "SessionsResponse",
     "Track",
+    "json_int",
 ]

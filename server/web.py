@@ -150,7 +150,7 @@ class WebEpisodes:
         self._policy.reset(seed=policy_seed(seed), hospital=self.agent_env.hospital)
         self.history = [
             {**_figures(self.you.hospital), "who": "you"},
-            {**_figures(self.agent_env.hospital), "who": agent},
+            {**_figures(self.agent_env.hospital), "who": "agent"},
         ]
         self.last_outcome = ""
 
@@ -210,7 +210,7 @@ class WebEpisodes:
         action = self._policy.act(self._agent_obs, self._agent_mask)
         self._agent_obs, _, _, _, info = self.agent_env.step(action)  # type: ignore[union-attr]
         self._agent_mask = info["action_mask"]
-        self.history.append({**_figures(self.agent_hospital), "who": self.agent_name})
+        self.history.append({**_figures(self.agent_hospital), "who": "agent"})
 
     def agent_finish(self) -> None:
         """The agent plays the rest of its shift."""
@@ -287,11 +287,25 @@ def build_web_view(
         status = gr.Markdown(elem_id="status")
         with gr.Row():
             with gr.Column():
-                you_board = gr.Image(label="Your ED", type="numpy", interactive=False, elem_id="board-you")
+                you_board = gr.Image(
+                    label="Your ED",
+                    show_label=False,
+                    buttons=[],
+                    type="numpy",
+                    interactive=False,
+                    elem_id="board-you",
+                    format="png",
+                )
                 you_metrics = gr.Markdown(elem_id="metrics-you")
             with gr.Column():
                 agent_board = gr.Image(
-                    label="The agent's ED", type="numpy", interactive=False, elem_id="board-agent"
+                    label="The agent's ED",
+                    show_label=False,
+                    buttons=[],
+                    type="numpy",
+                    interactive=False,
+                    elem_id="board-agent",
+                    format="png",
                 )
                 agent_metrics = gr.Markdown(elem_id="metrics-agent")
         with gr.Group(visible=True) as flat_group:
@@ -311,7 +325,13 @@ def build_web_view(
         with gr.Row():
             charts = [
                 gr.LinePlot(
-                    x="tick", y=column, color="who", title=chart_title, height=220, elem_id=f"chart-{column}"
+                    x="tick",
+                    y=column,
+                    color="who",
+                    color_map={"you": "#1f77b4", "agent": "#ff7f0e"},
+                    title=chart_title,
+                    height=220,
+                    elem_id=f"chart-{column}",
                 )
                 for column, chart_title in CHARTS
             ]

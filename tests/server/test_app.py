@@ -231,7 +231,6 @@ BAD_ACTIONS = [
     ({"action": -1}, "greater_than_equal"),
     ({"action": N_FLAT_ACTIONS}, "less_than_equal"),
     ({"action": 2.5}, "int_type"),
-    ({"action": 2.0}, "int_type"),
     ({"action": "2"}, "int_type"),
     ({"action": True}, "int_type"),
     ({"action": None}, "missing_action"),
