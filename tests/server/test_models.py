@@ -162,8 +162,9 @@ def test_state__round_trips_before_and_during_an_episode() -> None:
     [
         ({"seed": -1}, "greater_than_equal"),
         ({"seed": "1"}, "int_type"),
-        ({"seed": 1.0}, "int_type"),
+        ({"seed": 1.5}, "int_type"),
         ({"seed": True}, "int_type"),
+        ({"seed": 2**53}, "less_than_equal"),  # past I-JSON's exact integers
         ({"scenario": "no_such_day"}, "unknown_scenario"),
         ({"scenario": 3}, "string_type"),
         ({"sed": 1}, "extra_forbidden"),
