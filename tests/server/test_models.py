@@ -45,7 +45,7 @@ def test_action__round_trips_through_json(payload: dict) -> None:
     [
         ({"action": "2"}, "int_type"),
         ({"action": 2.5}, "int_type"),
-            ({"action": True}, "int_type"),
+        ({"action": True}, "int_type"),
         ({"action": [1]}, "int_type"),
         ({"action": -1}, "greater_than_equal"),
         ({"action": N_FLAT_ACTIONS}, "less_than_equal"),
