@@ -38,7 +38,7 @@ def dockerfile_cmd() -> list[str]:
 
 
 def dockerfile_env() -> dict[str, str]:
-    return dict(re.findall(r"^ENV\s+(HOSPITAL_\w+)=(\S+)\s*$", DOCKERFILE, re.MULTILINE))
+    return dict(re.findall(r"^ENV\s+(HOSPITAL_\w+|ENABLE_WEB_INTERFACE)=(\S+)\s*$", DOCKERFILE, re.MULTILINE))
 
 
 def openenv_cli() -> list[str]:
@@ -144,6 +144,11 @@ def test_dockerfile_cmd__serves_health_reset_step_state(docker_cmd_url: str) -> 
             "outcome": "noop",
         }
         assert http.get("/state", params={"session_id": first["session_id"]}).json()["tick"] == 1
+        # The image serves the web view (ENABLE_WEB_INTERFACE=true): OpenEnv's Gradio mount at /web.
+        assert dockerfile_env()["ENABLE_WEB_INTERFACE"] == "true"
+        page = http.get("/web/", follow_redirects=True)
+        assert page.status_code == 200 and "gradio" in page.text.lower()
+        assert http.get("/sessions").json()["web"]["max"] >= 1
 
 
 def test_openenv_validate__runtime_against_the_dockerfile_cmd(docker_cmd_url: str) -> None:
