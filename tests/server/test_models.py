@@ -174,3 +174,29 @@ def test_reset_params__reject_bad_values(payload: dict, error: str) -> None:
     with pytest.raises(ValidationError) as exc:
         ResetParams.model_validate(payload)
     assert error in error_types(exc)
+
+
+@pytest.mark.parametrize("scenario", ["surge", "night_shift"])
+def test_observation__wire_form_is_pydantics_own_dump(scenario: str) -> None:
+    """The remembered wire form (the server's fast path) equals pydantic's model_dump, every tick."""
+    import random
+
+    from openenv.core.env_server.serialization import serialize_observation
+    from pydantic import BaseModel
+
+    from server.environment import HospitalEnvironment
+
+    env, rng = HospitalEnvironment(scenario=scenario), random.Random(5)
+    obs = env.reset(seed=5)
+    while True:
+        wire = serialize_observation(obs)
+        assert wire["observation"] == BaseModel.model_dump(obs, exclude={"reward", "done", "metadata"})
+        assert (wire["reward"], wire["done"]) == (obs.reward, obs.done)
+        assert json.loads(json.dumps(wire)) == wire  # plain JSON values
+        if obs.done:
+            assert wire["observation"]["metrics"] and "score" in wire["observation"]["info"]
+            break
+        mask = obs.action_mask
+        obs = env.step({"action": rng.choice([i for i, ok in enumerate(mask) if ok])})
+    # Any other dump goes through pydantic as usual.
+    assert "reward" in obs.model_dump() and obs.model_dump(exclude={"info"}).keys() >= {"metrics"}
