@@ -36,7 +36,7 @@ def settle(page: Any) -> None:
 
 
 def open_page(browser: Any, url: str, boards: bool = True) -> Any:
-    page = browser.new_page(viewport={"width": 1400, "height": 1500})
+    page = browser.new_page(viewport={"width": 1300, "height": 1050})
     page.goto(f"{url}/web/")
     if boards:
         page.wait_for_selector("#board-you img", timeout=EVENT_TIMEOUT_MS)
