@@ -51,22 +51,25 @@ class ClientLedger:
     def __init__(self, per_client: int | None = None) -> None:
         self.per_client = per_client
         self._held: Counter[str] = Counter()
+        self._lock = threading.Lock()  # the web view's handlers count from worker threads
 
     def acquire(self, client: str) -> None:
         """Count one more session for ``client`` (raises :class:`SessionCapacityError` at the cap)."""
-        if self.per_client is not None and self._held[client] >= self.per_client:
-            raise SessionCapacityError(
-                f"per-client session limit reached: this client holds {self._held[client]}/"
-                f"{self.per_client} sessions (HTTP, WebSocket, MCP and web together). Close one, "
-                "or wait until an idle one expires.",
-                code="CLIENT_SESSION_LIMIT",
-            )
-        self._held[client] += 1
+        with self._lock:
+            if self.per_client is not None and self._held[client] >= self.per_client:
+                raise SessionCapacityError(
+                    f"per-client session limit reached: this client holds {self._held[client]}/"
+                    f"{self.per_client} sessions (HTTP, WebSocket, MCP and web together). Close one, "
+                    "or wait until an idle one expires.",
+                    code="CLIENT_SESSION_LIMIT",
+                )
+            self._held[client] += 1
 
     def release(self, client: str) -> None:
-        self._held[client] -= 1
-        if self._held[client] <= 0:
-            del self._held[client]
+        with self._lock:
+            self._held[client] -= 1
+            if self._held[client] <= 0:
+                del self._held[client]
 
     @contextmanager
     def holding(self, client: str) -> Iterator[None]:
