@@ -80,8 +80,7 @@ import hospital_marl
 from hospital_marl import BUILTIN_SCENARIOS, COMPOSED_ENV_ID, ROLE_ACTION_COUNTS, ROLES, TEAM_ENV_ID
 
 CLOCKS: dict[str, Callable[[], float]] = {
-    "perf_counter": time.perf_counter,
-    "process_time": time.process_time,
+    "perf_counter": time.perf_counter, "process_time": time.process_time,
 }
 _clock = time.perf_counter  # set from --clock in main()
 
@@ -95,12 +94,12 @@ PARALLEL_LABEL = "parallel env (parallel_env)"
 
 @dataclass
 class Row:
-    scenario: str  # "" for the reference
+    scenario: str          # "" for the reference
     interface: str
     unit: str
-    rate: float  # units per second (best repeat)
+    rate: float            # units per second (best repeat)
     us_per_unit: float
-    ratio: float | None  # rate / CartPole steps/s (None for planner primitives)
+    ratio: float | None    # rate / CartPole steps/s (None for planner primitives)
 
 
 @dataclass
@@ -200,9 +199,8 @@ def team_bench(scenario: str, seed: int) -> Bench:
         for i in range(0, len(u), 3):
             m = info["action_mask"]
             v0, v1, v2 = flatnonzero(m[a0:b0]), flatnonzero(m[a1:b1]), flatnonzero(m[a2:b2])
-            action = array(
-                [v0[int(u[i] * len(v0))], v1[int(u[i + 1] * len(v1))], v2[int(u[i + 2] * len(v2))]]
-            )
+            action = array([v0[int(u[i] * len(v0))], v1[int(u[i + 1] * len(v1))],
+                            v2[int(u[i + 2] * len(v2))]])
             _, _, term, trunc, info = step(action)
             if term or trunc:
                 info = reset()[1]
@@ -328,9 +326,8 @@ def planner_items(scenario: str, seed: int, iters: int) -> list[Timed]:
 def scenario_items(scenario: str, args: argparse.Namespace, rng: np.random.Generator) -> list[Timed]:
     benches = [
         gym_masked_bench(gym.make(COMPOSED_ENV_ID, scenario=scenario), COMPOSED_LABEL, args.seed),
-        gym_masked_bench(
-            gym.make(COMPOSED_ENV_ID, scenario=scenario).unwrapped, "composed env, unwrapped", args.seed
-        ),
+        gym_masked_bench(gym.make(COMPOSED_ENV_ID, scenario=scenario).unwrapped,
+                         "composed env, unwrapped", args.seed),
         aec_bench(hospital_marl.env(scenario=scenario), AEC_LABEL, args.seed),
         aec_bench(hospital_marl.raw_env(scenario=scenario), RAW_AEC_LABEL, args.seed),
         parallel_bench(scenario, args.seed),
@@ -346,27 +343,12 @@ def targets(rows: list[Row], ref_rate: float) -> list[dict[str, Any]]:
     for row in rows:
         if row.interface == COMPOSED_LABEL:
             goal = ref_rate * COMPOSED_TARGET_FRACTION
-            out.append(
-                {
-                    "scenario": row.scenario,
-                    "target": "composed env >= 1/3 CartPole steps/s",
-                    "interface": row.interface,
-                    "value": row.rate,
-                    "goal": goal,
-                    "met": row.rate >= goal,
-                }
-            )
+            out.append({"scenario": row.scenario, "target": "composed env >= 1/3 CartPole steps/s",
+                        "interface": row.interface, "value": row.rate, "goal": goal, "met": row.rate >= goal})
         elif row.interface in (AEC_LABEL, RAW_AEC_LABEL):
-            out.append(
-                {
-                    "scenario": row.scenario,
-                    "target": "AEC >= 100k role-steps/s",
-                    "interface": row.interface,
-                    "value": row.rate,
-                    "goal": AEC_TARGET_ROLE_STEPS,
-                    "met": row.rate >= AEC_TARGET_ROLE_STEPS,
-                }
-            )
+            out.append({"scenario": row.scenario, "target": "AEC >= 100k role-steps/s",
+                        "interface": row.interface, "value": row.rate, "goal": AEC_TARGET_ROLE_STEPS,
+                        "met": row.rate >= AEC_TARGET_ROLE_STEPS})
     return out
 
 
@@ -384,13 +366,8 @@ def print_table(console: Console, rows: list[Row], multi: bool, repeats: int) ->
         if multi and previous is not None and row.scenario != previous:
             table.add_section()
         previous = row.scenario
-        cells = [
-            row.interface,
-            row.unit,
-            f"{row.rate:,.0f}",
-            f"{row.us_per_unit:,.2f}",
-            "—" if row.ratio is None else f"{row.ratio:.2f}",
-        ]
+        cells = [row.interface, row.unit, f"{row.rate:,.0f}", f"{row.us_per_unit:,.2f}",
+                 "—" if row.ratio is None else f"{row.ratio:.2f}"]
         table.add_row(*([row.scenario or "(reference)"] if multi else []), *cells)
     console.print(table)
 
@@ -406,13 +383,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per row; the best is kept")
     parser.add_argument("--warmup", type=int, default=500, help="untimed units before each row")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="perf_counter",
-        help="perf_counter (wall time, default) or process_time (this process's CPU "
-        "time: steadier when other processes compete for the CPUs)",
-    )
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="perf_counter",
+                        help="perf_counter (wall time, default) or process_time (this process's CPU "
+                             "time: steadier when other processes compete for the CPUs)")
     args = parser.parse_args(argv)
     global _clock
     _clock = CLOCKS[args.clock]
@@ -430,13 +403,11 @@ def main(argv: list[str] | None = None) -> None:
         console = Console(width=150)
     rng = np.random.default_rng(args.seed)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    console.print(
-        f"python {platform.python_version()} · gymnasium {gym.__version__} · "
-        f"pettingzoo {pettingzoo.__version__} · {os.cpu_count()} CPUs"
-        + (f" · load {load[0]:.2f}" if load else "")
-        + f" · {args.steps} units per repeat, best of {args.repeats} · clock {args.clock}",
-        highlight=False,
-    )
+    console.print(f"python {platform.python_version()} · gymnasium {gym.__version__} · "
+                  f"pettingzoo {pettingzoo.__version__} · {os.cpu_count()} CPUs"
+                  + (f" · load {load[0]:.2f}" if load else "")
+                  + f" · {args.steps} units per repeat, best of {args.repeats} · clock {args.clock}",
+                  highlight=False)
 
     cart = cartpole_bench(args.seed)
     with console.status("building and warming up ..."):
@@ -458,27 +429,11 @@ def main(argv: list[str] | None = None) -> None:
     ref_rate = 1 / best[0]
     rows = []
     for item, sec in zip(items, best):
-        rows.append(
-            Row(
-                item.scenario,
-                item.interface,
-                item.unit,
-                1 / sec,
-                sec * 1e6,
-                (1 / sec) / ref_rate if item.ratio else None,
-            )
-        )
+        rows.append(Row(item.scenario, item.interface, item.unit, 1 / sec, sec * 1e6,
+                        (1 / sec) / ref_rate if item.ratio else None))
         if item.interface == PARALLEL_LABEL:
-            rows.append(
-                Row(
-                    item.scenario,
-                    "parallel env, role-actions (3/tick)",
-                    "role-action",
-                    3 / sec,
-                    sec * 1e6 / 3,
-                    (3 / sec) / ref_rate,
-                )
-            )
+            rows.append(Row(item.scenario, "parallel env, role-actions (3/tick)", "role-action",
+                            3 / sec, sec * 1e6 / 3, (3 / sec) / ref_rate))
 
     multi = len(scenarios) > 1
     print_table(console, rows, multi, args.repeats)
@@ -486,30 +441,18 @@ def main(argv: list[str] | None = None) -> None:
     for goal in goals:
         mark = "[green]MET[/green]" if goal["met"] else "[red]NOT MET[/red]"
         scen = escape(f"[{goal['scenario']}] ") if multi else ""
-        console.print(
-            f"{scen}{goal['target']}: {escape(goal['interface'])} {goal['value']:,.0f}/s "
-            f"vs goal {goal['goal']:,.0f}/s → {mark}",
-            highlight=False,
-        )
+        console.print(f"{scen}{goal['target']}: {escape(goal['interface'])} {goal['value']:,.0f}/s "
+                      f"vs goal {goal['goal']:,.0f}/s → {mark}", highlight=False)
 
     if args.json:
         payload = {
-            "python": platform.python_version(),
-            "gymnasium": gym.__version__,
-            "pettingzoo": pettingzoo.__version__,
-            "hospital_marl": hospital_marl.__version__,
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "loadavg_at_start": load,
-            "steps": args.steps,
-            "repeats": args.repeats,
-            "warmup": args.warmup,
-            "seed": args.seed,
+            "python": platform.python_version(), "gymnasium": gym.__version__,
+            "pettingzoo": pettingzoo.__version__, "hospital_marl": hospital_marl.__version__,
+            "platform": platform.platform(), "cpu_count": os.cpu_count(), "loadavg_at_start": load,
+            "steps": args.steps, "repeats": args.repeats, "warmup": args.warmup, "seed": args.seed,
             "clock": args.clock,
-            "scenarios": scenarios,
-            "cartpole_steps_per_s": ref_rate,
-            "rows": [asdict(r) for r in rows],
-            "targets": goals,
+            "scenarios": scenarios, "cartpole_steps_per_s": ref_rate,
+            "rows": [asdict(r) for r in rows], "targets": goals,
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(payload, indent=2))

@@ -70,30 +70,22 @@ def time_grade(agent: str, episodes: int, seed: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=TARGET_EPISODES, help="episodes per scenario")
-    parser.add_argument(
-        "--agents",
-        nargs="+",
-        default=["heuristic", "planner"],
-        help="policy specs for policies.load, e.g. heuristic 'planner:rollouts=8'",
-    )
+    parser.add_argument("--agents", nargs="+", default=["heuristic", "planner"],
+                        help="policy specs for policies.load, e.g. heuristic 'planner:rollouts=8'")
     parser.add_argument("--seed", type=int, default=0, help="the grader's base seed")
     args = parser.parse_args(argv)
 
     print(f"full grade: 5 scenarios x {args.episodes} episodes, seed {args.seed}, flat track")
-    header = (
-        f"{'agent':<28} {'score':>6} {'wall s':>8} {'cpu s':>8} {'decisions':>9} "
-        f"{'dec/s':>9} {'ms/dec':>8} {'cpu ms/dec':>10}"
-    )
+    header = (f"{'agent':<28} {'score':>6} {'wall s':>8} {'cpu s':>8} {'decisions':>9} "
+              f"{'dec/s':>9} {'ms/dec':>8} {'cpu ms/dec':>10}")
     print(header)
     print("-" * len(header))
     results = {}
     for agent in args.agents:
         r = results[agent] = time_grade(agent, args.episodes, args.seed)
-        print(
-            f"{agent:<28} {r['overall_score']:6.2f} {r['wall_s']:8.2f} {r['cpu_s']:8.2f} "
-            f"{r['decisions']:9d} {r['decisions_per_s']:9.1f} {r['ms_per_decision']:8.3f} "
-            f"{r['cpu_ms_per_decision']:10.3f}"
-        )
+        print(f"{agent:<28} {r['overall_score']:6.2f} {r['wall_s']:8.2f} {r['cpu_s']:8.2f} "
+              f"{r['decisions']:9d} {r['decisions_per_s']:9.1f} {r['ms_per_decision']:8.3f} "
+              f"{r['cpu_ms_per_decision']:10.3f}")
     print("\nms per decision (wall) by scenario:")
     names = list(next(iter(results.values()))["scenario_ms_per_decision"])
     print(f"{'agent':<28} " + " ".join(f"{name:>17}" for name in names))
@@ -105,7 +97,8 @@ def main(argv: list[str] | None = None) -> None:
         scaled = wall * TARGET_EPISODES / args.episodes
         met = "met" if scaled <= HEURISTIC_TARGET_S else "NOT met"
         note = "" if args.episodes == TARGET_EPISODES else f" (scaled to {TARGET_EPISODES} episodes)"
-        print(f"\ntarget heuristic full grade <= {HEURISTIC_TARGET_S:g} s: {met} ({scaled:.2f} s{note})")
+        print(f"\ntarget heuristic full grade <= {HEURISTIC_TARGET_S:g} s: {met} "
+              f"({scaled:.2f} s{note})")
         for agent, r in results.items():
             if agent != "heuristic":
                 ratio = r["ms_per_decision"] / results["heuristic"]["ms_per_decision"]
