@@ -195,6 +195,13 @@ def test_each_tab_is_its_own_counted_session_and_the_api_stays_responsive(browse
                 timeout=120_000,
             )
             shots(second, "planner_finished")
+            # Closing a tab ends its session (Gradio's unload event): the slot is free again.
+            first.close()
+            for _ in range(120):
+                if httpx.get(f"{url}/sessions").json()["web"]["active"] == 1:
+                    break
+                second.wait_for_timeout(250)
+            assert httpx.get(f"{url}/sessions").json()["web"]["active"] == 1
         finally:
             first.close()
             second.close()
