@@ -40,13 +40,16 @@ from grading.grader import policy_seed
 from hospital_marl.core.actions import ACTION_TABLE, N_FLAT_ACTIONS, ROLE_FLAT, ROLES
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.scenarios import SCENARIOS
+from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
 from hospital_marl.envs.render import render_frame
 from server.models import MAX_SEED
 from server.sessions import SessionCapacityError, SessionStore
 
-AGENTS: tuple[str, ...] = ("heuristic", "planner", "ppo")
-"""Agents the page offers (flat track), those :func:`policies.load` can build here."""
+AGENTS: tuple[str, ...] = ("heuristic", "planner", "ppo", "team_heuristic", "team_ppo")
+"""Agents the page offers, those :func:`policies.load` can build here. One that plays the flat
+track does (through the composed env, as the grader's flat runner); a team-only one plays
+the team track (each role in turn through the AEC env, as the grader's team runner)."""
 
 TRACKS: tuple[str, ...] = ("flat", "team")
 CHARTS: tuple[tuple[str, str], ...] = (
@@ -116,7 +119,7 @@ class WebEpisodes:
     track: str = "flat"
     agent_name: str = "heuristic"
     you: HospitalEDEnv | HospitalEDTeamEnv | None = None
-    agent_env: HospitalEDEnv | None = None
+    agent_env: HospitalEDEnv | HospitalAECEnv | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     last_outcome: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -143,10 +146,14 @@ class WebEpisodes:
         self.scenario, self.seed, self.track, self.agent_name = scenario, seed, track, agent
         self.you = (HospitalEDTeamEnv if track == "team" else HospitalEDEnv)(scenario=scenario)
         self.you.reset(seed=seed)
-        self.agent_env = HospitalEDEnv(scenario=scenario)
-        self._agent_obs, info = self.agent_env.reset(seed=seed)
-        self._agent_mask = info["action_mask"]
         self._policy = policies.load(agent)
+        if "flat" in self._policy.tracks:
+            self.agent_env = HospitalEDEnv(scenario=scenario)
+            self._agent_obs, info = self.agent_env.reset(seed=seed)
+            self._agent_mask = info["action_mask"]
+        else:
+            self.agent_env = HospitalAECEnv(scenario=scenario)
+            self.agent_env.reset(seed=seed)
         self._policy.reset(seed=policy_seed(seed), hospital=self.agent_env.hospital)
         self.history = [
             {**_figures(self.you.hospital), "who": "you"},
@@ -207,9 +214,15 @@ class WebEpisodes:
         """One tick of the agent's episode (nothing once its shift is over)."""
         if self.agent_hospital.done:
             return
-        action = self._policy.act(self._agent_obs, self._agent_mask)
-        self._agent_obs, _, _, _, info = self.agent_env.step(action)  # type: ignore[union-attr]
-        self._agent_mask = info["action_mask"]
+        env = self.agent_env
+        if isinstance(env, HospitalAECEnv):
+            for role in ROLES:  # one turn each, then the tick (the env runs it after the last role)
+                seen = env.observe(role)
+                env.step(self._policy.act_role(role, seen["observation"], seen["action_mask"]))
+        else:
+            action = self._policy.act(self._agent_obs, self._agent_mask)
+            self._agent_obs, _, _, _, info = env.step(action)  # type: ignore[union-attr]
+            self._agent_mask = info["action_mask"]
         self.history.append({**_figures(self.agent_hospital), "who": "agent"})
 
     def agent_finish(self) -> None:
