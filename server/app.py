@@ -103,7 +103,9 @@ _SessionHeader = Annotated[
 ]
 _SessionCookie = Annotated[
     str | None,
-    Cookie(alias=SESSION_COOKIE, min_length=1, max_length=255, description="the HTTP session's id"),
+    # No length bounds here: a browser or client cookie jar may add its own stored cookie of the
+    # same name, which then wins; an empty or unknown id is simply no session / 404 anyway.
+    Cookie(alias=SESSION_COOKIE, description="the HTTP session's id"),
 ]
 
 
