@@ -6,7 +6,9 @@
 #   docker run --rm -p 8000:8000 -e HOSPITAL_SCENARIO=surge -e HOSPITAL_MAX_SESSIONS=128 hospital-marl
 #
 # Settings: HOSPITAL_SCENARIO, HOSPITAL_MAX_SESSIONS, HOSPITAL_MAX_HTTP_SESSIONS,
-# HOSPITAL_HTTP_SESSION_TTL, HOSPITAL_MAX_MESSAGE_BYTES (see server/settings.py).
+# HOSPITAL_HTTP_SESSION_TTL, HOSPITAL_MAX_MESSAGE_BYTES, HOSPITAL_IDLE_TIMEOUT,
+# HOSPITAL_MAX_WEB_SESSIONS, HOSPITAL_MAX_SESSIONS_PER_CLIENT, ENABLE_WEB_INTERFACE
+# (see server/settings.py). Open http://localhost:8000/web/ for the web view.
 FROM python:3.11-slim
 
 ENV PIP_NO_CACHE_DIR=1 \
@@ -28,7 +30,9 @@ ENV NUMBA_CACHE_DIR=/home/app/.cache/numba
 RUN python -c "from hospital_marl.core.hospital import warm_up; warm_up()"
 
 # Scenario of a reset that names none; a client may still pick another at reset.
+# The web view at /web is on (OpenEnv's switch); ENABLE_WEB_INTERFACE=false turns it off.
 ENV HOSPITAL_SCENARIO=normal_day
+ENV ENABLE_WEB_INTERFACE=true
 EXPOSE 8000
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

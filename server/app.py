@@ -26,9 +26,18 @@ OpenEnv lacks:
 - **A capacity error the client sees.** When all WebSocket sessions are taken, a
   new connection gets OpenEnv's ``CAPACITY_REACHED`` error message and a close
   with code 1013 (try again later) whose reason says so, not a bare close.
-- **Bounded messages.** HTTP bodies above ``max_message_bytes`` get 413;
-  WebSocket messages above it get an error reply and the session lives on;
-  frames above ``ws_frame_limit_bytes`` close the socket with 1009.
+- **Every session counted, bounded and expiring.** ``/ws`` and ``/mcp``
+  WebSocket connections and MCP sessions opened over HTTP
+  (``openenv/session/create``) share OpenEnv's pool of ``max_sessions``
+  environments; stateful HTTP episodes and web-view tabs have their own
+  stores. Each expires when idle; an optional per-client cap spans them all;
+  ``GET /sessions`` reports every one (see :mod:`server.sessions`).
+- **Bounded, well-formed messages** (:mod:`server.guards`): HTTP bodies above
+  ``max_message_bytes`` get 413, invalid UTF-8 400, non-finite numbers or deep
+  nesting 422; a bad WebSocket message gets an error reply and the session
+  lives on; frames above ``ws_frame_limit_bytes`` close the socket with 1009.
+- **The web view** at ``/web`` (``--web`` / ``ENABLE_WEB_INTERFACE``), OpenEnv's
+  Gradio mount with this package's tab (:mod:`server.web`).
 - **The real state schema** at ``/schema`` (OpenEnv reports its base ``State``).
 
 Errors never stop the server or touch other sessions: bad input is a 4xx (or
@@ -38,25 +47,27 @@ a WebSocket ``error`` message) for that request only.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
+import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal
 
-from fastapi import Body, FastAPI, HTTPException, Query, Request, Response, WebSocket, WebSocketDisconnect
+from fastapi import Body, Cookie, FastAPI, Header, HTTPException, Query, Request, Response, WebSocket
 from fastapi.routing import APIRoute, APIWebSocketRoute
 from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
 from openenv.core.env_server.serialization import serialize_observation
 from openenv.core.env_server.types import SchemaResponse, WSErrorCode, WSErrorResponse
 from starlette.routing import WebSocketRoute
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.environment import EpisodeStateError, HospitalEnvironment
+from server.guards import GuardedWebSocket, RequestGuardMiddleware, logger
 from server.mcp_tools import HospitalMCPEnvironment
 from server.models import (
-    ErrorDetail,
+    ErrorResponse,
     HospitalAction,
     HospitalObservation,
     HospitalResetRequest,
@@ -65,7 +76,7 @@ from server.models import (
     HospitalStepResponse,
     SessionsResponse,
 )
-from server.sessions import HTTPSessionStore, SessionCapacityError
+from server.sessions import ClientLedger, SessionCapacityError, SessionStore
 from server.settings import ServerSettings, add_server_arguments, settings_from_args
 
 SESSION_HEADER = "X-Session-Id"
@@ -79,144 +90,195 @@ _NO_SESSION = (
     "or the cookie. Or use the WebSocket /ws (OpenEnv's EnvClient) for a session per connection."
 )
 
+_ERROR = {"model": ErrorResponse}
+_BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "the body is not UTF-8 (`INVALID_UTF8`)"},
+    413: {"model": ErrorResponse, "description": "the body is over the size limit (`PAYLOAD_TOO_LARGE`)"},
+}
+_SESSION_HEADERS = {
+    SESSION_HEADER: {"description": "the HTTP session's id", "schema": {"type": "string"}},
+}
+_SessionHeader = Annotated[
+    str | None,
+    Header(alias=SESSION_HEADER, min_length=1, max_length=255, description="the HTTP session's id"),
+]
+_SessionCookie = Annotated[
+    str | None,
+    # No length bounds here: a browser or client cookie jar may add its own stored cookie of the
+    # same name, which then wins; an empty or unknown id is simply no session / 404 anyway.
+    Cookie(alias=SESSION_COOKIE, description="the HTTP session's id"),
+]
+
 
 def _error(status: int, code: str, message: str) -> HTTPException:
-    return HTTPException(status_code=status, detail=ErrorDetail(code=code, message=message).model_dump())
+    return HTTPException(status_code=status, detail={"code": code, "message": message})
 
 
-# ------------------------------------------------------------- middleware
-class BodySizeLimitMiddleware:
-    """HTTP request bodies above ``max_bytes`` get 413 before any route sees them."""
+def _client(connection: Request | WebSocket) -> str:
+    """Who holds a session, for the per-client cap: the peer's address."""
+    return connection.client.host if connection.client else ""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._too_large(send)
-                return
-        # Read the (bounded) body up front, then replay it: chunked uploads are capped too.
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # client went away
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self._too_large(send)
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        replayed = False
+# ----------------------------------------------------------- OpenEnv's pool
+class OpenEnvPool:
+    """OpenEnv's session pool (``/ws``, ``/mcp`` WebSocket, HTTP MCP sessions), as this app sees it.
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-            return await receive()
+    openenv-core 0.3 keeps the pool inside the ``HTTPEnvServer`` its
+    ``create_app`` builds and does not return; its route handlers close over
+    it, which is where this finds it. HTTP MCP sessions never end by
+    themselves there (OpenEnv's own reaper would also end live WebSocket
+    sessions): this tracks them in a :class:`SessionStore` and ends the idle
+    ones before any new session is admitted and whenever ``/sessions`` is read.
+    """
 
-        await self.app(scope, replay, send)
-
-    async def _too_large(self, send: Send) -> None:
-        body = json.dumps(
-            {"detail": {"code": "PAYLOAD_TOO_LARGE", "message": f"request body over {self.max_bytes} bytes"}}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
+    def __init__(
+        self,
+        ws_endpoint: Callable[..., Any],
+        settings: ServerSettings,
+        ledger: ClientLedger,
+        clock: Callable[[], float],
+    ) -> None:
+        cells = [c.cell_contents for c in (ws_endpoint.__closure__ or ())]
+        servers = [c for c in cells if hasattr(c, "_create_session") and hasattr(c, "_destroy_session")]
+        if len(servers) != 1:
+            raise RuntimeError("openenv-core's /ws handler holds no HTTPEnvServer: unsupported version")
+        self._server = servers[0]
+        self.max_sessions = settings.max_sessions
+        self.mcp_http = SessionStore[str](
+            None, settings.max_sessions, settings.idle_timeout_s, clock, ledger, name="MCP session"
         )
-        await send({"type": "http.response.body", "body": body})
+        self.connections: dict[str, int] = {"ws": 0, "mcp": 0}
+
+    @property
+    def active(self) -> int:
+        return int(self._server.active_sessions)
+
+    async def reap(self) -> None:
+        """End the HTTP MCP sessions idle past the timeout (their slots return to the pool)."""
+        for sid in self.mcp_http.expire():
+            logger.info("MCP session idle past %g s: closed", self.mcp_http.ttl_s)
+            await self._server._destroy_session(sid)
 
 
-# -------------------------------------------------------------- websocket
-class _BoundedWebSocket:
-    """The WebSocket as OpenEnv's session loop sees it: oversized or binary
-    messages are answered with an error message and skipped, so the session
-    (and its episode) lives on."""
-
-    def __init__(self, websocket: WebSocket, max_bytes: int) -> None:
-        self._ws = websocket
-        self._max_bytes = max_bytes
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ws, name)
-
-    async def receive_text(self) -> str:
-        while True:
-            message = await self._ws.receive()
-            if message["type"] == "websocket.disconnect":
-                raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
-            text = message.get("text")
-            if text is None:
-                await self._reply_error("MESSAGE_NOT_TEXT", "binary frames are not supported: send JSON text")
-                continue
-            n = len(text)
-            if n > self._max_bytes or (4 * n > self._max_bytes and len(text.encode()) > self._max_bytes):
-                await self._reply_error("MESSAGE_TOO_LARGE", f"message over {self._max_bytes} bytes ignored")
-                continue
-            return text
-
-    async def _reply_error(self, code: str, message: str) -> None:
-        await self._ws.send_text(WSErrorResponse(data={"message": message, "code": code}).model_dump_json())
-
-    async def close(self, code: int = 1000, reason: str | None = None) -> None:
-        # OpenEnv closes the socket after the client already did; Starlette then
-        # raises WebSocketDisconnect (OpenEnv expects RuntimeError), which would
-        # log a spurious "Exception in ASGI application" for every normal goodbye.
-        with contextlib.suppress(WebSocketDisconnect):
-            await self._ws.close(code, reason)
+def _ws_error(code: str, message: str) -> str:
+    return WSErrorResponse(data={"message": message, "code": code}).model_dump_json()
 
 
-class _WebSocketGate:
-    """Wraps OpenEnv's ``/ws`` endpoint: bounds messages and turns a full server
-    into a capacity error the client can read."""
+def _rpc_error(code: str, message: str, request_id: Any = None) -> JsonRpcResponse:
+    kind = JsonRpcErrorCode.INVALID_REQUEST if code == "VALIDATION_ERROR" else JsonRpcErrorCode.SERVER_ERROR
+    return JsonRpcResponse.error_response(kind, message, data={"code": code}, request_id=request_id)
 
-    def __init__(self, endpoint: Callable[[Any], Awaitable[None]], max_sessions: int, max_bytes: int) -> None:
+
+class _SessionGate:
+    """Wraps one of OpenEnv's WebSocket endpoints (``/ws`` or ``/mcp``): a connection is
+    admitted only if the pool and the client's cap have room (else a readable error and
+    close 1013), its messages are guarded, and it is closed when idle."""
+
+    def __init__(
+        self,
+        endpoint: Callable[[Any], Awaitable[None]],
+        kind: Literal["ws", "mcp"],
+        pool: OpenEnvPool,
+        ledger: ClientLedger,
+        settings: ServerSettings,
+    ) -> None:
         self._endpoint = endpoint
-        self.max_sessions = max_sessions
-        self._max_bytes = max_bytes
-        self.active = 0
+        self._kind = kind
+        self._pool = pool
+        self._ledger = ledger
+        self._settings = settings
+        self._reply_error = _ws_error if kind == "ws" else lambda c, m: _rpc_error(c, m).model_dump_json()
 
     async def __call__(self, websocket: WebSocket) -> None:
-        if self.active >= self.max_sessions:
-            await self._refuse(websocket)
+        await self._pool.reap()
+        client = _client(websocket)
+        if self._pool.active >= self._pool.max_sessions:
+            await self._refuse(
+                websocket,
+                "CAPACITY_REACHED",
+                (
+                    f"Server at capacity: {self._pool.active}/{self._pool.max_sessions} sessions active "
+                    "(WebSocket and MCP together); retry later"
+                ),
+            )
             return
-        self.active += 1  # no await since the check: the count cannot race
         try:
-            await self._endpoint(_BoundedWebSocket(websocket, self._max_bytes))
+            self._ledger.acquire(client)
+        except SessionCapacityError as exc:
+            await self._refuse(websocket, exc.code, str(exc))
+            return
+        guarded = GuardedWebSocket(
+            websocket, self._settings.max_message_bytes, self._settings.idle_timeout_s, self._reply_error
+        )
+        self._pool.connections[self._kind] += 1
+        guarded.watch()
+        try:
+            await self._endpoint(guarded)
         finally:
-            self.active -= 1
+            guarded.stop()
+            self._pool.connections[self._kind] -= 1
+            self._ledger.release(client)
 
-    async def _refuse(self, websocket: WebSocket) -> None:
-        message = (
-            f"Server at capacity: {self.active}/{self.max_sessions} WebSocket sessions active; retry later"
-        )
+    async def _refuse(self, websocket: WebSocket, code: str, message: str) -> None:
         await websocket.accept()
-        error = WSErrorResponse(
-            data={
-                "message": message,
-                "code": WSErrorCode.CAPACITY_REACHED,
-                "active_sessions": self.active,
-                "max_sessions": self.max_sessions,
-            }
-        )
-        await websocket.send_text(error.model_dump_json())
+        if self._kind == "ws":
+            data: dict[str, Any] = {"message": message, "code": code}
+            if code == "CAPACITY_REACHED":
+                data |= {
+                    "code": WSErrorCode.CAPACITY_REACHED,
+                    "active_sessions": self._pool.active,
+                    "max_sessions": self._pool.max_sessions,
+                }
+            text = WSErrorResponse(data=data).model_dump_json()
+        else:
+            text = _rpc_error(code, message).model_dump_json()
+        await websocket.send_text(text)
         await websocket.close(code=WS_TRY_AGAIN_LATER, reason=message[:120])
+
+
+def _add_mcp_http_route(
+    app: FastAPI,
+    openenv_mcp: Callable[[Request], Awaitable[dict[str, Any]]],
+    pool: OpenEnvPool,
+    ledger: ClientLedger,
+) -> None:
+    @app.post(
+        "/mcp",
+        tags=["MCP"],
+        summary="MCP JSON-RPC (tools, and OpenEnv's session methods)",
+        responses=_BODY_ERRORS,
+    )
+    async def mcp(request: Request) -> dict[str, Any]:
+        """OpenEnv's MCP endpoint. ``openenv/session/create`` opens a session from the same pool
+        as ``/ws``: it counts against ``max_sessions`` and the per-client cap, and ends after
+        the idle timeout without a call that names its ``session_id``."""
+        await pool.reap()
+        try:
+            payload = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError):
+            payload = None
+        method = payload.get("method") if isinstance(payload, dict) else None
+        params = payload.get("params") if isinstance(payload, dict) else None
+        named = params.get("session_id") if isinstance(params, dict) else None
+        if method == "openenv/session/create":
+            client = _client(request)
+            try:
+                ledger.acquire(client)
+            except SessionCapacityError as exc:
+                return _rpc_error(exc.code, str(exc), payload.get("id")).model_dump()
+            answer = await openenv_mcp(request)
+            sid = (answer.get("result") or {}).get("session_id")
+            if isinstance(sid, str):
+                pool.mcp_http.add(sid, sid, client)
+            else:
+                ledger.release(client)
+            return answer
+        if isinstance(named, str):
+            pool.mcp_http.get(named)  # a call naming the session keeps it alive
+        answer = await openenv_mcp(request)
+        if method == "openenv/session/close" and isinstance(named, str) and answer.get("error") is None:
+            pool.mcp_http.close(named)
+        return answer
 
 
 # ----------------------------------------------------------------- routes
@@ -239,13 +301,8 @@ _EMPTY_RESET_BODY = Body(default_factory=HospitalResetRequest)
 """``POST /reset`` with no body resets with defaults (as OpenEnv's)."""
 
 
-def _session_id(request: Request, explicit: str | None) -> str | None:
-    return explicit or request.headers.get(SESSION_HEADER) or request.cookies.get(SESSION_COOKIE)
-
-
-def _add_http_session_routes(app: FastAPI, store: HTTPSessionStore, gate: _WebSocketGate) -> None:
-    def lookup(request: Request, explicit: str | None) -> tuple[str, HospitalEnvironment]:
-        sid = _session_id(request, explicit)
+def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironment]) -> None:
+    def lookup(sid: str | None) -> tuple[str, HospitalEnvironment]:
         if not sid:
             raise _error(400, "NO_SESSION", _NO_SESSION)
         env = store.get(sid)
@@ -262,28 +319,57 @@ def _add_http_session_routes(app: FastAPI, store: HTTPSessionStore, gate: _WebSo
         response.headers[SESSION_HEADER] = sid
         return HospitalStepResponse(**serialize_observation(obs), session_id=sid)
 
+    ok = {"description": "the observation and the session id", "headers": _SESSION_HEADERS}
+    session_of_reset = "$response.body#/session_id"
+    links = {  # how a client goes on from a reset: documented, and schemathesis' stateful phase follows them
+        "StepSession": {"operationId": "step", "parameters": {f"header.{SESSION_HEADER}": session_of_reset}},
+        "SessionState": {"operationId": "state", "parameters": {"query.session_id": session_of_reset}},
+        "CloseSession": {"operationId": "close_session", "parameters": {"path.session_id": session_of_reset}},
+    }
+
     @app.post(
         "/reset",
+        operation_id="reset",
         response_model=HospitalStepResponse,
         tags=["Environment Control"],
         summary="Start an episode (opens or reuses a stateful HTTP session)",
-        responses={422: {"description": "bad seed, scenario or extra field"}, 429: {"model": ErrorDetail}},
+        responses={
+            200: ok
+            | {
+                "links": links,
+                "headers": _SESSION_HEADERS
+                | {
+                    "Set-Cookie": {
+                        "description": f"{SESSION_COOKIE}=<session id>",
+                        "schema": {"type": "string"},
+                    }
+                },
+            },
+            **_BODY_ERRORS,
+            422: {"description": "bad seed, scenario or extra field"},
+            429: {
+                "model": ErrorResponse,
+                "description": "session limit (`SESSION_LIMIT`, `CLIENT_SESSION_LIMIT`)",
+            },
+        },
     )
     async def reset(
         request: Request,
         response: Response,
         body: HospitalResetRequest = _EMPTY_RESET_BODY,
+        x_session_id: _SessionHeader = None,
+        hospital_session: _SessionCookie = None,
     ) -> HospitalStepResponse:
         """OpenEnv's reset, plus a session: the returned ``session_id`` continues the episode
         with ``POST /step``. A known session id (body, header or cookie) is reset in place;
         otherwise a new session opens."""
-        sid = _session_id(request, body.session_id)
+        sid = body.session_id or x_session_id or hospital_session
         env = store.get(sid) if sid else None
         if env is None:
             try:
-                sid, env = store.open()
+                sid, env = store.open(_client(request))
             except SessionCapacityError as exc:
-                raise _error(429, "SESSION_LIMIT", str(exc)) from None
+                raise _error(429, exc.code, str(exc)) from None
         assert sid is not None
         obs = env.reset(**body.model_dump(exclude={"session_id"}))
         response.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="lax")
@@ -291,20 +377,33 @@ def _add_http_session_routes(app: FastAPI, store: HTTPSessionStore, gate: _WebSo
 
     @app.post(
         "/step",
+        operation_id="step",
         response_model=HospitalStepResponse,
         tags=["Environment Control"],
         summary="Take one step in an HTTP session's episode",
         responses={
-            400: {"model": ErrorDetail, "description": "no session id given"},
-            404: {"model": ErrorDetail, "description": "unknown or expired session"},
-            409: {"model": ErrorDetail, "description": "episode ended, or a step on the other track"},
-            422: {"description": "malformed action"},
+            200: ok,
+            400: {
+                "model": ErrorResponse,
+                "description": "no session id given (`NO_SESSION`), "
+                "or the body is not UTF-8 (`INVALID_UTF8`)",
+            },
+            404: {"model": ErrorResponse, "description": "unknown or expired session"},
+            409: {"model": ErrorResponse, "description": "episode ended, or a step on the other track"},
+            413: _BODY_ERRORS[413],
+            422: {"description": "malformed action: not exactly one of the two forms, or out of range"},
         },
     )
-    async def step(request: Request, response: Response, body: HospitalStepRequest) -> HospitalStepResponse:
+    async def step(
+        response: Response,
+        body: HospitalStepRequest,
+        x_session_id: _SessionHeader = None,
+        hospital_session: _SessionCookie = None,
+    ) -> HospitalStepResponse:
         """One tick of the session's episode. ``{"action": {"action": n}}`` (flat) or
-        ``{"action": {"triage": a, "bed_manager": b, "ventilator_officer": c}}`` (team)."""
-        sid, env = lookup(request, body.session_id)
+        ``{"action": {"triage": a, "bed_manager": b, "ventilator_officer": c}}`` (team).
+        The session id: body ``session_id``, else the header, else the cookie."""
+        sid, env = lookup(body.session_id or x_session_id or hospital_session)
         try:
             obs = env.step(body.action)
         except EpisodeStateError as exc:
@@ -313,23 +412,27 @@ def _add_http_session_routes(app: FastAPI, store: HTTPSessionStore, gate: _WebSo
 
     @app.get(
         "/state",
+        operation_id="state",
         response_model=HospitalState,
         tags=["State Management"],
         summary="The HTTP session's episode state",
-        responses={400: {"model": ErrorDetail}, 404: {"model": ErrorDetail}},
+        responses={400: _ERROR, 404: _ERROR},
     )
     async def state(
-        request: Request, session_id: str | None = Query(default=None, max_length=255)
+        session_id: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
+        x_session_id: _SessionHeader = None,
+        hospital_session: _SessionCookie = None,
     ) -> HospitalState:
-        _, env = lookup(request, session_id)
+        _, env = lookup(session_id or x_session_id or hospital_session)
         return env.state
 
     @app.delete(
         "/sessions/{session_id}",
+        operation_id="close_session",
         status_code=204,
         tags=["State Management"],
         summary="Close an HTTP session",
-        responses={404: {"model": ErrorDetail}},
+        responses={404: _ERROR},
     )
     async def close_session(session_id: str) -> Response:
         if not store.close(session_id):
@@ -338,50 +441,134 @@ def _add_http_session_routes(app: FastAPI, store: HTTPSessionStore, gate: _WebSo
         response.delete_cookie(SESSION_COOKIE)
         return response
 
+
+def _add_sessions_route(
+    app: FastAPI,
+    settings: ServerSettings,
+    http: SessionStore[Any],
+    pool: OpenEnvPool,
+    ledger: ClientLedger,
+    web: SessionStore[Any] | None,
+) -> None:
     @app.get(
-        "/sessions", response_model=SessionsResponse, tags=["Health"], summary="Session counts and limits"
+        "/sessions",
+        response_model=SessionsResponse,
+        tags=["Health"],
+        summary="Session counts and limits, every source (never ids)",
     )
     async def sessions() -> SessionsResponse:
+        await pool.reap()
         return SessionsResponse.model_validate(
             {
-                "http": {"active": len(store), "max": store.max_sessions, "idle_timeout_s": store.ttl_s},
-                "websocket": {"active": gate.active, "max": gate.max_sessions},
+                "http": {"active": len(http), "max": http.max_sessions, "idle_timeout_s": http.ttl_s},
+                "websocket": {
+                    "active": pool.active,
+                    "max": pool.max_sessions,
+                    "idle_timeout_s": settings.idle_timeout_s,
+                    "ws": pool.connections["ws"],
+                    "mcp_websocket": pool.connections["mcp"],
+                    "mcp_http": len(pool.mcp_http),
+                },
+                "web": None
+                if web is None
+                else {"active": len(web), "max": web.max_sessions, "idle_timeout_s": web.ttl_s},
+                "per_client": {"max": ledger.per_client, "clients": ledger.clients()},
             }
         )
 
 
 # -------------------------------------------------------------------- app
+_OPENENV_WEB_ROUTES = (("/web/reset", "POST"), ("/web/step", "POST"), ("/web/state", "GET"), ("/ws/ui", None))
+"""OpenEnv's default web routes drive ONE shared environment for every visitor, outside
+any session limit; this app's web view keeps one session per browser tab instead."""
+
+
+@contextmanager
+def _web_interface(enabled: bool) -> Iterator[None]:
+    """``create_app`` reads OpenEnv's switch from the environment: set it for the call."""
+    saved = os.environ.get("ENABLE_WEB_INTERFACE")
+    os.environ["ENABLE_WEB_INTERFACE"] = "true" if enabled else "false"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["ENABLE_WEB_INTERFACE"]
+        else:
+            os.environ["ENABLE_WEB_INTERFACE"] = saved
+
+
 def build_app(
     settings: ServerSettings | None = None, *, clock: Callable[[], float] = time.monotonic
 ) -> FastAPI:
-    """The FastAPI app: OpenEnv's ``create_app`` plus stateful HTTP sessions and limits.
+    """The FastAPI app: OpenEnv's ``create_app`` plus sessions, limits and the web view.
 
     Args:
-        settings: scenario and limits (default: from the ``HOSPITAL_*`` variables).
-        clock: monotonic seconds for HTTP session expiry (tests inject a fake one).
+        settings: scenario, limits, web view (default: from the ``HOSPITAL_*`` variables
+            and ``ENABLE_WEB_INTERFACE``).
+        clock: monotonic seconds for the expiry of HTTP, HTTP MCP and web sessions
+            (tests inject a fake one; WebSocket idleness uses the event loop's clock).
     """
     settings = settings or ServerSettings.from_env()
     # Each session's environment also serves the MCP tools (server/mcp_tools.py) at /mcp.
     factory = functools.partial(HospitalMCPEnvironment, scenario=settings.scenario)
-    app = create_app(
-        factory,
-        HospitalAction,
-        HospitalObservation,
-        env_name="hospital_marl",
-        max_concurrent_envs=settings.max_sessions,
-    )
+    ledger = ClientLedger(settings.max_sessions_per_client)
+    web_store = None
+    builder = None
+    if settings.web:
+        from server.web import WebEpisodes, web_view_builder
+
+        web_store = SessionStore[WebEpisodes](
+            functools.partial(WebEpisodes, settings.scenario),
+            settings.max_web_sessions,
+            settings.idle_timeout_s,
+            clock,
+            ledger,
+            name="web session",
+        )
+        builder = web_view_builder(web_store, settings.scenario)
+    with _web_interface(settings.web):
+        app = create_app(
+            factory,
+            HospitalAction,
+            HospitalObservation,
+            env_name="hospital_marl",
+            max_concurrent_envs=settings.max_sessions,
+            gradio_builder=builder,
+            custom_tab_name="Emergency department",
+            show_default_tab=False,
+            title_override="hospital_marl: the emergency department, live",
+        )
     app.title = "hospital_marl OpenEnv server"
     app.description = __doc__ or ""
     # app.version stays OpenEnv's HTTP API version: `openenv validate` reads it as the standard.
 
     for path, method in (("/reset", "POST"), ("/step", "POST"), ("/state", "GET"), ("/schema", "GET")):
         _pop_route(app, path, method)
+    if settings.web:
+        for path, method in _OPENENV_WEB_ROUTES:
+            _pop_route(app, path, method)
     openenv_ws = _pop_route(app, "/ws", None)
-    gate = _WebSocketGate(openenv_ws.endpoint, settings.max_sessions, settings.max_message_bytes)
-    app.add_api_websocket_route("/ws", gate, name="ws")
+    pool = OpenEnvPool(openenv_ws.endpoint, settings, ledger, clock)
+    app.add_api_websocket_route(
+        "/ws", _SessionGate(openenv_ws.endpoint, "ws", pool, ledger, settings), name="ws"
+    )
+    openenv_mcp_ws = _pop_route(app, "/mcp", None)
+    app.add_api_websocket_route(
+        "/mcp", _SessionGate(openenv_mcp_ws.endpoint, "mcp", pool, ledger, settings), name="mcp_ws"
+    )
+    _add_mcp_http_route(app, _pop_route(app, "/mcp", "POST").endpoint, pool, ledger)
 
-    store = HTTPSessionStore(factory, settings.max_http_sessions, settings.http_session_ttl_s, clock)
-    _add_http_session_routes(app, store, gate)
+    store = SessionStore[HospitalEnvironment](
+        factory,
+        settings.max_http_sessions,
+        settings.http_session_ttl_s,
+        clock,
+        ledger,
+        close=HospitalEnvironment.close,
+        close_hint=" with DELETE /sessions/{id}",
+    )
+    _add_http_session_routes(app, store)
+    _add_sessions_route(app, settings, store, pool, ledger, web_store)
 
     @app.get(
         "/schema",
@@ -396,10 +583,11 @@ def build_app(
             state=HospitalState.model_json_schema(),
         )
 
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_message_bytes)
+    app.add_middleware(RequestGuardMiddleware, max_bytes=settings.max_message_bytes)
     app.state.settings = settings
     app.state.http_sessions = store
-    app.state.ws_gate = gate
+    app.state.web_sessions = web_store
+    app.state.pool = pool
     return app
 
 

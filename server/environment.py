@@ -174,9 +174,10 @@ class HospitalEnvironment(Environment[HospitalAction, HospitalObservation, Hospi
 
         One ``tolist`` of the global state vector, then list slices: the same
         float values as each block's ``tolist`` in-process, for a fraction of
-        the cost. ``model_construct`` skips validation: these values come from
-        the simulator, already of the declared types and shapes (tests check
-        it). Clients validate what they receive.
+        the cost. :meth:`HospitalObservation.from_simulator` skips validation:
+        these values come from the simulator, already of the declared types
+        and shapes, in field order (tests check it). Clients validate what
+        they receive.
         """
         h = self._env.hospital
         done = terminated or truncated
@@ -200,7 +201,7 @@ class HospitalEnvironment(Environment[HospitalAction, HospitalObservation, Hospi
             metrics=metrics,
             info=info,
         )
-        return HospitalObservation.model_construct(**values)
+        return HospitalObservation.from_simulator(values)
 
     # --------------------------------------------------------------- state
     @property

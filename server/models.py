@@ -4,11 +4,14 @@ Every bound here is derived from the package's own tables (the 39-action
 table, the role action counts, the observation blocks, the scenario
 registry), never written twice.
 
-Strictness: action and seed fields are ``StrictInt``. ``"2"``, ``2.5``,
-``2.0`` and ``true`` are rejected (HTTP 422 / WebSocket ``VALIDATION_ERROR``),
-never coerced. An integer outside the action space (``-1``, ``39``) is
-rejected the same way: the wire contract is the ``Discrete(39)`` space, and a
-value outside it is a malformed request, not an agent's choice. An action
+Strictness: action and seed fields are JSON integers (:func:`json_int`):
+``"2"``, ``2.5`` and ``true`` are rejected (HTTP 422 / WebSocket
+``VALIDATION_ERROR``), never coerced. ``2.0`` is the integer 2, as in JSON
+itself and in JSON Schema's ``"type": "integer"`` (the OpenAPI document says
+integer, and a client in JavaScript cannot even tell the two apart). An
+integer outside the action space (``-1``, ``39``) is rejected the same way:
+the wire contract is the ``Discrete(39)`` space, and a value outside it is a
+malformed request, not an agent's choice. An action
 *inside* the space that the mask marks invalid is carried out exactly as
 in-process: it does nothing, costs -1 and is counted.
 """
@@ -19,17 +22,45 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.scenarios import SCENARIOS
 from hospital_marl.envs.observations import BLOCK_BY_KEY, BLOCKS, COMPOSED_KEYS
 
-MAX_SEED = 2**63 - 1
-"""Largest seed accepted (the episode seeder draws seeds below it)."""
+MAX_SEED = 2**53 - 1
+"""Largest seed accepted: the largest integer every JSON reader holds exactly (I-JSON,
+RFC 7493; JavaScript's ``Number.MAX_SAFE_INTEGER``). A larger seed would reach a client
+or a schema tool as another number."""
 
 Track = Literal["flat", "team"]
+
+_EXACT_FLOAT_INTS = 2**53
+"""Beyond this magnitude a float no longer spells one integer."""
+
+
+def _json_integer(value: Any) -> Any:
+    """A JSON number with no fractional part is an integer (``2.0`` is 2); nothing else converts."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_FLOAT_INTS:
+        return int(value)
+    return value
+
+
+def json_int(ge: int, le: int) -> Any:
+    """An integer in ``ge..le`` as JSON and JSON Schema define one: ``2`` or ``2.0``; never
+    ``"2"``, ``2.5``, ``true``. (The bounds stay ``minimum``/``maximum`` in the schema.)"""
+    return Annotated[StrictInt, Field(ge=ge, le=le), BeforeValidator(_json_integer)]
 
 
 def _role_field(role: str, what: str) -> Any:
@@ -41,10 +72,25 @@ def _role_field(role: str, what: str) -> Any:
 
 
 # ------------------------------------------------------------------- action
-_FlatAction = Annotated[StrictInt, Field(ge=0, le=N_FLAT_ACTIONS - 1)]
-_TriageAction = Annotated[StrictInt, Field(ge=0, le=ROLE_ACTION_COUNTS["triage"] - 1)]
-_BedManagerAction = Annotated[StrictInt, Field(ge=0, le=ROLE_ACTION_COUNTS["bed_manager"] - 1)]
-_VentilatorAction = Annotated[StrictInt, Field(ge=0, le=ROLE_ACTION_COUNTS["ventilator_officer"] - 1)]
+_FlatAction = json_int(0, N_FLAT_ACTIONS - 1)
+_TriageAction = json_int(0, ROLE_ACTION_COUNTS["triage"] - 1)
+_BedManagerAction = json_int(0, ROLE_ACTION_COUNTS["bed_manager"] - 1)
+_VentilatorAction = json_int(0, ROLE_ACTION_COUNTS["ventilator_officer"] - 1)
+_Seed = json_int(0, MAX_SEED)
+
+
+def _given(key: str) -> dict[str, Any]:
+    """JSON Schema: ``key`` is present and not null."""
+    return {"required": [key], "properties": {key: {"type": "integer"}}}
+
+
+_ONE_FORM: dict[str, Any] = {
+    "oneOf": [
+        {"title": "flat track", **_given("action"), "not": {"anyOf": [_given(r) for r in ROLES]}},
+        {"title": "team track", "anyOf": [_given(r) for r in ROLES], "not": _given("action")},
+    ]
+}
+"""The one-action-form rule in the schema: exactly one of the flat and the team form."""
 
 
 class HospitalAction(Action):
@@ -61,6 +107,8 @@ class HospitalAction(Action):
 
     Giving both forms, or neither, is a validation error.
     """
+
+    model_config = ConfigDict(json_schema_extra=_ONE_FORM)
 
     action: _FlatAction | None = Field(
         default=None,
@@ -103,6 +151,10 @@ class HospitalAction(Action):
 
 
 # -------------------------------------------------------------- observation
+WIRE_EXCLUDE = frozenset({"reward", "done", "metadata"})
+"""The fields OpenEnv's ``serialize_observation`` moves out of (or drops from) the observation."""
+
+
 class HospitalObservation(Observation):
     """What the server returns after ``reset`` and ``step``.
 
@@ -160,6 +212,42 @@ class HospitalObservation(Observation):
             )
         return self
 
+    _plain: bool = PrivateAttr(default=False)
+
+    @classmethod
+    def from_simulator(cls, values: dict[str, Any]) -> HospitalObservation:
+        """An observation of simulator values, with no validation (the server's per-step path).
+
+        ``values`` holds every field, in field order, as plain JSON values (lists of floats
+        and bools, dicts of numbers and strings): the tests check this against validation.
+        What pydantic's ``model_construct`` does, without its per-field default handling
+        (a fifth of a step's server cost). The result is marked plain, so :meth:`model_dump`
+        as OpenEnv's ``serialize_observation`` calls it returns these values as they are.
+        """
+        obs = object.__new__(cls)
+        object.__setattr__(obs, "__dict__", values)
+        object.__setattr__(obs, "__pydantic_fields_set__", set(values))
+        object.__setattr__(obs, "__pydantic_extra__", None)
+        object.__setattr__(obs, "__pydantic_private__", {"_plain": True})
+        return obs
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        """pydantic's ``model_dump``; OpenEnv's wire call (``exclude`` = reward, done, metadata,
+        nothing else) on a plain observation returns its values as they are: the same dict,
+        without a third of the server's per-step cost (``tests/server/test_models.py`` checks
+        they agree every tick)."""
+        if self._plain and kwargs.keys() == {"exclude"} and kwargs["exclude"] == WIRE_EXCLUDE:
+            return {k: v for k, v in self.__dict__.items() if k not in WIRE_EXCLUDE}
+        return super().model_dump(**kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal field values (how it was built, and so serialised, does not matter)."""
+        if not isinstance(other, HospitalObservation):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every pydantic model
+
     def observation_arrays(self) -> dict[str, np.ndarray]:
         """The composed env's Dict observation (float32 arrays of the in-process shapes)."""
         return {key: np.asarray(getattr(self, key), dtype=np.float32) for key in COMPOSED_KEYS}
@@ -209,7 +297,7 @@ class ResetParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    seed: Annotated[StrictInt, Field(ge=0, le=MAX_SEED)] | None = Field(
+    seed: _Seed | None = Field(
         default=None,
         description="defines the day (arrivals, case mix); omit for a fresh one. Same seed and "
         "actions give the same trajectory as the in-process env.",
@@ -221,6 +309,7 @@ class ResetParams(BaseModel):
         default=None,
         description="a registered scenario name; default: the server's (HOSPITAL_SCENARIO)",
         examples=list(SCENARIOS)[:1],
+        json_schema_extra=lambda schema: schema.update(enum=[*SCENARIOS, None]),
     )
 
     @field_validator("scenario")
@@ -247,6 +336,7 @@ class HospitalResetRequest(ResetParams):
 
     session_id: StrictStr | None = Field(
         default=None,
+        min_length=1,
         max_length=255,
         description="reset this existing HTTP session instead of opening a new one (an unknown id opens one)",
     )
@@ -258,9 +348,15 @@ class HospitalStepRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     action: HospitalAction
-    session_id: StrictStr | None = Field(default=None, max_length=255, description=SESSION_ID_DOC)
+    session_id: StrictStr | None = Field(
+        default=None, min_length=1, max_length=255, description=SESSION_ID_DOC
+    )
     timeout_s: float | None = Field(
-        default=None, gt=0, description="accepted for OpenEnv compatibility; unused"
+        default=None,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="accepted for OpenEnv compatibility; unused",
     )
     request_id: StrictStr | None = Field(
         default=None, max_length=255, description="accepted for OpenEnv compatibility; echoed nowhere"
@@ -279,31 +375,50 @@ class HospitalStepResponse(BaseModel):
 
 
 class SessionLimits(BaseModel):
-    active: int
-    max: int
+    active: int = Field(description="sessions open now")
+    max: int = Field(description="the capacity: one more is refused")
+    idle_timeout_s: float = Field(description="a session idle this long ends")
 
 
-class HTTPSessionLimits(SessionLimits):
-    idle_timeout_s: float
+class PoolLimits(SessionLimits):
+    """OpenEnv's pool, shared by ``/ws``, ``/mcp`` WebSockets and HTTP MCP sessions."""
+
+    ws: int = Field(description="open /ws connections")
+    mcp_websocket: int = Field(description="open /mcp WebSocket connections")
+    mcp_http: int = Field(description="MCP sessions opened over HTTP (openenv/session/create)")
+
+
+class PerClientLimits(BaseModel):
+    max: int | None = Field(description="sessions one client (IP) may hold over every source; null: no cap")
+    clients: int = Field(description="clients holding at least one session")
 
 
 class SessionsResponse(BaseModel):
-    """``GET /sessions``: how full the server is (never lists session ids)."""
+    """``GET /sessions``: how full the server is, every session source (never lists ids)."""
 
-    http: HTTPSessionLimits
-    websocket: SessionLimits
+    http: SessionLimits
+    websocket: PoolLimits
+    web: SessionLimits | None = Field(description="web-view tabs (null: the web view is off)")
+    per_client: PerClientLimits
 
 
 class ErrorDetail(BaseModel):
-    """The ``detail`` of this server's own 4xx answers (FastAPI's 422s keep FastAPI's list form)."""
+    """What went wrong, for a program (``code``) and a person (``message``)."""
 
     code: str
     message: str
 
 
+class ErrorResponse(BaseModel):
+    """The body of this server's own 4xx answers (FastAPI's 422s keep FastAPI's list form)."""
+
+    detail: ErrorDetail
+
+
 __all__ = [
     "MAX_SEED",
     "ErrorDetail",
+    "ErrorResponse",
     "HospitalAction",
     "HospitalObservation",
     "HospitalResetRequest",
@@ -313,4 +428,5 @@ __all__ = [
     "ResetParams",
     "SessionsResponse",
     "Track",
+    "json_int",
 ]

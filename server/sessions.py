@@ -1,110 +1,207 @@
-"""Stateful HTTP episodes: what OpenEnv's plain HTTP routes lack.
+"""Session bookkeeping: bounded pools that expire idle sessions, and a per-client cap.
 
-OpenEnv's ``POST /reset`` and ``POST /step`` build a fresh environment per
-call, so an episode cannot continue over plain HTTP. This store keeps one
-:class:`~server.environment.HospitalEnvironment` per HTTP session id:
-``POST /reset`` opens one (or reuses the caller's), ``POST /step`` and
-``GET /state`` address it by id.
+Every way a client can hold server memory is a session of some *source*, and
+each source is bounded twice — a capacity and an idle timeout:
 
-Bounded twice: at most ``max_sessions`` live at once (another reset gets
-HTTP 429), and a session idle for ``ttl_s`` seconds expires (its id then
-answers 404). Expiry is checked on every access, in LRU order, so no
-background task is needed and memory stays bounded.
+- stateful HTTP episodes (``POST /reset``), web-view tabs (``/web``) and MCP
+  sessions opened over HTTP (``openenv/session/create`` on ``POST /mcp``) live
+  in a :class:`SessionStore`: a full store refuses (HTTP 429 / an error
+  message), a session idle for ``ttl_s`` expires. Expiry is checked on every
+  access, least recently used first, so no background task is needed and
+  memory stays bounded;
+- WebSocket connections (``/ws``, ``/mcp``) hold one slot of OpenEnv's pool for
+  as long as they are open; ``server.app`` closes one idle for the timeout.
 
-Not thread-safe by design: the app calls it from the event loop only, and
-every call is synchronous (no ``await`` between looking a session up and
-stepping it), so requests to one session never interleave.
+A :class:`ClientLedger` counts the sessions of every source per client (IP
+address) when a per-client cap is set, so one client cannot take every slot.
+
+Not thread-safe by design: the app calls these from the event loop only, with
+no ``await`` between looking a session up and using it. (The web view's
+handlers run in worker threads; they call the web store under its own lock.)
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from server.environment import HospitalEnvironment
+T = TypeVar("T")
 
 
 class SessionCapacityError(RuntimeError):
-    """All HTTP session slots are taken (HTTP 429)."""
+    """No slot left: the source is full (HTTP 429), or the client holds its cap."""
+
+    def __init__(self, message: str, code: str = "SESSION_LIMIT") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ClientLedger:
+    """Sessions held per client across every source; refuses a client at ``per_client``.
+
+    ``per_client=None`` turns the cap off (the counts are still kept, for ``/sessions``).
+    """
+
+    def __init__(self, per_client: int | None = None) -> None:
+        self.per_client = per_client
+        self._held: Counter[str] = Counter()
+        self._lock = threading.Lock()  # the web view's handlers count from worker threads
+
+    def acquire(self, client: str) -> None:
+        """Count one more session for ``client`` (raises :class:`SessionCapacityError` at the cap)."""
+        with self._lock:
+            if self.per_client is not None and self._held[client] >= self.per_client:
+                raise SessionCapacityError(
+                    f"per-client session limit reached: this client holds {self._held[client]}/"
+                    f"{self.per_client} sessions (HTTP, WebSocket, MCP and web together). Close one, "
+                    "or wait until an idle one expires.",
+                    code="CLIENT_SESSION_LIMIT",
+                )
+            self._held[client] += 1
+
+    def release(self, client: str) -> None:
+        with self._lock:
+            self._held[client] -= 1
+            if self._held[client] <= 0:
+                del self._held[client]
+
+    @contextmanager
+    def holding(self, client: str) -> Iterator[None]:
+        """Hold one session for ``client`` for the duration of the block."""
+        self.acquire(client)
+        try:
+            yield
+        finally:
+            self.release(client)
+
+    def clients(self) -> int:
+        """Clients holding at least one session."""
+        return len(self._held)
 
 
 @dataclass
-class _Session:
-    env: HospitalEnvironment
+class _Session(Generic[T]):
+    value: T
+    client: str
     last_used: float
 
 
-class HTTPSessionStore:
-    """Session id -> environment, with a size limit and an idle timeout.
+class SessionStore(Generic[T]):
+    """Session id -> value, with a size limit, an idle timeout and per-client accounting.
 
     Args:
-        factory: builds a session's environment.
+        factory: builds a session's value (an environment, a web episode pair, ...);
+            ``None`` for a store that only tracks ids whose values live elsewhere.
         max_sessions: live sessions at most.
         ttl_s: idle seconds before a session expires.
         clock: monotonic seconds (injected by tests).
+        ledger: the per-client counts shared by every source (default: a private one, no cap).
+        close: releases a value when its session closes or expires.
+        name: how errors name this source ("HTTP session", "web session", ...).
+        close_hint: how a client closes one of its sessions, for the error at capacity.
     """
 
     def __init__(
         self,
-        factory: Callable[[], HospitalEnvironment],
+        factory: Callable[[], T] | None,
         max_sessions: int,
         ttl_s: float,
         clock: Callable[[], float] = time.monotonic,
+        ledger: ClientLedger | None = None,
+        close: Callable[[T], object] | None = None,
+        name: str = "HTTP session",
+        close_hint: str = "",
     ) -> None:
         self._factory = factory
         self.max_sessions = max_sessions
         self.ttl_s = ttl_s
         self._clock = clock
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
+        self._ledger = ledger or ClientLedger()
+        self._close = close
+        self.name = name
+        self.close_hint = close_hint
+        self._sessions: OrderedDict[str, _Session[T]] = OrderedDict()  # least recently used first
+        self.lock = threading.RLock()
 
     def __len__(self) -> int:
+        """Live sessions (after dropping the expired ones)."""
         self.expire()
         return len(self._sessions)
 
-    def expire(self) -> int:
-        """Drop sessions idle longer than the ttl; returns how many."""
-        deadline = self._clock() - self.ttl_s
-        dropped = 0
-        while self._sessions:
-            sid, session = next(iter(self._sessions.items()))
-            if session.last_used > deadline:
-                break
-            del self._sessions[sid]
-            session.env.close()
-            dropped += 1
-        return dropped
+    def expire(self) -> list[T]:
+        """Drop sessions idle longer than the ttl; returns their values."""
+        with self.lock:
+            deadline = self._clock() - self.ttl_s
+            dropped: list[T] = []
+            while self._sessions:
+                sid, session = next(iter(self._sessions.items()))
+                if session.last_used > deadline:
+                    break
+                self._forget(sid)
+                dropped.append(session.value)
+            return dropped
 
-    def open(self) -> tuple[str, HospitalEnvironment]:
-        """A new session (raises :class:`SessionCapacityError` when full)."""
-        self.expire()
-        if len(self._sessions) >= self.max_sessions:
-            raise SessionCapacityError(
-                f"HTTP session limit reached: {len(self._sessions)}/{self.max_sessions} sessions open. "
-                f"Close yours with DELETE /sessions/{{id}} when done, or wait: idle sessions expire after "
-                f"{self.ttl_s:g} s. The WebSocket /ws has its own limit."
-            )
-        sid = str(uuid.uuid4())
-        env = self._factory()
-        self._sessions[sid] = _Session(env, self._clock())
-        return sid, env
+    def open(self, client: str = "", value: T | None = None) -> tuple[str, T]:
+        """A new session for ``client`` (raises :class:`SessionCapacityError` when full).
 
-    def get(self, sid: str) -> HospitalEnvironment | None:
-        """The session's environment (marking it used), or None if unknown or expired."""
-        self.expire()
-        session = self._sessions.get(sid)
-        if session is None:
-            return None
-        session.last_used = self._clock()
-        self._sessions.move_to_end(sid)
-        return session.env
+        ``value`` registers one made elsewhere (a store without a factory)."""
+        with self.lock:
+            self.expire()
+            if len(self._sessions) >= self.max_sessions:
+                raise SessionCapacityError(
+                    f"{self.name} limit reached: {len(self._sessions)}/{self.max_sessions} open. Close "
+                    f"yours when done{self.close_hint}, or wait: idle sessions expire after {self.ttl_s:g} s."
+                )
+            self._ledger.acquire(client)
+            try:
+                if value is None:
+                    if self._factory is None:
+                        raise TypeError("this store has no factory: give the session's value")
+                    value = self._factory()
+            except BaseException:
+                self._ledger.release(client)
+                raise
+            sid = str(uuid.uuid4())
+            self._sessions[sid] = _Session(value, client, self._clock())
+            return sid, value
+
+    def add(self, sid: str, value: T, client: str = "") -> None:
+        """Track a session whose id was made elsewhere (e.g. by OpenEnv's MCP pool).
+
+        The caller has already checked the per-client cap with :meth:`ClientLedger.acquire`."""
+        with self.lock:
+            self._sessions[sid] = _Session(value, client, self._clock())
+
+    def get(self, sid: str) -> T | None:
+        """The session's value (marking it used), or None if unknown or expired."""
+        with self.lock:
+            self.expire()
+            session = self._sessions.get(sid)
+            if session is None:
+                return None
+            session.last_used = self._clock()
+            self._sessions.move_to_end(sid)
+            return session.value
 
     def close(self, sid: str) -> bool:
-        """Forget a session; False if there was none."""
+        """Forget a session (releasing its value); False if there was none."""
+        with self.lock:
+            return self._forget(sid) is not None
+
+    def _forget(self, sid: str) -> _Session[T] | None:
         session = self._sessions.pop(sid, None)
-        if session is None:
-            return False
-        session.env.close()
-        return True
+        if session is not None:
+            self._ledger.release(session.client)
+            if self._close is not None:
+                self._close(session.value)
+        return session
+
+
+HTTPSessionStore = SessionStore
+"""The stateful HTTP episodes' store (a :class:`SessionStore` of environments)."""

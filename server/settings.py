@@ -13,6 +13,13 @@ variable                       meaning                                     defau
 ``HOSPITAL_MAX_HTTP_SESSIONS`` concurrent stateful HTTP sessions           64
 ``HOSPITAL_HTTP_SESSION_TTL``  idle seconds before an HTTP session expires 600
 ``HOSPITAL_MAX_MESSAGE_BYTES`` largest HTTP body / WebSocket message       65536
+``HOSPITAL_IDLE_TIMEOUT``      idle seconds before a WebSocket, MCP or web 600
+                               session ends
+``HOSPITAL_MAX_WEB_SESSIONS``  concurrent web-view tabs (``/web``)         32
+``HOSPITAL_MAX_SESSIONS_PER_   sessions one client (IP address) may hold,  off
+CLIENT``                       all sources together (0 = no cap)
+``ENABLE_WEB_INTERFACE``       serve the web view at ``/web`` (OpenEnv's   false
+                               switch: true/1/yes)
 =============================  ==========================================  =======
 """
 
@@ -32,6 +39,10 @@ ENV_VARS: dict[str, str] = {
     "max_http_sessions": "HOSPITAL_MAX_HTTP_SESSIONS",
     "http_session_ttl_s": "HOSPITAL_HTTP_SESSION_TTL",
     "max_message_bytes": "HOSPITAL_MAX_MESSAGE_BYTES",
+    "idle_timeout_s": "HOSPITAL_IDLE_TIMEOUT",
+    "max_web_sessions": "HOSPITAL_MAX_WEB_SESSIONS",
+    "max_sessions_per_client": "HOSPITAL_MAX_SESSIONS_PER_CLIENT",
+    "web": "ENABLE_WEB_INTERFACE",
 }
 """Settings field -> the environment variable that sets it."""
 
@@ -53,6 +64,15 @@ def check_scenario(name: str, source: str = "scenario") -> str:
     return name
 
 
+_TRUE = {"true", "1", "yes"}  # OpenEnv's reading of ENABLE_WEB_INTERFACE
+_FALSE = {"false", "0", "no"}
+
+
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SESSIONS_LIMIT:
+        raise ValueError(f"{name} must be an int in 1..{MAX_SESSIONS_LIMIT}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     """What one server process serves, and its limits."""
@@ -67,15 +87,30 @@ class ServerSettings:
     """An HTTP session idle this long expires (its id then answers 404)."""
     max_message_bytes: int = 64 * 1024
     """Largest HTTP request body (else 413) or WebSocket message (else an error message)."""
+    idle_timeout_s: float = 600.0
+    """A WebSocket (``/ws``, ``/mcp``), HTTP MCP or web-view session idle this long ends."""
+    max_web_sessions: int = 32
+    """Concurrent web-view tabs; each holds two episodes (yours and the agent's)."""
+    max_sessions_per_client: int | None = None
+    """Sessions one client (IP address) may hold over every source together; None: no cap.
+    Behind a reverse proxy every client has the proxy's address: leave it off there."""
+    web: bool = False
+    """Serve the web view at ``/web`` (OpenEnv's ``ENABLE_WEB_INTERFACE``)."""
 
     def __post_init__(self) -> None:
         check_scenario(self.scenario)
-        for name in ("max_sessions", "max_http_sessions"):
+        if self.max_sessions_per_client == 0:
+            object.__setattr__(self, "max_sessions_per_client", None)
+        if self.max_sessions_per_client is not None:
+            _check_count("max_sessions_per_client", self.max_sessions_per_client)
+        for name in ("max_sessions", "max_http_sessions", "max_web_sessions"):
+            _check_count(name, getattr(self, name))
+        for name in ("http_session_ttl_s", "idle_timeout_s"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SESSIONS_LIMIT:
-                raise ValueError(f"{name} must be an int in 1..{MAX_SESSIONS_LIMIT}, got {value!r}")
-        if not isinstance(self.http_session_ttl_s, (int, float)) or not self.http_session_ttl_s > 0:
-            raise ValueError(f"http_session_ttl_s must be > 0 seconds, got {self.http_session_ttl_s!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e7:
+                raise ValueError(f"{name} must be a number of seconds in (0, 1e7), got {value!r}")
+        if not isinstance(self.web, bool):
+            raise ValueError(f"web must be a bool, got {self.web!r}")
         if (
             isinstance(self.max_message_bytes, bool)
             or not isinstance(self.max_message_bytes, int)
@@ -104,10 +139,14 @@ class ServerSettings:
             raw = environ.get(var)
             if raw in (None, ""):
                 continue
+            kind = types[name]
+            if kind == "bool":
+                if raw.lower() not in _TRUE | _FALSE:
+                    raise ValueError(f"{var} must be true/false (1/0, yes/no), got {raw!r}")
+                values[name] = raw.lower() in _TRUE
+                continue
             try:
-                values[name] = (
-                    float(raw) if types[name] == "float" else int(raw) if types[name] == "int" else raw
-                )
+                values[name] = float(raw) if kind == "float" else int(raw) if "int" in kind else raw
             except ValueError:
                 raise ValueError(f"{var} must be a number, got {raw!r}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -149,6 +188,33 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="idle seconds before an HTTP session expires (default: $HOSPITAL_HTTP_SESSION_TTL or 600)",
     )
     parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="idle seconds before a WebSocket, MCP or web session ends "
+        "(default: $HOSPITAL_IDLE_TIMEOUT or 600)",
+    )
+    parser.add_argument(
+        "--max-web-sessions",
+        type=int,
+        default=None,
+        help="concurrent web-view tabs (default: $HOSPITAL_MAX_WEB_SESSIONS or 32)",
+    )
+    parser.add_argument(
+        "--max-sessions-per-client",
+        type=int,
+        default=None,
+        help="sessions one client IP may hold, all sources together "
+        "(default: $HOSPITAL_MAX_SESSIONS_PER_CLIENT or no cap)",
+    )
+    parser.add_argument(
+        "--web",
+        action="store_true",
+        default=None,
+        help="serve the web view at /web (default: $ENABLE_WEB_INTERFACE, else off)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
     parser.add_argument("--no-access-log", action="store_true", help="do not log every HTTP request")
@@ -161,4 +227,8 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         max_sessions=args.max_sessions,
         max_http_sessions=args.max_http_sessions,
         http_session_ttl_s=args.http_session_ttl,
+        idle_timeout_s=args.idle_timeout,
+        max_web_sessions=args.max_web_sessions,
+        max_sessions_per_client=args.max_sessions_per_client,
+        web=args.web,
     )

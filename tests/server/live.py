@@ -47,14 +47,19 @@ def wait_healthy(
 
 
 @contextmanager
-def live_server(settings: ServerSettings | None = None, **build_kwargs) -> Iterator[str]:
-    """Serve ``build_app(settings)`` on 127.0.0.1; yields the base URL; always stops the server."""
+def live_server(
+    settings: ServerSettings | None = None, *, log_config: dict | str | None = uvicorn.config.LOGGING_CONFIG
+) -> Iterator[str]:
+    """Serve ``build_app(settings)`` on 127.0.0.1; yields the base URL; always stops the server.
+
+    ``log_config=None`` leaves logging alone, so uvicorn's records reach pytest's ``caplog``."""
     settings = settings or ServerSettings()
     sock = loopback_socket()
     host, port = sock.getsockname()
     config = uvicorn.Config(
-        build_app(settings, **build_kwargs),
+        build_app(settings),
         log_level="warning",
+        log_config=log_config,
         **uvicorn_options(settings),
         lifespan="on",
     )

@@ -38,7 +38,7 @@ def dockerfile_cmd() -> list[str]:
 
 
 def dockerfile_env() -> dict[str, str]:
-    return dict(re.findall(r"^ENV\s+(HOSPITAL_\w+)=(\S+)\s*$", DOCKERFILE, re.MULTILINE))
+    return dict(re.findall(r"^ENV\s+(HOSPITAL_\w+|ENABLE_WEB_INTERFACE)=(\S+)\s*$", DOCKERFILE, re.MULTILINE))
 
 
 def openenv_cli() -> list[str]:
@@ -144,6 +144,11 @@ def test_dockerfile_cmd__serves_health_reset_step_state(docker_cmd_url: str) -> 
             "outcome": "noop",
         }
         assert http.get("/state", params={"session_id": first["session_id"]}).json()["tick"] == 1
+        # The image serves the web view (ENABLE_WEB_INTERFACE=true): OpenEnv's Gradio mount at /web.
+        assert dockerfile_env()["ENABLE_WEB_INTERFACE"] == "true"
+        page = http.get("/web/", follow_redirects=True)
+        assert page.status_code == 200 and "gradio" in page.text.lower()
+        assert http.get("/sessions").json()["web"]["max"] >= 1
 
 
 def test_openenv_validate__runtime_against_the_dockerfile_cmd(docker_cmd_url: str) -> None:
@@ -208,3 +213,31 @@ def test_cli__serve_subcommand_parses_and_rejects_bad_settings(capsys: pytest.Ca
     assert main(["serve", "--scenario", "moon_base"]) == 2
     assert "unknown scenario 'moon_base'" in capsys.readouterr().err
     assert main(["serve", "--max-sessions", "0"]) == 2
+
+
+def test_cli__serve_web_turns_the_web_view_on_and_the_new_limits_parse() -> None:
+    from hospital_marl.cli import build_parser
+    from server.settings import settings_from_args
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--web",
+            "--idle-timeout",
+            "30",
+            "--max-web-sessions",
+            "5",
+            "--max-sessions-per-client",
+            "3",
+        ]
+    )
+    settings = settings_from_args(args, environ={})
+    assert (settings.web, settings.idle_timeout_s, settings.max_web_sessions) == (True, 30.0, 5)
+    assert settings.max_sessions_per_client == 3
+    off = settings_from_args(build_parser().parse_args(["serve"]), environ={})
+    assert off.web is False and off.max_sessions_per_client is None
+    # OpenEnv's own switch turns it on without the flag.
+    on = settings_from_args(build_parser().parse_args(["serve"]), environ={"ENABLE_WEB_INTERFACE": "1"})
+    assert on.web is True
+    with pytest.raises(ValueError, match="ENABLE_WEB_INTERFACE"):
+        settings_from_args(build_parser().parse_args(["serve"]), environ={"ENABLE_WEB_INTERFACE": "maybe"})

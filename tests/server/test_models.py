@@ -45,7 +45,6 @@ def test_action__round_trips_through_json(payload: dict) -> None:
     [
         ({"action": "2"}, "int_type"),
         ({"action": 2.5}, "int_type"),
-        ({"action": 2.0}, "int_type"),
         ({"action": True}, "int_type"),
         ({"action": [1]}, "int_type"),
         ({"action": -1}, "greater_than_equal"),
@@ -63,6 +62,15 @@ def test_action__rejects_without_coercion(payload: dict, error: str) -> None:
         HospitalAction.model_validate(payload)
     assert error in error_types(exc)
     json.dumps(exc.value.errors(include_url=False))  # every error is JSON (WebSocket error replies)
+
+
+@pytest.mark.parametrize("number", [2.0, 2])
+def test_action__a_json_number_without_fraction_is_an_integer(number: float) -> None:
+    # JSON (and JSON Schema's "integer", which the OpenAPI document declares) makes 2.0 the
+    # integer 2: a server stricter than its own schema rejects requests the schema admits.
+    assert HospitalAction.model_validate({"action": number}).action == 2
+    assert HospitalAction.model_validate_json(f'{{"triage": {number}}}').triage == 2
+    assert ResetParams.model_validate({"seed": float(number)}).seed == 2
 
 
 def test_action__json_schema_bounds_come_from_the_action_table() -> None:
@@ -154,8 +162,9 @@ def test_state__round_trips_before_and_during_an_episode() -> None:
     [
         ({"seed": -1}, "greater_than_equal"),
         ({"seed": "1"}, "int_type"),
-        ({"seed": 1.0}, "int_type"),
+        ({"seed": 1.5}, "int_type"),
         ({"seed": True}, "int_type"),
+        ({"seed": 2**53}, "less_than_equal"),  # past I-JSON's exact integers
         ({"scenario": "no_such_day"}, "unknown_scenario"),
         ({"scenario": 3}, "string_type"),
         ({"sed": 1}, "extra_forbidden"),
@@ -165,3 +174,29 @@ def test_reset_params__reject_bad_values(payload: dict, error: str) -> None:
     with pytest.raises(ValidationError) as exc:
         ResetParams.model_validate(payload)
     assert error in error_types(exc)
+
+
+@pytest.mark.parametrize("scenario", ["surge", "night_shift"])
+def test_observation__wire_form_is_pydantics_own_dump(scenario: str) -> None:
+    """The remembered wire form (the server's fast path) equals pydantic's model_dump, every tick."""
+    import random
+
+    from openenv.core.env_server.serialization import serialize_observation
+    from pydantic import BaseModel
+
+    from server.environment import HospitalEnvironment
+
+    env, rng = HospitalEnvironment(scenario=scenario), random.Random(5)
+    obs = env.reset(seed=5)
+    while True:
+        wire = serialize_observation(obs)
+        assert wire["observation"] == BaseModel.model_dump(obs, exclude={"reward", "done", "metadata"})
+        assert (wire["reward"], wire["done"]) == (obs.reward, obs.done)
+        assert json.loads(json.dumps(wire)) == wire  # plain JSON values
+        if obs.done:
+            assert wire["observation"]["metrics"] and "score" in wire["observation"]["info"]
+            break
+        mask = obs.action_mask
+        obs = env.step({"action": rng.choice([i for i, ok in enumerate(mask) if ok])})
+    # Any other dump goes through pydantic as usual.
+    assert "reward" in obs.model_dump() and obs.model_dump(exclude={"info"}).keys() >= {"metrics"}

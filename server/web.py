@@ -1,0 +1,492 @@
+"""The web view at ``/web``: watch a shift, play it yourself, or race an agent on the same day.
+
+OpenEnv mounts it (``create_app(..., gradio_builder=...)`` with the web
+interface enabled: ``hospital-marl serve --web`` or ``ENABLE_WEB_INTERFACE``),
+in place of its generic Playground tab. The page shows:
+
+- your ED and the agent's, side by side, as the env's own ``rgb_array`` frames
+  (:func:`hospital_marl.envs.render.render_frame`): the same scenario and seed,
+  so both face the same arrivals (common random numbers make the race fair);
+- the legal actions of this tick as buttons (flat track: one of the 39 flat
+  actions, from THE action table) or one choice per role (team track, carried
+  out in role order as :class:`hospital_marl.HospitalEDTeamEnv` does);
+- the agent (heuristic, planner, shipped PPO when the ``train`` extra is
+  installed) keeps pace with your ticks, or plays one tick or the rest of its
+  shift on its own;
+- live metrics and a per-tick chart of queue length, occupancy, deaths and
+  score for both.
+
+Each browser tab is its own web session (two simulators) in a
+:class:`~server.sessions.SessionStore`: counted in ``GET /sessions``, bounded
+by ``max_web_sessions`` and the per-client cap, ended when the tab closes or
+after the idle timeout. Handlers are plain functions, which Gradio runs in
+worker threads: the page never blocks the API's event loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+import numpy as np
+import pandas as pd
+
+import policies
+from grading.grader import policy_seed
+from hospital_marl.core.actions import ACTION_TABLE, N_FLAT_ACTIONS, ROLE_FLAT, ROLES
+from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.scenarios import SCENARIOS
+from hospital_marl.envs.aec import HospitalAECEnv
+from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
+from hospital_marl.envs.render import render_frame
+from server.models import MAX_SEED
+from server.sessions import SessionCapacityError, SessionStore
+
+AGENTS: tuple[str, ...] = ("heuristic", "planner", "ppo", "team_heuristic", "team_ppo")
+"""Agents the page offers, those :func:`policies.load` can build here. One that plays the flat
+track does (through the composed env, as the grader's flat runner); a team-only one plays
+the team track (each role in turn through the AEC env, as the grader's team runner)."""
+
+TRACKS: tuple[str, ...] = ("flat", "team")
+CHARTS: tuple[tuple[str, str], ...] = (
+    ("queue", "patients waiting"),
+    ("occupancy", "beds occupied (%)"),
+    ("deaths", "deaths"),
+    ("score", "score so far (0-100)"),
+)
+"""(history column, chart title) of the per-tick charts."""
+
+WEB_CONCURRENCY = 4
+"""Gradio events run at once per handler (each in a worker thread)."""
+
+BOARD_SCALE = 2
+"""The 240 × 480 frame is drawn at this integer zoom (crisp cells, no smoothing)."""
+
+
+def available_agents() -> list[str]:
+    """The agents of :data:`AGENTS` that load here (PPO needs the ``train`` extra's torch)."""
+    names = set(policies.names())
+    return [name for name in AGENTS if name in names]
+
+
+@functools.cache
+def _role_choices(role: str) -> tuple[tuple[str, int], ...]:
+    """(label, role action) of every action of ``role``, from the action table."""
+    return tuple(
+        (f"{k} · {ACTION_TABLE[flat].label}" if k else "0 · no-op", k)
+        for k, flat in enumerate(ROLE_FLAT[role])
+    )
+
+
+def _flat_label(flat: int) -> str:
+    return f"{flat} · {ACTION_TABLE[flat].label}"
+
+
+def _board(h: Hospital) -> np.ndarray:
+    frame = render_frame(h, "rgb_array")
+    assert isinstance(frame, np.ndarray)
+    return frame.repeat(BOARD_SCALE, axis=0).repeat(BOARD_SCALE, axis=1)
+
+
+def _figures(h: Hospital) -> dict[str, float]:
+    census = h.census()
+    beds = h.scenario.general_beds + h.scenario.icu_beds
+    return {
+        "tick": h.tick_count,
+        "queue": len(h.queue),
+        "occupancy": round(100.0 * (census["general"] + census["icu"]) / beds, 1),
+        "deaths": h.counters.deaths,
+        "score": round(h.score(), 2),
+        "reward": round(h.counters.cumulative_reward, 2),
+    }
+
+
+class WebError(ValueError):
+    """A request the page cannot carry out (shown to the user; nothing changes)."""
+
+
+@dataclass
+class WebEpisodes:
+    """One browser tab's day: your episode and the agent's, same scenario and seed."""
+
+    default_scenario: str
+    scenario: str = ""
+    seed: int = 0
+    track: str = "flat"
+    agent_name: str = "heuristic"
+    you: HospitalEDEnv | HospitalEDTeamEnv | None = None
+    agent_env: HospitalEDEnv | HospitalAECEnv | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    last_outcome: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.scenario = self.scenario or self.default_scenario
+        self._policy: Any = None
+        self._agent_obs: Any = None
+        self._agent_mask: Any = None
+
+    # ----------------------------------------------------------- episodes
+    def new_day(self, scenario: str, seed: Any, track: str, agent: str) -> None:
+        """Start both episodes on one day (raises :class:`WebError` on a bad choice)."""
+        if scenario not in SCENARIOS:
+            raise WebError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+        if isinstance(seed, float) and seed.is_integer():
+            seed = int(seed)
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise WebError(f"the seed is a whole number in 0..{MAX_SEED}, got {seed!r}")
+        if track not in TRACKS:
+            raise WebError(f"the track is flat or team, got {track!r}")
+        if agent not in available_agents():
+            raise WebError(f"unknown agent {agent!r}; choose one of {', '.join(available_agents())}")
+        self.scenario, self.seed, self.track, self.agent_name = scenario, seed, track, agent
+        self.you = (HospitalEDTeamEnv if track == "team" else HospitalEDEnv)(scenario=scenario)
+        self.you.reset(seed=seed)
+        self._policy = policies.load(agent)
+        if "flat" in self._policy.tracks:
+            self.agent_env = HospitalEDEnv(scenario=scenario)
+            self._agent_obs, info = self.agent_env.reset(seed=seed)
+            self._agent_mask = info["action_mask"]
+        else:
+            self.agent_env = HospitalAECEnv(scenario=scenario)
+            self.agent_env.reset(seed=seed)
+        self._policy.reset(seed=policy_seed(seed), hospital=self.agent_env.hospital)
+        self.history = [
+            {**_figures(self.you.hospital), "who": "you"},
+            {**_figures(self.agent_env.hospital), "who": "agent"},
+        ]
+        self.last_outcome = ""
+
+    @property
+    def started(self) -> bool:
+        return self.you is not None
+
+    def _your_hospital(self) -> Hospital:
+        if self.you is None:
+            raise WebError("no day yet: press New day")
+        return self.you.hospital
+
+    def play_flat(self, action: int) -> None:
+        """Your tick on the flat track; the agent keeps pace."""
+        h = self._your_hospital()
+        if self.track != "flat":
+            raise WebError("this day is on the team track: choose one action per role")
+        if h.done:
+            raise WebError("your shift is over: press New day")
+        if not 0 <= action < N_FLAT_ACTIONS:
+            raise WebError(f"no action {action}")
+        _, _, _, _, info = self.you.step(action)  # type: ignore[union-attr]
+        self.last_outcome = f"{_flat_label(action)}: {info['outcome']}"
+        self._after_your_tick()
+
+    def play_team(self, joint: dict[str, Any]) -> None:
+        """Your tick on the team track (one action per role, in role order); the agent keeps pace."""
+        h = self._your_hospital()
+        if self.track != "team":
+            raise WebError("this day is on the flat track: press one action")
+        if h.done:
+            raise WebError("your shift is over: press New day")
+        actions = [joint.get(role) or 0 for role in ROLES]
+        for role, a in zip(ROLES, actions):
+            if not isinstance(a, int) or not 0 <= a < len(ROLE_FLAT[role]):
+                raise WebError(f"no {role} action {a!r}")
+        _, _, _, _, info = self.you.step(np.array(actions))  # type: ignore[union-attr]
+        self.last_outcome = ", ".join(f"{role}: {info['outcomes'][role]}" for role in ROLES)
+        self._after_your_tick()
+
+    def _after_your_tick(self) -> None:
+        h = self._your_hospital()
+        self.history.append({**_figures(h), "who": "you"})
+        while not self.agent_hospital.done and self.agent_hospital.tick_count < h.tick_count:
+            self.agent_step()
+
+    @property
+    def agent_hospital(self) -> Hospital:
+        if self.agent_env is None:
+            raise WebError("no day yet: press New day")
+        return self.agent_env.hospital
+
+    def agent_step(self) -> None:
+        """One tick of the agent's episode (nothing once its shift is over)."""
+        if self.agent_hospital.done:
+            return
+        env = self.agent_env
+        if isinstance(env, HospitalAECEnv):
+            for role in ROLES:  # one turn each, then the tick (the env runs it after the last role)
+                seen = env.observe(role)
+                env.step(self._policy.act_role(role, seen["observation"], seen["action_mask"]))
+        else:
+            action = self._policy.act(self._agent_obs, self._agent_mask)
+            self._agent_obs, _, _, _, info = env.step(action)  # type: ignore[union-attr]
+            self._agent_mask = info["action_mask"]
+        self.history.append({**_figures(self.agent_hospital), "who": "agent"})
+
+    def agent_finish(self) -> None:
+        """The agent plays the rest of its shift."""
+        while not self.agent_hospital.done:
+            self.agent_step()
+
+    # --------------------------------------------------------------- views
+    def legal_flat(self) -> list[bool]:
+        h = self._your_hospital()
+        return [False] * N_FLAT_ACTIONS if h.done or self.track != "flat" else list(h.flat_mask())
+
+    def legal_roles(self) -> dict[str, list[tuple[str, int]]]:
+        h = self._your_hospital()
+        if h.done or self.track != "team":
+            return {role: [] for role in ROLES}
+        flat = h.flat_mask()
+        return {
+            role: [c for c, ok in zip(_role_choices(role), h.role_mask(role, flat)) if ok] for role in ROLES
+        }
+
+
+def metrics_markdown(h: Hospital, who: str) -> str:
+    """The live figures of one board, as a small Markdown table."""
+    f = _figures(h)
+    state = "shift over" if h.truncated else "too many deaths: stopped" if h.terminated else "playing"
+    return (
+        f"**{who}** — tick **{f['tick']}** / {h.max_ticks} ({state})\n\n"
+        "| queue | occupancy | deaths | score | reward |\n|---|---|---|---|---|\n"
+        f"| {f['queue']} | {f['occupancy']:.1f}% | {f['deaths']} | {f['score']:.1f} | {f['reward']:+.1f} |"
+    )
+
+
+# ------------------------------------------------------------------ page
+def web_view_builder(store: SessionStore[WebEpisodes], scenario: str) -> Callable[..., gr.Blocks]:
+    """The ``gradio_builder`` OpenEnv's ``create_app`` calls (with its web manager, action
+    fields, metadata, chat flag, title and quick-start text; this page needs only the title)."""
+
+    def build(
+        web_manager: Any,
+        action_fields: Any,
+        metadata: Any,
+        is_chat_env: bool,
+        title: str,
+        quick_start_md: str,
+    ) -> gr.Blocks:
+        return build_web_view(store, scenario, title)
+
+    return build
+
+
+def build_web_view(
+    store: SessionStore[WebEpisodes], scenario: str, title: str = "hospital_marl"
+) -> gr.Blocks:
+    """The page. Every handler takes the tab's session id and returns the whole view."""
+    agents = available_agents()
+    tabs: dict[str, str] = {}  # Gradio's per-tab session hash -> web session id
+    tabs_lock = threading.Lock()
+
+    with gr.Blocks(title=title) as page:
+        sid_state = gr.State(None)
+        gr.Markdown(
+            "## The emergency department, live\n"
+            "Pick a day (scenario and seed), then play it tick by tick with the legal actions below, "
+            "while an agent plays the same day beside you. Cells are patients coloured by severity "
+            "(green 1 … red 5); rows: 20 general beds, 5 ICU beds and 3 ventilators, the waiting "
+            "queue, then time, deaths and queue-length bars."
+        )
+        with gr.Row():
+            scenario_pick = gr.Dropdown(list(SCENARIOS), value=scenario, label="Scenario", elem_id="scenario")
+            seed = gr.Number(value=0, precision=0, minimum=0, label="Seed (the day)", elem_id="seed")
+            track = gr.Radio(list(TRACKS), value="flat", label="Your track", elem_id="track")
+            agent = gr.Dropdown(agents, value=agents[0], label="Agent", elem_id="agent")
+            new_day = gr.Button("New day", variant="primary", elem_id="new-day")
+        status = gr.Markdown(elem_id="status")
+        with gr.Row():
+            with gr.Column():
+                you_board = gr.Image(
+                    label="Your ED",
+                    show_label=False,
+                    buttons=[],
+                    type="numpy",
+                    interactive=False,
+                    elem_id="board-you",
+                    format="png",
+                )
+                you_metrics = gr.Markdown(elem_id="metrics-you")
+            with gr.Column():
+                agent_board = gr.Image(
+                    label="The agent's ED",
+                    show_label=False,
+                    buttons=[],
+                    type="numpy",
+                    interactive=False,
+                    elem_id="board-agent",
+                    format="png",
+                )
+                agent_metrics = gr.Markdown(elem_id="metrics-agent")
+        with gr.Group(visible=True) as flat_group:
+            gr.Markdown("**Your move** — the legal actions this tick (flat track):")
+            with gr.Row():
+                flat_buttons = [
+                    gr.Button(_flat_label(i), size="sm", visible=False, elem_id=f"act-{i}", min_width=80)
+                    for i in range(N_FLAT_ACTIONS)
+                ]
+        with gr.Group(visible=False) as team_group:
+            gr.Markdown("**Your move** — one legal action per role, carried out in this order (team track):")
+            role_radios = [gr.Radio([], value=0, label=role, elem_id=f"role-{role}") for role in ROLES]
+            team_play = gr.Button("Play this tick", variant="primary", elem_id="team-play")
+        with gr.Row():
+            agent_tick = gr.Button("Agent: one tick", elem_id="agent-tick")
+            agent_finish = gr.Button("Agent: finish the shift", elem_id="agent-finish")
+        with gr.Row():
+            charts = [
+                gr.LinePlot(
+                    x="tick",
+                    y=column,
+                    color="who",
+                    color_map={"you": "#1f77b4", "agent": "#ff7f0e"},
+                    title=chart_title,
+                    height=220,
+                    elem_id=f"chart-{column}",
+                )
+                for column, chart_title in CHARTS
+            ]
+
+        outputs = [
+            sid_state,
+            status,
+            you_board,
+            you_metrics,
+            agent_board,
+            agent_metrics,
+            flat_group,
+            team_group,
+            *flat_buttons,
+            *role_radios,
+            *charts,
+        ]
+
+        def view(sid: str | None, episodes: WebEpisodes | None, message: str = "") -> list[Any]:
+            if episodes is None or not episodes.started:
+                hidden = [gr.update(visible=False)] * N_FLAT_ACTIONS
+                empty = [gr.update(choices=[], value=None)] * len(ROLES)
+                return [
+                    sid,
+                    message,
+                    None,
+                    "",
+                    None,
+                    "",
+                    gr.update(),
+                    gr.update(),
+                    *hidden,
+                    *empty,
+                    *[None] * len(charts),
+                ]
+            you_h, agent_h = episodes._your_hospital(), episodes.agent_hospital
+            line = message or (
+                f"Last move: {episodes.last_outcome}"
+                if episodes.last_outcome
+                else f"Day: **{episodes.scenario}**, seed **{episodes.seed}**, track "
+                f"**{episodes.track}**, agent **{episodes.agent_name}**."
+            )
+            legal = episodes.legal_flat()
+            roles = episodes.legal_roles()
+            history = pd.DataFrame(episodes.history)
+            return [
+                sid,
+                line,
+                _board(you_h),
+                metrics_markdown(you_h, "You"),
+                _board(agent_h),
+                metrics_markdown(agent_h, f"Agent ({episodes.agent_name})"),
+                gr.update(visible=episodes.track == "flat"),
+                gr.update(visible=episodes.track == "team"),
+                *[gr.update(visible=ok) for ok in legal],
+                *[gr.update(choices=roles[role], value=0 if roles[role] else None) for role in ROLES],
+                *[history[["tick", "who", column]] for column, _ in CHARTS],
+            ]
+
+        def session(sid: str | None, request: gr.Request | None) -> tuple[str, WebEpisodes, str]:
+            """The tab's web session, opening a fresh one if it has none or it expired."""
+            if sid is not None:
+                with store.lock:
+                    episodes = store.get(sid)
+                if episodes is not None:
+                    return sid, episodes, ""
+            client = request.client.host if request is not None and request.client else ""
+            with store.lock:
+                new_sid, episodes = store.open(client)
+            if request is not None and request.session_hash:
+                with tabs_lock:
+                    tabs[request.session_hash] = new_sid
+            note = (
+                f"(Your previous session ended after {store.ttl_s:g} s idle: a new one started.) "
+                if sid
+                else ""
+            )
+            return new_sid, episodes, note
+
+        def run(
+            act: Callable[..., None], sid: str | None, args: tuple[Any, ...], request: gr.Request
+        ) -> list[Any]:
+            """Carries out ``act`` on the tab's episodes (opening its session), reporting errors."""
+            try:
+                sid, episodes, note = session(sid, request)
+            except SessionCapacityError as exc:
+                return view(sid, None, f"**The server is full:** {exc}")
+            with episodes.lock:
+                try:
+                    act(episodes, *args)
+                except WebError as exc:
+                    return view(sid, episodes, f"**Not done:** {exc}")
+                return view(sid, episodes, note)
+
+        # Gradio passes the request only to a parameter it can see: one wrapper per arity.
+        def handler(act: Callable[..., None]) -> Callable[..., list[Any]]:
+            def on_click(sid: str | None, request: gr.Request) -> list[Any]:
+                return run(act, sid, (), request)
+
+            return on_click
+
+        def day_handler(act: Callable[..., None]) -> Callable[..., list[Any]]:
+            def on_day(
+                sid: str | None, scenario_: Any, seed_: Any, track_: Any, agent_: Any, request: gr.Request
+            ) -> list[Any]:
+                return run(act, sid, (scenario_, seed_, track_, agent_), request)
+
+            return on_day
+
+        def on_team(
+            sid: str | None, triage: Any, bed_manager: Any, ventilator_officer: Any, request: gr.Request
+        ) -> list[Any]:
+            return run(team, sid, (triage, bed_manager, ventilator_officer), request)
+
+        def start(episodes: WebEpisodes, scenario_: str, seed_: Any, track_: str, agent_: str) -> None:
+            episodes.new_day(scenario_, seed_, track_, agent_)
+
+        def ensure_day(episodes: WebEpisodes, scenario_: str, seed_: Any, track_: str, agent_: str) -> None:
+            if not episodes.started:
+                episodes.new_day(scenario_, seed_, track_, agent_)
+
+        def team(episodes: WebEpisodes, *choices: Any) -> None:
+            episodes.play_team(dict(zip(ROLES, choices)))
+
+        day_inputs = [sid_state, scenario_pick, seed, track, agent]
+        events = {"outputs": outputs, "concurrency_limit": WEB_CONCURRENCY}
+        page.load(day_handler(ensure_day), inputs=day_inputs, **events)
+        new_day.click(day_handler(start), inputs=day_inputs, **events)
+        for i, button in enumerate(flat_buttons):
+            button.click(
+                handler(functools.partial(WebEpisodes.play_flat, action=i)), inputs=[sid_state], **events
+            )
+        team_play.click(on_team, inputs=[sid_state, *role_radios], **events)
+        agent_tick.click(handler(WebEpisodes.agent_step), inputs=[sid_state], **events)
+        agent_finish.click(handler(WebEpisodes.agent_finish), inputs=[sid_state], **events)
+
+        def close_tab(request: gr.Request) -> None:
+            with tabs_lock:
+                sid = tabs.pop(request.session_hash, None) if request.session_hash else None
+            if sid is not None:
+                with store.lock:
+                    store.close(sid)
+
+        page.unload(close_tab)
+    return page
