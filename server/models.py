@@ -39,20 +39,17 @@ from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.scenarios import SCENARIOS
 from hospital_marl.envs.observations import BLOCK_BY_KEY, BLOCKS, COMPOSED_KEYS
 
-MAX_SEED = 2**53 - 1
-"""Largest seed accepted: the largest integer every JSON reader holds exactly (I-JSON,
-RFC 7493; JavaScript's ``Number.MAX_SAFE_INTEGER``). A larger seed would reach a client
-or a schema tool as another number."""
+MAX_SEED = 2**63 - 1
+"""Largest seed accepted: the grader draws episode seeds below it (``grading.common.episode_seed``),
+so every graded day can be replayed over the wire. Seeds above 2**53 need a client whose JSON
+keeps integers exact (Python's does; JavaScript's ``Number`` does not)."""
 
 Track = Literal["flat", "team"]
-
-_EXACT_FLOAT_INTS = 2**53
-"""Beyond this magnitude a float no longer spells one integer."""
 
 
 def _json_integer(value: Any) -> Any:
     """A JSON number with no fractional part is an integer (``2.0`` is 2); nothing else converts."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_FLOAT_INTS:
+    if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
 

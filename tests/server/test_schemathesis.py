@@ -10,6 +10,7 @@ raises it for a deeper local run.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 pytest.importorskip("openenv.core", reason="the server tests need the `server` extra")
 pytest.importorskip("schemathesis", reason="schemathesis is in the `dev` extra")
 
+from server.models import MAX_SEED
 from server.settings import ServerSettings
 from tests.server.live import live_server
 
@@ -54,7 +56,32 @@ def test_schemathesis_all_checks_find_nothing(tmp_path: Path) -> None:
             text=True,
             timeout=600,
         )
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    assert " failed" not in result.stdout.split("SUMMARY")[-1], result.stdout[-3000:]
-    for phase in ("Coverage", "Fuzzing", "Stateful"):
+    failures = _real_failures(result.stdout)
+    summary = result.stdout.split("SUMMARY")[-1]
+    forgiven = "ST202 Schema-valid request rejected" in summary  # see _real_failures
+    output = result.stdout[-6000:] + result.stderr[-2000:]
+    assert result.returncode == 0 or (failures == [] and forgiven), output
+    assert failures == [], failures
+    assert "Errors" not in summary, summary
+    for phase in ("Fuzzing", "Stateful"):
         assert f"✅  {phase}" in result.stdout, phase  # every phase ran (and passed)
+    assert "Coverage (in" in result.stdout  # the boundary phase ran too
+
+
+def _real_failures(stdout: str) -> list[str]:
+    """schemathesis' failure kinds, less one false positive of the tool's own.
+
+    schemathesis compares integer bounds in float arithmetic: past 2**53 it sends a seed
+    such as 9223372036854775999 (MAX_SEED + 192) as *schema-valid*, since both round to
+    the same float, and calls the exact 422 a failure. Seeds go to 2**63 − 1 so that every
+    graded day replays over the wire; such a rejection is correct and is the only one
+    forgiven here (each must be a 422 on a seed truly above MAX_SEED).
+    """
+    kinds = re.findall(r"❌ (ST\d+|[A-Z][^:\n]*?): \d+", stdout.split("SUMMARY")[-1])
+    kinds = [k for k in kinds if not k.startswith(("Coverage", "Examples", "Fuzzing", "Stateful"))]
+    big = [int(n) for n in re.findall(r'"loc":\["body","seed"\][^}]*?"input":(\d+)', stdout)]
+    reported = sum(int(n) for n in re.findall(r"❌ ST202 Schema-valid request rejected: (\d+)", stdout))
+    only_big_seeds = set(kinds) == {"ST202 Schema-valid request rejected"} and len(big) == reported
+    if only_big_seeds and all(seed > MAX_SEED for seed in big):
+        return []
+    return kinds
