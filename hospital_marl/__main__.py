@@ -8,4 +8,5 @@ import sys
 
 from hospital_marl_cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a spawned worker re-imports this module
+    sys.exit(main())

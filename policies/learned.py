@@ -208,7 +208,9 @@ class OnnxLogits:
         options.inter_op_num_threads = 1
         self.path = Path(path)
         try:
-            self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            self.session = onnxruntime.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
         except Exception as exc:  # onnxruntime's own exception types (InvalidProtobuf, Fail, ...)
             reason = str(exc).strip().splitlines()[-1]
             raise ValueError(f"{path} is not an ONNX model ({reason})") from None
