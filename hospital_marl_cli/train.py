@@ -101,15 +101,25 @@ def cmd_train_rllib(args: argparse.Namespace) -> int:
 
 
 def cmd_train_export(args: argparse.Namespace) -> int:
-    from training.export import export_checkpoint
+    from training.export import export_checkpoint, export_run
 
     run_dir, out = Path(args.run_dir), Path(args.output)
-    if not (run_dir / "best_model.zip").exists():
-        raise CLIError(f"no best_model.zip in {run_dir} (a `hospital-marl train ppo` run directory)")
-    if out.suffix != ".zip":
-        raise CLIError(f"OUTPUT must end in .zip (the .onnx and .json are written beside it), got {out}")
+    if not run_dir.is_dir():
+        raise CLIError(f"no run directory {run_dir}")
     try:
-        print(export_checkpoint(run_dir, out))
+        if (run_dir / "best_model.zip").exists():
+            if out.suffix != ".zip":
+                raise CLIError(
+                    f"OUTPUT must end in .zip (the .onnx and .json are written beside it), got {out}"
+                )
+            print(export_checkpoint(run_dir, out))
+        else:
+            print(export_run(run_dir, out))
+    except FileNotFoundError:
+        raise CLIError(
+            f"{run_dir} is not a run: looked for best_model.zip (train ppo), model.json (train marl), "
+            "rllib.json (train rllib)"
+        ) from None
     except ImportError as exc:
         raise CLIError(f"{exc}: export needs the `train` extra") from None
     return 0
@@ -163,10 +173,14 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_train_rllib)
 
     p = train_sub.add_parser(
-        "export", help="ship a run's best model as OUTPUT.zip + OUTPUT.onnx + OUTPUT.json (optimizer dropped)"
+        "export",
+        help="ship a run: a ppo run's best model as OUTPUT.zip + .onnx + .json; a marl / rllib run "
+        "as the directory OUTPUT (optimizer state dropped)",
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a `train ppo` run directory")
-    p.add_argument("output", metavar="OUTPUT", help="e.g. policies/checkpoints/ppo_flat.zip")
+    p.add_argument(
+        "run_dir", metavar="RUN_DIR", help="a `train ppo`, `train marl` or `train rllib` run directory"
+    )
+    p.add_argument("output", metavar="OUTPUT", help="e.g. policies/checkpoints/ppo_flat.zip, or a directory")
     p.set_defaults(func=cmd_train_export)
 
     plot = sub.add_parser("plot", help="plots of training runs (needs matplotlib)")
