@@ -53,6 +53,14 @@ def test_trainer_end_to_end_takes_no_invalid_actions(tmp_path, method):
     assert report["invalid_action_rate"] == 0.0
     assert report["scenarios"]["surge"]["metrics"]["invalid_action_rate"] == 0.0
 
+    shipped = tmp_path / "shipped" / method  # `train export`: a small directory that plays the same
+    cmd = [sys.executable, "-m", "hospital_marl", "train", "export", str(run_dir), str(shipped)]
+    exported = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    assert not list(shipped.glob("progress.csv"))
+    again = grade(load_marl_policy(shipped), episodes=1, seed=0, scenarios=["surge"], track="team")
+    assert again["scenario_scores"] == report["scenario_scores"]
+
     # the run ships its best periodic evaluation, and loading it reproduces that evaluation
     curve = json.loads((run_dir / "curve.json").read_text())
     best = meta["best"]
