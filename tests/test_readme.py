@@ -137,3 +137,20 @@ def test_readme__ppo_pruned_prose_quotes_the_tables() -> None:
     meta = json.loads((ROOT / "policies" / "checkpoints" / "ppo_flat_pruned.json").read_text())
     low, high = (int(x) for x in re.search(r"100k steps in (\d+)–(\d+) s\*\*", README).groups())
     assert low <= meta["run"]["wall_time_s"] <= high
+
+
+@pytest.mark.parametrize("name", ["marl_ibr", "marl_shared", "rllib"])
+def test_readme__marl_table_rows_reproduce_from_the_committed_runs(name: str) -> None:
+    """The multi-agent table's learned rows come from policies/checkpoints/marl/ (committed), not runs/."""
+    from policies import load_run
+
+    run = ROOT / "policies" / "checkpoints" / "marl" / name.removeprefix("marl_")
+    report = grade(load_run(run), episodes=10, seed=0, track="team")
+    row = next(
+        line
+        for line in readme_tool.section(README, "marl-table").splitlines()
+        if line.startswith(f"| `{name}`")
+    )
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[7] == f"**{report['overall_score']:.1f}**"
+    assert cells[2:7] == [f"{report['scenario_scores'][s]:.1f}" for s in report["scenario_scores"]]
