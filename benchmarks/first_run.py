@@ -35,7 +35,9 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 
 def _size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    """Bytes on disk, as ``du`` counts them (blocks, not file lengths)."""
+    out = subprocess.run(["du", "-sk", str(path)], capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0]) * 1024
 
 
 def measure(branch: str | None) -> dict:
