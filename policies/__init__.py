@@ -19,12 +19,14 @@ from policies.adapters import as_policy
 from policies.base import TRACKS, BasePolicy, Policy, load_kwargs
 from policies.baselines import MaskedRandomPolicy, RandomPolicy
 from policies.heuristic import HeuristicPolicy, TeamHeuristicPolicy
+from policies.llm import LLMPolicy
 
 _REGISTRY: dict[str, Callable[..., Policy]] = {
     "random": RandomPolicy,
     "masked_random": MaskedRandomPolicy,
     "heuristic": HeuristicPolicy,
     "team_heuristic": TeamHeuristicPolicy,
+    "llm": LLMPolicy,  # an OpenAI-compatible endpoint: "llm:model=...,base_url=..." or the API_* variables
 }
 
 
@@ -121,6 +123,7 @@ __all__ = [
     "TRACKS",
     "BasePolicy",
     "HeuristicPolicy",
+    "LLMPolicy",
     "MaskedRandomPolicy",
     "Policy",
     "RandomPolicy",

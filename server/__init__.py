@@ -3,7 +3,10 @@
 - :mod:`server.models` — pydantic ``HospitalAction`` / ``HospitalObservation`` / ``HospitalState``;
 - :mod:`server.environment` — ``HospitalEnvironment``, the OpenEnv ``Environment``;
 - :mod:`server.app` — ``app`` (openenv-core's ``create_app`` plus stateful HTTP sessions) and ``main``;
-- :mod:`server.client` — ``HospitalClient``, sync (``with``) and async (``async with``).
+- :mod:`server.client` — ``HospitalClient``, sync (``with``) and async (``async with``);
+- :mod:`server.mcp_tools` — the MCP tools every session serves at ``/mcp``;
+- :mod:`server.llm_agent` — the LLM agent script (``inference.py``, ``hospital-marl llm``);
+- :mod:`server.openai_standin` — a scripted OpenAI-compatible endpoint (tests, notebook 07, dry runs).
 
 Names are imported lazily so that ``import server.settings`` (the ``hospital-marl
 serve`` subcommand) needs neither fastapi nor openenv-core.

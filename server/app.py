@@ -54,6 +54,7 @@ from starlette.routing import WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.environment import EpisodeStateError, HospitalEnvironment
+from server.mcp_tools import HospitalMCPEnvironment
 from server.models import (
     ErrorDetail,
     HospitalAction,
@@ -360,7 +361,8 @@ def build_app(
         clock: monotonic seconds for HTTP session expiry (tests inject a fake one).
     """
     settings = settings or ServerSettings.from_env()
-    factory = functools.partial(HospitalEnvironment, scenario=settings.scenario)
+    # Each session's environment also serves the MCP tools (server/mcp_tools.py) at /mcp.
+    factory = functools.partial(HospitalMCPEnvironment, scenario=settings.scenario)
     app = create_app(
         factory,
         HospitalAction,

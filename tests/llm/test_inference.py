@@ -1,0 +1,195 @@
+"""The agent script (SPEC §11): exactly the [START]/[STEP]/[END] lines on stdout, replies that name no
+legal action played as the no-op and reported, endpoint failures ending in [END] success=false and a
+non-zero exit, never a hang. The model is a scripted stand-in on loopback."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grading.grader import episode_seed, run_flat_episode, run_team_episode
+from hospital_marl.core.actions import ROLES
+from hospital_marl.core.scenarios import get_scenario
+from hospital_marl.envs.aec import HospitalAECEnv
+from hospital_marl.envs.composed import HospitalEDEnv
+from policies import HeuristicPolicy, TeamHeuristicPolicy
+from server.llm_agent import main
+from tests.llm.conftest import FirstLegalPolicy, StandInFactory, first_legal
+
+ROOT = Path(__file__).resolve().parents[2]
+START = re.compile(r"\[START\] task=(\S+) env=(\S+) model=(\S+)")
+STEP = re.compile(r"\[STEP\] step=(\d+) action=(\S+) reward=(-?\d+\.\d\d) done=(true|false) error=(\S+)")
+END = re.compile(
+    r"\[END\] success=(true|false) steps=(\d+) score=(\d\.\d\d) rewards=((?:-?\d+\.\d\d,)*-?\d+\.\d\d)?"
+)
+
+
+def _parse(stdout: str) -> tuple[re.Match, list[re.Match], re.Match]:
+    """One episode's lines, each matching its format in full; nothing else on stdout."""
+    lines = stdout.splitlines()
+    start, *steps, end = lines
+    matched = START.fullmatch(start), [STEP.fullmatch(s) for s in steps], END.fullmatch(end)
+    assert matched[0] and all(matched[1]) and matched[2], stdout[:2000]
+    return matched  # type: ignore[return-value]
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], url: str, *argv: str):
+    monkeypatch.setenv("API_BASE_URL", url)
+    monkeypatch.setenv("MODEL_NAME", "standin-model")
+    monkeypatch.setenv("API_KEY", "test-key")
+    status = main(["--timeout", "5", "--retries", "0", *argv])
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def _replay_flat(scenario: str, seed: int, actions: list[int]) -> tuple[list[str], str]:
+    """The rewards (as printed) and the score / 100 of playing these actions in-process."""
+    env = HospitalEDEnv(scenario=scenario)
+    env.reset(seed=seed)
+    rewards = [f"{env.step(a)[1]:.2f}" for a in actions]
+    return rewards, f"{env.hospital.score() / 100:.2f}"
+
+
+def test_inference_py__prints_exactly_the_protocol_and_the_graded_score(standin: StandInFactory) -> None:
+    with standin() as (_, url):
+        env = {**os.environ, "API_BASE_URL": url, "MODEL_NAME": "standin-model", "HF_TOKEN": "hf_test"}
+        env.pop("API_KEY", None)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        done = subprocess.run(
+            [sys.executable, "inference.py", "--scenarios", "night_shift", "--seed", "3"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    start, steps, end = _parse(done.stdout)
+    assert start.group(0) == "[START] task=night_shift env=hospital_marl/HospitalED-v0 model=standin-model"
+    seed = episode_seed(3, "night_shift", 0)
+    rewards, score = _replay_flat("night_shift", seed, [int(s.group(2)) for s in steps])
+    assert [s.group(1) for s in steps] == [str(i) for i in range(1, len(steps) + 1)]
+    assert [s.group(3) for s in steps] == rewards
+    assert [s.group(4) for s in steps] == ["false"] * (len(steps) - 1) + ["true"]
+    assert {s.group(5) for s in steps} == {"null"}
+    assert end.group(2) == str(len(steps)) and end.group(3) == score and end.group(4) == ",".join(rewards)
+    heuristic = run_flat_episode(HeuristicPolicy(), get_scenario("night_shift"), seed).score
+    ours = run_flat_episode(FirstLegalPolicy(), get_scenario("night_shift"), seed).score
+    assert end.group(1) == ("true" if ours >= heuristic else "false")
+    assert "[llm]" in done.stderr and "unusable replies" in done.stderr
+
+
+def test_script__unusable_replies_are_reported_played_as_noop_and_counted(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with standin("prose", "json", "illegal", "garbage", "first_legal", "illegal") as (_, url):
+        status, out, err = _run(monkeypatch, capsys, url, "--scenarios", "surge")
+    assert status == 0
+    _, steps, end = _parse(out)
+    errors = [s.group(5) for s in steps]
+    assert errors[:2] == ["null", "null"]  # prose- and JSON-wrapped numbers are understood
+    assert re.fullmatch(r"illegal_action_\d+", errors[2]) and errors[3] == "no_action_number"
+    assert re.fullmatch(r"illegal_action_\d+", errors[5]) and set(errors[6:]) == {"null"}
+    assert [steps[i].group(2) for i in (2, 3, 5)] == ["0", "0", "0"]  # played as the no-op
+    rewards, score = _replay_flat("surge", episode_seed(0, "surge", 0), [int(s.group(2)) for s in steps])
+    assert [s.group(3) for s in steps] == rewards and end.group(3) == score
+    assert "3 unusable replies" in err
+
+
+def test_script__a_5xx_endpoint_ends_with_success_false_and_exit_1(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with standin("first_legal", "first_legal", default="error500") as (server, url):
+        status, out, err = _run(
+            monkeypatch, capsys, url, "--scenarios", "normal_day", "surge", "--retries", "1"
+        )
+    assert status == 1
+    lines = out.splitlines()
+    assert START.fullmatch(lines[0]) and len(lines) == 4  # START, two steps, END; surge never starts
+    assert lines[3] == f"[END] success=false steps=2 score=0.00 rewards={END.fullmatch(lines[3]).group(4)}"
+    assert len(server.requests) == 2 + 2  # two answers, then one request and one retry
+    assert "FAILED after 2 steps" in err and "500" in err
+
+
+def test_script__a_slow_answer_is_retried_and_a_dead_one_fails_bounded(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with standin("slow", slow_s=2.0) as (server, url):
+        status, out, _ = _run(
+            monkeypatch, capsys, url, "--scenarios", "night_shift", "--timeout", "0.3", "--retries", "1"
+        )
+    _, steps, _ = _parse(out)
+    assert status == 0 and len(server.requests) == len(steps) + 1  # one timed out, its retry answered
+    with standin(default="slow", slow_s=2.0) as (server, url):
+        status, out, err = _run(
+            monkeypatch, capsys, url, "--scenarios", "night_shift", "--timeout", "0.2", "--retries", "1"
+        )
+    assert status == 1 and out.splitlines()[-1] == "[END] success=false steps=0 score=0.00 rewards="
+    assert len(server.requests) == 2 and "APITimeoutError" in err
+
+
+def test_script__team_track_runs_three_role_agents(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with standin() as (server, url):
+        status, out, _ = _run(monkeypatch, capsys, url, "--scenarios", "night_shift", "--track", "team")
+    start, steps, end = _parse(out)
+    assert status == 0 and start.group(2) == "hospital_marl/HospitalEDTeam-v0"
+    assert all(re.fullmatch(r"\d+,\d+,\d+", s.group(2)) for s in steps)
+    assert len(server.requests) == 3 * len(steps)
+    seed = episode_seed(0, "night_shift", 0)
+    aec = HospitalAECEnv(scenario="night_shift")  # the grader's team track: roles in turn
+    aec.reset(seed=seed)
+    actions, rewards = [], []
+    while not aec.hospital.done:
+        joint = []
+        for role in ROLES:
+            joint.append(first_legal(aec.observe(role)["action_mask"]))
+            aec.step(joint[-1])
+        actions.append(",".join(map(str, joint)))
+        rewards.append(f"{aec.rewards[ROLES[0]]:.2f}")  # the tick's team reward, every role's
+    assert [s.group(2) for s in steps] == actions and [s.group(3) for s in steps] == rewards
+    reference = run_team_episode(FirstLegalPolicy(), get_scenario("night_shift"), seed)
+    assert end.group(3) == f"{reference.score / 100:.2f}" and int(end.group(2)) == reference.counts["ticks"]
+    heuristic = run_team_episode(TeamHeuristicPolicy(), get_scenario("night_shift"), seed).score
+    assert end.group(1) == ("true" if reference.score >= heuristic else "false")
+
+
+def test_script__bad_settings_exit_2_before_any_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("MODEL_NAME", raising=False)
+    monkeypatch.setenv("API_BASE_URL", "http://127.0.0.1:9/v1")
+    assert main(["--scenarios", "normal_day"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "MODEL_NAME" in out.err
+    monkeypatch.setenv("MODEL_NAME", "m")
+    assert main(["--scenarios", "no_such_day"]) == 2
+    assert main(["--mcp"]) == 2
+    assert "unknown scenario" in capsys.readouterr().err
+
+
+def test_cli__hospital_marl_llm_is_the_same_script(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hospital_marl.cli import main as cli_main
+
+    with standin() as (_, url):
+        status, script_out, _ = _run(monkeypatch, capsys, url, "--scenarios", "night_shift")
+        assert cli_main(["llm", "--scenarios", "night_shift", "--timeout", "5", "--retries", "0"]) == 0
+    assert status == 0 and capsys.readouterr().out == script_out
+
+
+def test_script__a_role_can_have_its_own_model(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with standin() as (server, url):
+        argv = ["--scenarios", "night_shift", "--track", "team", "--role-model", "ventilator_officer=vent-7b"]
+        status, out, _ = _run(monkeypatch, capsys, url, *argv)
+    assert status == 0
+    assert out.splitlines()[0].endswith("model=standin-model;ventilator_officer=vent-7b")
+    models = [r["model"] for r in server.requests[:6]]
+    assert models == ["standin-model", "standin-model", "vent-7b"] * 2  # triage, bed manager, officer
+    assert _run(monkeypatch, capsys, url, "--role-model", "nurse=x", "--track", "team")[0] == 2
+    assert _run(monkeypatch, capsys, url, "--role-model", "triage=x")[0] == 2  # flat track: no roles
