@@ -114,7 +114,8 @@ def first_run_section() -> str:
         f"{name} {secs:.0f} s" if secs >= 10 else f"{name} {secs:.1f} s" for name, secs in slowest
     )
     return (
-        f"Measured on a fresh clone in a fresh venv, no pip cache ({r['machine']}, {r['measured']}; "
+        f"Measured on a fresh clone in a fresh venv, no pip cache, on the shared development machine "
+        f"(other jobs running: an idle machine is faster; {r['machine']}, {r['measured']}; "
         f"`python benchmarks/first_run.py --write`): **{mb:.0f} MB installed** (target ≤ 1 GB; "
         f"{'with' if r['torch_installed'] else 'no'} torch), `pip install -e .` **{r['install_s']:.0f} s**, "
         f"`hospital-marl compare` **{r['compare_s']:.0f} s** ({per_agent}): "
