@@ -10,7 +10,10 @@ scenario and overall:
   (``train marl --method shared``) and RLlib multi-agent PPO (``train rllib``).
 
 The learned multi-agent variants are read from run directories (``--ibr-run``, ``--shared-run``,
-``--rllib-run``); with ``--train`` a missing run is trained first through the CLI
+``--rllib-run``), by default the committed ones in ``policies/checkpoints/marl/`` (each made by
+its recorded command, then ``hospital-marl train export RUN_DIR policies/checkpoints/marl/<kind>``:
+models without optimizer state, metadata, learning curve), so the table reproduces from the
+repository alone. With ``--train`` a missing run is trained first through the CLI
 (``hospital-marl train marl ... --all-scenarios`` / ``hospital-marl train rllib --iterations K
 --all-scenarios``). Training steps and wall time come from each run's JSON. Margins against
 ``team_heuristic`` are paired over the same days (± one standard error).
@@ -39,6 +42,7 @@ from hospital_marl.core.actions import ROLES  # noqa: E402
 from policies.learned import CHECKPOINT_DIR, SHIPPED, read_metadata  # noqa: E402
 
 README = ROOT / "README.md"
+RUNS = ROOT / "policies" / "checkpoints" / "marl"
 PLOT = ROOT / "docs" / "marl_curves.png"
 START, END = "<!-- BEGIN marl-table -->", "<!-- END marl-table -->"
 
@@ -343,12 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-planner", action="store_true", help="skip the (slow) planner row")
     parser.add_argument(
-        "--ibr-run", default="runs/marl/ibr", metavar="DIR", help="a `train marl --method ibr` run"
+        "--ibr-run", default=str(RUNS / "ibr"), metavar="DIR", help="a `train marl --method ibr` run"
     )
     parser.add_argument(
-        "--shared-run", default="runs/marl/shared", metavar="DIR", help="a `train marl --method shared` run"
+        "--shared-run", default=str(RUNS / "shared"), metavar="DIR", help="a `train marl --method shared` run"
     )
-    parser.add_argument("--rllib-run", default="runs/marl/rllib", metavar="DIR", help="a `train rllib` run")
+    parser.add_argument("--rllib-run", default=str(RUNS / "rllib"), metavar="DIR", help="a `train rllib` run")
     parser.add_argument(
         "--train", action="store_true", help="train the runs that are missing (through the CLI)"
     )

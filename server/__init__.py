@@ -8,7 +8,7 @@
 - :mod:`server.llm_agent` — the LLM agent script (``inference.py``, ``hospital-marl llm``);
 - :mod:`server.openai_standin` — a scripted OpenAI-compatible endpoint (tests, notebook 07, dry runs).
 
-Names are imported lazily so that ``import server.cli`` (the ``hospital-marl
+Names are imported lazily so that ``import server.settings`` (the ``hospital-marl
 serve`` subcommand) needs neither fastapi nor openenv-core.
 """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -73,3 +74,83 @@ def test_readme__scoreboard_rows_match_what_the_command_prints(marker: str, trac
             line for line in section.splitlines() if line.startswith("| planner |") and "±" in line
         )
         assert cell in planner_row.split(" | ")[4], f"planner night_shift cell drifted: expected {cell}"
+
+
+# ------------------------------------------------------------------ the checkpoints README's figures
+CHECKPOINTS_README = (ROOT / "policies" / "checkpoints" / "README.md").read_text()
+
+
+def _table_cells(lines: list[str]) -> dict[tuple[str, str], str]:
+    """A Markdown table as {(first cell, column header): cell}."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")]
+    header, body = rows[0], rows[2:]
+    return {(row[0], col): cell for row in body for col, cell in zip(header, row)}
+
+
+def _readme_table(text: str, first_header: str) -> dict[tuple[str, str], str]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(first_header))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return _table_cells(lines[start:end])
+
+
+@pytest.fixture(scope="module")
+def ppo_table_reports() -> dict[str, dict]:
+    from benchmarks import ppo_table
+
+    flat = {a: grade(a, episodes=10, seed=0) for a in ("random", "masked_random", "heuristic", "ppo")}
+    flat |= {a: grade(a, episodes=10, seed=0) for a in ("ppo_pruned", "ppo_nomask")}
+    team = {
+        a: grade(a, episodes=10, seed=0, track="team")
+        for a in ("masked_random", "team_heuristic", "team_ppo")
+    }
+    return {"module": ppo_table, "flat": flat, "team": team}
+
+
+def test_checkpoints_readme__flat_table_cells_match_a_regrade(ppo_table_reports: dict) -> None:
+    """Every cell that needs no planner is what `benchmarks/ppo_table.py` prints now ("beats?" reads
+    the planner's headroom: checked by the planner-free cells it is derived from)."""
+    ppo_table = ppo_table_reports["module"]
+    regraded = _table_cells(ppo_table.flat_table(ppo_table_reports["flat"]))
+    documented = _readme_table(CHECKPOINTS_README, "| scenario | random |")
+    for (row, col), cell in regraded.items():
+        if col != "beats?":
+            assert documented[(row, col)] == cell, f"checkpoints README flat {row} / {col} drifted"
+
+
+def test_checkpoints_readme__team_table_and_training_cost_are_what_the_script_prints(
+    ppo_table_reports: dict,
+) -> None:
+    ppo_table = ppo_table_reports["module"]
+    team = ppo_table.team_table(ppo_table_reports["team"], ppo_table_reports["flat"]["ppo"])
+    assert "\n".join(team) in CHECKPOINTS_README
+    assert "\n".join(ppo_table.cost_table()) in CHECKPOINTS_README
+
+
+def test_readme__ppo_pruned_prose_quotes_the_tables() -> None:
+    """The Training section's prose figures are the generated tables' (overall, night_shift margin,
+    and the recorded wall time of the 100k-step run)."""
+    flat = _readme_table(CHECKPOINTS_README, "| scenario | random |")
+    overall = flat[("**overall**", "ppo --prune")]
+    night = flat[("`night_shift`", "pruned − heuristic")].replace("-", "−")
+    assert f"({overall} overall, `night_shift` {night})" in README
+    meta = json.loads((ROOT / "policies" / "checkpoints" / "ppo_flat_pruned.json").read_text())
+    low, high = (int(x) for x in re.search(r"100k steps in (\d+)–(\d+) s\*\*", README).groups())
+    assert low <= meta["run"]["wall_time_s"] <= high
+
+
+@pytest.mark.parametrize("name", ["marl_ibr", "marl_shared", "rllib"])
+def test_readme__marl_table_rows_reproduce_from_the_committed_runs(name: str) -> None:
+    """The multi-agent table's learned rows come from policies/checkpoints/marl/ (committed), not runs/."""
+    from policies import load_run
+
+    run = ROOT / "policies" / "checkpoints" / "marl" / name.removeprefix("marl_")
+    report = grade(load_run(run), episodes=10, seed=0, track="team")
+    row = next(
+        line
+        for line in readme_tool.section(README, "marl-table").splitlines()
+        if line.startswith(f"| `{name}`")
+    )
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[7] == f"**{report['overall_score']:.1f}**"
+    assert cells[2:7] == [f"{report['scenario_scores'][s]:.1f}" for s in report["scenario_scores"]]

@@ -1,6 +1,6 @@
 """Learned RT agents: MaskablePPO models and their torch-free (numpy) form.
 
-A model is trained by :mod:`policies.radiotherapy.train` on the flattened Dict
+A model is trained by :mod:`training.radiotherapy` on the flattened Dict
 observation (``gymnasium.spaces.flatten``, the same function as Gymnasium's
 ``FlattenObservation``) with an MLP policy. :func:`export_numpy` writes the actor's
 weights to a ``.npz`` (a few tens of kB); :class:`NumpyMLPPolicy` runs it with numpy
@@ -91,7 +91,7 @@ def load_path(path: Path, name: str | None = None) -> NumpyMLPPolicy:
         path = path / "best_model.npz"
     if path.suffix != ".npz":
         raise ValueError(
-            f"{path}: export the model to .npz first (python -m policies.radiotherapy.train export)"
+            f"{path}: export the model to .npz first (python -m training.radiotherapy export)"
         )
     with np.load(path) as data:
         n = len([k for k in data.files if k.startswith("w")])

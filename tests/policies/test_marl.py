@@ -1,4 +1,5 @@
-"""Per-role learners (policies/marl.py): both trainers end to end, the mask-aware VecEnv, RoleEnv."""
+"""Per-role learners (training/marl/, loaded by policies/marl.py): both trainers end to end,
+the mask-aware VecEnv, RoleEnv."""
 
 from __future__ import annotations
 
@@ -13,14 +14,8 @@ pytest.importorskip("sb3_contrib")
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from policies.heuristic import HeuristicPolicy
-from policies.marl import (
-    MAX_ACTIONS,
-    RoleEnv,
-    encode_shared,
-    is_marl_run,
-    load_marl_policy,
-    make_masked_parallel_vec_env,
-)
+from policies.marl import MAX_ACTIONS, encode_shared, is_marl_run, load_marl_policy
+from training.marl import RoleEnv, make_masked_parallel_vec_env
 
 TINY = [
     "--timesteps",
@@ -57,6 +52,14 @@ def test_trainer_end_to_end_takes_no_invalid_actions(tmp_path, method):
     report = grade(policy, episodes=1, seed=0, scenarios=["surge"], track="team")
     assert report["invalid_action_rate"] == 0.0
     assert report["scenarios"]["surge"]["metrics"]["invalid_action_rate"] == 0.0
+
+    shipped = tmp_path / "shipped" / method  # `train export`: a small directory that plays the same
+    cmd = [sys.executable, "-m", "hospital_marl", "train", "export", str(run_dir), str(shipped)]
+    exported = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    assert not list(shipped.glob("progress.csv"))
+    again = grade(load_marl_policy(shipped), episodes=1, seed=0, scenarios=["surge"], track="team")
+    assert again["scenario_scores"] == report["scenario_scores"]
 
     # the run ships its best periodic evaluation, and loading it reproduces that evaluation
     curve = json.loads((run_dir / "curve.json").read_text())

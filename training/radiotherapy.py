@@ -1,7 +1,7 @@
 """Train sb3-contrib MaskablePPO on the radiotherapy planning env (all tasks, one model).
 
-    python -m policies.radiotherapy.train run --seed 0 --timesteps 300000 --save runs/rt_ppo_s0
-    python -m policies.radiotherapy.train export runs/rt_ppo_s0 policies/radiotherapy/checkpoints/rt_ppo.npz
+    python -m training.radiotherapy run --seed 0 --timesteps 300000 --save runs/rt_ppo_s0
+    python -m training.radiotherapy export runs/rt_ppo_s0 policies/radiotherapy/checkpoints/rt_ppo.npz
 
 A run directory gets ``best_model.zip`` (sb3-contrib, to resume), ``best_model.npz`` (the
 actor's weights for :class:`~policies.radiotherapy.learned.NumpyMLPPolicy`, torch-free),
@@ -35,6 +35,7 @@ from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv, observation_space
 from policies.radiotherapy import SCRIPTED
 from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy
+from training.export import strip_optimizer
 
 
 @dataclass
@@ -170,7 +171,7 @@ def train(args: Args) -> Path:
     meta = {
         "name": "ppo",
         "algorithm": "sb3-contrib MaskablePPO, MlpPolicy (tanh), flattened Dict observation",
-        "command": "python -m policies.radiotherapy.train run " + " ".join(sys.argv[2:]),
+        "command": "python -m training.radiotherapy run " + " ".join(sys.argv[2:]),
         "args": asdict(args),
         "selected": best["point"],
         "validation_baselines": {n: b["task_scores"] for n, b in baselines.items()},
@@ -187,20 +188,18 @@ def train(args: Args) -> Path:
 def export(run: Path, dest: Path) -> None:
     """Ship a run's best model: ``dest`` (.npz, numpy weights), its ``.json`` and the sb3-contrib
     ``.zip`` beside them with the optimizer state emptied (to resume or inspect with torch)."""
-    from policies.train_ppo import copy_without_optimizer_state
-
     source = run / "best_model.npz"
     if not source.exists():
         raise SystemExit(f"{source} does not exist: train first")
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, dest)
     shutil.copyfile(source.with_suffix(".json"), dest.with_suffix(".json"))
-    copy_without_optimizer_state(run / "best_model.zip", dest.with_suffix(".zip"))
+    strip_optimizer(run / "best_model.zip", dest.with_suffix(".zip"))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m policies.radiotherapy.train", description=__doc__.splitlines()[0]
+        prog="python -m training.radiotherapy", description=__doc__.splitlines()[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="train one model")

@@ -1,0 +1,64 @@
+"""``evaluate`` / ``compare`` with ``--env radiotherapy``: the RT planning env (SPEC-RT §6)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from grading.radiotherapy import comparison_markdown, comparison_tables, grade_all
+from hospital_marl.radiotherapy.core.tasks import TASKS
+from hospital_marl_cli.common import CLIError, console
+
+DEFAULT_RT_COMPARE_AGENTS = ("random", "masked_random", "six_full", "evenly_spaced", "ppo", "planner")
+ENV_DEFAULTS = {"ed": (10, 0), "radiotherapy": (20, 42)}
+"""--env -> (episodes, seed) when not given: the ED grader's and SPEC-RT §6's grade_all defaults."""
+
+
+def fill_env_defaults(args: argparse.Namespace) -> None:
+    episodes, seed = ENV_DEFAULTS[args.env]
+    args.episodes = episodes if args.episodes is None else args.episodes
+    args.seed = seed if args.seed is None else args.seed
+
+
+def rt_grade(agent: str, args: argparse.Namespace, progress: Any) -> dict[str, Any]:
+    from policies.radiotherapy import load
+
+    tasks = args.tasks or None
+    for name in tasks or ():
+        if name not in TASKS:
+            raise CLIError(f"unknown task {name!r}; valid names: {', '.join(TASKS)}")
+    try:
+        policy = load(agent)
+        n = args.episodes * (len(tasks) if tasks else 3)
+        with progress(n, f"{agent} (radiotherapy)", args.quiet) as advance:
+            return grade_all(policy, n_episodes=args.episodes, seed=args.seed, tasks=tasks, progress=advance)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def cmd_evaluate(args: argparse.Namespace, progress: Any) -> int:
+    report = rt_grade(args.agent, args, progress)
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, progress: Any) -> int:
+    from policies.radiotherapy import names
+
+    agents = list(args.agents) if args.agents else [a for a in DEFAULT_RT_COMPARE_AGENTS if a in names()]
+    reports = [rt_grade(agent, args, progress) for agent in agents]
+    if args.markdown:
+        print(comparison_markdown(reports))
+    else:
+        out = console()
+        for table in comparison_tables(reports):
+            out.print(table)
+    if args.output:
+        data = {"env": "radiotherapy", "episodes": args.episodes, "seed": args.seed, "reports": reports}
+        with open(args.output, "w") as fh:
+            fh.write(json.dumps(data, indent=2) + "\n")
+    return 0
