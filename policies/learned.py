@@ -321,7 +321,8 @@ class TeamPPOPolicy(PPOPolicy):
 
     def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
         super().reset(seed, hospital)
-        self._builder = ObservationBuilder(hospital) if hospital is not None else None
+        # Built on the read-only handle (no future for policies), never the raw simulator.
+        self._builder = ObservationBuilder(self.hospital) if self.hospital is not None else None
         self._cache_key = None
         self.replanned = 0
 
