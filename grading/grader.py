@@ -24,6 +24,7 @@ from hospital_marl.core.metrics import METRIC_NAMES, SCORE_WEIGHTS, WAIT_SCALE, 
 from hospital_marl.core.scenarios import Scenario, get_scenario, scenario_names
 from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv
+from policies import as_policy, load
 from policies.base import TRACKS, Policy
 
 COUNT_KEYS: tuple[str, ...] = (
@@ -138,7 +139,7 @@ def summarize_scenario(results: Sequence[EpisodeResult]) -> dict[str, Any]:
 
 
 def grade(
-    policy: Policy | str,
+    policy: Any,
     episodes: int = 10,
     seed: int = 0,
     scenarios: Iterable[str | Scenario] | None = None,
@@ -148,7 +149,11 @@ def grade(
     """Grade a policy over every scenario (default: the five built-ins).
 
     Args:
-        policy: a :class:`~policies.Policy` or a name/path for :func:`policies.load`.
+        policy: what you have (:mod:`policies.adapters`): a :class:`~policies.Policy`; an object
+            with ``act(observation, action_mask)``; a callable ``f(observation, action_mask) -> int``;
+            an SB3 / sb3-contrib model (masks passed as ``action_masks``); on the team track an
+            object with ``act_role`` or a mapping role -> any of those; or a name, path or
+            ``"module:attribute"`` for :func:`policies.load`.
         episodes: episodes per scenario (10 by default: 5 leaves ±0.7–2.1 points of paired noise).
         seed: base seed; episode seeds derive from it, the scenario name and the index.
         scenarios: names or Scenario objects.
@@ -159,12 +164,9 @@ def grade(
         The report: ``overall_score``, the five metrics, ``scenario_scores``, per-scenario
         breakdowns (``scenarios``) with counts and standard errors, ``track``, ``episodes``, ``seed``.
     """
-    if isinstance(policy, str):
-        from policies import load
-
-        policy = load(policy)
     if track not in TRACKS:
         raise ValueError(f"track must be one of {TRACKS}, got {track!r}")
+    policy = as_policy(load(policy) if isinstance(policy, str) else policy, track)
     if track not in policy.tracks:
         raise ValueError(f"policy {policy.name!r} plays {policy.tracks}, not the {track!r} track")
     if not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 1:

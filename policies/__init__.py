@@ -1,15 +1,21 @@
 """Baseline, learned and planning policies behind one small protocol.
 
-``policies.load(name_or_path)`` returns a policy by registered name
-(``policies.names()``), ``"name:key=value,..."`` for keyword arguments
-(e.g. ``"planner:rollouts=8"``), or a path to a saved model.
+``policies.load(spec)`` returns a policy by registered name (``policies.names()``),
+``"name:key=value,..."`` for keyword arguments (e.g. ``"planner:rollouts=8"``), a path to a
+saved model or run directory (named by its path), or ``"module:attribute"`` (your own object,
+callable or SB3 model, adapted by :func:`policies.adapters.as_policy`).
+
+To add a policy name, add one entry to ``_REGISTRY`` below (or call :func:`register`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+from policies.adapters import as_policy
 from policies.base import TRACKS, BasePolicy, Policy, load_kwargs
 from policies.baselines import MaskedRandomPolicy, RandomPolicy
 from policies.heuristic import HeuristicPolicy, TeamHeuristicPolicy
@@ -52,7 +58,12 @@ def names() -> list[str]:
 
 
 def load(spec: str) -> Policy:
-    """A policy by name (``"heuristic"``, ``"planner:rollouts=8"``) or by path to a saved model."""
+    """A policy by name, ``"name:key=value"``, path, or ``"module:attribute"`` (see the module docstring).
+
+    Raises ValueError (unknown name: lists the valid ones), FileNotFoundError (a path that does
+    not exist, or a directory without a model: says what was looked for), TypeError (an
+    attribute that is not a policy-like object), ImportError (a missing optional dependency).
+    """
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"policy spec must be a non-empty string, got {spec!r}")
     name, kwargs = load_kwargs(spec)
@@ -61,17 +72,49 @@ def load(spec: str) -> Policy:
         return registry[name](**kwargs)
     path = Path(spec)
     if path.exists():
-        from policies.marl import is_marl_run, load_marl_policy
-        from policies.rllib import is_rllib_run, load_rllib_policy
+        return load_run(path)
+    module, _, attribute = spec.partition(":")
+    if attribute and "=" not in attribute and module.replace(".", "").replace("_", "").isalnum():
+        return _load_attribute(module, attribute)
+    if "/" in spec or "\\" in spec or path.suffix in (".zip", ".onnx", ".json"):
+        raise FileNotFoundError(f"no policy file or run directory {spec}")
+    raise ValueError(
+        f"unknown policy {spec!r}; valid names: {', '.join(sorted(registry))} "
+        "(or a model path, or module:attribute)"
+    )
 
-        if is_marl_run(path):
-            return load_marl_policy(path)
-        if is_rllib_run(path):
-            return load_rllib_policy(path)
-        from policies.learned import load_path
 
-        return load_path(path)
-    raise ValueError(f"unknown policy {spec!r}; valid names: {', '.join(sorted(registry))} (or a model path)")
+def load_run(path: Path) -> Policy:
+    """A saved run or model by path (``train ppo`` / ``train marl`` / ``train rllib``), named by its path."""
+    from policies.marl import is_marl_run, load_marl_policy
+    from policies.rllib import is_rllib_run, load_rllib_policy
+
+    if is_marl_run(path):
+        return load_marl_policy(path, name=str(path))
+    if is_rllib_run(path):
+        return load_rllib_policy(path, name=str(path))
+    from policies.learned import load_path
+
+    return load_path(path, name=str(path))
+
+
+def _load_attribute(module: str, attribute: str) -> Policy:
+    """``"package.module:attr"``: the attribute (a class is instantiated without arguments), adapted."""
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(f"{module}:{attribute}: cannot import module {module!r} ({exc})") from None
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"{module}:{attribute}: module {module!r} has no attribute {attribute!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, type):
+        obj = obj()
+    team_only = isinstance(obj, Mapping) or (hasattr(obj, "act_role") and not hasattr(obj, "act"))
+    policy = as_policy(obj, "team" if team_only else "flat")
+    if not getattr(obj, "name", None) and hasattr(policy, "name"):
+        policy.name = f"{module}:{attribute}"
+    return policy
 
 
 __all__ = [
@@ -82,7 +125,9 @@ __all__ = [
     "Policy",
     "RandomPolicy",
     "TeamHeuristicPolicy",
+    "as_policy",
     "load",
+    "load_run",
     "names",
     "register",
 ]

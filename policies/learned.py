@@ -2,11 +2,16 @@
 
 ``ppo`` (flat track) and ``team_ppo`` (team track) load the checkpoints shipped in
 ``policies/checkpoints/`` (see its README for how they were trained);
-:func:`load_path` loads any run directory or ``.zip`` saved by the trainer.
+:func:`load_path` loads any run directory, ``.zip`` or ``.onnx`` saved by the trainer.
 
-Importing this module is cheap (numpy only): torch and sb3-contrib, the
-``train`` extra, are imported when a model is loaded, so ``policies.names()``
-works without them and ``policies.load("ppo")`` fails with a clear ImportError.
+**Two ways to run the same network.** A policy needs only the actor's logits of the
+encoded observation (:class:`Logits`). The shipped checkpoints come as ``.zip``
+(SB3, torch: resume training) and ``.onnx`` (the actor alone, exported from the zip by
+``hospital-marl train export``); :class:`OnnxLogits` runs the latter with onnxruntime, a
+core dependency, so ``policies.load("ppo")`` plays without torch and with the same
+actions (tests compare the two on many observations of every scenario).
+:class:`TorchLogits` runs an SB3 model (the ``train`` extra): what a run directory
+without an ``.onnx`` loads, and what the trainers grade during training.
 
 ``ppo_nomask`` is the ``--no-mask`` ablation of ``ppo``, graded as it is. ``ppo_pruned``
 was trained (100k steps) and acts with ``--prune``: the env's mask minus the dominated
@@ -25,9 +30,10 @@ each checkpoint's metadata.
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -39,6 +45,10 @@ from policies.base import BasePolicy
 from policies.pruning import prune_dominated
 
 INSTALL_HINT = 'pip install "hospital-marl[train]"'
+ONNX_INPUT = "features"
+ONNX_OUTPUT = "logits"
+MODEL_FILES = ("best_model.zip", "model.zip", "best_model.onnx", "model.onnx")
+"""What a ``train ppo`` run directory may hold, in the order they are looked for."""
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 SHIPPED: dict[str, str] = {
     "ppo": "ppo_flat.zip",
@@ -157,6 +167,74 @@ def require_train_extra() -> None:
         ) from exc
 
 
+# ------------------------------------------------------------------ logits
+class Logits(Protocol):
+    """The actor: an encoded observation (``FEATURE_SIZE`` float32) -> its action logits."""
+
+    def __call__(self, features: np.ndarray) -> np.ndarray: ...
+
+
+class TorchLogits:
+    """An SB3 (MaskablePPO) model's actor logits, computed with torch (the ``train`` extra).
+
+    The one place that reads an SB3 policy's logits: the PPO policies, the per-role
+    (marl) policies and the ONNX export all go through the same three calls.
+    """
+
+    def __init__(self, model: Any) -> None:
+        import torch
+
+        self.model = model
+        self._torch = torch
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        torch, policy = self._torch, self.model.policy
+        with torch.no_grad():
+            obs = torch.as_tensor(np.asarray(features), dtype=torch.float32).reshape(1, -1)
+            latent = policy.mlp_extractor.forward_actor(
+                policy.extract_features(obs, policy.pi_features_extractor)
+            )
+            return policy.action_net(latent)[0].numpy()
+
+
+class OnnxLogits:
+    """An exported actor (``.onnx``, :mod:`training.export`) run by onnxruntime: no torch needed."""
+
+    def __init__(self, path: str | Path) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1  # one observation at a time: threads only add overhead
+        options.inter_op_num_threads = 1
+        self.path = Path(path)
+        try:
+            self.session = onnxruntime.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime's own exception types (InvalidProtobuf, Fail, ...)
+            reason = str(exc).strip().splitlines()[-1]
+            raise ValueError(f"{path} is not an ONNX model ({reason})") from None
+        self.n_actions = int(self.session.get_outputs()[0].shape[-1])
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        batch = np.asarray(features, dtype=np.float32).reshape(1, -1)
+        return self.session.run([ONNX_OUTPUT], {ONNX_INPUT: batch})[0][0]
+
+
+TIE_TOLERANCE = 1e-5
+"""Logits this close count as tied, and a tie goes to the lowest action index. Entities with
+identical features get identical logits from the shared heads; torch and onnxruntime round
+such ties differently in the last bits, and the lowest index is what torch's argmax picked."""
+
+
+def best_action(logits: np.ndarray, mask: np.ndarray | None = None) -> int:
+    """The most probable action the mask allows (all, without a mask); ties: the lowest index."""
+    scores = np.asarray(logits, np.float64)
+    if mask is not None:
+        scores = np.where(np.asarray(mask, bool), scores, -np.inf)
+    return int(np.flatnonzero(scores >= scores.max() - TIE_TOLERANCE)[0])
+
+
 # ------------------------------------------------------------------ metadata
 def metadata_path(model_path: Path) -> Path:
     """The JSON written beside a model: ``model.zip`` -> ``model.json``."""
@@ -182,36 +260,25 @@ class PPOPolicy(BasePolicy):
     name = "ppo"
     tracks: tuple[str, ...] = ("flat",)
 
-    def __init__(self, model: Any, masked: bool = True, name: str | None = None, prune: bool = False) -> None:
+    def __init__(
+        self, logits: Logits, masked: bool = True, name: str | None = None, prune: bool = False
+    ) -> None:
         super().__init__()
-        import torch
-
-        self.model = model
+        self.logits = logits
+        """The actor (:class:`TorchLogits` or :class:`OnnxLogits`): features -> the 39 logits
+        (or the team's 21+16+4 concatenated)."""
         self.masked = masked
         self.prune = prune
         self.encoder = FeatureEncoder()
-        self._torch = torch
+        self.metadata: dict[str, Any] = {}
         if name:
             self.name = name
-
-    def logits(self, features: np.ndarray) -> np.ndarray:
-        """The policy head's raw logits (the 39, or the team's 21+16+4 concatenated)."""
-        torch = self._torch
-        policy = self.model.policy
-        with torch.no_grad():
-            obs = torch.as_tensor(features, dtype=torch.float32).reshape(1, -1)
-            latent = policy.mlp_extractor.forward_actor(
-                policy.extract_features(obs, policy.pi_features_extractor)
-            )
-            return policy.action_net(latent)[0].numpy()
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         logits = self.logits(self.encoder(observation))
         if self.prune:
             action_mask = prune_dominated(observation, action_mask)
-        if self.masked:
-            logits = np.where(np.asarray(action_mask, dtype=bool), logits, -np.inf)
-        return int(np.argmax(logits))
+        return best_action(logits, action_mask if self.masked else None)
 
 
 class TeamPPOPolicy(PPOPolicy):
@@ -238,10 +305,12 @@ class TeamPPOPolicy(PPOPolicy):
     name = "team_ppo"
     tracks: tuple[str, ...] = ("team",)
 
-    def __init__(self, model: Any, masked: bool = True, name: str | None = None, prune: bool = False) -> None:
+    def __init__(
+        self, logits: Logits, masked: bool = True, name: str | None = None, prune: bool = False
+    ) -> None:
         if prune:
             raise ValueError("pruning is defined on the flat track only")
-        super().__init__(model, masked, name)
+        super().__init__(logits, masked, name)
         starts = np.cumsum([0] + [ROLE_ACTION_COUNTS[r] for r in ROLES])
         self._segment = {role: slice(starts[i], starts[i + 1]) for i, role in enumerate(ROLES)}
         self._builder: ObservationBuilder | None = None
@@ -262,9 +331,13 @@ class TeamPPOPolicy(PPOPolicy):
         return self._joint_argmax(logits, np.asarray(team_mask, dtype=bool))
 
     def _joint_argmax(self, logits: np.ndarray, team_mask: np.ndarray | None) -> np.ndarray:
-        if self.masked and team_mask is not None:
-            logits = np.where(team_mask, logits, -np.inf)
-        return np.array([int(np.argmax(logits[self._segment[r]])) for r in ROLES])
+        mask = team_mask if self.masked and team_mask is not None else None
+        return np.array(
+            [
+                best_action(logits[self._segment[r]], None if mask is None else mask[self._segment[r]])
+                for r in ROLES
+            ]
+        )
 
     def act_role(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
         h = self.hospital
@@ -285,7 +358,7 @@ class TeamPPOPolicy(PPOPolicy):
         if not self.masked or mask[planned]:
             return planned
         self.replanned += 1
-        return int(np.argmax(np.where(mask, self._joint_logits[self._segment[role]], -np.inf)))
+        return best_action(self._joint_logits[self._segment[role]], mask)
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         raise NotImplementedError("team_ppo plays the team track (grade with track='team')")
@@ -303,48 +376,83 @@ def load_model(path: str | Path) -> Any:
     return MaskablePPO.load(str(path), device="cpu", custom_objects=custom)
 
 
-def _model_file(path: Path) -> Path:
+def model_file(path: Path) -> Path:
+    """The model a path names: the file itself, or the first of :data:`MODEL_FILES` in a run directory.
+
+    Raises FileNotFoundError saying what was looked for where.
+    """
     if path.is_dir():
-        for name in ("best_model.zip", "model.zip"):
-            if (path / name).exists():
+        for name in MODEL_FILES:
+            if (path / name).is_file():
                 return path / name
-        raise FileNotFoundError(f"no best_model.zip or model.zip in run directory {path}")
+        raise FileNotFoundError(
+            f"no model in directory {path}: looked for {', '.join(MODEL_FILES)} (train ppo), "
+            "model.json (train marl) and rllib.json (train rllib)"
+        )
+    if not path.exists():
+        raise FileNotFoundError(f"no file or directory {path}")
+    if path.suffix not in (".zip", ".onnx"):
+        raise ValueError(f"{path} is not a model: expected a run directory, a .zip (MaskablePPO) or a .onnx")
     return path
 
 
-def load_path(path: str | Path, name: str | None = None) -> PPOPolicy:
-    """A learned policy from a run directory or a model ``.zip`` (track from its metadata or action space)."""
-    model_file = _model_file(Path(path))
-    if not model_file.exists():
-        raise FileNotFoundError(f"no model at {model_file}")
-    meta = read_metadata(model_file)
+def _track_of(meta: dict[str, Any], n_actions: int) -> str:
+    return meta.get("track", "team" if n_actions == sum(ROLE_ACTION_COUNTS.values()) else "flat")
+
+
+def load_path(path: str | Path, name: str | None = None, backend: str = "auto") -> PPOPolicy:
+    """A learned policy from a run directory, a model ``.zip`` or an exported ``.onnx``.
+
+    ``backend``: ``"onnx"`` (the ``.onnx`` beside or instead of the ``.zip``; no torch),
+    ``"torch"`` (the ``.zip``; the ``train`` extra), or ``"auto"``: ONNX when the file exists,
+    else torch. The track comes from the metadata (``.json`` beside the model) or the action count.
+    A policy loaded by path is named by its path unless ``name`` or the caller says otherwise.
+    """
+    if backend not in ("auto", "onnx", "torch"):
+        raise ValueError(f"backend must be 'auto', 'onnx' or 'torch', got {backend!r}")
+    file = model_file(Path(path))
+    meta = read_metadata(file)
     version = meta.get("encoder_version", ENCODER_VERSION)
     if version != ENCODER_VERSION:
         raise ValueError(
-            f"{model_file} was trained on feature encoder v{version}; this package has "
+            f"{file} was trained on feature encoder v{version}; this package has "
             f"v{ENCODER_VERSION}: retrain it (see policies/checkpoints/README.md)"
         )
-    model = load_model(model_file)
-    from gymnasium import spaces
-
-    team = isinstance(model.action_space, spaces.MultiDiscrete)
-    track = meta.get("track", "team" if team else "flat")
-    masked = bool(meta.get("masked", True))
+    onnx_file = file.with_suffix(".onnx")
+    logits: Logits
+    if backend == "onnx" or (backend == "auto" and onnx_file.is_file()):
+        if not onnx_file.is_file():
+            raise FileNotFoundError(f"no exported actor {onnx_file} (hospital-marl train export writes it)")
+        logits = OnnxLogits(onnx_file)
+        n_actions = logits.n_actions
+    else:
+        if file.suffix != ".zip":
+            raise FileNotFoundError(f"no SB3 model {file.with_suffix('.zip')} beside {file}")
+        try:
+            model = load_model(file)
+        except (zipfile.BadZipFile, KeyError, ValueError) as exc:
+            raise ValueError(f"{file} is not a MaskablePPO model ({exc})") from None
+        logits = TorchLogits(model)
+        n_actions = int(sum(getattr(model.action_space, "nvec", [getattr(model.action_space, "n", 0)])))
+    track = _track_of(meta, n_actions)
     cls = TeamPPOPolicy if track == "team" else PPOPolicy
-    policy = cls(model, masked=masked, name=name or meta.get("name"), prune=bool(meta.get("prune", False)))
+    masked = bool(meta.get("masked", True))
+    policy = cls(logits, masked=masked, name=name or str(path), prune=bool(meta.get("prune", False)))
     policy.metadata = meta
     return policy
 
 
-def load_shipped(name: str) -> PPOPolicy:
+def load_shipped(name: str, backend: str = "auto") -> PPOPolicy:
     """A shipped checkpoint by registered name (:data:`SHIPPED`: ``ppo``, ``team_ppo``, ...)."""
     path = CHECKPOINT_DIR / SHIPPED[name]
-    require_train_extra()
     if not path.exists():
         raise FileNotFoundError(f"shipped checkpoint {path} is missing (reinstall hospital-marl)")
-    return load_path(path, name=name)
+    return load_path(path, name=name, backend=backend)
 
 
 def learned_factories() -> dict[str, Callable[..., PPOPolicy]]:
-    """Registered names -> factories (cheap: nothing is loaded until a factory is called)."""
-    return {name: (lambda name=name: load_shipped(name)) for name in SHIPPED}
+    """Registered names -> factories (cheap: nothing is loaded until a factory is called).
+
+    ``policies.load("ppo:backend=torch")`` plays the ``.zip`` with torch instead of the ``.onnx``.
+    """
+    return {name: (lambda name=name, backend="auto": load_shipped(name, backend)) for name in SHIPPED}

@@ -5,7 +5,7 @@
 - :mod:`server.app` — ``app`` (openenv-core's ``create_app`` plus stateful HTTP sessions) and ``main``;
 - :mod:`server.client` — ``HospitalClient``, sync (``with``) and async (``async with``).
 
-Names are imported lazily so that ``import server.cli`` (the ``hospital-marl
+Names are imported lazily so that ``import server.settings`` (the ``hospital-marl
 serve`` subcommand) needs neither fastapi nor openenv-core.
 """
 

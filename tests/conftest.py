@@ -9,6 +9,8 @@ import pytest
 from hospital_marl import SCENARIOS, Scenario, register_scenario
 from tests.helpers import TINY
 
+pytest_plugins = ["tests.ci_gaps"]  # in CI, a test that cannot import its dependencies fails
+
 
 @pytest.fixture
 def tiny() -> Scenario:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,4 +94,116 @@ def test_cli__unknown_names_fail_with_the_valid_ones_listed(args: tuple[str, ...
 def test_cli__rejects_a_negative_seed() -> None:
     run = cli("evaluate", "--agent", "heuristic", "--seed", "-1")
     assert run.returncode == 2
-    assert "must be >= 0" in run.stderr
+    assert "argument --seed: expected an integer >= 0, got '-1'" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("evaluate", "--agent", "heuristic", "--episodes", "two"), "argument --episodes: expected a posi"),
+        (("evaluate", "--agent", "heuristic", "--episodes", "0"), "argument --episodes: expected a posi"),
+        (("demo", "--delay", "-1"), "argument --delay: expected a number of seconds >= 0, got '-1'"),
+        (("train", "ppo", "--timesteps", "lots"), "argument --timesteps: expected an int, got 'lots'"),
+    ],
+)
+def test_cli__a_bad_value_names_its_flag_and_what_was_expected(args: tuple[str, ...], message: str) -> None:
+    run = cli(*args)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def _one_line_error(run: subprocess.CompletedProcess) -> str:
+    assert run.returncode == 2 and run.stdout == ""
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hospital-marl: error: "), run.stderr
+    return lines[0]
+
+
+def test_evaluate__a_missing_path_says_so(tmp_path: Path) -> None:
+    line = _one_line_error(cli("evaluate", "--agent", str(tmp_path / "runs" / "nothing_here")))
+    assert "no policy file or run directory" in line and "nothing_here" in line
+
+
+def test_evaluate__a_directory_without_a_model_says_what_was_looked_for(tmp_path: Path) -> None:
+    line = _one_line_error(cli("evaluate", "--agent", str(tmp_path)))
+    assert f"no model in directory {tmp_path}" in line
+    for looked_for in ("best_model.zip", "model.zip", "model.onnx", "model.json", "rllib.json"):
+        assert looked_for in line
+
+
+@pytest.mark.parametrize("filename", ["notes.txt", "fake.zip", "fake.onnx"])
+def test_evaluate__a_file_that_is_not_a_model_says_so(tmp_path: Path, filename: str) -> None:
+    path = tmp_path / filename
+    path.write_text("not a model")
+    line = _one_line_error(cli("evaluate", "--agent", str(path)))
+    assert str(path) in line and "model" in line
+
+
+def test_compare__runs_loaded_by_path_are_named_by_path_and_rows_never_share_a_name(tmp_path: Path) -> None:
+    from policies.learned import CHECKPOINT_DIR
+
+    flat = str(CHECKPOINT_DIR / "ppo_flat.onnx")
+    out = tmp_path / "compare.json"
+    run = cli(
+        "-q", "compare", "--agents", "heuristic", flat, "heuristic", flat,
+        "--episodes", "1", "--scenarios", "night_shift", "--output", str(out),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    names = [r["agent"] for r in json.loads(out.read_text())["reports"]]
+    assert names == ["heuristic", flat, "heuristic #2", f"{flat} #2"]
+    for name in names:
+        assert name in run.stdout
+
+
+def test_evaluate__module_attribute_grades_a_users_own_policy(tmp_path: Path) -> None:
+    (tmp_path / "my_ed_policy.py").write_text(
+        "import numpy as np\n"
+        "def last_valid(observation, action_mask):\n"
+        "    return int(np.flatnonzero(action_mask)[-1])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(
+        [sys.executable, "-m", "hospital_marl", "-q", "evaluate", "--agent", "my_ed_policy:last_valid",
+         "--episodes", "1", "--scenarios", "surge"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["agent"] == "my_ed_policy:last_valid" and report["invalid_action_rate"] == 0.0
+    bad = subprocess.run(
+        [sys.executable, "-m", "hospital_marl", "evaluate", "--agent", "my_ed_policy:nothing"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert "has no attribute 'nothing'" in _one_line_error(bad)
+
+
+def test_compare__piped_progress_is_one_line_per_agent_without_blank_lines() -> None:
+    run = cli("compare", "--agents", "random", "heuristic", "--episodes", "1", "--scenarios", "night_shift")
+    assert run.returncode == 0, run.stderr
+    lines = run.stderr.splitlines()
+    assert lines == ["random (flat): 1 episodes, " + lines[0].rsplit(", ", 1)[1],
+                     "heuristic (flat): 1 episodes, " + lines[1].rsplit(", ", 1)[1]]  # fmt: skip
+    assert all(line.strip() for line in lines) and "\r" not in run.stderr and "\x1b" not in run.stderr
+
+
+def test_help__every_subcommand_is_in_the_readme_command_table() -> None:
+    """The README's command table names every subcommand the parser has (train ppo, train export, ...)."""
+    import argparse
+
+    from hospital_marl_cli import build_parser
+
+    def commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    deeper = commands(sub, f"{prefix}{name} ")
+                    found += deeper or [f"{prefix}{name}"]
+        return found
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("## Command line") :]
+    table = table[: table.index("\n## ", 3)]
+    missing = [c for c in commands(build_parser()) if f"`{c}" not in table]
+    assert not missing, f"README command table lacks {missing}"

@@ -4,7 +4,8 @@
     python tools/readme.py --check    # exit 1 if README.md is stale (the test suite runs this)
 
 Static sections (actions, roles, observations, rewards, scenarios) come from
-the code. The scoreboard sections come from the grader and are slow (the
+the code; ``first-run`` from ``docs/first_run.json`` (``python benchmarks/first_run.py --write``
+measures it on a fresh clone). The scoreboard sections come from the grader and are slow (the
 planner), so they are refreshed only with ``--scoreboards``.
 """
 
@@ -103,12 +104,33 @@ def scenarios_section() -> str:
     return "\n".join(rows)
 
 
+def first_run_section() -> str:
+    import json
+
+    r = json.loads((ROOT / "docs" / "first_run.json").read_text())
+    mb = r["venv_bytes"] / 1e6
+    slowest = sorted(r["agents_s"].items(), key=lambda kv: -kv[1])
+    per_agent = ", ".join(
+        f"{name} {secs:.0f} s" if secs >= 10 else f"{name} {secs:.1f} s" for name, secs in slowest
+    )
+    return (
+        f"Measured on a fresh clone in a fresh venv, no pip cache ({r['machine']}, {r['measured']}; "
+        f"`python benchmarks/first_run.py --write`): **{mb:.0f} MB installed** (target ≤ 1 GB; "
+        f"{'with' if r['torch_installed'] else 'no'} torch), `pip install -e .` **{r['install_s']:.0f} s**, "
+        f"`hospital-marl compare` **{r['compare_s']:.0f} s** ({per_agent}): "
+        f"**{r['total_s']:.0f} s** together (target ≤ 180 s: {'met' if r['total_s'] <= 180 else 'not met'}). "
+        "The compare is mostly the Python simulation (the planner imagines hundreds of ticks per "
+        "decision) and will get faster when the compiled simulation kernel lands."
+    )
+
+
 STATIC_SECTIONS = {
     "actions": actions_section,
     "roles": roles_section,
     "observations": observations_section,
     "rewards": rewards_section,
     "scenarios": scenarios_section,
+    "first-run": first_run_section,
 }
 
 

@@ -1,12 +1,11 @@
 """Ray RLlib for hospital_marl (the ``rllib`` extra): multi-agent PPO, one masked module per role.
 
-- :mod:`policies.rllib.env`: the AEC env as an RLlib ``MultiAgentEnv`` (RLlib's
-  ``PettingZooEnv``), registered as ``"hospital_marl_aec"``;
 - :mod:`policies.rllib.module`: :class:`MaskedRoleModule`, a TorchRLModule that masks its logits
-  with the observation's ``action_mask``;
-- :mod:`policies.rllib.callbacks`: the masked-action audit;
-- :mod:`policies.rllib.train` / :mod:`policies.rllib.cli`: ``hospital-marl train rllib``;
+  with the observation's ``action_mask`` (checkpoints refer to it by import path);
 - :mod:`policies.rllib.policy`: :func:`load_rllib_policy`, a trained run as a team-track policy.
+
+Training lives above grading, in :mod:`training.rllib` (the env, the masked-action audit,
+``hospital-marl train rllib``).
 
 Importing this package is cheap (no ray, no torch): :func:`is_rllib_run` lets a
 loader recognise a run directory before importing anything heavy.
@@ -17,10 +16,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+INSTALL_HINT = 'pip install "hospital-marl[rllib]"'
 METADATA_FILE = "rllib.json"
 """A run directory's metadata (what :func:`load_rllib_policy` reads)."""
 CHECKPOINT_DIR = "checkpoint"
 """The algorithm checkpoint's directory inside a run directory."""
+
+
+def module_dir(checkpoint: Path, role: str) -> Path:
+    """Where an algorithm checkpoint keeps the learner's module of one role."""
+    return checkpoint / "learner_group" / "learner" / "rl_module" / role
+
+
+def require_rllib() -> None:
+    """Raise a clear ImportError when ray[rllib] / torch (the ``rllib`` extra) are missing."""
+    try:
+        import ray.rllib  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"RLlib needs ray[rllib] and torch ({exc.name} is missing): {INSTALL_HINT}"
+        ) from exc
 
 
 def is_rllib_run(path: str | Path) -> bool:
@@ -51,4 +67,12 @@ def rllib_factories() -> dict[str, Any]:
     return {"rllib": rllib}
 
 
-__all__ = ["CHECKPOINT_DIR", "METADATA_FILE", "is_rllib_run", "load_rllib_policy", "rllib_factories"]
+__all__ = [
+    "CHECKPOINT_DIR",
+    "METADATA_FILE",
+    "is_rllib_run",
+    "load_rllib_policy",
+    "module_dir",
+    "require_rllib",
+    "rllib_factories",
+]

@@ -19,8 +19,7 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLES
 from policies.base import BasePolicy
-from policies.rllib import CHECKPOINT_DIR, METADATA_FILE
-from policies.rllib.train import module_dir, require_rllib
+from policies.rllib import CHECKPOINT_DIR, METADATA_FILE, module_dir, require_rllib
 
 
 class RLlibTeamPolicy(BasePolicy):

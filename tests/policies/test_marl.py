@@ -1,4 +1,5 @@
-"""Per-role learners (policies/marl.py): both trainers end to end, the mask-aware VecEnv, RoleEnv."""
+"""Per-role learners (training/marl/, loaded by policies/marl.py): both trainers end to end,
+the mask-aware VecEnv, RoleEnv."""
 
 from __future__ import annotations
 
@@ -13,14 +14,8 @@ pytest.importorskip("sb3_contrib")
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from policies.heuristic import HeuristicPolicy
-from policies.marl import (
-    MAX_ACTIONS,
-    RoleEnv,
-    encode_shared,
-    is_marl_run,
-    load_marl_policy,
-    make_masked_parallel_vec_env,
-)
+from policies.marl import MAX_ACTIONS, encode_shared, is_marl_run, load_marl_policy
+from training.marl import RoleEnv, make_masked_parallel_vec_env
 
 TINY = [
     "--timesteps",

@@ -8,8 +8,6 @@ them on one worker, away from other tests' cores.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import secrets
@@ -41,22 +39,8 @@ TRAIN_FLAGS = [
 """200 role turns per iteration: the first 100-tick shift (300 turns) ends in iteration 2."""
 
 
-def _cli_has_train_rllib() -> bool:
-    """Whether ``hospital-marl train rllib`` is wired in (the hook in policies/train_cli.py)."""
-    from hospital_marl.cli import build_parser
-
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            build_parser().parse_args(["train", "rllib", "--iterations", "1"])
-    except SystemExit:
-        return False
-    return True
-
-
 def _train_command() -> list[str]:
-    if _cli_has_train_rllib():
-        return [sys.executable, "-m", "hospital_marl", "train", "rllib"]
-    return [sys.executable, "-m", "policies.rllib.train"]
+    return [sys.executable, "-m", "hospital_marl", "train", "rllib"]
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +112,7 @@ def test_grade_team_track__trained_rllib_policy_takes_no_invalid_action(trained_
 # ------------------------------------------------------------- the parts
 @pytest.fixture(scope="module")
 def rllib_env():
-    from policies.rllib.env import make_rllib_env
+    from training.rllib.env import make_rllib_env
 
     return make_rllib_env({"scenarios": [SCENARIO]})
 
@@ -147,7 +131,7 @@ def test_rllib_env__passes_rllib_checks_with_the_role_spaces(rllib_env) -> None:
 
 
 def test_rllib_env__all_scenarios_cycle_per_episode() -> None:
-    from policies.rllib.env import make_rllib_env
+    from training.rllib.env import make_rllib_env
 
     env = make_rllib_env({"scenarios": ["surge", "night_shift"]})
     seen = set()
@@ -192,7 +176,7 @@ def test_masked_role_module__masked_actions_have_zero_probability(rllib_env) -> 
 def test_count_masked_actions__flags_an_action_its_mask_ruled_out() -> None:
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-    from policies.rllib.callbacks import count_masked_actions
+    from training.rllib.callbacks import count_masked_actions
 
     mask = np.array([1, 0, 1], np.int8)
     observations = [{"observation": np.zeros(2, np.float32), "action_mask": mask} for _ in range(4)]

@@ -192,8 +192,8 @@ def test_uv_lock__records_the_current_pyproject() -> None:
 
 
 def test_cli__serve_subcommand_parses_and_rejects_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
-    from hospital_marl.cli import build_parser, main
-    from server.cli import cmd_serve
+    from hospital_marl_cli import build_parser, main
+    from hospital_marl_cli.serve import cmd_serve
 
     args = build_parser().parse_args(
         ["serve", "--port", "9001", "--scenario", "surge", "--max-sessions", "40"]

@@ -1,8 +1,7 @@
-"""``hospital-marl serve``: the package CLI's way to run the OpenEnv server.
+"""``hospital-marl serve``: the OpenEnv server (the ``server`` extra: fastapi, uvicorn).
 
-Registered by :func:`hospital_marl.cli._add_extension_commands`. Importing this
-module needs no fastapi or openenv (they load when the command runs), so the
-CLI works without the ``server`` extra and says what to install if needed.
+Building the parser needs no fastapi or openenv (:mod:`server.settings` is plain), so the CLI
+works without the ``server`` extra and says what to install if needed.
 """
 
 from __future__ import annotations
@@ -10,12 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from hospital_marl_cli.common import CLIError
 from server.settings import add_server_arguments, settings_from_args
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from hospital_marl.cli import CLIError
-
     try:
         settings = settings_from_args(args)
     except ValueError as exc:

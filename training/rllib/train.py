@@ -1,8 +1,8 @@
 """Train one masked PPO policy per role with Ray RLlib (new API stack) on the AEC env.
 
 Run it as ``hospital-marl train rllib [--address auto] [--num-env-runners N] ...``
-(every field of :class:`Args` is a flag) or ``python -m policies.rllib.train ...``
-(same flags). Local by default: a private Ray instance in this process
+(every field of :class:`Args` is a flag) or ``training.rllib.train.train(Args(...))``.
+Local by default: a private Ray instance in this process
 (``ray.init(address="local")``, no dashboard); ``--address auto`` (or
 ``HOST:PORT``) joins a running cluster instead, and ``--num-env-runners`` spreads
 sampling over it. A run directory gets:
@@ -10,7 +10,7 @@ sampling over it. A run directory gets:
 - ``checkpoint/``: RLlib's algorithm checkpoint (``Algorithm.from_checkpoint``
   resumes it); the per-role modules are under ``checkpoint/learner_group/learner/rl_module/<role>/``;
 - ``rllib.json``: the run's metadata (arguments, module directories, the audit
-  totals, the reproducing command) -- what :func:`policies.rllib.policy.load_rllib_policy` reads;
+  totals, the reproducing command) -- what :func:`policies.rllib.load_rllib_policy` reads;
 - ``curve.json``: one row per iteration: env steps, episode return means, the masked-action audit.
 
 Reads top to bottom: the arguments, the RLlib config, then :func:`train`. Ray and
@@ -19,30 +19,31 @@ torch are imported inside the functions, so the CLI lists this command without t
 
 from __future__ import annotations
 
-import ast
-import inspect
-import itertools
-import json
 import math
-import sys
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hospital_marl.core.actions import ROLES
-from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DEFAULT_SCENARIO, get_scenario
-from policies.rllib import CHECKPOINT_DIR, METADATA_FILE
+from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from policies.rllib import CHECKPOINT_DIR, METADATA_FILE, module_dir, require_rllib
+from training.args import TrainArgs
+from training.common import write_json
 
-INSTALL_HINT = 'pip install "hospital-marl[rllib]"'
 CURVE_FILE = "curve.json"
 FORMAT = "hospital_marl.rllib/1"
 
 
 @dataclass
-class Args:
+class Args(TrainArgs):
     """Every training option; ``hospital-marl train rllib --help`` is generated from these docstrings."""
+
+    COMMAND: ClassVar[str] = "hospital-marl train rllib"
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"reward_mode": ("team", "role")}
+    ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ()
+    INT_FIELDS: ClassVar[tuple[str, ...]] = ("num_cpus",)
+    RUN_PREFIX: ClassVar[str] = "rllib"
 
     address: str | None = None
     """Ray cluster to join ("auto", or HEAD_IP:6379); default: a private local Ray instance."""
@@ -89,7 +90,7 @@ class Args:
     reward_scale: float = 0.02
     """Rewards are multiplied by this for learning (a death is -15): keeps value targets near 1."""
     progress: bool = True
-    """Show a progress bar (--no-progress to hide it)."""
+    """Show a progress bar on stderr while training."""
 
     def __post_init__(self) -> None:
         get_scenario(self.scenario)  # raises on an unknown name, listing the valid ones
@@ -109,44 +110,6 @@ class Args:
             raise ValueError("lr and reward_scale must be > 0")
         self.hidden = tuple(int(w) for w in self.hidden)
 
-    @property
-    def scenarios(self) -> list[str]:
-        return list(BUILTIN_SCENARIOS) if self.all_scenarios else [self.scenario]
-
-    @property
-    def run_dir(self) -> Path:
-        if self.save:
-            return Path(self.save)
-        return Path("runs") / f"rllib_{'all' if self.all_scenarios else self.scenario}_s{self.seed}"
-
-
-def field_docs(cls: type) -> dict[str, str]:
-    """Attribute docstrings of a dataclass (the string literal after each field)."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, following in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(following.value.value.split())
-    return docs
-
-
-def require_rllib() -> None:
-    """Raise a clear ImportError when ray[rllib] / torch (the ``rllib`` extra) are missing."""
-    try:
-        import ray.rllib  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as exc:
-        raise ImportError(
-            f"RLlib training needs ray[rllib] and torch ({exc.name} is missing): {INSTALL_HINT}"
-        ) from exc
-
 
 # ------------------------------------------------------------------ config
 def build_config(args: Args) -> Any:
@@ -155,9 +118,9 @@ def build_config(args: Args) -> Any:
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from policies.rllib.callbacks import MaskedActionAudit
-    from policies.rllib.env import register
     from policies.rllib.module import MaskedRoleModule
+    from training.rllib.callbacks import MaskedActionAudit
+    from training.rllib.env import register
 
     env_name = register()
     model_config = {"hidden": list(args.hidden)}
@@ -166,7 +129,7 @@ def build_config(args: Args) -> Any:
         .environment(
             env_name,
             env_config={
-                "scenarios": args.scenarios,
+                "scenarios": list(args.scenarios),
                 "reward_mode": args.reward_mode,
                 "reward_scale": args.reward_scale,
             },
@@ -226,7 +189,7 @@ def init_ray(args: Args) -> bool:
 
 def curve_row(iteration: int, result: dict[str, Any], elapsed: float) -> dict[str, Any]:
     """One learning-curve row from an ``Algorithm.train()`` result."""
-    from policies.rllib import callbacks as audit
+    from training.rllib import callbacks as audit
 
     runners = result.get("env_runners", {})
 
@@ -249,27 +212,6 @@ def curve_row(iteration: int, result: dict[str, Any], elapsed: float) -> dict[st
         "env_invalid_actions": int(number(audit.ENV_INVALID_ACTIONS, 0) or 0),
         "time_s": round(elapsed, 2),
     }
-
-
-def command_line(args: Args) -> str:
-    """The ``hospital-marl train rllib`` command reproducing these args (non-default flags only)."""
-    parts = ["hospital-marl", "train", "rllib"]
-    for f in fields(Args):
-        value, default = getattr(args, f.name), f.default
-        if value == default:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(default, bool):
-            parts.append(flag if value else "--no-" + f.name.replace("_", "-"))
-        elif isinstance(value, tuple):
-            parts += [flag, *map(str, value)]
-        else:
-            parts += [flag, str(value)]
-    return " ".join(parts)
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def train(args: Args) -> Path:
@@ -323,38 +265,15 @@ def train(args: Args) -> Path:
             },
             "env_steps": rows[-1]["env_steps"] if rows else 0,
             "wall_time_s": round(time.perf_counter() - started, 1),
-            "args": {**asdict(args), "hidden": list(args.hidden)},
+            "args": args.as_json(),
             "ray_version": ray.__version__,
             "torch_version": torch.__version__,
-            "command": command_line(args),
+            "command": args.command_line(),
             "checkpoint_path": str(checkpoint),
         },
     )
     return run_dir
 
 
-def module_dir(checkpoint: Path, role: str) -> Path:
-    """Where an algorithm checkpoint keeps the learner's module of one role."""
-    return checkpoint / "learner_group" / "learner" / "rl_module" / role
-
-
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m policies.rllib.train ...``: the flags of ``hospital-marl train rllib``."""
-    import argparse
-
-    from policies.rllib.cli import add_rllib_parser
-
-    parser = argparse.ArgumentParser(prog="python -m policies.rllib.train")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
-    sub = parser.add_subparsers(dest="algorithm", required=True)
-    add_rllib_parser(sub)
-    args = parser.parse_args(["rllib", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

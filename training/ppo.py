@@ -1,8 +1,8 @@
 """Train sb3-contrib MaskablePPO on the composed env (flat track) or the team env (team track).
 
 Run it as ``hospital-marl train ppo [--track flat|team] [--all-scenarios] ...``
-(every field of :class:`Args` is a flag: ``--n-envs 8``, ``--no-mask``) or
-``python -m policies.train_ppo ...``. A run directory gets:
+(every field of :class:`Args` is a flag: ``--n-envs 8``, ``--no-mask``) or from Python,
+``training.ppo.train(Args(...))``. A run directory gets:
 
 - ``best_model.zip`` / ``best_model.json``: the model with the best periodic
   evaluation (``--select score``: overall score; ``--select margin``: worst-scenario
@@ -27,29 +27,25 @@ bounce-back deaths. ``--prune`` trains on the env's mask minus the dominated act
 ``_pruned`` in the model's name. All three are measured in policies/checkpoints/README.md.
 
 Reads top to bottom like a CleanRL script: the arguments, the env pipeline, the
-evaluation callback, then :func:`train`. torch and sb3-contrib are imported in
-:func:`train` so that the CLI can list this command without them.
+evaluation callback, then :func:`train`. torch and sb3-contrib (the ``train`` extra) are
+imported in :func:`train` so that the CLI can list this command without them.
 """
 
 from __future__ import annotations
 
-import ast
-import csv
-import inspect
-import itertools
 import json
 import sys
-import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from grading import grade
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
-from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DEFAULT_SCENARIO, get_scenario
+from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
 from hospital_marl.envs.wrappers import ScoreReward
 from policies.learned import (
@@ -58,9 +54,12 @@ from policies.learned import (
     FeatureEncoder,
     PPOPolicy,
     TeamPPOPolicy,
+    TorchLogits,
     require_train_extra,
 )
 from policies.pruning import prune_dominated
+from training.args import TrainArgs
+from training.common import Clock, ScenarioCycler, eval_row, write_curve
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "track": ("flat", "team"),
@@ -72,12 +71,15 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 
 @dataclass
-class Args:
+class Args(TrainArgs):
     """Every training option; ``hospital-marl train ppo --help`` is generated from these docstrings.
 
     The defaults are the shipped recipe (policies/checkpoints/README.md), which adds only
     ``--all-scenarios`` and, on the flat track, ``--reward-overrides critical_unattended_per_tick=-2``.
     """
+
+    COMMAND: ClassVar[str] = "hospital-marl train ppo"
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = CHOICES
 
     track: str = "flat"
     """flat: the composed Discrete(39) env; team: the MultiDiscrete([21, 16, 4]) team env."""
@@ -94,7 +96,8 @@ class Args:
     save: str | None = None
     """Run directory (default: runs/ppo_<track>_<scenario|all>_s<seed>)."""
     mask: bool = True
-    """Mask invalid actions (--no-mask: plain PPO over all 39 / 41; graded as is, invalid actions count)."""
+    """Mask invalid actions in training and when the model acts. Off: plain PPO over all 39 / 41
+    actions, graded as is (its invalid actions count)."""
     prune: bool = False
     """Flat track: also mask dominated actions (policies.pruning), in training and when the model acts.
     A policy-design choice (domain knowledge), labelled as such wherever the model is reported."""
@@ -150,7 +153,7 @@ class Args:
     torch_threads: int = 1
     """torch CPU threads (1 is fastest for small MLPs on a small, shared machine)."""
     progress: bool = True
-    """Show a progress bar (--no-progress to hide it)."""
+    """Show a progress bar on stderr while training."""
     verbose: int = 0
     """SB3 verbosity (1 prints the training statistics table)."""
 
@@ -189,27 +192,8 @@ class Args:
         return replace(DEFAULT_REWARDS, **overrides)
 
     @property
-    def scenarios(self) -> tuple[str, ...]:
-        return tuple(BUILTIN_SCENARIOS) if self.all_scenarios else (self.scenario,)
-
-    @property
-    def run_dir(self) -> Path:
-        where = "all" if self.all_scenarios else self.scenario
-        return Path(self.save or f"runs/ppo_{self.track}_{where}_s{self.seed}")
-
-
-def field_docs(cls: type = Args) -> dict[str, str]:
-    """Each dataclass field's docstring (the string literal under it), for --help."""
-    docs: dict[str, str] = {}
-    body = ast.parse(inspect.getsource(cls)).body[0].body
-    for node, nxt in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(nxt, ast.Expr)
-            and isinstance(nxt.value, ast.Constant)
-        ):
-            docs[node.target.id] = str(nxt.value.value)
-    return docs
+    def run_prefix(self) -> str:
+        return f"ppo_{self.track}"
 
 
 # ---------------------------------------------------------------- env pipeline
@@ -226,21 +210,15 @@ class EncodedObservation(gym.ObservationWrapper):
 
 
 class ScenarioCycle(gym.Wrapper):
-    """Switches scenario every episode through ``reset(options={"scenario": ...})``.
-
-    Env ``rank`` starts at scenario ``rank % n``, so a vector of envs covers the
-    mix evenly at every moment, not one scenario at a time.
-    """
+    """Switches scenario every episode through ``reset(options={"scenario": ...})``
+    (:class:`training.common.ScenarioCycler`, env ``rank`` starting at scenario ``rank % n``)."""
 
     def __init__(self, env: gym.Env, scenarios: tuple[str, ...], rank: int = 0) -> None:
         super().__init__(env)
-        self.scenarios = scenarios
-        self._next = rank % len(scenarios)
+        self.cycle = ScenarioCycler(scenarios, rank)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        options = {**(options or {}), "scenario": self.scenarios[self._next]}
-        self._next = (self._next + 1) % len(self.scenarios)
-        return self.env.reset(seed=seed, options=options)
+        return self.env.reset(seed=seed, options={**(options or {}), "scenario": self.cycle()})
 
 
 class ScaleReward(gym.RewardWrapper):
@@ -321,30 +299,15 @@ def make_vec_env(args: Args) -> Any:
     return DummyVecEnv([lambda rank=rank: make_env(args, rank) for rank in range(args.n_envs)])
 
 
-class Clock:
-    """Wall and CPU seconds since a run started (CPU time is less disturbed by a shared machine)."""
-
-    def __init__(self) -> None:
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
-
-    def wall(self) -> float:
-        return round(time.perf_counter() - self._wall, 2)
-
-    def cpu(self) -> float:
-        return round(time.process_time() - self._cpu, 2)
-
-
 # ------------------------------------------------------------------ evaluation
 def policy_of(model: Any, args: Args) -> PPOPolicy:
     """The model as a graded policy (the same class the shipped checkpoints load into)."""
     cls = TeamPPOPolicy if args.track == "team" else PPOPolicy
-    return cls(model, masked=args.mask, name=f"ppo_{args.track}", prune=args.prune)
+    return cls(TorchLogits(model), masked=args.mask, name=f"ppo_{args.track}", prune=args.prune)
 
 
 def make_grade_callback(args: Args, run_dir: Path, clock: Clock) -> Any:
     from stable_baselines3.common.callbacks import BaseCallback
-
-    from grading import grade
 
     class GradeCallback(BaseCallback):
         """Every ``eval_freq`` timesteps (and at the end): grade, log the curve, keep the best model."""
@@ -381,18 +344,8 @@ def make_grade_callback(args: Args, run_dir: Path, clock: Clock) -> Any:
         def evaluate(self) -> None:
             report = self.grade_policy(policy_of(self.model, args))
             episodes = [e["r"] for e in self.model.ep_info_buffer]
-            row = {
-                "timesteps": int(self.num_timesteps),
-                "wall_time_s": clock.wall(),
-                "cpu_time_s": clock.cpu(),
-                "eval_score": round(report["overall_score"], 3),
-                "eval_stderr": round(
-                    float(np.mean([s["score_stderr"] for s in report["scenarios"].values()])), 3
-                ),
-                "invalid_action_rate": round(report["invalid_action_rate"], 4),
-                "train_episode_reward": round(float(np.mean(episodes)), 2) if episodes else None,
-                **{f"score_{k}": round(v, 3) for k, v in report["scenario_scores"].items()},
-            }
+            row = eval_row(report, self.num_timesteps, clock)
+            row["train_episode_reward"] = round(float(np.mean(episodes)), 2) if episodes else None
             if self.reference:
                 scores = report["scenario_scores"]
                 row["worst_margin"] = round(min(scores[k] - v for k, v in self.reference.items()), 3)
@@ -439,71 +392,10 @@ def save_model(model: Any, path: Path, args: Args, row: dict[str, Any] | None, c
         "wall_time_s": clock.wall(),
         "cpu_time_s": clock.cpu(),
         "eval": row,
-        "args": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(args).items()},
-        "command": command_line(args),
+        "args": args.as_json(),
+        "command": args.command_line(),
     }
     path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-
-
-def write_curve(rows: list[dict[str, Any]], run_dir: Path) -> None:
-    (run_dir / "curve.json").write_text(json.dumps(rows, indent=2) + "\n")
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    with open(run_dir / "curve.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, columns)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def command_line(args: Args) -> str:
-    """The ``hospital-marl train ppo`` command reproducing these args (the seed and non-default flags)."""
-    defaults = Args()
-    parts = ["hospital-marl train ppo"]
-    for f in fields(Args):
-        value = getattr(args, f.name)
-        if value == getattr(defaults, f.name) and f.name != "seed":
-            continue  # the seed always shows: a run is reproduced by its command
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(value, bool):
-            parts.append(flag if value else "--no-" + f.name.replace("_", "-"))
-        elif isinstance(value, tuple):
-            parts.append(flag + " " + " ".join(map(str, value)))
-        else:
-            parts.append(f"{flag} {value}")
-    return " ".join(parts)
-
-
-def export_checkpoint(run_dir: Path, out: Path) -> Path:
-    """Ship a run's best model: ``out`` (.zip) and ``out.json`` (its metadata, the learning curve,
-    the whole run's cost, and the exact command, re-derived from the recorded args).
-
-    The zip is ``best_model.zip`` with the optimizer's state emptied: inference needs no Adam
-    moments, and the file shrinks from ~670 kB to ~250 kB. The weights are untouched.
-    """
-    import io
-    import zipfile
-
-    import torch
-
-    meta = json.loads((run_dir / "best_model.json").read_text())
-    recorded = {k: (tuple(v) if isinstance(v, list) else v) for k, v in meta["args"].items()}
-    meta["command"] = command_line(Args(**recorded))
-    final = json.loads((run_dir / "model.json").read_text())
-    meta["run"] = {k: final[k] for k in ("timesteps", "wall_time_s", "cpu_time_s")}
-    meta["curve"] = json.loads((run_dir / "curve.json").read_text())
-    meta["exported"] = "best_model.zip, optimizer state emptied (inference only; weights unchanged)"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(run_dir / "best_model.zip") as src, zipfile.ZipFile(out, "w") as dst:
-        for item in src.infolist():
-            data = src.read(item)
-            if item.filename == "policy.optimizer.pth":
-                state = torch.load(io.BytesIO(data), map_location="cpu")
-                state["state"] = {}
-                buffer = io.BytesIO()
-                torch.save(state, buffer)
-                data = buffer.getvalue()
-            dst.writestr(item, data)
-    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-    return out
 
 
 # ------------------------------------------------------------------- training
@@ -568,9 +460,3 @@ def train(args: Args) -> Path:
     save_model(model, run_dir / "model.zip", args, callback.rows[-1] if callback.rows else None, clock)
     env.close()
     return run_dir
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from policies.train_cli import main
-
-    sys.exit(main(["train", "ppo", *sys.argv[1:]]))

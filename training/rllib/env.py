@@ -36,6 +36,7 @@ from ray.tune.registry import register_env
 import hospital_marl
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from training.common import ScenarioCycler
 
 ENV_NAME = "hospital_marl_aec"
 """The name registered with ``ray.tune.registry.register_env``."""
@@ -69,7 +70,7 @@ class HospitalPettingZooEnv(PettingZooEnv):
         # with the five built-ins spreads the runners' first scenarios).
         worker = int(getattr(env_config, "worker_index", 0))
         vector = int(getattr(env_config, "vector_index", 0))
-        self._episode = worker * 7 + vector
+        self.cycle = ScenarioCycler(self.scenarios, worker * 7 + vector)
         super().__init__(hospital_marl.env(scenario=self.scenarios[0], reward_mode=config["reward_mode"]))
 
     @property
@@ -79,9 +80,9 @@ class HospitalPettingZooEnv(PettingZooEnv):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         options = dict(options or {})
-        if len(self.scenarios) > 1 and "scenario" not in options:
-            options["scenario"] = self.scenarios[self._episode % len(self.scenarios)]
-        self._episode += 1
+        scenario = self.cycle()
+        if len(self.scenarios) > 1:
+            options.setdefault("scenario", scenario)
         return super().reset(seed=seed, options=options or None)
 
     def step(self, action: dict) -> tuple[dict, dict, dict, dict, dict]:

@@ -1,0 +1,221 @@
+"""``evaluate``, ``compare``, ``demo``, ``agents``, ``scenarios``: grading and playing policies."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import policies
+from grading import grade
+from grading.tables import comparison_markdown, comparison_tables
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, SCENARIOS, get_scenario
+from hospital_marl.envs.composed import HospitalEDEnv
+from hospital_marl_cli.common import CLIError, console, nonnegative_float, nonnegative_int, positive_int
+
+DEFAULT_COMPARE_AGENTS = ("random", "heuristic", "ppo", "ppo_pruned", "planner")
+DEFAULT_TEAM_AGENTS = ("random", "team_heuristic", "team_ppo")
+AGENT_HELP = "a policy name (`hospital-marl agents`), a model path or run directory, or module:attribute"
+
+
+def check_scenarios(names: Sequence[str] | None) -> list[str] | None:
+    if not names:
+        return None
+    for name in names:
+        if name not in SCENARIOS:
+            raise CLIError(f"unknown scenario {name!r}; valid names: {', '.join(SCENARIOS)}")
+    return list(names)
+
+
+def load_policy(spec: str) -> Any:
+    """``policies.load(spec)``, its errors as one line (what was looked for, what to install)."""
+    try:
+        return policies.load(spec)
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
+        raise CLIError(str(exc)) from None
+
+
+@contextmanager
+def progress(total: int, label: str, quiet: bool) -> Iterator[Callable[[str, int], None]]:
+    """A live progress bar on a terminal's stderr; piped, one line when done; nothing with --quiet."""
+    if quiet:
+        yield lambda scenario, episode: None
+        return
+    err = console(stderr=True)
+    if not err.is_terminal:
+        started = time.perf_counter()
+        yield lambda scenario, episode: None
+        print(f"{label}: {total} episodes, {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[now]}"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=total, now="")
+        yield lambda scenario, episode: bar.update(task, advance=1, now=f"{scenario} #{episode}")
+
+
+def grade_agent(
+    agent: str, track: str, episodes: int, seed: int, scenarios: list[str] | None, quiet: bool
+) -> dict[str, Any]:
+    policy = load_policy(agent)
+    if track not in policy.tracks:
+        raise CLIError(f"agent {agent!r} plays the {'/'.join(policy.tracks)} track, not {track!r}")
+    n = episodes * len(scenarios or BUILTIN_SCENARIOS)
+    with progress(n, f"{policy.name} ({track})", quiet) as advance:
+        try:
+            return grade(
+                policy, episodes=episodes, seed=seed, scenarios=scenarios, track=track, progress=advance
+            )
+        except (ValueError, TypeError) as exc:
+            raise CLIError(str(exc)) from None
+
+
+def write_json(data: Any, path: str | None) -> None:
+    if path:
+        Path(path).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def unique_names(reports: list[dict[str, Any]]) -> None:
+    """Two rows never share a name: a repeated name gets `` #2``, `` #3``... (in the report too)."""
+    seen: dict[str, int] = {}
+    for report in reports:
+        name = report["agent"]
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            report["agent"] = f"{name} #{seen[name]}"
+
+
+# ----------------------------------------------------------------- commands
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    scenarios = check_scenarios(args.scenarios)
+    report = grade_agent(args.agent, args.track, args.episodes, args.seed, scenarios, args.quiet)
+    write_json(report, args.output)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    scenarios = check_scenarios(args.scenarios)
+    agents = list(args.agents) if args.agents else default_agents(args.track)
+    reports = []
+    started = time.perf_counter()
+    for agent in agents:
+        t0 = time.perf_counter()
+        report = grade_agent(agent, args.track, args.episodes, args.seed, scenarios, args.quiet)
+        report["wall_time_s"] = round(time.perf_counter() - t0, 2)
+        reports.append(report)
+    unique_names(reports)
+    if args.markdown:
+        print(comparison_markdown(reports))
+    else:
+        out = console()
+        for table in comparison_tables(reports):
+            out.print(table)
+        if not args.quiet:
+            out.print(
+                f"[dim]{args.episodes} episodes per scenario, seed {args.seed}, {args.track} track, "
+                f"{time.perf_counter() - started:.1f} s. Score: 0-100 composite (SPEC §7).[/dim]"
+            )
+    write_json(
+        {"track": args.track, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output
+    )
+    return 0
+
+
+def default_agents(track: str) -> list[str]:
+    available = set(policies.names())
+    wanted = DEFAULT_TEAM_AGENTS if track == "team" else DEFAULT_COMPARE_AGENTS
+    return [a for a in wanted if a in available]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    check_scenarios([args.scenario])
+    policy = load_policy(args.agent)
+    if "flat" not in policy.tracks:
+        raise CLIError(f"demo plays the flat track; {args.agent!r} plays {'/'.join(policy.tracks)}")
+    env = HospitalEDEnv(scenario=args.scenario, render_mode="ansi")
+    obs, info = env.reset(seed=args.seed)
+    policy.reset(seed=args.seed, hospital=env.hospital)
+    done = False
+    while not done:
+        print(env.render(), flush=True)
+        if args.delay:
+            time.sleep(args.delay)
+        obs, _, terminated, truncated, info = env.step(policy.act(obs, info["action_mask"]))
+        done = terminated or truncated
+    print(env.render())
+    print(json.dumps({"score": info["score"], **info["metrics"]}, indent=2))
+    return 0
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    print("\n".join(policies.names()))
+    return 0
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    for name in SCENARIOS:
+        s = get_scenario(name)
+        print(f"{name:18s} ~{s.expected_arrivals:5.1f} arrivals/day  {s.description}")
+    return 0
+
+
+# ------------------------------------------------------------------- parser
+def add_grading_options(p: argparse.ArgumentParser) -> None:
+    """The options of every grading command (``evaluate``, ``compare``)."""
+    p.add_argument(
+        "--track",
+        choices=("flat", "team"),
+        default="flat",
+        help="flat: one Discrete(39) action per tick; team: one action per role per tick",
+    )
+    p.add_argument("--episodes", type=positive_int, default=10, help="episodes per scenario (default 10)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="base seed (default 0)")
+    p.add_argument(
+        "--scenarios", nargs="+", metavar="S", help=f"default: all of {', '.join(BUILTIN_SCENARIOS)}"
+    )
+    p.add_argument("--output", "-o", metavar="FILE", help="also write the JSON here")
+    p.add_argument(
+        "--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no progress display"
+    )
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("evaluate", help="grade one agent; prints the JSON report")
+    p.add_argument("--agent", required=True, help=AGENT_HELP)
+    add_grading_options(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("compare", help="grade several agents; prints the scoreboard")
+    p.add_argument(
+        "--agents", nargs="+", metavar="A", help=f"{AGENT_HELP}; default: {' '.join(DEFAULT_COMPARE_AGENTS)}"
+    )
+    p.add_argument("--markdown", action="store_true", help="print Markdown tables (the README's)")
+    add_grading_options(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("demo", help="play one episode, printing the ansi frame each tick")
+    p.add_argument("--agent", default="heuristic", help=f"{AGENT_HELP} (default heuristic)")
+    p.add_argument("--scenario", default="normal_day", metavar="S", help="default normal_day")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="the day's seed (default 0)")
+    p.add_argument("--delay", type=nonnegative_float, default=0.0, help="seconds between frames (default 0)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("agents", help="list the policy names `--agent` accepts")
+    p.set_defaults(func=cmd_agents)
+
+    p = sub.add_parser("scenarios", help="list the scenarios")
+    p.set_defaults(func=cmd_scenarios)

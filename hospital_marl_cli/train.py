@@ -1,0 +1,178 @@
+"""``train ppo|marl|rllib|export`` and ``plot curve``: training commands (the ``train`` / ``rllib`` extras).
+
+The flags of each ``train`` command are generated from its trainer's ``Args`` dataclass
+(:class:`training.args.TrainArgs`: the field docstrings are the help). Building the parser
+imports no torch or ray, so ``hospital-marl --help`` works without the extras; a command
+whose extra is missing says what to install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from hospital_marl_cli.common import CLIError
+from training import ppo
+from training.args import TrainArgs
+from training.marl import trainer as marl
+from training.rllib import train as rllib
+
+
+def run_args(cls: type[TrainArgs], args: argparse.Namespace) -> Any:
+    """The namespace as the trainer's ``Args`` (its validation errors as one line)."""
+    try:
+        values = cls.from_namespace(args)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if getattr(args, "quiet", False) and hasattr(values, "progress"):
+        values.progress = False
+    return values
+
+
+def run(train: Any, values: Any) -> Path:
+    try:
+        return train(values)
+    except ImportError as exc:  # the `train` / `rllib` extra (or tensorboard) is missing
+        raise CLIError(str(exc)) from None
+
+
+def last_evals(run_dir: Path) -> dict[str, Any]:
+    curve_file = run_dir / "curve.json"
+    curve = json.loads(curve_file.read_text()) if curve_file.exists() else []
+    if not curve or "eval_score" not in curve[-1]:
+        return {}
+    keys = ("timesteps", "eval_score", "invalid_action_rate")
+    best = max(curve, key=lambda row: row["eval_score"])
+    return {"best_eval": {k: best[k] for k in keys}, "final_eval": {k: curve[-1][k] for k in keys}}
+
+
+def cmd_train_ppo(args: argparse.Namespace) -> int:
+    values = run_args(ppo.Args, args)
+    started = time.perf_counter()
+    run_dir = run(ppo.train, values)
+    summary = {
+        "run_dir": str(run_dir),
+        "timesteps": values.timesteps,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+        "command": values.command_line(),
+        **last_evals(run_dir),
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_train_marl(args: argparse.Namespace) -> int:
+    values = run_args(marl.Args, args)
+    run_dir = run(marl.train, values)
+    meta = json.loads((run_dir / marl.METADATA_FILE).read_text())
+    summary = {k: meta[k] for k in ("method", "timesteps", "wall_time_s", "command")}
+    summary["run_dir"] = str(run_dir)
+    summary.update(last_evals(run_dir))
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_train_rllib(args: argparse.Namespace) -> int:
+    """Train, then print a JSON summary; exit 1 if the masked-action audit is not 0."""
+    values = run_args(rllib.Args, args)
+    started = time.perf_counter()
+    run_dir = run(rllib.train, values)
+    meta = json.loads((run_dir / rllib.METADATA_FILE).read_text())
+    summary = {
+        "run_dir": str(run_dir),
+        "iterations": values.iterations,
+        "env_steps": meta["env_steps"],
+        "wall_time_s": round(time.perf_counter() - started, 1),
+        "audit": meta["audit"],
+        "command": meta["command"],
+    }
+    print(json.dumps(summary, indent=2))
+    audit = meta["audit"]
+    if audit["masked_actions_taken"] or audit["env_invalid_actions"]:
+        raise SystemExit(
+            "hospital-marl: masked-action audit FAILED: "
+            f"{audit['masked_actions_taken']} masked actions taken, "
+            f"{audit['env_invalid_actions']} invalid actions counted by the env (both must be 0)"
+        )
+    return 0
+
+
+def cmd_train_export(args: argparse.Namespace) -> int:
+    from training.export import export_checkpoint
+
+    run_dir, out = Path(args.run_dir), Path(args.output)
+    if not (run_dir / "best_model.zip").exists():
+        raise CLIError(f"no best_model.zip in {run_dir} (a `hospital-marl train ppo` run directory)")
+    if out.suffix != ".zip":
+        raise CLIError(f"OUTPUT must end in .zip (the .onnx and .json are written beside it), got {out}")
+    try:
+        print(export_checkpoint(run_dir, out))
+    except ImportError as exc:
+        raise CLIError(f"{exc}: export needs the `train` extra") from None
+    return 0
+
+
+def cmd_plot_curve(args: argparse.Namespace) -> int:
+    from training.plots import plot_curve
+
+    try:
+        out = plot_curve(args.run_dir, args.output, per_scenario=not args.overall_only)
+    except (FileNotFoundError, ImportError) as exc:
+        raise CLIError(str(exc)) from None
+    print(out)
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Register ``train`` (ppo, marl, rllib, export) and ``plot`` (curve)."""
+    train = sub.add_parser("train", help="train a learned policy (needs the `train` extra)")
+    train_sub = train.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
+
+    p = train_sub.add_parser(
+        "ppo",
+        help="MaskablePPO on the composed env (flat) or the team env (team)",
+        description="Train sb3-contrib MaskablePPO; saves the model, its metadata and a learning curve "
+        "in a run directory (see training/ppo.py).",
+    )
+    ppo.Args.add_flags(p)
+    p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no progress bar")
+    p.set_defaults(func=cmd_train_ppo)
+
+    p = train_sub.add_parser(
+        "marl",
+        help="per-role learners on the team reward: iterated best response (ibr) or parameter sharing",
+        description="Train per-role masked PPO (training/marl/): --method ibr (one MaskablePPO per role, "
+        "the others frozen, in rounds) or --method shared (one network over the parallel env). Saves the "
+        "models, model.json and a team-track learning curve in a run directory.",
+    )
+    marl.Args.add_flags(p)
+    p.set_defaults(func=cmd_train_marl)
+
+    p = train_sub.add_parser(
+        "rllib",
+        help="one masked PPO policy per role with Ray RLlib on the AEC env (needs the `rllib` extra)",
+        description="Train masked PPO with Ray RLlib, one module per role; saves an RLlib checkpoint, "
+        "rllib.json and a learning curve with the masked-action audit in a run directory "
+        "(see policies/rllib/README.md). Local by default; --address auto joins a Ray cluster.",
+    )
+    rllib.Args.add_flags(p)
+    p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no progress bar")
+    p.set_defaults(func=cmd_train_rllib)
+
+    p = train_sub.add_parser(
+        "export", help="ship a run's best model as OUTPUT.zip + OUTPUT.onnx + OUTPUT.json (optimizer dropped)"
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a `train ppo` run directory")
+    p.add_argument("output", metavar="OUTPUT", help="e.g. policies/checkpoints/ppo_flat.zip")
+    p.set_defaults(func=cmd_train_export)
+
+    plot = sub.add_parser("plot", help="plots of training runs (needs matplotlib)")
+    plot_sub = plot.add_subparsers(dest="plot", required=True, metavar="PLOT")
+    p = plot_sub.add_parser("curve", help="the learning curve of a run directory, as a PNG")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (with curve.json)")
+    p.add_argument("--output", "-o", metavar="PNG", help="default: RUN_DIR/curve.png")
+    p.add_argument("--overall-only", action="store_true", help="omit the per-scenario lines")
+    p.set_defaults(func=cmd_plot_curve)

@@ -1,0 +1,185 @@
+"""One arguments base for every trainer: flags, ``--help`` from field docstrings, ``command_line``.
+
+A trainer's options are a dataclass deriving from :class:`TrainArgs`; each field's
+docstring (the string literal under it) is its ``--help``, so the options, their
+help and the command a run records cannot drift apart. ``hospital-marl train ppo``,
+``train marl`` and ``train rllib`` are all generated from their dataclasses here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import itertools
+from collections.abc import Mapping
+from dataclasses import MISSING, Field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, SCENARIOS
+
+EXCLUSIVE = ("scenario", "all_scenarios")
+"""``--scenario S`` and ``--all-scenarios`` exclude each other in every trainer."""
+PATH_FIELDS = ("save", "tensorboard")
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Each dataclass field's docstring (the string literal under it), whitespace folded."""
+    docs: dict[str, str] = {}
+    body = ast.parse(inspect.getsource(cls)).body[0].body  # type: ignore[attr-defined]
+    for node, nxt in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _default(f: Field) -> Any:
+    return f.default if f.default is not MISSING else None
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+class TrainArgs:
+    """Mixin of a trainer's ``@dataclass Args``: the flags, the namespace round trip, the command.
+
+    Subclasses set :attr:`COMMAND` (``"hospital-marl train ppo"``), :attr:`CHOICES`
+    (fields taking one of a few names), :attr:`ALWAYS_SHOWN` (fields the recorded
+    command always spells out, e.g. the seed) and :attr:`INT_FIELDS` (fields
+    defaulting to ``None`` whose values are ints). They must have ``scenario``,
+    ``all_scenarios``, ``seed`` and ``save`` fields and a :attr:`RUN_PREFIX`.
+    """
+
+    COMMAND: ClassVar[str] = "hospital-marl train"
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("seed",)
+    INT_FIELDS: ClassVar[tuple[str, ...]] = ()
+    RUN_PREFIX: ClassVar[str] = "run"
+
+    @property
+    def run_prefix(self) -> str:
+        """The default run directory's prefix (``ppo`` adds the track, ``marl`` the method)."""
+        return self.RUN_PREFIX
+
+    # ------------------------------------------------------------- derived
+    @property
+    def scenarios(self) -> tuple[str, ...]:
+        """The scenarios a run trains on (cycled per episode: :class:`training.common.ScenarioCycler`)."""
+        return tuple(BUILTIN_SCENARIOS) if self.all_scenarios else (self.scenario,)  # type: ignore[attr-defined]
+
+    @property
+    def run_dir(self) -> Path:
+        """``--save``, or ``runs/<RUN_PREFIX>_<scenario|all>_s<seed>``."""
+        where = "all" if self.all_scenarios else self.scenario  # type: ignore[attr-defined]
+        return Path(self.save or f"runs/{self.run_prefix}_{where}_s{self.seed}")  # type: ignore[attr-defined]
+
+    def as_json(self) -> dict[str, Any]:
+        """The fields, tuples as lists (what a run's metadata records)."""
+        return {
+            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)
+        }  # type: ignore[arg-type]
+
+    @classmethod
+    def from_json(cls, recorded: Mapping[str, Any]) -> TrainArgs:
+        """Back from :meth:`as_json` (lists to tuples)."""
+        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in recorded.items()})
+
+    def command_line(self) -> str:
+        """The command reproducing these args: :attr:`ALWAYS_SHOWN` fields and the non-default ones."""
+        parts = [self.COMMAND]
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if value == _default(f) and f.name not in self.ALWAYS_SHOWN:
+                continue
+            if isinstance(value, bool):
+                parts.append(_flag(f.name) if value else "--no-" + f.name.replace("_", "-"))
+            elif isinstance(value, tuple):
+                parts.append(_flag(f.name) + " " + " ".join(map(str, value)))
+            else:
+                parts.append(f"{_flag(f.name)} {value}")
+        return " ".join(parts)
+
+    # ------------------------------------------------------------- the CLI
+    @classmethod
+    def add_flags(cls, parser: argparse.ArgumentParser) -> None:
+        """One flag per field; its docstring is the help.
+
+        Booleans defaulting to True become ``--no-<name>`` (the docstring says what the
+        field does when on; the help says the flag turns it off); ``--scenario`` and
+        ``--all-scenarios`` exclude each other.
+        """
+        docs = field_docs(cls)
+        group = parser.add_mutually_exclusive_group()
+        for f in fields(cls):  # type: ignore[arg-type]
+            default = _default(f)
+            doc = docs.get(f.name, "").replace("%", "%%")
+            target: Any = group if f.name in EXCLUSIVE else parser
+            if isinstance(default, bool):
+                if default:
+                    target.add_argument(
+                        "--no-" + f.name.replace("_", "-"),
+                        dest=f.name,
+                        action="store_false",
+                        help=f"turn off (on by default): {doc}",
+                    )
+                else:
+                    target.add_argument(_flag(f.name), dest=f.name, action="store_true", help=doc)
+            elif isinstance(default, tuple):
+                target.add_argument(
+                    _flag(f.name), dest=f.name, type=int, nargs="+", default=default, metavar="N", help=doc
+                )
+            elif f.name in cls.CHOICES:
+                target.add_argument(
+                    _flag(f.name), dest=f.name, choices=cls.CHOICES[f.name], default=default, help=doc
+                )
+            elif f.name == "scenario":
+                target.add_argument(
+                    _flag(f.name),
+                    dest=f.name,
+                    choices=tuple(SCENARIOS),
+                    default=default,
+                    metavar="S",
+                    help=f"{doc} (default {default}; one of {', '.join(SCENARIOS)})",
+                )
+            elif f.name in PATH_FIELDS:
+                target.add_argument(_flag(f.name), dest=f.name, default=default, metavar="PATH", help=doc)
+            else:
+                kind = int if f.name in cls.INT_FIELDS else (str if default is None else type(default))
+                target.add_argument(
+                    _flag(f.name),
+                    dest=f.name,
+                    type=_typed(kind, _flag(f.name)),
+                    default=default,
+                    metavar=kind.__name__.upper(),
+                    help=doc if default is None else f"{doc} (default {default})",
+                )
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> TrainArgs:
+        """The parsed flags as ``cls`` (its ``__post_init__`` validates; ValueError names the field)."""
+        values = {f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)}  # type: ignore[arg-type]
+        values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in values.items()}
+        return cls(**values)
+
+
+def _typed(kind: type, flag: str) -> Any:
+    """An argparse ``type`` whose error names what was expected (``--timesteps: expected an int``)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an' if kind is int else 'a'} {kind.__name__}, got {text!r}"
+            ) from None
+
+    convert.__name__ = kind.__name__
+    return convert

@@ -1,0 +1,77 @@
+"""What every trainer shares: the scenario cycle, the run clock, the learning curve's rows and files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class ScenarioCycler:
+    """The scenario of each next episode: ``scenarios`` in turn, starting at ``start % len``.
+
+    Start env ``rank`` at ``rank`` (or any stride coprime with the list's length) so that a
+    vector of envs covers the mix evenly at every moment, not one scenario at a time.
+    """
+
+    def __init__(self, scenarios: Sequence[str], start: int = 0) -> None:
+        if not scenarios:
+            raise ValueError("scenarios must name at least one scenario")
+        self.scenarios = tuple(scenarios)
+        self._next = start % len(self.scenarios)
+
+    @property
+    def first(self) -> str:
+        """The scenario the next episode will use (without advancing)."""
+        return self.scenarios[self._next]
+
+    def __call__(self) -> str:
+        """The next episode's scenario (advances the cycle)."""
+        scenario = self.scenarios[self._next]
+        self._next = (self._next + 1) % len(self.scenarios)
+        return scenario
+
+
+class Clock:
+    """Wall and CPU seconds since a run started (CPU time is less disturbed by a shared machine)."""
+
+    def __init__(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def wall(self) -> float:
+        return round(time.perf_counter() - self._wall, 2)
+
+    def cpu(self) -> float:
+        return round(time.process_time() - self._cpu, 2)
+
+
+def eval_row(report: Mapping[str, Any], timesteps: int, clock: Clock) -> dict[str, Any]:
+    """One learning-curve row from a grader report: the same columns for every trainer."""
+    return {
+        "timesteps": int(timesteps),
+        "wall_time_s": clock.wall(),
+        "cpu_time_s": clock.cpu(),
+        "eval_score": round(report["overall_score"], 3),
+        "eval_stderr": round(float(np.mean([s["score_stderr"] for s in report["scenarios"].values()])), 3),
+        "invalid_action_rate": round(report["invalid_action_rate"], 4),
+        **{f"score_{k}": round(v, 3) for k, v in report["scenario_scores"].items()},
+    }
+
+
+def write_curve(rows: list[dict[str, Any]], run_dir: Path) -> None:
+    """``curve.json`` and ``curve.csv`` (one row per periodic evaluation)."""
+    (run_dir / "curve.json").write_text(json.dumps(rows, indent=2) + "\n")
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    with open(run_dir / "curve.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")

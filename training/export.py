@@ -1,0 +1,101 @@
+"""A run's model as a shipped checkpoint: ``OUT.zip`` (SB3), ``OUT.onnx`` (torch-free), ``OUT.json``.
+
+``hospital-marl train export RUN_DIR OUT.zip`` writes all three. The ONNX file holds the
+actor only (encoded features -> the action logits, the same function
+:class:`policies.learned.TorchLogits` computes), which is all a graded policy needs;
+:func:`policies.load` plays it with onnxruntime, so the core install needs no torch.
+``python -m training.export --shipped`` re-derives the ``.onnx`` of every shipped ``.zip``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import warnings
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from policies.learned import CHECKPOINT_DIR, FEATURE_SIZE, ONNX_INPUT, ONNX_OUTPUT, SHIPPED, load_model
+from training.ppo import Args
+
+ONNX_OPSET = 17
+
+
+def export_onnx(model_zip: Path, out: Path) -> Path:
+    """The actor of a MaskablePPO ``.zip`` as ONNX: input ``features`` (batch, FEATURE_SIZE) float32,
+    output ``logits`` (batch, actions). Same weights, so the same argmax as the torch model."""
+    import torch
+
+    policy = load_model(model_zip).policy.eval()
+
+    class Actor(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.policy = policy
+
+        def forward(self, features: torch.Tensor) -> torch.Tensor:
+            p = self.policy
+            latent = p.mlp_extractor.forward_actor(p.extract_features(features, p.pi_features_extractor))
+            return p.action_net(latent)
+
+    with warnings.catch_warnings():
+        # The TorchScript exporter (dynamo=False) needs no onnxscript; torch calls it legacy.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            Actor().eval(),
+            (torch.zeros(1, FEATURE_SIZE),),
+            str(out),
+            input_names=[ONNX_INPUT],
+            output_names=[ONNX_OUTPUT],
+            dynamic_axes={ONNX_INPUT: {0: "batch"}, ONNX_OUTPUT: {0: "batch"}},
+            opset_version=ONNX_OPSET,
+            dynamo=False,
+        )
+    return out
+
+
+def export_checkpoint(run_dir: Path, out: Path) -> Path:
+    """Ship a run's best model: ``out`` (.zip), ``out.onnx`` and ``out.json`` (its metadata, the
+    learning curve, the whole run's cost, and the exact command, re-derived from the recorded args).
+
+    The zip is ``best_model.zip`` with the optimizer's state emptied: inference needs no Adam
+    moments, and the file shrinks from ~670 kB to ~250 kB. The weights are untouched.
+    """
+    import torch
+
+    meta = json.loads((run_dir / "best_model.json").read_text())
+    meta["command"] = Args.from_json(meta["args"]).command_line()
+    final = json.loads((run_dir / "model.json").read_text())
+    meta["run"] = {k: final[k] for k in ("timesteps", "wall_time_s", "cpu_time_s")}
+    meta["curve"] = json.loads((run_dir / "curve.json").read_text())
+    meta["exported"] = "best_model.zip, optimizer state emptied (inference only; weights unchanged)"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(run_dir / "best_model.zip") as src, zipfile.ZipFile(out, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "policy.optimizer.pth":
+                state = torch.load(io.BytesIO(data), map_location="cpu")
+                state["state"] = {}
+                buffer = io.BytesIO()
+                torch.save(state, buffer)
+                data = buffer.getvalue()
+            dst.writestr(item, data)
+    export_onnx(out, out.with_suffix(".onnx"))
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m training.export --shipped``: rewrite the ``.onnx`` beside every shipped ``.zip``."""
+    parser = argparse.ArgumentParser(prog="python -m training.export", description=main.__doc__)
+    parser.add_argument("--shipped", action="store_true", required=True, help="every checkpoint in SHIPPED")
+    parser.parse_args(argv)
+    for file in SHIPPED.values():
+        print(export_onnx(CHECKPOINT_DIR / file, (CHECKPOINT_DIR / file).with_suffix(".onnx")))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
