@@ -210,15 +210,16 @@ class HospitalTorchEnv(EnvBase):
         partial = tensordict is not None and "_reset" in tensordict
         if partial:
             rows = tensordict.get("_reset").reshape(-1).cpu().numpy()
-            if not rows.all() and self._started:
-                if not self._fresh[rows].all():
-                    raise RuntimeError(
-                        "HospitalTorchEnv resets only finished days (rows whose 'done' was set); "
-                        "reset the whole batch to start over"
-                    )
+            if self._started and self._fresh[rows].all():
+                # the finished rows already hold their next day (the vector env's autoreset)
                 state, masks = self._live()
                 done = torch.zeros((*self.batch_size, 1), dtype=torch.bool)
                 return self._to_td({**self._observation_td(state, masks), **_dones(done, done, done)})
+            if self._started and not rows.all():
+                raise RuntimeError(
+                    "HospitalTorchEnv resets only finished days (rows whose 'done' was set); "
+                    "reset the whole batch to start over"
+                )
         first = 0
         for vec, n in zip(self.vecs, self.rows):
             vec.reset(seed=None if self._seed is None or self._started else self._seed + first)
