@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("torchrl", reason="torchrl not installed: pip install 'hospital-marl[marl]'")
 
-import torch  # noqa: E402
-from torchrl.envs.utils import check_env_specs  # noqa: E402
+import torch
+from torchrl.envs.utils import check_env_specs
 
-from hospital_marl.core.scenarios import BUILTIN_SCENARIOS  # noqa: E402
-from training.benchmarl.env import HospitalTorchEnv, pettingzoo_env  # noqa: E402
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS
+from training.benchmarl.env import HospitalTorchEnv, pettingzoo_env
 
 pytestmark = pytest.mark.xdist_group("marl")
 
@@ -61,8 +61,11 @@ def test_masked_random_rollout_never_takes_an_invalid_action() -> None:
     for _ in range(2 * EPISODE_TICKS):
         masked_random(td, gen)
         out = env.step(td)
-        td = env.step_mdp(out) if not out["next", "done"].any() else env.reset(env.step_mdp(out).set(
-            "_reset", out["next", "done"].clone()))
+        td = (
+            env.step_mdp(out)
+            if not out["next", "done"].any()
+            else env.reset(env.step_mdp(out).set("_reset", out["next", "done"].clone()))
+        )
     assert len(env.finished) == 10  # two days per env
     assert {d["scenario"] for d in env.finished} == set(BUILTIN_SCENARIOS)
     assert all(d["invalid_actions"] == 0 for d in env.finished)
@@ -101,7 +104,8 @@ def test_batched_and_pettingzoo_paths_agree_step_for_step() -> None:
             b.set((role, "action"), torch.tensor([choice]))
         a, b = batched.step(a), wrapped.step(b)
         for role in SPEC_ACTIONS:
-            assert float(a["next", role, "reward"]) == pytest.approx(float(b["next", role, "reward"]), abs=1e-5)
+            reward_b = float(b["next", role, "reward"])
+            assert float(a["next", role, "reward"]) == pytest.approx(reward_b, abs=1e-5)
         done_a, done_b = bool(a["next", "done"]), bool(b["next", "done"])
         assert done_a == done_b
         if done_a:
