@@ -14,7 +14,7 @@ Two steps, so that the table and figures regenerate from committed artefacts alo
    with stratified-bootstrap 95 % CIs, the probability of improvement over the heuristic;
    and writes the figures (``docs/marl/*.png``) and marl-eval's JSON (``docs/marl/marl_eval.json``).
 
-    python benchmarks/marl_stats.py collect --runs runs/benchmarl --episodes 50
+    python benchmarks/marl_stats.py collect --runs runs/benchmarl --episodes 60
     python benchmarks/marl_stats.py --write
 """
 
@@ -46,7 +46,7 @@ LABELS = {"mappo": "MAPPO (BenchMARL)", "ippo": "IPPO (BenchMARL)", REFERENCE: "
 
 
 # ------------------------------------------------------------------ collect
-def collect(runs_root: Path, episodes: int) -> dict[str, Any]:
+def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[str, Any]:
     """Grade every run and the heuristic on the held-out days; the JSON the table is built from."""
     from grading import grade
     from policies.benchmarl import METADATA_FILE, load_benchmarl_policy
@@ -59,9 +59,16 @@ def collect(runs_root: Path, episodes: int) -> dict[str, Any]:
     algorithms: dict[str, list[dict[str, Any]]] = {}
     for meta_file in sorted(runs_root.glob(f"*/{METADATA_FILE}")):
         run_dir = meta_file.parent
+        if only and run_dir.name not in only:
+            continue
         meta = json.loads(meta_file.read_text())
         t0 = time.perf_counter()
-        scores = heldout(load_benchmarl_policy(run_dir))
+        cache = run_dir / f"heldout_{HELDOUT_SEED}_{episodes}.json"  # a run is graded once
+        if cache.exists():
+            scores = json.loads(cache.read_text())
+        else:
+            scores = heldout(load_benchmarl_policy(run_dir))
+            cache.write_text(json.dumps(scores) + "\n")
         curve = json.loads((run_dir / "curve.json").read_text())
         algorithms.setdefault(meta["algorithm"], []).append(
             {
@@ -179,6 +186,19 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
             cells.append(f"{m:+.1f} ± {se:.1f}")
         lines.append(f"| `{s}` | " + " | ".join(cells) + " |")
     lines.append("")
+    episode_se = {
+        n: max(
+            float(np.mean([np.std(r["heldout"][s], ddof=1) / np.sqrt(len(r["heldout"][s])) for r in runs]))
+            for s in scenarios
+        )
+        for n, runs in data["algorithms"].items()
+    }
+    ref_se = max(float(np.std(ref[s], ddof=1) / np.sqrt(len(ref[s]))) for s in scenarios)
+    lines.append(
+        "- Episode-level standard error of one run's scenario score on these days (largest scenario): "
+        + ", ".join(f"{LABELS.get(n, n)} {v:.2f}" for n, v in episode_se.items())
+        + f", team_heuristic {ref_se:.2f} points."
+    )
     for n in names:
         runs = data["algorithms"][n]
         taken = sum(r["masked_actions_taken"] for r in runs)
@@ -270,7 +290,8 @@ def main() -> int:
     parser.add_argument(
         "--runs", default="runs/benchmarl", help="collect: folder of train benchmarl run directories"
     )
-    parser.add_argument("--episodes", type=int, default=50, help="collect: held-out episodes per scenario")
+    parser.add_argument("--episodes", type=int, default=60, help="collect: held-out episodes per scenario")
+    parser.add_argument("--only", nargs="*", default=(), help="collect: only these run directory names")
     parser.add_argument("--results", default=str(RESULTS), help="the collected JSON")
     parser.add_argument("--reps", type=int, default=stats.DEFAULT_REPS, help="bootstrap resamples")
     parser.add_argument(
@@ -280,7 +301,7 @@ def main() -> int:
     results = Path(args.results)
     if args.step == "collect":
         results.parent.mkdir(parents=True, exist_ok=True)
-        results.write_text(json.dumps(collect(ROOT / args.runs, args.episodes), indent=1) + "\n")
+        results.write_text(json.dumps(collect(ROOT / args.runs, args.episodes, tuple(args.only)), indent=1) + "\n")
         print(results)
         return 0
     data = json.loads(results.read_text())
