@@ -301,7 +301,8 @@ def main() -> int:
     results = Path(args.results)
     if args.step == "collect":
         results.parent.mkdir(parents=True, exist_ok=True)
-        results.write_text(json.dumps(collect(ROOT / args.runs, args.episodes, tuple(args.only)), indent=1) + "\n")
+        collected = collect(ROOT / args.runs, args.episodes, tuple(args.only))
+        results.write_text(json.dumps(collected, indent=1) + "\n")
         print(results)
         return 0
     data = json.loads(results.read_text())
