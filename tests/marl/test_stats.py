@@ -72,3 +72,23 @@ def test_marl_eval_layout_matches_benchmarls_writer(tmp_path: Path) -> None:
         k: v for k, v in expected.items() if k != "absolute_metrics"
     }
     assert seed["absolute_metrics"] == {"score": [74.0, 76.0]}  # the held-out evaluation
+
+
+def test_readme_section_is_what_the_command_renders_from_the_committed_artefacts() -> None:
+    """One command regenerates the README's MAPPO/IPPO table: it must match the committed JSON."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("marl_stats", root / "benchmarks" / "marl_stats.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    data = json.loads(module.RESULTS.read_text())
+    computed = json.loads((module.OUT / "stats.json").read_text())
+    readme = module.README.read_text()
+    section = readme[readme.index(module.START) : readme.index(module.END) + len(module.END)]
+    assert module.markdown(data, computed) == section
+    for runs in data["algorithms"].values():
+        assert len({r["seed"] for r in runs}) == len(runs)  # distinct training seeds
+        assert {len(r["heldout"][s]) for r in runs for s in data["scenarios"]} == {
+            data["heldout"]["episodes_per_scenario"]
+        }
