@@ -90,6 +90,7 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
         print(f"  graded {run_dir.name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     for runs in algorithms.values():
         runs.sort(key=lambda r: r["seed"])
+    algorithms = dict(sorted(algorithms.items(), key=lambda item: ("mappo", "ippo").index(item[0])))
     return {
         "heldout": {"grader_seed": HELDOUT_SEED, "episodes_per_scenario": episodes, "track": "team"},
         "validation": {"grader_seed": 1000, "note": "checkpoint selection and the learning curves"},
@@ -175,8 +176,10 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
         "",
     ]
     names = list(data["algorithms"])
-    lines.append("| scenario | " + " | ".join(f"{LABELS.get(n, n)} − team_heuristic" for n in names) + " |")
-    lines.append("|" + "---|" * (len(names) + 1))
+    both = {"mappo", "ippo"} <= set(names)
+    head = [f"{LABELS.get(n, n)} − team_heuristic" for n in names] + (["MAPPO − IPPO"] if both else [])
+    lines.append("| scenario | " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * (len(head) + 1))
     wins = {n: 0 for n in names}
     for s in scenarios:
         cells = []
@@ -184,6 +187,10 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
             m, se = stats.paired_margin([r["heldout"] for r in data["algorithms"][n]], ref, s)
             wins[n] += m > 0
             cells.append(f"{m:+.1f} ± {se:.1f}")
+        if both:  # same days, independent seeds: the two between-seed errors add in quadrature
+            a, b = ([r["heldout"] for r in data["algorithms"][k]] for k in ("mappo", "ippo"))
+            diff = np.mean([np.mean(h[s]) for h in a]) - np.mean([np.mean(h[s]) for h in b])
+            cells.append(f"{diff:+.1f} ± {np.hypot(stats.run_stderr(a, s), stats.run_stderr(b, s)):.1f}")
         lines.append(f"| `{s}` | " + " | ".join(cells) + " |")
     lines.append("")
     episode_se = {
