@@ -245,7 +245,12 @@ def figures(data: dict[str, Any], result: dict[str, Any]) -> None:
         for n in names
     }
     fig, _ = plot_utils.plot_interval_estimates(
-        points, intervals, metric_names=["IQM", "Mean"], algorithms=names, xlabel="held-out team-track score"
+        points,
+        intervals,
+        metric_names=["IQM", "Mean"],
+        algorithms=names,
+        xlabel="held-out team-track score",
+        xlabel_y_coordinate=-0.45,
     )
     fig.savefig(OUT / "aggregates.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
