@@ -1,4 +1,4 @@
-"""``train ppo|marl|rllib|export`` and ``plot curve``: training commands (the ``train`` / ``rllib`` extras).
+"""``train ppo|marl|rllib|benchmarl|export``, ``plot curve``: training (``train``/``rllib``/``marl`` extras).
 
 The flags of each ``train`` command are generated from its trainer's ``Args`` dataclass
 (:class:`training.args.TrainArgs`: the field docstrings are the help). Building the parser
@@ -17,6 +17,7 @@ from typing import Any
 from hospital_marl_cli.common import CLIError
 from training import ppo
 from training.args import TrainArgs
+from training.benchmarl import train as benchmarl
 from training.marl import trainer as marl
 from training.rllib import train as rllib
 
@@ -100,6 +101,20 @@ def cmd_train_rllib(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_benchmarl(args: argparse.Namespace) -> int:
+    """Train MAPPO/IPPO with BenchMARL, then print a JSON summary; exit 1 if a masked action was taken."""
+    values = run_args(benchmarl.Args, args)
+    run_dir = run(benchmarl.train, values)
+    summary = benchmarl.summary(run_dir)
+    print(json.dumps(summary, indent=2))
+    if summary["audit"]["masked_actions_taken"]:
+        raise SystemExit(
+            f"hospital-marl: masked-action audit FAILED: {summary['audit']['masked_actions_taken']} "
+            "actions were taken that their role's mask forbade (must be 0)"
+        )
+    return 0
+
+
 def cmd_train_export(args: argparse.Namespace) -> int:
     from training.export import export_checkpoint, export_run
 
@@ -137,7 +152,7 @@ def cmd_plot_curve(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    """Register ``train`` (ppo, marl, rllib, export) and ``plot`` (curve)."""
+    """Register ``train`` (ppo, marl, rllib, benchmarl, export) and ``plot`` (curve)."""
     train = sub.add_parser("train", help="train a learned policy (needs the `train` extra)")
     train_sub = train.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
 
@@ -171,6 +186,17 @@ def add_commands(sub: Any) -> None:
     rllib.Args.add_flags(p)
     p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no progress bar")
     p.set_defaults(func=cmd_train_rllib)
+
+    p = train_sub.add_parser(
+        "benchmarl",
+        help="MAPPO or IPPO from BenchMARL (TorchRL) on the batched env, one actor per role (`marl` extra)",
+        description="Train BenchMARL's MAPPO (critics on the global state) or IPPO (critics on each role's "
+        "observation) on a natively batched TorchRL env; grades on validation days periodically, keeps the "
+        "best actors as ONNX, and writes benchmarl.json and a learning curve (see training/benchmarl/).",
+    )
+    benchmarl.Args.add_flags(p)
+    p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no grading lines")
+    p.set_defaults(func=cmd_train_benchmarl)
 
     p = train_sub.add_parser(
         "export",

@@ -1,0 +1,334 @@
+"""MAPPO / IPPO over several training seeds, reported as the field reports them (rliable).
+
+Two steps, so that the table and figures regenerate from committed artefacts alone:
+
+1. ``collect`` grades every ``train benchmarl`` run directory under ``--runs`` (its *best
+   validation* actors: checkpoint selection used grader seed 1000) on **held-out days**
+   (grader base seed :data:`training.benchmarl.train.HELDOUT_SEED`, ``--episodes`` per
+   scenario, never seen in training or selection), grades ``team_heuristic`` on the same
+   days, and writes ``docs/marl/benchmarl_runs.json``: per-seed, per-episode held-out
+   scores, each run's validation learning curve, its cost and command.
+2. the default step reads that JSON only and prints (``--write``: writes into README.md
+   between the ``marl-stats`` markers) the table: per-scenario mean ± s.e. over seeds,
+   paired margins against ``team_heuristic``, the IQM and mean over (seeds x scenarios)
+   with stratified-bootstrap 95 % CIs, the probability of improvement over the heuristic;
+   and writes the figures (``docs/marl/*.png``) and marl-eval's JSON (``docs/marl/marl_eval.json``).
+
+    python benchmarks/marl_stats.py collect --runs runs/benchmarl --episodes 60
+    python benchmarks/marl_stats.py --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from grading import stats  # noqa: E402
+from grading.tables import write_marked  # noqa: E402
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS  # noqa: E402
+
+OUT = ROOT / "docs" / "marl"
+RESULTS = OUT / "benchmarl_runs.json"
+README = ROOT / "README.md"
+START, END = "<!-- BEGIN marl-stats -->", "<!-- END marl-stats -->"
+REFERENCE = "team_heuristic"
+LABELS = {"mappo": "MAPPO (BenchMARL)", "ippo": "IPPO (BenchMARL)", REFERENCE: "team_heuristic (rules)"}
+
+
+# ------------------------------------------------------------------ collect
+def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Grade every run and the heuristic on the held-out days; the JSON the table is built from."""
+    from grading import grade
+    from policies.benchmarl import METADATA_FILE, load_benchmarl_policy
+    from training.benchmarl.train import HELDOUT_SEED
+
+    def heldout(policy: Any) -> dict[str, list[float]]:
+        report = grade(policy, episodes=episodes, seed=HELDOUT_SEED, track="team")
+        return {s: [round(v, 4) for v in report["scenarios"][s]["episode_scores"]] for s in BUILTIN_SCENARIOS}
+
+    algorithms: dict[str, list[dict[str, Any]]] = {}
+    for meta_file in sorted(runs_root.glob(f"*/{METADATA_FILE}")):
+        run_dir = meta_file.parent
+        if only and run_dir.name not in only:
+            continue
+        meta = json.loads(meta_file.read_text())
+        t0 = time.perf_counter()
+        cache = run_dir / f"heldout_{HELDOUT_SEED}_{episodes}.json"  # a run is graded once
+        if cache.exists():
+            scores = json.loads(cache.read_text())
+        else:
+            scores = heldout(load_benchmarl_policy(run_dir))
+            cache.write_text(json.dumps(scores) + "\n")
+        curve = json.loads((run_dir / "curve.json").read_text())
+        algorithms.setdefault(meta["algorithm"], []).append(
+            {
+                "seed": meta["args"]["seed"],
+                "run": run_dir.name,
+                "frames": meta["frames"],
+                "role_decisions": meta["role_decisions"],
+                "wall_time_s": meta["wall_time_s"],
+                "best_validation": {"frames": meta["best"]["frames"], "score": meta["best"]["eval_score"]},
+                "masked_actions_taken": meta["audit"]["masked_actions_taken"],
+                "command": meta["command"],
+                "heldout": scores,
+                "curve": [
+                    {"frames": row["frames"], **{s: row[f"score_{s}"] for s in BUILTIN_SCENARIOS}}
+                    for row in curve
+                ],
+            }
+        )
+        print(f"  graded {run_dir.name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    for runs in algorithms.values():
+        runs.sort(key=lambda r: r["seed"])
+    algorithms = dict(sorted(algorithms.items(), key=lambda item: ("mappo", "ippo").index(item[0])))
+    return {
+        "heldout": {"grader_seed": HELDOUT_SEED, "episodes_per_scenario": episodes, "track": "team"},
+        "validation": {"grader_seed": 1000, "note": "checkpoint selection and the learning curves"},
+        "scenarios": list(BUILTIN_SCENARIOS),
+        "reference": {REFERENCE: heldout(REFERENCE)},
+        "algorithms": algorithms,
+    }
+
+
+# ------------------------------------------------------------------ analysis
+def analyse(data: dict[str, Any], reps: int) -> dict[str, Any]:
+    scenarios = data["scenarios"]
+    ref = data["reference"][REFERENCE]
+    matrices = {
+        name: stats.score_matrix([r["heldout"] for r in runs], scenarios)
+        for name, runs in data["algorithms"].items()
+    }
+    matrices[REFERENCE] = stats.score_matrix([ref], scenarios)
+    curves = {}
+    for name, runs in data["algorithms"].items():
+        points = min(len(r["curve"]) for r in runs)
+        curves[name] = {
+            "frames": [row["frames"] for row in runs[0]["curve"][:points]],
+            "scores": [[[r["curve"][k][s] for k in range(points)] for s in scenarios] for r in runs],
+        }
+    return {
+        "aggregates": stats.aggregate_estimates(matrices, reps=reps),
+        "improvement": stats.probability_of_improvement(matrices, REFERENCE, reps=reps),
+        "curves": {
+            name: {"frames": c["frames"], **stats.sample_efficiency({name: np.array(c["scores"])})[name]}
+            for name, c in curves.items()
+        },
+    }
+
+
+def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
+    scenarios = data["scenarios"]
+    ref = data["reference"][REFERENCE]
+    held = data["heldout"]
+    lines = [
+        START,
+        "*Generated by `python benchmarks/marl_stats.py --write` from `docs/marl/benchmarl_runs.json` "
+        "(written by `python benchmarks/marl_stats.py collect`). "
+        f"Held-out days: grader seed {held['grader_seed']}, {held['episodes_per_scenario']} episodes per "
+        "scenario, team track, never used in training or checkpoint selection (validation: grader seed "
+        "1000). Learned rows: mean over training seeds ± one standard error between seeds; margins are "
+        "paired over the same days.*",
+        "",
+        "| policy | seeds | "
+        + " | ".join(f"`{s}`" for s in scenarios)
+        + " | **IQM** [95 % CI] | mean [95 % CI] "
+        "| P(better than team_heuristic) [95 % CI] | frames (role decisions) per seed | wall time per seed |",
+        "|" + "---|" * (len(scenarios) + 7),
+    ]
+    agg = result["aggregates"]
+    ref_cells = [f"{np.mean(ref[s]):.1f}" for s in scenarios]
+    a = agg[REFERENCE]
+    lines.append(
+        f"| `{REFERENCE}` | — | "
+        + " | ".join(ref_cells)
+        + f" | **{a['iqm']:.1f}** | {a['mean']:.1f} | — | — | — |"
+    )
+    for name, runs in data["algorithms"].items():
+        held_runs = [r["heldout"] for r in runs]
+        cells = [
+            f"{np.mean([np.mean(h[s]) for h in held_runs]):.1f} ± {stats.run_stderr(held_runs, s):.1f}"
+            for s in scenarios
+        ]
+        a, p = agg[name], result["improvement"][name]
+        frames = runs[0]["frames"]
+        wall = np.mean([r["wall_time_s"] for r in runs])
+        lines.append(
+            f"| {LABELS.get(name, name)} | {len(runs)} | "
+            + " | ".join(cells)
+            + f" | **{a['iqm']:.1f}** [{a['iqm_ci'][0]:.1f}, {a['iqm_ci'][1]:.1f}]"
+            + f" | {a['mean']:.1f} [{a['mean_ci'][0]:.1f}, {a['mean_ci'][1]:.1f}]"
+            + f" | {p['p']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
+            + f" | {frames:,} ({3 * frames:,}) | {wall:.0f} s |"
+        )
+    lines += [
+        "",
+        "Per-scenario margins against `team_heuristic` on the held-out days (paired; ± s.e. between seeds):",
+        "",
+    ]
+    names = list(data["algorithms"])
+    both = {"mappo", "ippo"} <= set(names)
+    head = [f"{LABELS.get(n, n)} − team_heuristic" for n in names] + (["MAPPO − IPPO"] if both else [])
+    lines.append("| scenario | " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * (len(head) + 1))
+    wins = {n: 0 for n in names}
+    for s in scenarios:
+        cells = []
+        for n in names:
+            m, se = stats.paired_margin([r["heldout"] for r in data["algorithms"][n]], ref, s)
+            wins[n] += m > 0
+            cells.append(f"{m:+.1f} ± {se:.1f}")
+        if both:  # same days, independent seeds: the two between-seed errors add in quadrature
+            a, b = ([r["heldout"] for r in data["algorithms"][k]] for k in ("mappo", "ippo"))
+            diff = np.mean([np.mean(h[s]) for h in a]) - np.mean([np.mean(h[s]) for h in b])
+            cells.append(f"{diff:+.1f} ± {np.hypot(stats.run_stderr(a, s), stats.run_stderr(b, s)):.1f}")
+        lines.append(f"| `{s}` | " + " | ".join(cells) + " |")
+    lines.append("")
+    episode_se = {
+        n: max(
+            float(np.mean([np.std(r["heldout"][s], ddof=1) / np.sqrt(len(r["heldout"][s])) for r in runs]))
+            for s in scenarios
+        )
+        for n, runs in data["algorithms"].items()
+    }
+    ref_se = max(float(np.std(ref[s], ddof=1) / np.sqrt(len(ref[s]))) for s in scenarios)
+    lines.append(
+        "- Episode-level standard error of one run's scenario score on these days (largest scenario): "
+        + ", ".join(f"{LABELS.get(n, n)} {v:.2f}" for n, v in episode_se.items())
+        + f", team_heuristic {ref_se:.2f} points."
+    )
+    for n in names:
+        runs = data["algorithms"][n]
+        taken = sum(r["masked_actions_taken"] for r in runs)
+        lines.append(
+            f"- {LABELS.get(n, n)}: ahead of `team_heuristic` on {wins[n]} of {len(scenarios)} scenarios; "
+            f"masked actions taken in training: {taken}. Command per seed: `{_seedless(runs[0]['command'])}`."
+        )
+    lines += [
+        "",
+        "![IQM and mean with 95 % CIs](docs/marl/aggregates.png) "
+        "![validation IQM vs frames, 95 % CI bands](docs/marl/sample_efficiency.png)",
+        "",
+        "marl-eval's JSON of the same runs: `docs/marl/marl_eval.json`.",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def _seedless(command: str) -> str:
+    return re.sub(r"--seed \d+", "--seed K", re.sub(r" --save \S+", "", command))
+
+
+def figures(data: dict[str, Any], result: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rliable import plot_utils
+
+    agg = result["aggregates"]
+    names = [n for n in (REFERENCE, *data["algorithms"]) if n in agg]
+    points = {n: np.array([agg[n]["iqm"], agg[n]["mean"]]) for n in names}
+    intervals = {
+        n: np.array(
+            [[agg[n]["iqm_ci"][0], agg[n]["mean_ci"][0]], [agg[n]["iqm_ci"][1], agg[n]["mean_ci"][1]]]
+        )
+        for n in names
+    }
+    fig, _ = plot_utils.plot_interval_estimates(
+        points,
+        intervals,
+        metric_names=["IQM", "Mean"],
+        algorithms=names,
+        xlabel="held-out team-track score",
+        xlabel_y_coordinate=-0.45,
+    )
+    fig.savefig(OUT / "aggregates.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+    curves = result["curves"]
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for name, c in curves.items():
+        frames = np.array(c["frames"], float)
+        ax.plot(frames, c["iqm"], label=LABELS.get(name, name))
+        ax.fill_between(frames, c["low"], c["high"], alpha=0.25)
+    ref = data["reference"][REFERENCE]
+    ax.axhline(
+        np.mean([np.mean(v) for v in ref.values()]),
+        color="k",
+        ls="--",
+        lw=1,
+        label="team_heuristic (held-out)",
+    )
+    ax.set_xlabel("training frames (ticks over the batch; x3 = role decisions)")
+    ax.set_ylabel("validation score, IQM over seeds x scenarios")
+    ax.set_title("Sample efficiency (95 % stratified-bootstrap CI bands)")
+    ax.legend()
+    fig.savefig(OUT / "sample_efficiency.png", bbox_inches="tight")
+    plt.close(fig)
+
+
+def marl_eval(data: dict[str, Any]) -> dict[str, Any]:
+    """marl-eval's layout, one task per scenario: validation curve steps, held-out absolute metrics."""
+    out: dict[str, Any] = {"hospital_marl": {}}
+    for s in data["scenarios"]:
+        algos = {
+            name: [
+                {
+                    "seed": r["seed"],
+                    "curve": [(row["frames"], [row[s]]) for row in r["curve"]],
+                    "final": r["heldout"][s],
+                }
+                for r in runs
+            ]
+            for name, runs in data["algorithms"].items()
+        }
+        out["hospital_marl"].update(stats.marl_eval_json("hospital_marl", s, algos)["hospital_marl"])
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", nargs="?", choices=("collect", "table"), default="table")
+    parser.add_argument(
+        "--runs", default="runs/benchmarl", help="collect: folder of train benchmarl run directories"
+    )
+    parser.add_argument("--episodes", type=int, default=60, help="collect: held-out episodes per scenario")
+    parser.add_argument("--only", nargs="*", default=(), help="collect: only these run directory names")
+    parser.add_argument("--results", default=str(RESULTS), help="the collected JSON")
+    parser.add_argument("--reps", type=int, default=stats.DEFAULT_REPS, help="bootstrap resamples")
+    parser.add_argument(
+        "--write", action="store_true", help="write README.md's section, the figures, marl_eval.json"
+    )
+    args = parser.parse_args()
+    results = Path(args.results)
+    if args.step == "collect":
+        results.parent.mkdir(parents=True, exist_ok=True)
+        collected = collect(ROOT / args.runs, args.episodes, tuple(args.only))
+        results.write_text(json.dumps(collected, indent=1) + "\n")
+        print(results)
+        return 0
+    data = json.loads(results.read_text())
+    result = analyse(data, args.reps)
+    text = markdown(data, result)
+    print(text)
+    if args.write:
+        OUT.mkdir(parents=True, exist_ok=True)
+        figures(data, result)
+        (OUT / "marl_eval.json").write_text(json.dumps(marl_eval(data)) + "\n")
+        (OUT / "stats.json").write_text(json.dumps(result, indent=1) + "\n")
+        write_marked(README, START, END, text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

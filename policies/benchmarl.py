@@ -1,0 +1,63 @@
+"""Team-track policies trained with BenchMARL (``hospital-marl train benchmarl``: MAPPO, IPPO).
+
+A run directory holds ``benchmarl.json`` (``format: hospital_marl.benchmarl/1``: algorithm,
+the ONNX actor of each role for the best validation evaluation and for the end of
+training, the learning curve's last row, args, command) and the actors themselves
+(``best/<role>.onnx``, ``final/<role>.onnx``: encoded role observation -> action logits).
+:func:`load_benchmarl_policy` plays them with onnxruntime -- no torch, TorchRL or
+BenchMARL needed to grade or play a trained team -- as a :class:`~policies.marl.MarlTeamPolicy`:
+each role takes the most probable action its mask allows (BenchMARL's deterministic
+evaluation of a masked categorical policy).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hospital_marl.core.actions import ROLES
+from policies.learned import OnnxLogits, best_action
+from policies.marl import MarlTeamPolicy, RoleAct, encode_role
+
+FORMAT = "hospital_marl.benchmarl/1"
+METADATA_FILE = "benchmarl.json"
+ALGORITHMS = ("mappo", "ippo")
+
+
+def is_benchmarl_run(path: str | Path) -> bool:
+    """True for a ``hospital-marl train benchmarl`` run directory (cheap: reads only its JSON)."""
+    meta = Path(path) / METADATA_FILE
+    if not meta.is_file():
+        return False
+    try:
+        return json.loads(meta.read_text()).get("format") == FORMAT
+    except (json.JSONDecodeError, OSError):
+        return False
+
+
+def onnx_role(role: str, path: str | Path) -> RoleAct:
+    """A role's exported actor as a frozen role policy (raw observation, mask) -> action."""
+    logits = OnnxLogits(path)
+    return lambda obs, mask: best_action(logits(encode_role(role, obs)), mask)
+
+
+def load_benchmarl_policy(path: str | Path, name: str | None = None, final: bool = False) -> MarlTeamPolicy:
+    """A ``train benchmarl`` run directory as a team-track policy: the actors of the best
+    validation evaluation (checkpoint selection), or those at the end of training (``final=True``)."""
+    run_dir = Path(path)
+    if not is_benchmarl_run(run_dir):
+        raise FileNotFoundError(
+            f"{run_dir} is not a `hospital-marl train benchmarl` run (no {METADATA_FILE})"
+        )
+    meta = json.loads((run_dir / METADATA_FILE).read_text())
+    actors = meta["actors"]["final" if final else "best"]
+    missing = [role for role in ROLES if not (run_dir / actors[role]).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{run_dir}: no actor file for {', '.join(missing)}")
+    roles = {role: onnx_role(role, run_dir / actors[role]) for role in ROLES}
+    policy = MarlTeamPolicy(roles, name=name or meta.get("name"))
+    policy.metadata = meta
+    return policy
+
+
+__all__ = ["ALGORITHMS", "FORMAT", "METADATA_FILE", "is_benchmarl_run", "load_benchmarl_policy", "onnx_role"]

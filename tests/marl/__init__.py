@@ -1,0 +1,1 @@
+"""BenchMARL / TorchRL multi-agent training and the field's statistics (the ``marl`` extra)."""

@@ -1,0 +1,94 @@
+"""grading.stats: rliable's IQM, bootstrap CIs and probability of improvement on matrices whose
+answers are known by hand, and the marl-eval layout (checked against BenchMARL's own writer)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rliable", reason="rliable not installed: pip install 'hospital-marl[marl]'")
+
+from grading import stats
+
+pytestmark = pytest.mark.xdist_group("marl")
+
+
+def test_iqm_is_the_mean_of_the_middle_half_and_its_ci_brackets_it() -> None:
+    # 4 runs x 2 tasks = 8 scores; the middle half (ranks 3-6) is 3, 4, 5, 6 -> IQM 4.5
+    matrix = np.array([[1.0, 8.0], [3.0, 6.0], [4.0, 5.0], [2.0, 7.0]]) * 10
+    est = stats.aggregate_estimates({"a": matrix}, reps=2000)["a"]
+    assert est["iqm"] == pytest.approx(45.0)
+    assert est["mean"] == pytest.approx(45.0)
+    assert est["iqm_ci"][0] <= 45.0 <= est["iqm_ci"][1]
+    assert est["iqm_ci"][1] - est["iqm_ci"][0] > 0  # the runs differ: a real interval
+    outlier = stats.aggregate_estimates({"b": np.array([[0.0], [10.0], [20.0], [1000.0]])}, reps=500)["b"]
+    assert outlier["iqm"] == pytest.approx(15.0) and outlier["mean"] == pytest.approx(257.5)
+
+
+def test_probability_of_improvement_counts_pairs_per_task() -> None:
+    base = np.array([[50.0, 60.0]])  # one deterministic baseline run
+    better = np.array([[51.0, 61.0], [55.0, 70.0]])
+    tied = np.array([[50.0, 60.0], [50.0, 60.0]])
+    mixed = np.array([[49.0, 61.0], [49.0, 61.0]])  # worse on task 0, better on task 1
+    res = stats.probability_of_improvement({"b": better, "t": tied, "m": mixed, "ref": base}, "ref", reps=500)
+    assert res["b"]["p"] == pytest.approx(1.0)
+    assert res["t"]["p"] == pytest.approx(0.5)  # ties count half
+    assert res["m"]["p"] == pytest.approx(0.5)
+    assert set(res) == {"b", "t", "m"}
+
+
+def test_paired_margin_and_run_stderr_by_hand() -> None:
+    ref = {"s": [10.0, 20.0]}
+    runs = [{"s": [12.0, 22.0]}, {"s": [14.0, 20.0]}]  # margins 2 and 2 -> mean 2, se 0
+    assert stats.paired_margin(runs, ref, "s") == pytest.approx((2.0, 0.0))
+    runs = [{"s": [11.0, 21.0]}, {"s": [13.0, 23.0]}]  # margins 1 and 3 -> mean 2, se 1
+    assert stats.paired_margin(runs, ref, "s") == pytest.approx((2.0, 1.0))
+    assert stats.run_stderr(runs, "s") == pytest.approx(1.0)  # run means 16 and 18
+
+
+def test_sample_efficiency_gives_one_iqm_per_point() -> None:
+    curves = np.array([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]])  # 3 runs, 1 task, 3 points
+    out = stats.sample_efficiency({"a": curves}, reps=200)["a"]
+    assert out["iqm"] == pytest.approx([1.0, 2.0, 3.0])
+    assert out["low"] == pytest.approx([1.0, 2.0, 3.0]) and out["high"] == pytest.approx([1.0, 2.0, 3.0])
+
+
+def test_marl_eval_layout_matches_benchmarls_writer(tmp_path: Path) -> None:
+    import torch
+    from benchmarl.experiment.logger import JsonWriter
+
+    writer = JsonWriter(str(tmp_path), "x.json", "mappo", "surge", "hospital_marl", seed=3)
+    writer.write(100, {"score": torch.tensor([70.0, 72.0])}, 0)
+    writer.write(200, {"score": torch.tensor([75.0])}, 1)
+    theirs = json.loads((tmp_path / "x.json").read_text())
+    run = {"seed": 3, "curve": [(100, [70.0, 72.0]), (200, [75.0])], "final": [74.0, 76.0]}
+    ours = stats.marl_eval_json("hospital_marl", "surge", {"mappo": [run]})
+    seed = ours["hospital_marl"]["surge"]["mappo"]["seed_3"]
+    expected = theirs["hospital_marl"]["surge"]["mappo"]["seed_3"]
+    assert {k: v for k, v in seed.items() if k != "absolute_metrics"} == {
+        k: v for k, v in expected.items() if k != "absolute_metrics"
+    }
+    assert seed["absolute_metrics"] == {"score": [74.0, 76.0]}  # the held-out evaluation
+
+
+def test_readme_section_is_what_the_command_renders_from_the_committed_artefacts() -> None:
+    """One command regenerates the README's MAPPO/IPPO table: it must match the committed JSON."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("marl_stats", root / "benchmarks" / "marl_stats.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    data = json.loads(module.RESULTS.read_text())
+    computed = json.loads((module.OUT / "stats.json").read_text())
+    readme = module.README.read_text()
+    section = readme[readme.index(module.START) : readme.index(module.END) + len(module.END)]
+    assert module.markdown(data, computed) == section
+    for runs in data["algorithms"].values():
+        assert len({r["seed"] for r in runs}) == len(runs)  # distinct training seeds
+        assert {len(r["heldout"][s]) for r in runs for s in data["scenarios"]} == {
+            data["heldout"]["episodes_per_scenario"]
+        }

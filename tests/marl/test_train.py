@@ -1,0 +1,120 @@
+"""``hospital-marl train benchmarl`` end to end: a tiny MAPPO run through the CLI (in a subprocess),
+a tiny IPPO run through :func:`training.benchmarl.train.train` with an evaluation function passed
+in, then loading the saved actors with ``policies.load`` and grading them on the team track."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("benchmarl", reason="benchmarl not installed: pip install 'hospital-marl[marl]'")
+
+from grading import grade
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS
+from policies import load
+from training.benchmarl.train import HELDOUT_SEED, Args, train
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("marl")]
+
+TINY = [
+    "--frames", "400",
+    "--n-envs", "5",
+    "--steps-per-batch", "40",
+    "--minibatch-size", "100",
+    "--epochs", "1",
+    "--hidden", "16", "16",
+    "--eval-interval", "200",
+    "--eval-episodes", "1",
+]  # fmt: skip
+"""Two PPO iterations of 5 envs x 40 ticks; a validation grading after each."""
+
+PROBE = """
+import json, sys
+from hospital_marl_cli import main
+code = main(sys.argv[2:])
+heavy = sorted({m.split(".")[0] for m in sys.modules} & {"torchvision", "av"})
+json.dump({"code": code, "heavy": heavy}, open(sys.argv[1], "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def mappo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+    run_dir = tmp_path_factory.mktemp("benchmarl") / "mappo"
+    probe = run_dir.parent / "probe.json"
+    cmd = [sys.executable, "-c", PROBE, str(probe), "train", "benchmarl", "--algorithm", "mappo"]
+    cmd += [*TINY, "--all-scenarios", "--seed", "3", "--save", str(run_dir), "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout[done.stdout.index("{") :])
+    return run_dir, summary, json.loads(probe.read_text())
+
+
+def test_cli_run_writes_a_loadable_run(mappo_run: tuple[Path, dict, dict]) -> None:
+    run_dir, summary, probe = mappo_run
+    assert probe["code"] == 0
+    assert summary["algorithm"] == "mappo"
+    assert summary["frames"] == 400 and summary["role_decisions"] == 1200  # 3 roles decide per tick
+    assert summary["audit"]["masked_actions_taken"] == 0
+    assert summary["audit"]["audited_actions"] == 1200
+    meta = json.loads((run_dir / "benchmarl.json").read_text())
+    assert meta["format"] == "hospital_marl.benchmarl/1"
+    assert [row["frames"] for row in json.loads((run_dir / "curve.json").read_text())] == [200, 400]
+    assert meta["command"].startswith("hospital-marl train benchmarl --algorithm mappo --frames 400")
+
+
+def test_training_never_imports_torchvision(mappo_run: tuple[Path, dict, dict]) -> None:
+    """PyPI's torchvision (pulled by BenchMARL) may not load beside a CPU torch: never import it."""
+    assert mappo_run[2]["heavy"] == []
+
+
+def test_saved_model_loads_and_grades_on_the_team_track(mappo_run: tuple[Path, dict, dict]) -> None:
+    run_dir = mappo_run[0]
+    policy = load(str(run_dir))
+    assert policy.tracks == ("team",)
+    report = grade(str(run_dir), episodes=1, seed=HELDOUT_SEED, scenarios=["surge"], track="team")
+    assert report["invalid_action_rate"] == 0.0
+    assert 0.0 <= report["overall_score"] <= 100.0
+    # deterministic: the same days give the same score
+    again = grade(policy, episodes=1, seed=HELDOUT_SEED, scenarios=["surge"], track="team")
+    assert again["overall_score"] == report["overall_score"]
+
+
+def test_ippo_in_process_uses_the_evaluation_function_given(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def evaluate(policy, args):  # the grader on one day, recording each periodic call
+        calls.append(policy.name)
+        return grade(policy, episodes=1, seed=args.eval_seed, scenarios=args.scenarios, track="team")
+
+    args = Args(
+        algorithm="ippo", frames=400, n_envs=2, steps_per_batch=100, minibatch_size=100, epochs=1,
+        hidden=(16,), eval_interval=200, eval_episodes=1, scenario="ventilator_crisis", seed=1,
+        save=str(tmp_path / "ippo"), progress=False,
+    )  # fmt: skip
+    run_dir = train(args, evaluate=evaluate)
+    assert len(calls) == 2  # after each of the two 200-frame iterations
+    meta = json.loads((run_dir / "benchmarl.json").read_text())
+    assert meta["algorithm"] == "ippo" and meta["validation"]["seed"] == 1000
+    policy = load(str(run_dir))
+    obs = np.zeros(28, np.float32)
+    mask = np.array([1, 0, 0, 0], np.int8)  # only the no-op allowed
+    assert policy.act_role("ventilator_officer", obs, mask) == 0
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="held-out"):
+        Args(eval_seed=HELDOUT_SEED)
+    with pytest.raises(ValueError, match="algorithm"):
+        Args(algorithm="qmix")
+    with pytest.raises(ValueError, match="n_envs"):
+        Args(all_scenarios=True, n_envs=len(BUILTIN_SCENARIOS) - 1)
+    done = subprocess.run(
+        [sys.executable, "-m", "hospital_marl", "train", "benchmarl", "--algorithm", "qmix"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "invalid choice" in done.stderr

@@ -1,0 +1,386 @@
+"""MAPPO and IPPO from BenchMARL on the batched ED: ``hospital-marl train benchmarl``.
+
+Run it as ``hospital-marl train benchmarl --algorithm mappo|ippo [--frames N] [--scenario S |
+--all-scenarios] [--seed S] [--save DIR]`` (every field of :class:`Args` is a flag) or
+``training.benchmarl.train.train(Args(...))``. The algorithms are BenchMARL's own
+(``MappoConfig`` / ``IppoConfig``, TorchRL's ``ClipPPOLoss`` with masked categorical actors),
+run by BenchMARL's ``Experiment`` on :class:`~training.benchmarl.task.HospitalTaskClass`:
+one group (one actor) per role; MAPPO's critics read the global state, IPPO's each role's
+own observation. Nothing of PPO is written here.
+
+Frames are BenchMARL's: env steps summed over the batch, one step = one tick = three role
+decisions (``role_decisions = 3 * frames``, comparable with ``train marl`` and RLlib).
+
+Checkpoint selection uses *validation* days only: every ``--eval-interval`` frames the
+current actors are exported and graded on the team track by the evaluation function given
+to :func:`train` (default :func:`grade_validation`: the project's grader,
+``--eval-episodes`` per scenario from base seed ``--eval-seed``, 1000). The best row's
+actors are kept (``best/``). Held-out days (grader seed :data:`HELDOUT_SEED`) are never
+seen here: ``benchmarks/marl_stats.py`` grades the saved runs on them.
+
+A run directory gets ``benchmarl.json`` (what :func:`policies.benchmarl.load_benchmarl_policy`
+reads), ``best/<role>.onnx`` and ``final/<role>.onnx`` (torch-free actors), ``curve.json`` /
+``curve.csv`` (one row per validation grading, the columns of ``train ppo``), and BenchMARL's
+own experiment folder (its CSV logs, its marl-eval JSON of training returns, its checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from grading import grade
+from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, load_benchmarl_policy
+from policies.learned import ONNX_INPUT, ONNX_OUTPUT
+from policies.marl import ROLE_SCALES
+from training.args import TrainArgs
+from training.common import Clock, write_json
+
+VALIDATION_SEED = 1000
+"""Grader base seed of the validation days (checkpoint selection), as in ``train ppo|marl``."""
+HELDOUT_SEED = 20261201
+"""Grader base seed of the held-out days: used only by the final evaluation, never in training."""
+EPISODE_TICKS = 100
+INSTALL_HINT = 'pip install "hospital-marl[marl]" (with the CPU torch first, see README "Install")'
+
+Evaluate = Callable[[Any, "Args"], dict[str, Any]]
+"""(team policy, args) -> a grader report: the periodic evaluation :func:`train` is given."""
+
+
+def require_marl_extra() -> None:
+    """Raise a clear ImportError when BenchMARL / TorchRL (the ``marl`` extra) are missing."""
+    try:
+        import benchmarl  # noqa: F401
+        import torchrl  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"train benchmarl needs BenchMARL and TorchRL ({exc.name} is missing): {INSTALL_HINT}"
+        ) from exc
+
+
+@dataclass
+class Args(TrainArgs):
+    """Every option of ``hospital-marl train benchmarl``; its --help is generated from these docstrings."""
+
+    COMMAND: ClassVar[str] = "hospital-marl train benchmarl"
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"algorithm": ALGORITHMS, "reward_mode": ("team", "role")}
+    ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("algorithm", "frames", "seed")
+
+    algorithm: str = "mappo"
+    """mappo: critics on the global state (centralised); ippo: each role's critic on its own observation."""
+    frames: int = 256_000
+    """Env steps to train on, summed over the batch (one step = one tick = three role decisions)."""
+    scenario: str = DEFAULT_SCENARIO
+    """The scenario to train on (ignored with --all-scenarios)."""
+    all_scenarios: bool = False
+    """Train on the five built-in scenarios at once (the batch split between them)."""
+    seed: int = 0
+    """Seeds torch (BenchMARL's seed_everything) and the training envs' days."""
+    save: str | None = None
+    """Run directory (default: runs/benchmarl_<algorithm>_<scenario|all>_s<seed>)."""
+    n_envs: int = 64
+    """Batched envs collecting in parallel (one TorchRL env, batch_size=(n_envs,))."""
+    steps_per_batch: int = EPISODE_TICKS
+    """Steps per env per PPO iteration (frames per iteration = n_envs x this)."""
+    minibatch_size: int = 1600
+    """Frames per PPO minibatch."""
+    epochs: int = 4
+    """Passes over each iteration's frames (BenchMARL's on_policy_n_minibatch_iters)."""
+    lr: float = 3e-4
+    """Adam step size."""
+    gamma: float = 0.97
+    """Discount per tick (as in train ppo|marl)."""
+    lmbda: float = 0.95
+    """GAE lambda."""
+    clip_epsilon: float = 0.2
+    """PPO clipping."""
+    entropy_coef: float = 0.003
+    """Entropy bonus."""
+    hidden: tuple[int, ...] = (128, 128)
+    """Hidden layers of every actor and critic MLP (tanh)."""
+    reward_mode: str = "team"
+    """team: every role gets the team reward; role: action-caused rewards go to the acting role."""
+    reward_scale: float = 0.02
+    """Rewards are multiplied by this for learning (a death is -15)."""
+    eval_interval: int = 32_000
+    """Grade on validation days every this many frames (whole iterations; 0: only at the end)."""
+    eval_episodes: int = 4
+    """Validation episodes per scenario in each periodic evaluation."""
+    eval_seed: int = VALIDATION_SEED
+    """Grader base seed of the validation days (checkpoint selection; never the held-out seed)."""
+    torch_threads: int = 1
+    """torch CPU threads."""
+    progress: bool = True
+    """Print one line per validation grading on stderr (BenchMARL's own progress bar always shows)."""
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        get_scenario(self.scenario)
+        for name in ("frames", "n_envs", "steps_per_batch", "minibatch_size", "epochs", "eval_episodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.eval_interval < 0 or self.seed < 0:
+            raise ValueError("eval_interval and seed must be >= 0")
+        if self.eval_seed == HELDOUT_SEED:
+            raise ValueError(f"eval_seed {HELDOUT_SEED} is the held-out seed: validation must use other days")
+        if self.all_scenarios and self.n_envs < 5:
+            raise ValueError("--all-scenarios needs n_envs >= 5 (one env per scenario at least)")
+        if not self.hidden or min(self.hidden) < 1 or not (self.lr > 0 and self.reward_scale > 0):
+            raise ValueError("hidden must be positive widths; lr and reward_scale must be > 0")
+        self.hidden = tuple(int(w) for w in self.hidden)
+
+    @property
+    def run_prefix(self) -> str:
+        return f"benchmarl_{self.algorithm}"
+
+    @property
+    def frames_per_batch(self) -> int:
+        return self.n_envs * self.steps_per_batch
+
+    @property
+    def iterations(self) -> int:
+        """PPO iterations: ``frames`` rounded up to whole batches."""
+        return -(-self.frames // self.frames_per_batch)
+
+    @property
+    def eval_every(self) -> int:
+        """The evaluation interval in whole iterations (0: only at the end)."""
+        return -(-self.eval_interval // self.frames_per_batch) if self.eval_interval else 0
+
+
+def grade_validation(policy: Any, args: Args) -> dict[str, Any]:
+    """The default periodic evaluation: the grader on the team track, validation days only."""
+    return grade(
+        policy, episodes=args.eval_episodes, seed=args.eval_seed, scenarios=args.scenarios, track="team"
+    )
+
+
+# ------------------------------------------------------------------ actors
+def actor_nets(experiment: Any) -> dict[str, Any]:
+    """Each role's actor MLP (encoded observation -> logits) as a plain torch module (a copy)."""
+    from torchrl.modules import MultiAgentMLP
+
+    nets = {}
+    for role in ROLES:
+        mlps = [m for m in experiment.group_policies[role].modules() if isinstance(m, MultiAgentMLP)]
+        if len(mlps) != 1:
+            raise RuntimeError(f"expected one MultiAgentMLP in the {role} actor, found {len(mlps)}")
+        nets[role] = mlps[0].get_stateful_net(copy=True).eval()
+    return nets
+
+
+def export_actors(experiment: Any, out: Path) -> dict[str, str]:
+    """Write ``out/<role>.onnx`` (input ``features`` (batch, d_role), output ``logits``); the ONNX
+    must reproduce BenchMARL's own actor logits (checked on random inputs before it is kept)."""
+    import warnings
+
+    import torch
+
+    from policies.learned import OnnxLogits
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for role, net in actor_nets(experiment).items():
+        path = out / f"{role}.onnx"
+        d = len(ROLE_SCALES[role])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.onnx.export(
+                net,
+                (torch.zeros(1, d),),
+                str(path),
+                input_names=[ONNX_INPUT],
+                output_names=[ONNX_OUTPUT],
+                dynamic_axes={ONNX_INPUT: {0: "batch"}, ONNX_OUTPUT: {0: "batch"}},
+                opset_version=17,
+                dynamo=False,
+            )
+        probe = torch.rand(d) * 3
+        with torch.no_grad():
+            expected = benchmarl_logits(experiment, role, probe.numpy())
+        got = OnnxLogits(path)(probe.numpy())
+        if got.shape != (ROLE_ACTION_COUNTS[role],) or not np.allclose(got, expected, atol=1e-4):
+            raise RuntimeError(f"the exported {role} actor does not reproduce BenchMARL's logits")
+        files[role] = path.relative_to(out.parent).as_posix()
+    return files
+
+
+def benchmarl_logits(experiment: Any, role: str, features: np.ndarray) -> np.ndarray:
+    """The logits BenchMARL's own ``role`` actor computes for one encoded observation."""
+    import torch
+    from tensordict import TensorDict
+
+    actor = experiment.group_policies[role]
+    td = TensorDict(
+        {
+            role: TensorDict(
+                {"observation": torch.as_tensor(features, dtype=torch.float32).reshape(1, 1, -1)},
+                batch_size=(1, 1),
+            )
+        },
+        batch_size=(1,),
+    )
+    td[(role, "action_mask")] = torch.ones(1, 1, ROLE_ACTION_COUNTS[role], dtype=torch.bool)
+    with torch.no_grad():
+        actor.module[0](td)  # the logits module (the distribution module only samples from it)
+    return td.get((role, "logits")).reshape(-1).numpy()
+
+
+# ------------------------------------------------------------------ the run
+def experiment_config(args: Args, run_dir: Path) -> Any:
+    from benchmarl.experiment import ExperimentConfig
+
+    config = ExperimentConfig.get_from_yaml()  # BenchMARL's defaults, then ours
+    config.sampling_device = config.train_device = config.buffer_device = "cpu"
+    config.share_policy_params = True
+    config.prefer_continuous_actions = False
+    config.gamma = args.gamma
+    config.lr = args.lr
+    config.max_n_iters = None
+    config.max_n_frames = args.iterations * args.frames_per_batch
+    config.on_policy_collected_frames_per_batch = args.frames_per_batch
+    config.on_policy_n_envs_per_worker = args.n_envs
+    config.on_policy_n_minibatch_iters = args.epochs
+    config.on_policy_minibatch_size = min(args.minibatch_size, args.frames_per_batch)
+    # BenchMARL's own evaluation (training-return logs) runs when ours does.
+    config.evaluation = True
+    config.evaluation_interval = (args.eval_every or args.iterations) * args.frames_per_batch
+    config.evaluation_episodes = len(args.scenarios)
+    config.evaluation_deterministic_actions = True
+    config.render = False
+    config.loggers = ["csv"]
+    config.create_json = True
+    config.save_folder = str(run_dir.resolve())
+    config.checkpoint_interval = 0
+    config.checkpoint_at_end = True
+    config.keep_checkpoints_num = 1
+    return config
+
+
+def algorithm_config(args: Args) -> Any:
+    from benchmarl.algorithms import IppoConfig, MappoConfig
+
+    cls = MappoConfig if args.algorithm == "mappo" else IppoConfig
+    config = cls.get_from_yaml()
+    config.clip_epsilon = args.clip_epsilon
+    config.entropy_coef = args.entropy_coef
+    config.lmbda = args.lmbda
+    return config
+
+
+def model_config(args: Args) -> Any:
+    import torch
+    from benchmarl.models.mlp import MlpConfig
+
+    return MlpConfig(num_cells=list(args.hidden), layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh)
+
+
+def load_benchmarl_policy_dir(run_dir: Path, which: str, args: Args) -> Any:
+    """The actors in ``run_dir/which`` as a team policy (before ``benchmarl.json`` exists)."""
+    from policies.benchmarl import onnx_role
+    from policies.marl import MarlTeamPolicy
+
+    roles = {role: onnx_role(role, run_dir / which / f"{role}.onnx") for role in ROLES}
+    return MarlTeamPolicy(roles, name=f"{args.algorithm}_{which}")
+
+
+def train(args: Args, evaluate: Evaluate | None = None) -> Path:
+    """Train with BenchMARL, grading periodically with ``evaluate`` (default
+    :func:`grade_validation`); write the run directory (module docstring) and return it."""
+    require_marl_extra()
+    import torch
+    import torchrl
+    from benchmarl.experiment import Experiment
+
+    from training.benchmarl.callbacks import ValidationGrading
+    from training.benchmarl.task import ALL, make_task
+
+    torch.set_num_threads(args.torch_threads)
+    run_dir = args.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    clock = Clock()
+    grading = ValidationGrading(args, run_dir, evaluate or grade_validation)
+    task = make_task(ALL if args.all_scenarios else args.scenario, args.reward_mode, args.reward_scale)
+    experiment = Experiment(
+        task=task,
+        algorithm_config=algorithm_config(args),
+        model_config=model_config(args),
+        critic_model_config=model_config(args),
+        seed=args.seed,
+        config=experiment_config(args, run_dir),
+        callbacks=[grading],
+    )
+    experiment.run()
+    grading.grade_now()  # the last iteration, if BenchMARL's interval skipped it
+    audit = grading.audit
+    meta = {
+        "format": FORMAT,
+        "name": f"benchmarl_{args.algorithm}",
+        "track": "team",
+        "algorithm": args.algorithm,
+        "roles": list(ROLES),
+        "actors": {
+            "best": {role: f"best/{role}.onnx" for role in ROLES},
+            "final": {role: f"final/{role}.onnx" for role in ROLES},
+        },
+        "best": grading.best,
+        "final_eval": grading.rows[-1],
+        "frames": int(experiment.total_frames),
+        "role_decisions": 3 * int(experiment.total_frames),
+        "wall_time_s": clock.wall(),
+        "cpu_time_s": clock.cpu(),
+        "audit": audit,
+        "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
+        "experiment_folder": Path(experiment.folder_name).resolve().relative_to(run_dir.resolve()).as_posix(),
+        "args": args.as_json(),
+        "versions": {
+            "benchmarl": _version("benchmarl"),
+            "torchrl": torchrl.__version__,
+            "torch": torch.__version__,
+        },
+        "command": args.command_line(),
+    }
+    write_json(run_dir / METADATA_FILE, meta)
+    load_benchmarl_policy(run_dir)  # the run must load as it will be graded
+    return run_dir
+
+
+def masked_actions_taken(batch: Any) -> tuple[int, int]:
+    """(actions the role's mask forbade, actions) in a TorchRL batch of this task's env."""
+    import torch
+
+    taken = total = 0
+    for role in ROLES:
+        action = batch.get((role, "action")).long()
+        allowed = torch.gather(batch.get((role, "action_mask")), -1, action.unsqueeze(-1))
+        taken += int((~allowed).sum())
+        total += action.numel()
+    return taken, total
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    """What the CLI prints after a run."""
+    meta = json.loads((run_dir / METADATA_FILE).read_text())
+    keep = ("algorithm", "frames", "role_decisions", "wall_time_s", "audit", "command")
+    out = {k: meta[k] for k in keep}
+    out["run_dir"] = str(run_dir)
+    out["best_eval"] = {k: meta["best"][k] for k in ("frames", "eval_score", "invalid_action_rate")}
+    out["final_eval"] = {k: meta["final_eval"][k] for k in ("frames", "eval_score", "invalid_action_rate")}
+    return out
+
+
+__all__ = ["HELDOUT_SEED", "VALIDATION_SEED", "Args", "grade_validation", "summary", "train"]
