@@ -173,7 +173,7 @@ def test_script__bad_settings_exit_2_before_any_line(
 def test_cli__hospital_marl_llm_is_the_same_script(
     standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hospital_marl.cli import main as cli_main
+    from hospital_marl_cli import main as cli_main
 
     with standin() as (_, url):
         status, script_out, _ = _run(monkeypatch, capsys, url, "--scenarios", "night_shift")

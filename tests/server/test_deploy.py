@@ -216,7 +216,7 @@ def test_cli__serve_subcommand_parses_and_rejects_bad_settings(capsys: pytest.Ca
 
 
 def test_cli__serve_web_turns_the_web_view_on_and_the_new_limits_parse() -> None:
-    from hospital_marl.cli import build_parser
+    from hospital_marl_cli import build_parser
     from server.settings import settings_from_args
 
     args = build_parser().parse_args(
