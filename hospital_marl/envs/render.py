@@ -8,17 +8,17 @@ enough to record every step of training rollouts.
 ``ansi`` frame (what the original printed)::
 
     ========================================================================================
-    HOSPITAL ED  |  normal_day  |  Step  35 / 100  |  Treated:  17   Deaths:   6   Queue: 12
+    HOSPITAL ED  |  normal_day  |  Step  35 / 100  |  Discharges:  17   Deaths:   6   Queue: 12
     ========================================================================================
     Gen Beds  [5 4 3 3 2 . . . . . . . . . . . . . . .]  occ=25.0%
     ICU Beds  [4v .  5! 3r . ]                             occ=60.0%
-    Vents     [# # .]                                      util=66.7%
+    Vents     [# # .]                                      in use=66.7%
     ----------------------------------------------------------------------------------------
     Waiting queue (12, first 10 shown):
       #0  sev=2  cond=trauma      wait=29
       ...
     ----------------------------------------------------------------------------------------
-    Crit saved: 6/12   Invalid rate: 0.00%   Ep reward:    +40.40
+    Critical survival: 83.3% (2 of 12 died)   Invalid action rate: 0.00%   Ep reward:    +40.40
     ========================================================================================
 
 The general row is the *general board* (occupied beds sorted most severe
@@ -26,8 +26,9 @@ first, then free beds ``.``), the view the actions address. ICU beds keep
 their fixed indices; each shows the severity and a marker: ``v`` on a
 ventilator, ``r`` ready for step-down, ``!`` needs a ventilator and has none
 (a ready patient still weaning off a ventilator shows ``r``: the bed manager's
-cue). ``Treated`` counts successful discharges; ``Crit saved`` is
-critical patients discharged / critical patients so far.
+cue). The words are the metrics' (SPEC §7): ``Discharges`` counts successful
+discharges; ``Critical survival`` is ``critical_patient_survival`` so far (1 − critical
+deaths / critical patients); ``Invalid action rate`` is ``invalid_action_rate``.
 
 ``rgb_array`` frame: :data:`FRAME_SHAPE` (240, 480, 3) uint8, the same size
 for every scenario (missing beds are simply not drawn). Rows, top to bottom:
@@ -111,11 +112,11 @@ def render_ansi(h: Hospital) -> str:
     lines = [
         rule,
         f"HOSPITAL ED  |  {h.scenario.name}  |  Step {h.tick_count:3d} / {h.max_ticks:3d}  |  "
-        f"Treated: {c.discharges:3d}   Deaths: {c.deaths:3d}   Queue: {len(h.queue):2d}",
+        f"Discharges: {c.discharges:3d}   Deaths: {c.deaths:3d}   Queue: {len(h.queue):2d}",
         rule,
         f"{general_row:<{_ROW_LABEL_WIDTH}}occ={_percent(len(board), n_general)}",
         f"{icu_row:<{_ROW_LABEL_WIDTH}}occ={_percent(icu_used, len(h.icu))}",
-        f"{vent_row:<{_ROW_LABEL_WIDTH}}util={_percent(vents_used, len(h.vents))}",
+        f"{vent_row:<{_ROW_LABEL_WIDTH}}in use={_percent(vents_used, len(h.vents))}",
         thin,
     ]
 
@@ -134,9 +135,11 @@ def render_ansi(h: Hospital) -> str:
             f"wait={h.wait[pid]:<3d}{flag}"
         )
 
-    invalid_rate = 100.0 * h.metrics()["invalid_action_rate"]
+    metrics = h.metrics()
     footer = (
-        f"Crit saved: {c.critical_saved}/{c.critical_total}   Invalid rate: {invalid_rate:.2f}%   "
+        f"Critical survival: {100.0 * metrics['critical_patient_survival']:.1f}% "
+        f"({c.critical_deaths} of {c.critical_total} died)   "
+        f"Invalid action rate: {100.0 * metrics['invalid_action_rate']:.2f}%   "
         f"Ep reward: {c.cumulative_reward:+9.2f}"
     )
     if h.terminated:

@@ -96,7 +96,7 @@ def test_ansi__header_shows_scenario_step_and_counts(mid_episode: Hospital) -> N
     h = mid_episode
     header = render_ansi(h).splitlines()[1]
     assert header == (
-        f"HOSPITAL ED  |  normal_day  |  Step  35 / 100  |  Treated: {h.counters.discharges:3d}   "
+        f"HOSPITAL ED  |  normal_day  |  Step  35 / 100  |  Discharges: {h.counters.discharges:3d}   "
         f"Deaths: {h.counters.deaths:3d}   Queue: {len(h.queue):2d}"
     )
 
@@ -160,15 +160,18 @@ def test_ansi__icu_and_vent_markers_match_the_state_every_tick() -> None:
     assert {"v", "r", "!", " "} <= seen  # every marker was exercised
 
 
-def test_ansi__footer_reports_critical_saved_invalid_rate_and_reward() -> None:
+def test_ansi__footer_reports_critical_survival_invalid_rate_and_reward() -> None:
     h = fresh()
     h.act_flat(VENTILATE_0)  # nobody in the ICU: invalid, 1 of 1 actions
     h.tick()
     play_random(h, 10)
     footer = render_ansi(h).splitlines()[-2]
     c = h.counters
-    assert footer == (f"Crit saved: {c.critical_saved}/{c.critical_total}   "
-                      f"Invalid rate: {100 * c.invalid_actions / c.actions:.2f}%   "
+    # The metrics' words and values (SPEC §7): critical survival = 1 - critical deaths / critical.
+    survival = 100 * (1 - c.critical_deaths / c.critical_total) if c.critical_total else 100.0
+    died = f"({c.critical_deaths} of {c.critical_total} died)"
+    assert footer == (f"Critical survival: {survival:.1f}% {died}   "
+                      f"Invalid action rate: {100 * c.invalid_actions / c.actions:.2f}%   "
                       f"Ep reward: {c.cumulative_reward:+9.2f}")
     assert c.invalid_actions == 1
 
