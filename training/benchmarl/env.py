@@ -47,9 +47,10 @@ from torchrl.envs import EnvBase
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.hospital import OUTCOMES
+from hospital_marl.core.hospital import ROLE_MASK_COLUMNS as ROLE_COLUMNS
 from hospital_marl.core.scenarios import get_scenario
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
-from hospital_marl.envs.vector import ROLE_COLUMNS, HospitalMARLVectorEnv
+from hospital_marl.envs.vector import HospitalMARLVectorEnv
 from policies.marl import OBS_CLIP, ROLE_SCALES
 
 NOOP = 0
