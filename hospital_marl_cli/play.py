@@ -13,7 +13,8 @@ from typing import Any
 
 import policies
 from grading import grade
-from grading.tables import comparison_markdown, comparison_tables
+from grading import radiotherapy as rt_tables
+from grading import tables as ed_tables
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, SCENARIOS, get_scenario
 from hospital_marl.envs.composed import HospitalEDEnv
 from hospital_marl_cli import radiotherapy
@@ -103,9 +104,10 @@ def unique_names(reports: list[dict[str, Any]]) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     radiotherapy.fill_env_defaults(args)
     if args.env == "radiotherapy":
-        return radiotherapy.cmd_evaluate(args, progress)
-    scenarios = check_scenarios(args.scenarios)
-    report = grade_agent(args.agent, args.track, args.episodes, args.seed, scenarios, args.quiet)
+        report = radiotherapy.rt_grade(args.agent, args, progress)
+    else:
+        scenarios = check_scenarios(args.scenarios)
+        report = grade_agent(args.agent, args.track, args.episodes, args.seed, scenarios, args.quiet)
     write_json(report, args.output)
     print(json.dumps(report, indent=2))
     return 0
@@ -113,31 +115,40 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     radiotherapy.fill_env_defaults(args)
-    if args.env == "radiotherapy":
-        return radiotherapy.cmd_compare(args, progress)
-    scenarios = check_scenarios(args.scenarios)
-    agents = list(args.agents) if args.agents else default_agents(args.track)
+    rt = args.env == "radiotherapy"
+    scenarios = None if rt else check_scenarios(args.scenarios)
+    if args.agents:
+        agents = list(args.agents)
+    else:
+        agents = radiotherapy.default_agents() if rt else default_agents(args.track)
     reports = []
     started = time.perf_counter()
     for agent in agents:
         t0 = time.perf_counter()
-        report = grade_agent(agent, args.track, args.episodes, args.seed, scenarios, args.quiet)
+        if rt:
+            report = radiotherapy.rt_grade(agent, args, progress)
+        else:
+            report = grade_agent(agent, args.track, args.episodes, args.seed, scenarios, args.quiet)
         report["wall_time_s"] = round(time.perf_counter() - t0, 2)
         reports.append(report)
     unique_names(reports)
+    tables = rt_tables if rt else ed_tables
     if args.markdown:
-        print(comparison_markdown(reports))
+        print(tables.comparison_markdown(reports))
     else:
         out = console()
-        for table in comparison_tables(reports):
+        for table in tables.comparison_tables(reports):
             out.print(table)
         if not args.quiet:
+            where_text = "per task, radiotherapy" if rt else f"per scenario, {args.track} track"
+            score_text = "0-1 plan score (SPEC-RT §5)" if rt else "0-100 composite (SPEC §7)"
             out.print(
-                f"[dim]{args.episodes} episodes per scenario, seed {args.seed}, {args.track} track, "
-                f"{time.perf_counter() - started:.1f} s. Score: 0-100 composite (SPEC §7).[/dim]"
+                f"[dim]{args.episodes} episodes {where_text}, seed {args.seed}, "
+                f"{time.perf_counter() - started:.1f} s. Score: {score_text}.[/dim]"
             )
+    where = {"env": "radiotherapy"} if rt else {"track": args.track}
     write_json(
-        {"track": args.track, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output
+        {**where, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output
     )
     return 0
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from grading.radiotherapy import comparison_markdown, comparison_tables, grade_all
+from grading.radiotherapy import grade_all
 from hospital_marl.radiotherapy.core.tasks import TASKS
-from hospital_marl_cli.common import CLIError, console
+from hospital_marl_cli.common import CLIError
 
 DEFAULT_RT_COMPARE_AGENTS = ("random", "masked_random", "six_full", "evenly_spaced", "ppo", "planner")
 ENV_DEFAULTS = {"ed": (10, 0), "radiotherapy": (20, 42)}
@@ -19,6 +18,12 @@ def fill_env_defaults(args: argparse.Namespace) -> None:
     episodes, seed = ENV_DEFAULTS[args.env]
     args.episodes = episodes if args.episodes is None else args.episodes
     args.seed = seed if args.seed is None else args.seed
+
+
+def default_agents() -> list[str]:
+    from policies.radiotherapy import names
+
+    return [a for a in DEFAULT_RT_COMPARE_AGENTS if a in names()]
 
 
 def rt_grade(agent: str, args: argparse.Namespace, progress: Any) -> dict[str, Any]:
@@ -35,30 +40,3 @@ def rt_grade(agent: str, args: argparse.Namespace, progress: Any) -> dict[str, A
             return grade_all(policy, n_episodes=args.episodes, seed=args.seed, tasks=tasks, progress=advance)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-
-
-def cmd_evaluate(args: argparse.Namespace, progress: Any) -> int:
-    report = rt_grade(args.agent, args, progress)
-    if args.output:
-        with open(args.output, "w") as fh:
-            fh.write(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
-    return 0
-
-
-def cmd_compare(args: argparse.Namespace, progress: Any) -> int:
-    from policies.radiotherapy import names
-
-    agents = list(args.agents) if args.agents else [a for a in DEFAULT_RT_COMPARE_AGENTS if a in names()]
-    reports = [rt_grade(agent, args, progress) for agent in agents]
-    if args.markdown:
-        print(comparison_markdown(reports))
-    else:
-        out = console()
-        for table in comparison_tables(reports):
-            out.print(table)
-    if args.output:
-        data = {"env": "radiotherapy", "episodes": args.episodes, "seed": args.seed, "reports": reports}
-        with open(args.output, "w") as fh:
-            fh.write(json.dumps(data, indent=2) + "\n")
-    return 0

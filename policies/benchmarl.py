@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hospital_marl.core.actions import ROLES
 from policies.learned import OnnxLogits, best_action
-from policies.marl import MarlTeamPolicy, RoleAct, encode_role
+from policies.marl import MarlTeamPolicy, RoleAct, encode_role, has_run_format
 
 FORMAT = "hospital_marl.benchmarl/1"
 METADATA_FILE = "benchmarl.json"
@@ -25,14 +25,8 @@ ALGORITHMS = ("mappo", "ippo")
 
 
 def is_benchmarl_run(path: str | Path) -> bool:
-    """True for a ``hospital-marl train benchmarl`` run directory (cheap: reads only its JSON)."""
-    meta = Path(path) / METADATA_FILE
-    if not meta.is_file():
-        return False
-    try:
-        return json.loads(meta.read_text()).get("format") == FORMAT
-    except (json.JSONDecodeError, OSError):
-        return False
+    """True for a ``hospital-marl train benchmarl`` run directory."""
+    return has_run_format(path, METADATA_FILE, FORMAT)
 
 
 def onnx_role(role: str, path: str | Path) -> RoleAct:

@@ -116,15 +116,20 @@ class MarlTeamPolicy(BasePolicy):
         return int(self.roles[role](np.asarray(observation), np.asarray(action_mask)))
 
 
-def is_marl_run(path: str | Path) -> bool:
-    """True for a ``hospital-marl train marl`` run directory (cheap: reads only its JSON)."""
-    meta = Path(path) / METADATA_FILE
+def has_run_format(path: str | Path, metadata_file: str, run_format: str) -> bool:
+    """True when ``path/metadata_file`` is JSON naming ``run_format`` (cheap: reads only that file)."""
+    meta = Path(path) / metadata_file
     if not meta.is_file():
         return False
     try:
-        return json.loads(meta.read_text()).get("format") == FORMAT
+        return json.loads(meta.read_text()).get("format") == run_format
     except (json.JSONDecodeError, OSError):
         return False
+
+
+def is_marl_run(path: str | Path) -> bool:
+    """True for a ``hospital-marl train marl`` run directory."""
+    return has_run_format(path, METADATA_FILE, FORMAT)
 
 
 def load_marl_policy(path: str | Path, name: str | None = None, final: bool = False) -> MarlTeamPolicy:
