@@ -663,13 +663,9 @@ class SimulatorHandle:
 def imagined_state(state: State, day: DayArrays, pairs: np.ndarray) -> State:
     """A one-row state: the present of ``state`` (patients who have arrived) on an imagined
     ``day`` (same arrived patients, new future), with a fresh bounce stream ``pairs``."""
-    from hospital_marl.core.types import write_day
-
     known = int(state.scalars[0, S_NEXT_ARRIVAL])  # patients arrived so far
-    st = new_day_state(day, state.latent.shape[1], pairs)
-    st.pat[0, :known] = state.pat[0, :known]
-    st.quantile[0, :, :known] = state.quantile[0, :, :known]
-    write_day(st, 0, day, first=known)
+    st = new_day_state(day, state.latent.shape[1], pairs)  # the day's identities, quantiles, latent
+    st.pat[0, :known] = state.pat[0, :known]  # the arrived patients' present (their quantiles are the day's)
     st.beds[0] = state.beds[0]
     n_queue = int(state.scalars[0, S_QUEUE_LEN])
     st.queue[0, :n_queue] = state.queue[0, :n_queue]
