@@ -76,6 +76,8 @@ from hospital_marl.core.types import (
     grow_bounce,
     make_params,
     new_day_state,
+    packed_buffer,
+    with_buffer,
 )
 
 __all__ = [
@@ -261,6 +263,7 @@ class Hospital:
         st = self.state
         self._pat, self._beds, self._sc, self._fl = st.pat[0], st.beds[0], st.scalars[0], st.floats[0]
         self._n = int(self._sc[0])
+        self._buffer = packed_buffer(st)
 
     # ------------------------------------------------------------- properties
     @property
@@ -547,10 +550,12 @@ class Hospital:
 
     # ------------------------------------------------------ snapshot / restore
     def snapshot(self) -> dict[str, Any]:
-        """The full mutable state, cheaply copied. The day, the bounce stream and the
-        parameters are shared (immutable / append-only)."""
+        """The full mutable state, cheaply copied (one contiguous buffer). The day, the bounce
+        stream and the parameters are shared (immutable / append-only)."""
+        buffer = self._buffer
         return {
-            "state": copy_state(self.state),
+            "state": self.state,  # the layout and shared arrays; the mutable fields are in "mutable"
+            "mutable": buffer.copy() if buffer is not None else copy_state(self.state),
             "day_arrays": self._day_arrays,
             "day": self._day,
             "seed": self.seed,
@@ -560,13 +565,21 @@ class Hospital:
 
     def restore(self, snap: dict[str, Any]) -> None:
         """Return to a snapshot (it stays valid: restore it as often as you like)."""
-        self.state = copy_state(snap["state"])
+        mutable = snap["mutable"]
+        if isinstance(mutable, np.ndarray):
+            if snap["state"] is getattr(self, "state", None):  # same layout, same shared arrays: copy back in place
+                np.copyto(self._buffer, mutable)
+            else:
+                self.state = with_buffer(snap["state"], mutable.copy())
+                self._bind()
+        else:
+            self.state = copy_state(mutable)
+            self._bind()
         self._day_arrays = snap["day_arrays"]
         self._day = snap["day"]
         self.seed = snap["seed"]
         self._stream = snap["bounce_stream"]
         self.params = snap["params"]
-        self._bind()
         self._version += 1
         self._reset_called = True
 
