@@ -567,7 +567,7 @@ class Hospital:
         """Return to a snapshot (it stays valid: restore it as often as you like)."""
         mutable = snap["mutable"]
         if isinstance(mutable, np.ndarray):
-            if snap["state"] is getattr(self, "state", None):  # same layout, same shared arrays: copy back in place
+            if snap["state"] is getattr(self, "state", None):  # same layout and shared arrays: in place
                 np.copyto(self._buffer, mutable)
             else:
                 self.state = with_buffer(snap["state"], mutable.copy())

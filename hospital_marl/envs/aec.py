@@ -7,6 +7,9 @@ from typing import Any
 import numpy as np
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
+from pettingzoo.utils.env import AECIterable
+from pettingzoo.utils.env_logger import EnvLogger
+from pettingzoo.utils.wrappers.order_enforcing import AECOrderEnforcingIterable, AECOrderEnforcingIterator
 
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.clinical import ClinicalParams
@@ -158,10 +161,51 @@ def raw_env(**kwargs: Any) -> HospitalAECEnv:
     return HospitalAECEnv(**kwargs)
 
 
+class _OrderEnforcing(wrappers.OrderEnforcingWrapper):
+    """PettingZoo's ``OrderEnforcingWrapper`` with the per-step loop's calls forwarded in one hop.
+
+    Inherited, ``last()`` and ``agent_iter()`` read six attributes per role-step through the
+    wrapper's ``__getattr__`` (two levels of checks each): about 40% of a wrapped role-step.
+    Here they run on the wrapped env once the order check has passed; every other check
+    (step/observe/render before reset, step after the end) is PettingZoo's own."""
+
+    def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if not self._has_reset:
+            raise AttributeError("agent_selection cannot be accessed before reset")
+        return self.env.last(observe)
+
+    def agent_iter(self, max_iter: int = 2**63) -> AECIterable:
+        if not self._has_reset:
+            EnvLogger.error_agent_iter_before_reset()
+        return _OrderEnforcingIterable(self, max_iter)
+
+    def __str__(self) -> str:
+        return str(self.env)  # as PettingZoo prints its own wrapper
+
+
+class _OrderEnforcingIterable(AECOrderEnforcingIterable):
+    def __iter__(self) -> AECOrderEnforcingIterator:
+        return _OrderEnforcingIterator(self.env, self.max_iter)
+
+
+class _OrderEnforcingIterator(AECOrderEnforcingIterator):
+    """PettingZoo's checked iterator (step() between turns), reading the env in one hop."""
+
+    def __next__(self) -> str:
+        wrapper = self.env
+        inner = wrapper.env  # type: ignore[attr-defined]
+        if not inner.agents or self.iters_til_term <= 0:
+            raise StopIteration
+        self.iters_til_term -= 1
+        assert wrapper._has_updated, "need to call step() or reset() in a loop over `agent_iter`"  # type: ignore[attr-defined]
+        wrapper._has_updated = False  # type: ignore[attr-defined]
+        return inner.agent_selection
+
+
 def env(**kwargs: Any) -> AECEnv:
     """The AEC env with PettingZoo's standard safety wrappers.
 
     ``AssertOutOfBoundsWrapper`` is deliberately not used: an out-of-range
     action is the simulator's business (counted, -1), never an exception.
     """
-    return wrappers.OrderEnforcingWrapper(HospitalAECEnv(**kwargs))
+    return _OrderEnforcing(HospitalAECEnv(**kwargs))
