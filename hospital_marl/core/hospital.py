@@ -90,6 +90,7 @@ __all__ = [
     "GENERAL",
     "ICU",
     "NOT_ARRIVED",
+    "OUTCOMES",
     "QUEUE_SLOTS",
     "WAITING",
     "Hospital",
@@ -496,6 +497,23 @@ class Hospital:
         code = _step_flat_row(self.state, self.params, 0, index, offsets, obs, mask)
         self._version += 1
         return OUTCOMES[code]
+
+    def step_flat_code(self, flat: Any, offsets: np.ndarray, obs: np.ndarray, mask: np.ndarray) -> int:
+        """:meth:`step_flat` for a caller that owns its arrays (the composed env: a fresh
+        float32 ``obs`` and bool ``mask`` of the right sizes, int64 ``offsets``; not checked
+        again here) and returns the outcome's code (``OUTCOMES[code]``)."""
+        if not self._reset_called or self._sc[S_TERMINATED] or self._sc[S_TRUNCATED]:
+            self._check_running()
+        if type(flat) is not int or not 0 <= flat < 39:
+            try:
+                flat = _as_action_index(flat, 39)
+            except (TypeError, ValueError, IndexError):
+                flat = -1
+        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce_u.shape[1]:
+            self._before_act()
+        code = _step_flat_row(self.state, self.params, 0, flat, offsets, obs, mask)
+        self._version += 1
+        return code
 
     def _before_act(self) -> None:
         """An action may early-discharge: make sure the next bounce-back pair is drawn."""
