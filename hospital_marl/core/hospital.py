@@ -112,6 +112,7 @@ def _role_spans() -> dict[str, tuple[int, int]]:
 
 ROLE_FLAT_SPAN = _role_spans()
 ROLE_INDEX = {role: r for r, role in enumerate(ROLES)}
+ROLE_ACTIONS = tuple(len(ROLE_FLAT[role]) for role in ROLES)
 
 
 class Outcome(str, Enum):
@@ -458,15 +459,17 @@ class Hospital:
         the mask the role saw but an earlier role's action made it impossible,
         it is a *conflict* (no-op, counted, no penalty) rather than invalid.
         """
-        self._check_running()
+        if not self._reset_called or self._sc[S_TERMINATED] or self._sc[S_TRUNCATED]:
+            self._check_running()
         r = ROLE_INDEX.get(role)
         if r is None:
             raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
         try:
-            index = _as_action_index(role_action, len(ROLE_FLAT[role]))
+            index = _as_action_index(role_action, ROLE_ACTIONS[r])
         except (TypeError, ValueError, IndexError):
             index = -1
-        self._before_act()
+        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce_u.shape[1]:
+            self._before_act()
         code = _act_role(self.state, self.params, 0, r, index, bool(valid_when_chosen))
         self._version += 1
         return OUTCOMES[code]
