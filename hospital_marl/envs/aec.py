@@ -164,15 +164,25 @@ def raw_env(**kwargs: Any) -> HospitalAECEnv:
 class _OrderEnforcing(wrappers.OrderEnforcingWrapper):
     """PettingZoo's ``OrderEnforcingWrapper`` with the per-step loop's calls forwarded in one hop.
 
-    Inherited, ``last()`` and ``agent_iter()`` read six attributes per role-step through the
-    wrapper's ``__getattr__`` (two levels of checks each): about 40% of a wrapped role-step.
-    Here they run on the wrapped env once the order check has passed; every other check
-    (step/observe/render before reset, step after the end) is PettingZoo's own."""
+    Inherited, ``last()``, ``step()`` and ``agent_iter()`` read about eight attributes per
+    role-step through the wrapper's ``__getattr__`` (two levels of checks each): 40% of a
+    wrapped role-step. Here they make PettingZoo's own checks (before reset, after the end,
+    step() between turns) and then read the wrapped env directly."""
 
     def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if not self._has_reset:
             raise AttributeError("agent_selection cannot be accessed before reset")
         return self.env.last(observe)
+
+    def step(self, action: Any) -> None:
+        if not self._has_reset:
+            EnvLogger.error_step_before_reset()
+        elif not self.env.agents:
+            self._has_updated = True
+            EnvLogger.warn_step_after_terminated_truncated()
+        else:
+            self._has_updated = True
+            self.env.step(action)
 
     def agent_iter(self, max_iter: int = 2**63) -> AECIterable:
         if not self._has_reset:

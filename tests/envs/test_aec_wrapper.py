@@ -35,3 +35,13 @@ def test_last__equals_the_raw_envs_for_the_same_seed_and_actions() -> None:
         assert (obs_w["action_mask"] == obs_r["action_mask"]).all()
         wrapped.step(1)
         raw.step(1)
+
+
+def test_step__after_the_episode_logs_pettingzoos_warning(caplog) -> None:
+    env = hospital_marl.env(scenario="surge", max_cycles=1)
+    env.reset(seed=0)
+    for _ in env.agent_iter():
+        env.step(None if env.terminations[env.agent_selection] or env.truncations[env.agent_selection] else 0)
+    assert not env.agents
+    env.step(0)
+    assert "called after all agents are terminated or truncated" in caplog.text
