@@ -4,9 +4,10 @@ every column means (Jumanji's ``types.py`` habit).
 The state is a structure of arrays with one row per environment, so the same
 compiled rules (:mod:`hospital_marl.core.kernel`) run one environment (the
 scalar :class:`~hospital_marl.core.hospital.Hospital`, B = 1) or thousands (the
-vector envs). Few arrays, packed by type, keep a kernel call's dispatch and a
-snapshot cheap. ``B`` = environments, ``P`` = patient capacity (at least the
-day's patients: every patient occupies one id for the whole episode),
+vector envs). Few arrays, packed by type, keep a kernel call's dispatch cheap; the six
+that change (:data:`MUTABLE_FIELDS`) are views of one contiguous buffer, so a snapshot
+or a restore is one memory copy. ``B`` = environments, ``P`` = patient capacity (at
+least the day's patients: every patient occupies one id for the whole episode),
 ``T`` = episode length, ``K`` = drawn bounce-back uniform pairs (grown on demand).
 
 Shapes and meaning:
