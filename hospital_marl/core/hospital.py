@@ -168,6 +168,7 @@ _step_flat_row = _Direct(kernel.step_flat_row)
 _tick = _Direct(kernel.tick)
 _write_observation = _Direct(kernel.write_observation)
 _observe_row = _Direct(kernel.observe_row)
+_redraw_pending_bounces = _Direct(kernel.redraw_pending_bounces)
 
 ROLE_MASK_COLUMNS = {role: np.array([0, *range(*ROLE_FLAT_SPAN[role])], np.int64) for role in ROLES}
 """A role's mask as columns of the flat mask (its no-op is the flat no-op)."""
@@ -628,7 +629,7 @@ class Hospital:
         clone.state = imagined_state(self.state, day, clone._stream.ensure(away + 1))
         clone._bind()
         pending = np.random.default_rng(pending_seq).random((clone._n, 2))
-        kernel.redraw_pending_bounces(clone.state, clone.params, 0, pending)
+        _redraw_pending_bounces(clone.state, clone.params, 0, pending)
         clone._version += 1
         return clone
 

@@ -178,16 +178,26 @@ def _buffer_size(n: int, p: int, k: int) -> int:
     return offset + dtype.itemsize * math.prod(shape)
 
 
-def empty_state(n_envs: int, patients: int, episode_length: int, bounce_pairs: int = BOUNCE_BLOCK) -> State:
-    """An all-empty state (every bed free, no patient arrived): reset rows before use."""
+def empty_state(
+    n_envs: int,
+    patients: int,
+    episode_length: int,
+    bounce_pairs: int = BOUNCE_BLOCK,
+    *,
+    day_written: bool = False,
+) -> State:
+    """An all-empty state (every bed free, no patient arrived): reset rows before use.
+    ``day_written``: the caller writes every patient slot's quantiles and latent draws next
+    (they are left unset rather than zeroed: a day's latent block is the state's largest)."""
     p = max(1, patients)
+    day = np.empty if day_written else np.zeros
     buffer = np.zeros(_buffer_size(n_envs, p, bounce_pairs), np.uint8)
     mutable = _views(buffer, n_envs, p, bounce_pairs)
     mutable["beds"].fill(EMPTY)
     mutable["bounce"].fill(-1)
     return State(
-        quantile=np.zeros((n_envs, 2, p), np.float64),
-        latent=np.zeros((n_envs, episode_length, p), np.float64),
+        quantile=day((n_envs, 2, p), np.float64),
+        latent=day((n_envs, episode_length, p), np.float64),
         bounce_u=np.zeros((n_envs, bounce_pairs, 2), np.float64),
         scratch=np.zeros((n_envs, MAX_BEDS), np.int32),
         **mutable,
@@ -428,7 +438,8 @@ def write_day(state: State, e: int, day: Any, first: int = 0) -> None:
 def new_day_state(day: Any, episode_length: int, pairs: np.ndarray) -> State:
     """A one-row state sized for ``day`` with its draws written and the bounce ``pairs`` loaded
     (then :func:`~hospital_marl.core.kernel.reset_row` empties the ED)."""
-    st = empty_state(1, len(day.arrival), episode_length, len(pairs))
+    n = len(day.arrival)
+    st = empty_state(1, n, episode_length, len(pairs), day_written=n > 0)  # n slots, all written here
     write_day(st, 0, day)
     st.bounce_u[0] = pairs
     return st
