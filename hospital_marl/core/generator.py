@@ -53,6 +53,22 @@ def _arrival_rates(scenario: Scenario) -> np.ndarray:
     return rates
 
 
+@lru_cache(maxsize=256)
+def _mix_cdf(mix: tuple[float, ...]) -> np.ndarray:
+    """The normalised cumulative sum ``Generator.choice(..., p=mix)`` builds on every call."""
+    cdf = np.asarray(mix, dtype=np.float64).cumsum()
+    cdf /= cdf[-1]
+    cdf.flags.writeable = False
+    return cdf
+
+
+def _choose(rng: np.random.Generator, mix: tuple[float, ...], n: int) -> np.ndarray:
+    """``rng.choice(len(mix), size=n, p=mix) + 1``, bit for bit and with the same draws (one
+    uniform per patient, inverted through the cdf: NumPy's own algorithm), without
+    re-validating and re-summing ``mix`` on every call (a third of a day draw's cost)."""
+    return _mix_cdf(mix).searchsorted(rng.random(n), side="right") + 1
+
+
 def _draw_patients(scenario: Scenario, rng: np.random.Generator, first_tick: int) -> tuple[list, ...]:
     """Arrivals for ticks first_tick..T-1: (ticks, severities, conditions) as lists."""
     ticks, sev, cond = _draw_patients_arrays(scenario, rng, first_tick)
@@ -67,14 +83,14 @@ def _draw_patients_arrays(
     rates = _arrival_rates(scenario)[first_tick:]
     counts = rng.poisson(rates) if len(rates) else np.zeros(0, dtype=int)
     ticks = np.repeat(np.arange(first_tick, n_ticks), counts)
-    sev = rng.choice(5, size=len(ticks), p=scenario.severity_mix) + 1
-    cond = rng.choice(5, size=len(ticks), p=scenario.condition_mix) + 1
+    sev = _choose(rng, scenario.severity_mix, len(ticks))
+    cond = _choose(rng, scenario.condition_mix, len(ticks))
     burst = scenario.burst
     if burst is not None:
         lo, hi = max(burst.start, first_tick), min(burst.end, n_ticks - 1)
         b_counts = rng.poisson(burst.rate, size=max(0, hi - lo + 1))
         b_ticks = np.repeat(np.arange(lo, lo + len(b_counts)), b_counts)
-        b_sev = rng.choice(5, size=len(b_ticks), p=burst.severity_mix) + 1
+        b_sev = _choose(rng, burst.severity_mix, len(b_ticks))
         # Stable merge by tick: background arrivals first within a tick.
         ticks = np.concatenate([ticks, b_ticks])
         sev = np.concatenate([sev, b_sev])
@@ -164,8 +180,9 @@ def resample_future(day: DayArrays, scenario: Scenario, now: int, rng: np.random
     quantiles = rng.random((2, n_new))
     n_ticks = scenario.episode_length
     fresh = rng.random((known + n_new, max(0, n_ticks - now)))
-    latent = np.zeros((known + n_new, n_ticks))  # ticks before a new patient's arrival are never read
+    latent = np.empty((known + n_new, n_ticks))
     latent[:known, :now] = day.latent[:known, :now]
+    latent[known:, :now] = 0.0  # ticks before a new patient's arrival are never read
     latent[:, now:] = fresh
     return DayArrays(
         np.concatenate([day.arrival[:known], ticks]),

@@ -76,6 +76,8 @@ from hospital_marl.core.types import (
     grow_bounce,
     make_params,
     new_day_state,
+    packed_buffer,
+    with_buffer,
 )
 
 __all__ = [
@@ -88,6 +90,7 @@ __all__ = [
     "GENERAL",
     "ICU",
     "NOT_ARRIVED",
+    "OUTCOMES",
     "QUEUE_SLOTS",
     "WAITING",
     "Hospital",
@@ -109,6 +112,7 @@ def _role_spans() -> dict[str, tuple[int, int]]:
 
 ROLE_FLAT_SPAN = _role_spans()
 ROLE_INDEX = {role: r for r, role in enumerate(ROLES)}
+ROLE_ACTIONS = tuple(len(ROLE_FLAT[role]) for role in ROLES)
 
 
 class Outcome(str, Enum):
@@ -164,6 +168,7 @@ _step_flat_row = _Direct(kernel.step_flat_row)
 _tick = _Direct(kernel.tick)
 _write_observation = _Direct(kernel.write_observation)
 _observe_row = _Direct(kernel.observe_row)
+_redraw_pending_bounces = _Direct(kernel.redraw_pending_bounces)
 
 ROLE_MASK_COLUMNS = {role: np.array([0, *range(*ROLE_FLAT_SPAN[role])], np.int64) for role in ROLES}
 """A role's mask as columns of the flat mask (its no-op is the flat no-op)."""
@@ -261,6 +266,7 @@ class Hospital:
         st = self.state
         self._pat, self._beds, self._sc, self._fl = st.pat[0], st.beds[0], st.scalars[0], st.floats[0]
         self._n = int(self._sc[0])
+        self._buffer = packed_buffer(st)
 
     # ------------------------------------------------------------- properties
     @property
@@ -454,15 +460,17 @@ class Hospital:
         the mask the role saw but an earlier role's action made it impossible,
         it is a *conflict* (no-op, counted, no penalty) rather than invalid.
         """
-        self._check_running()
+        if not self._reset_called or self._sc[S_TERMINATED] or self._sc[S_TRUNCATED]:
+            self._check_running()
         r = ROLE_INDEX.get(role)
         if r is None:
             raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
         try:
-            index = _as_action_index(role_action, len(ROLE_FLAT[role]))
+            index = _as_action_index(role_action, ROLE_ACTIONS[r])
         except (TypeError, ValueError, IndexError):
             index = -1
-        self._before_act()
+        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce_u.shape[1]:
+            self._before_act()
         code = _act_role(self.state, self.params, 0, r, index, bool(valid_when_chosen))
         self._version += 1
         return OUTCOMES[code]
@@ -493,6 +501,23 @@ class Hospital:
         code = _step_flat_row(self.state, self.params, 0, index, offsets, obs, mask)
         self._version += 1
         return OUTCOMES[code]
+
+    def step_flat_code(self, flat: Any, offsets: np.ndarray, obs: np.ndarray, mask: np.ndarray) -> int:
+        """:meth:`step_flat` for a caller that owns its arrays (the composed env: a fresh
+        float32 ``obs`` and bool ``mask`` of the right sizes, int64 ``offsets``; not checked
+        again here) and returns the outcome's code (``OUTCOMES[code]``)."""
+        if not self._reset_called or self._sc[S_TERMINATED] or self._sc[S_TRUNCATED]:
+            self._check_running()
+        if type(flat) is not int or not 0 <= flat < 39:
+            try:
+                flat = _as_action_index(flat, 39)
+            except (TypeError, ValueError, IndexError):
+                flat = -1
+        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce_u.shape[1]:
+            self._before_act()
+        code = _step_flat_row(self.state, self.params, 0, flat, offsets, obs, mask)
+        self._version += 1
+        return code
 
     def _before_act(self) -> None:
         """An action may early-discharge: make sure the next bounce-back pair is drawn."""
@@ -547,10 +572,12 @@ class Hospital:
 
     # ------------------------------------------------------ snapshot / restore
     def snapshot(self) -> dict[str, Any]:
-        """The full mutable state, cheaply copied. The day, the bounce stream and the
-        parameters are shared (immutable / append-only)."""
+        """The full mutable state, cheaply copied (one contiguous buffer). The day, the bounce
+        stream and the parameters are shared (immutable / append-only)."""
+        buffer = self._buffer
         return {
-            "state": copy_state(self.state),
+            "state": self.state,  # the layout and shared arrays; the mutable fields are in "mutable"
+            "mutable": buffer.copy() if buffer is not None else copy_state(self.state),
             "day_arrays": self._day_arrays,
             "day": self._day,
             "seed": self.seed,
@@ -560,13 +587,21 @@ class Hospital:
 
     def restore(self, snap: dict[str, Any]) -> None:
         """Return to a snapshot (it stays valid: restore it as often as you like)."""
-        self.state = copy_state(snap["state"])
+        mutable = snap["mutable"]
+        if isinstance(mutable, np.ndarray):
+            if snap["state"] is getattr(self, "state", None):  # same layout and shared arrays: in place
+                np.copyto(self._buffer, mutable)
+            else:
+                self.state = with_buffer(snap["state"], mutable.copy())
+                self._bind()
+        else:
+            self.state = copy_state(mutable)
+            self._bind()
         self._day_arrays = snap["day_arrays"]
         self._day = snap["day"]
         self.seed = snap["seed"]
         self._stream = snap["bounce_stream"]
         self.params = snap["params"]
-        self._bind()
         self._version += 1
         self._reset_called = True
 
@@ -594,7 +629,7 @@ class Hospital:
         clone.state = imagined_state(self.state, day, clone._stream.ensure(away + 1))
         clone._bind()
         pending = np.random.default_rng(pending_seq).random((clone._n, 2))
-        kernel.redraw_pending_bounces(clone.state, clone.params, 0, pending)
+        _redraw_pending_bounces(clone.state, clone.params, 0, pending)
         clone._version += 1
         return clone
 
@@ -663,13 +698,9 @@ class SimulatorHandle:
 def imagined_state(state: State, day: DayArrays, pairs: np.ndarray) -> State:
     """A one-row state: the present of ``state`` (patients who have arrived) on an imagined
     ``day`` (same arrived patients, new future), with a fresh bounce stream ``pairs``."""
-    from hospital_marl.core.types import write_day
-
     known = int(state.scalars[0, S_NEXT_ARRIVAL])  # patients arrived so far
-    st = new_day_state(day, state.latent.shape[1], pairs)
-    st.pat[0, :known] = state.pat[0, :known]
-    st.quantile[0, :, :known] = state.quantile[0, :, :known]
-    write_day(st, 0, day, first=known)
+    st = new_day_state(day, state.latent.shape[1], pairs)  # the day's identities, quantiles, latent
+    st.pat[0, :known] = state.pat[0, :known]  # the arrived patients' present (their quantiles are the day's)
     st.beds[0] = state.beds[0]
     n_queue = int(state.scalars[0, S_QUEUE_LEN])
     st.queue[0, :n_queue] = state.queue[0, :n_queue]

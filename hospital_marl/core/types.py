@@ -4,9 +4,10 @@ every column means (Jumanji's ``types.py`` habit).
 The state is a structure of arrays with one row per environment, so the same
 compiled rules (:mod:`hospital_marl.core.kernel`) run one environment (the
 scalar :class:`~hospital_marl.core.hospital.Hospital`, B = 1) or thousands (the
-vector envs). Few arrays, packed by type, keep a kernel call's dispatch and a
-snapshot cheap. ``B`` = environments, ``P`` = patient capacity (at least the
-day's patients: every patient occupies one id for the whole episode),
+vector envs). Few arrays, packed by type, keep a kernel call's dispatch cheap; the six
+that change (:data:`MUTABLE_FIELDS`) are views of one contiguous buffer, so a snapshot
+or a restore is one memory copy. ``B`` = environments, ``P`` = patient capacity (at
+least the day's patients: every patient occupies one id for the whole episode),
 ``T`` = episode length, ``K`` = drawn bounce-back uniform pairs (grown on demand).
 
 Shapes and meaning:
@@ -47,6 +48,8 @@ RewardTable by :func:`make_params`: never module globals, so user tables work.
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -138,31 +141,117 @@ class State(NamedTuple):
     scratch: np.ndarray
 
 
-def empty_state(n_envs: int, patients: int, episode_length: int, bounce_pairs: int = BOUNCE_BLOCK) -> State:
-    """An all-empty state (every bed free, no patient arrived): reset rows before use."""
+MUTABLE_FIELDS = ("pat", "beds", "queue", "scalars", "floats", "bounce")
+"""Everything an action or a tick changes. They live in one contiguous buffer (see
+:func:`packed_buffer`), so a snapshot or a restore is one memory copy, not six."""
+
+
+@lru_cache(maxsize=64)
+def _mutable_layout(n: int, p: int, k: int) -> tuple[tuple[str, np.dtype, tuple[int, ...], int], ...]:
+    """(field, dtype, shape, byte offset) of each mutable array in the packed buffer; every
+    offset is a multiple of 8, so each view is aligned (numba types it as before)."""
+    shapes = {
+        "pat": (np.dtype(np.int32), (n, p, N_PAT)),
+        "beds": (np.dtype(np.int32), (n, N_BEDS, MAX_BEDS)),
+        "queue": (np.dtype(np.int32), (n, p)),
+        "scalars": (np.dtype(np.int64), (n, N_SCALARS)),
+        "floats": (np.dtype(np.float64), (n, N_FLOATS)),
+        "bounce": (np.dtype(np.int32), (n, 2, k)),
+    }
+    layout, offset = [], 0
+    for name in MUTABLE_FIELDS:
+        dtype, shape = shapes[name]
+        layout.append((name, dtype, shape, offset))
+        offset += -(-dtype.itemsize * math.prod(shape) // 8) * 8
+    return tuple(layout)
+
+
+def _views(buffer: np.ndarray, n: int, p: int, k: int) -> dict[str, np.ndarray]:
+    return {
+        name: np.ndarray(shape, dtype, buffer=buffer, offset=offset)
+        for name, dtype, shape, offset in _mutable_layout(n, p, k)
+    }
+
+
+def _buffer_size(n: int, p: int, k: int) -> int:
+    _, dtype, shape, offset = _mutable_layout(n, p, k)[-1]
+    return offset + dtype.itemsize * math.prod(shape)
+
+
+def empty_state(
+    n_envs: int,
+    patients: int,
+    episode_length: int,
+    bounce_pairs: int = BOUNCE_BLOCK,
+    *,
+    day_written: bool = False,
+) -> State:
+    """An all-empty state (every bed free, no patient arrived): reset rows before use.
+    ``day_written``: the caller writes every patient slot's quantiles and latent draws next
+    (they are left unset rather than zeroed: a day's latent block is the state's largest)."""
     p = max(1, patients)
+    day = np.empty if day_written else np.zeros
+    buffer = np.zeros(_buffer_size(n_envs, p, bounce_pairs), np.uint8)
+    mutable = _views(buffer, n_envs, p, bounce_pairs)
+    mutable["beds"].fill(EMPTY)
+    mutable["bounce"].fill(-1)
     return State(
-        pat=np.zeros((n_envs, p, N_PAT), np.int32),
-        quantile=np.zeros((n_envs, 2, p), np.float64),
-        latent=np.zeros((n_envs, episode_length, p), np.float64),
-        beds=np.full((n_envs, N_BEDS, MAX_BEDS), EMPTY, np.int32),
-        queue=np.zeros((n_envs, p), np.int32),
-        scalars=np.zeros((n_envs, N_SCALARS), np.int64),
-        floats=np.zeros((n_envs, N_FLOATS), np.float64),
+        quantile=day((n_envs, 2, p), np.float64),
+        latent=day((n_envs, episode_length, p), np.float64),
         bounce_u=np.zeros((n_envs, bounce_pairs, 2), np.float64),
-        bounce=np.full((n_envs, 2, bounce_pairs), -1, np.int32),
         scratch=np.zeros((n_envs, MAX_BEDS), np.int32),
+        **mutable,
     )
 
 
 SHARED_FIELDS = frozenset({"latent", "quantile", "bounce_u", "scratch"})
 """Arrays a copy may share: the day's draws (read-only during an episode), the bounce-back
 pairs (append-only: growing replaces the array) and the rules' scratch space."""
+assert SHARED_FIELDS | set(MUTABLE_FIELDS) == set(State._fields)
+
+
+def packed_buffer(state: State) -> np.ndarray | None:
+    """The one buffer holding every mutable field of ``state`` (None if they are separate
+    arrays, e.g. a state a user assembled by hand)."""
+    buffer = state.pat.base
+    if buffer is None or buffer.ndim != 1 or buffer.dtype != np.uint8:
+        return None
+    for name in MUTABLE_FIELDS:
+        if getattr(state, name).base is not buffer:
+            return None
+    return buffer
+
+
+def with_buffer(state: State, buffer: np.ndarray) -> State:
+    """``state``'s shared arrays with its mutable fields read from ``buffer`` (a copy of its
+    :func:`packed_buffer`): the state that buffer holds."""
+    n, p, _ = state.pat.shape
+    return state._replace(**_views(buffer, n, p, state.bounce.shape[2]))
 
 
 def copy_state(state: State) -> State:
     """An independent copy of everything that changes (the rest is shared: :data:`SHARED_FIELDS`)."""
-    return State(*(a if name in SHARED_FIELDS else a.copy() for name, a in zip(State._fields, state)))
+    buffer = packed_buffer(state)
+    if buffer is not None:
+        return with_buffer(state, buffer.copy())
+    return _repacked(state, state.pat.shape[1], state.bounce.shape[2])
+
+
+def _repacked(state: State, patients: int, pairs: int) -> State:
+    """``state`` with its mutable fields copied into a fresh packed buffer sized for ``patients``
+    and ``pairs`` (at least the current sizes); the shared arrays are kept."""
+    n = state.pat.shape[0]
+    buffer = np.zeros(_buffer_size(n, patients, pairs), np.uint8)
+    mutable = _views(buffer, n, patients, pairs)
+    mutable["beds"][:] = state.beds
+    mutable["scalars"][:] = state.scalars
+    mutable["floats"][:] = state.floats
+    old_p, old_k = state.pat.shape[1], state.bounce.shape[2]
+    mutable["pat"][:, :old_p] = state.pat
+    mutable["queue"][:, :old_p] = state.queue
+    mutable["bounce"].fill(-1)
+    mutable["bounce"][:, :, :old_k] = state.bounce
+    return state._replace(**mutable)
 
 
 def grow_patients(state: State, patients: int) -> State:
@@ -171,18 +260,12 @@ def grow_patients(state: State, patients: int) -> State:
     if patients <= old:
         return state
     n, t = state.pat.shape[0], state.latent.shape[1]
-    new = empty_state(n, patients, t, state.bounce_u.shape[1])
-    new.pat[:, :old] = state.pat
-    new.quantile[:, :, :old] = state.quantile
-    new.latent[:, :, :old] = state.latent
-    new.queue[:, :old] = state.queue
-    return new._replace(
-        beds=state.beds,
-        scalars=state.scalars,
-        floats=state.floats,
-        bounce_u=state.bounce_u,
-        bounce=state.bounce,
-    )
+    quantile = np.zeros((n, 2, patients), np.float64)
+    quantile[:, :, :old] = state.quantile
+    latent = np.zeros((n, t, patients), np.float64)
+    latent[:, :, :old] = state.latent
+    grown = _repacked(state, patients, state.bounce.shape[2])
+    return grown._replace(quantile=quantile, latent=latent)
 
 
 def grow_bounce(state: State, pairs: int) -> State:
@@ -193,9 +276,7 @@ def grow_bounce(state: State, pairs: int) -> State:
     n = state.pat.shape[0]
     bounce_u = np.zeros((n, pairs, 2), np.float64)
     bounce_u[:, :old] = state.bounce_u
-    bounce = np.full((n, 2, pairs), -1, np.int32)
-    bounce[:, :, :old] = state.bounce
-    return state._replace(bounce_u=bounce_u, bounce=bounce)
+    return _repacked(state, state.pat.shape[1], pairs)._replace(bounce_u=bounce_u)
 
 
 # ------------------------------------------------------------------ parameters
@@ -357,7 +438,8 @@ def write_day(state: State, e: int, day: Any, first: int = 0) -> None:
 def new_day_state(day: Any, episode_length: int, pairs: np.ndarray) -> State:
     """A one-row state sized for ``day`` with its draws written and the bounce ``pairs`` loaded
     (then :func:`~hospital_marl.core.kernel.reset_row` empties the ED)."""
-    st = empty_state(1, len(day.arrival), episode_length, len(pairs))
+    n = len(day.arrival)
+    st = empty_state(1, n, episode_length, len(pairs), day_written=n > 0)  # n slots, all written here
     write_day(st, 0, day)
     st.bounce_u[0] = pairs
     return st

@@ -13,11 +13,17 @@ from gymnasium import spaces
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
-from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, Outcome
+from hospital_marl.core.hospital import OUTCOMES, ROLE_MASK_COLUMNS
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
-from hospital_marl.envs.observations import OFFSETS, STATE_SIZE, ObservationBuilder, composed_space
+from hospital_marl.envs.observations import (
+    OFFSETS,
+    STATE_SIZE,
+    ObservationBuilder,
+    composed_space,
+    composed_views,
+)
 from hospital_marl.envs.parallel import resolve_joint_action
 from hospital_marl.envs.render import RENDER_MODES
 
@@ -60,10 +66,14 @@ class _HospitalGymEnv(gym.Env):
             **extra,
         }
         if h.done:
-            info["metrics"] = h.metrics()
-            info["counters"] = h.counters.as_dict()
-            info["score"] = h.score()
+            self._add_episode_end(info)
         return info
+
+    def _add_episode_end(self, info: dict[str, Any]) -> None:
+        h = self.hospital
+        info["metrics"] = h.metrics()
+        info["counters"] = h.counters.as_dict()
+        info["score"] = h.score()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -132,11 +142,21 @@ class HospitalEDEnv(_HospitalGymEnv):
     def step(self, action: int):
         h = self.hospital
         obs, mask = np.empty(STATE_SIZE, np.float32), np.empty(N_FLAT_ACTIONS, np.bool_)
-        outcome: Outcome = h.step_flat(action, OFFSETS, obs, mask)
+        code = h.step_flat_code(action, OFFSETS, obs, mask)  # act, tick, observe: one kernel call
         self._builder.adopt(obs)
         self._mask, self._mask_version = mask, h.version
-        return self._finish_step(h.last_reward, h.terminated, h.truncated, {"outcome": outcome.value})
+        if self.render_mode == "human":
+            self.render()
+        info = {"action_mask": mask.copy(), "tick": h.tick_count, "scenario": h.scenario.name}
+        info["outcome"] = OUTCOME_VALUES[code]
+        terminated, truncated = h.terminated, h.truncated
+        if terminated or truncated:
+            self._add_episode_end(info)
+        return composed_views(obs), h.last_reward, terminated, truncated, info
 
+
+OUTCOME_VALUES = tuple(outcome.value for outcome in OUTCOMES)
+"""info["outcome"] by the kernel's outcome code."""
 
 TEAM_MASK_COLUMNS = np.concatenate([ROLE_MASK_COLUMNS[role] for role in ROLES])
 """The team mask (41) as columns of the flat mask."""

@@ -164,8 +164,17 @@ _COMPOSED_VIEWS: tuple[tuple[str, slice, tuple[int, ...] | None], ...] = tuple(
 """(key, where in the state vector, shape to reshape to or None): the composed dict's views."""
 
 
+_FLAT_VIEWS = tuple((key, where) for key, where, _ in _COMPOSED_VIEWS)
+_SHAPED_VIEWS = tuple((key, shape) for key, _, shape in _COMPOSED_VIEWS if shape is not None)
+
+
 def composed_views(vector: np.ndarray) -> dict[str, np.ndarray]:
     """The composed Dict observation as views of one state vector (or a batch of them)."""
+    if vector.ndim == 1:  # one env (every step of the composed env): the short path
+        views = {key: vector[where] for key, where in _FLAT_VIEWS}
+        for key, shape in _SHAPED_VIEWS:
+            views[key] = views[key].reshape(shape)
+        return views
     lead = vector.shape[:-1]
     return {
         key: vector[..., where] if shape is None else vector[..., where].reshape(*lead, *shape)

@@ -164,3 +164,33 @@ def test_restore__returns_to_the_snapshot_and_replays_identically() -> None:
     second = continue_randomly(h, 3)
     h.restore(snap)
     assert first == second == continue_randomly(h, 3)
+
+
+def test_restore__after_a_reset_or_into_another_hospital_replays_identically() -> None:
+    h = Hospital("surge")
+    h.reset(4)
+    continue_randomly(h, 0, 30)
+    snap = h.snapshot()
+    first = continue_randomly(h, 7)
+    h.reset(5)  # a new day: the snapshot must bring the old one back whole
+    continue_randomly(h, 1, 10)
+    h.restore(snap)
+    assert continue_randomly(h, 7) == first
+    other = Hospital("surge")
+    other.restore(snap)
+    assert continue_randomly(other, 7) == first
+    h.restore(snap)  # the restored copies never alias the snapshot
+    assert continue_randomly(h, 7) == first
+
+
+def test_snapshot__is_not_changed_by_later_steps_of_a_copy() -> None:
+    h = Hospital("mass_casualty")
+    h.reset(1)
+    continue_randomly(h, 0, 20)
+    snap = h.snapshot()
+    before = (clinical_state(h), h.counters.as_dict())
+    clone = copy.deepcopy(h)
+    continue_randomly(clone, 2, 30)
+    continue_randomly(h, 3, 30)
+    h.restore(snap)
+    assert (clinical_state(h), h.counters.as_dict()) == before
