@@ -127,19 +127,19 @@ class RTWebEpisodes:
 
 
 def metrics_markdown(env: RadiotherapyPlanningEnv, info: dict[str, Any], who: str) -> str:
-    """The plan's live figures (doses × Rx, volumes as % of the tumour), one OAR per column."""
+    """The plan's live figures: tumour (doses × Rx, V95 as % of the tumour), then one row per OAR."""
     m = info["metrics"]
     state = "locked" if env.plan.done else "planning"
-    oars = m["oars"]
-    header = " | ".join(f"{name} mean (≤ {o['limit']:.2f})" for name, o in oars.items())
-    cells = " | ".join(f"{o['mean']:.2f} {'pass' if o['pass'] else '**FAIL**'}" for o in oars.values())
+    oars = "\n".join(
+        f"| {name} | {o['mean']:.2f} | {o['limit']:.2f} | {'pass' if o['pass'] else '**FAIL**'} |"
+        for name, o in m["oars"].items()
+    )
     return (
         f"**{who}** — step **{info['steps']}** / {env.task.max_steps} ({state}), "
         f"score **{info['score']:.3f}**\n\n"
-        "| beams | D95 | V95 | CI | HI | " + header + " |\n|---|---|---|---|---|" + "---|" * len(oars) + "\n"
-        f"| {m['n_beams']} | {m['d95']:.3f} | {100 * m['v95']:.1f}% | {m['ci']:.2f} | {m['hi']:.2f} | "
-        + cells
-        + " |"
+        "| beams | D95 | V95 | CI | HI |\n|---|---|---|---|---|\n"
+        f"| {m['n_beams']} | {m['d95']:.3f} | {100 * m['v95']:.1f}% | {m['ci']:.2f} | {m['hi']:.2f} |\n\n"
+        f"| organ at risk | mean dose | limit | |\n|---|---|---|---|\n{oars}"
     )
 
 
