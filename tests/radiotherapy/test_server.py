@@ -133,6 +133,20 @@ def test_sessions__counted_and_bounded_like_the_eds(client: TestClient) -> None:
         assert client.delete(f"/sessions/{r.json()['session_id']}").status_code == 204
 
 
+def test_mcp__sessions_count_in_the_shared_pool_though_rt_has_no_tools(client: TestClient) -> None:
+    def rpc(method: str, params: dict) -> dict:
+        return client.post(
+            "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        ).json()
+
+    assert "error" in rpc("tools/list", {})
+    sid = rpc("openenv/session/create", {})["result"]["session_id"]
+    pool = client.get("/sessions").json()["websocket"]
+    assert (pool["active"], pool["mcp_http"]) == (1, 1)
+    assert "error" not in rpc("openenv/session/close", {"session_id": sid})
+    assert client.get("/sessions").json()["websocket"]["active"] == 0
+
+
 def test_http__stateful_episode_matches_in_process_and_errors_are_4xx(client: TestClient) -> None:
     client.cookies.clear()
     local = RadiotherapyPlanningEnv("pediatric_brain")
