@@ -118,7 +118,10 @@ class ServerSettings:
             raise ValueError(f"env: unknown environment {self.env!r}; valid names: {', '.join(SERVED_ENVS)}")
         if self.task is not None:
             if self.env != "radiotherapy":
-                raise ValueError(f"task {self.task!r} is a radiotherapy task: serve it with env=radiotherapy")
+                raise ValueError(
+                    f"task {self.task!r} is a radiotherapy task: "
+                    "serve with --env radiotherapy (HOSPITAL_ENV=radiotherapy)"
+                )
             if self.task not in TASKS:
                 raise ValueError(f"task: unknown task {self.task!r}; valid names: {', '.join(TASKS)}")
         if self.max_sessions_per_client == 0:
