@@ -29,7 +29,7 @@ from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
 from hospital_marl.radiotherapy.core.plan import N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import TASKS, get_task
 from server.environment import EpisodeEndedError, EpisodeNotStartedError
-from server.models import MAX_SEED, SESSION_ID_DOC, json_int
+from server.models import MAX_SEED, HospitalStepRequest, json_int
 from server.settings import DEFAULT_RT_TASK
 
 
@@ -109,25 +109,10 @@ class RTResetRequest(RTResetParams):
     )
 
 
-class RTStepRequest(BaseModel):
-    """``POST /step`` body: the action and the HTTP session it continues."""
+class RTStepRequest(HospitalStepRequest):
+    """``POST /step`` body: the RT action and the HTTP session it continues (the ED's other fields)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    action: RTAction
-    session_id: StrictStr | None = Field(
-        default=None, min_length=1, max_length=255, description=SESSION_ID_DOC
-    )
-    timeout_s: float | None = Field(
-        default=None,
-        gt=0,
-        le=3600,
-        allow_inf_nan=False,
-        description="accepted for OpenEnv compatibility; unused",
-    )
-    request_id: StrictStr | None = Field(
-        default=None, max_length=255, description="accepted for OpenEnv compatibility; echoed nowhere"
-    )
+    action: RTAction  # type: ignore[assignment]
 
 
 class RTEnvironment(Environment[RTAction, RTObservation, RTState]):
