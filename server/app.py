@@ -40,6 +40,11 @@ OpenEnv lacks:
   Gradio mount with this package's tab (:mod:`server.web`).
 - **The real state schema** at ``/schema`` (OpenEnv reports its base ``State``).
 
+- **One environment per process, chosen at start** (``--env`` / ``HOSPITAL_ENV``): the
+  emergency department (default) or radiotherapy planning (:mod:`server.radiotherapy`,
+  SPEC-RT §7). Only the wire models and the session factory differ (:class:`ServedEnv`);
+  every guard, limit and session store above is the same code.
+
 Errors never stop the server or touch other sessions: bad input is a 4xx (or
 a WebSocket ``error`` message) for that request only.
 """
