@@ -3,6 +3,9 @@
 - :mod:`server.models` — pydantic ``HospitalAction`` / ``HospitalObservation`` / ``HospitalState``;
 - :mod:`server.environment` — ``HospitalEnvironment``, the OpenEnv ``Environment``;
 - :mod:`server.app` — ``app`` (openenv-core's ``create_app`` plus stateful HTTP sessions) and ``main``;
+  it serves the ED or, chosen at start (``--env radiotherapy``), RT planning;
+- :mod:`server.radiotherapy` — the RT env's OpenEnv models and ``RTEnvironment``;
+- :mod:`server.web`, :mod:`server.rt_web` — the web views at ``/web`` (ED, RT);
 - :mod:`server.client` — ``HospitalClient``, sync (``with``) and async (``async with``);
 - :mod:`server.mcp_tools` — the MCP tools every session serves at ``/mcp``;
 - :mod:`server.llm_agent` — the LLM agent script (``inference.py``, ``hospital-marl llm``);

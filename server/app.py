@@ -40,6 +40,11 @@ OpenEnv lacks:
   Gradio mount with this package's tab (:mod:`server.web`).
 - **The real state schema** at ``/schema`` (OpenEnv reports its base ``State``).
 
+- **One environment per process, chosen at start** (``--env`` / ``HOSPITAL_ENV``): the
+  emergency department (default) or radiotherapy planning (:mod:`server.radiotherapy`,
+  SPEC-RT §7). Only the wire models and the session factory differ (:class:`ServedEnv`);
+  every guard, limit and session store above is the same code.
+
 Errors never stop the server or touch other sessions: bad input is a 4xx (or
 a WebSocket ``error`` message) for that request only.
 """
@@ -53,6 +58,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import Body, Cookie, FastAPI, Header, HTTPException, Query, Request, Response, WebSocket
@@ -61,9 +67,10 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
 from openenv.core.env_server.serialization import serialize_observation
 from openenv.core.env_server.types import SchemaResponse, WSErrorCode, WSErrorResponse
+from pydantic import BaseModel
 from starlette.routing import WebSocketRoute
 
-from server.environment import EpisodeStateError, HospitalEnvironment
+from server.environment import EpisodeStateError
 from server.guards import GuardedWebSocket, RequestGuardMiddleware, logger
 from server.mcp_tools import HospitalMCPEnvironment
 from server.models import (
@@ -297,12 +304,75 @@ def _pop_route(app: FastAPI, path: str, method: str | None) -> Any:
     )
 
 
-_EMPTY_RESET_BODY = Body(default_factory=HospitalResetRequest)
-"""``POST /reset`` with no body resets with defaults (as OpenEnv's)."""
+@dataclass(frozen=True)
+class ServedEnv:
+    """What differs between the environments one app can serve; everything else is shared.
+
+    The wire models (OpenEnv's action / observation / state, and this app's HTTP
+    request bodies) and the session factory are per environment; the guards, the
+    session stores and limits, ``/sessions`` and the web view's mount are not.
+    """
+
+    name: str
+    """OpenEnv's ``env_name``."""
+    factory: Callable[[], Any]
+    """One OpenEnv ``Environment`` per session."""
+    action: type[BaseModel]
+    observation: type[BaseModel]
+    state: type[BaseModel]
+    reset_request: type[BaseModel]
+    step_request: type[BaseModel]
+    tab_name: str
+    title: str
 
 
-def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironment]) -> None:
-    def lookup(sid: str | None) -> tuple[str, HospitalEnvironment]:
+def served_env(settings: ServerSettings) -> ServedEnv:
+    """The environment ``settings.env`` names, with its session factory."""
+    if settings.env == "radiotherapy":
+        from server.radiotherapy import (
+            RTAction,
+            RTEnvironment,
+            RTObservation,
+            RTResetRequest,
+            RTState,
+            RTStepRequest,
+        )
+
+        return ServedEnv(
+            name="radiotherapy_planning",
+            factory=functools.partial(RTEnvironment, settings.rt_task),
+            action=RTAction,
+            observation=RTObservation,
+            state=RTState,
+            reset_request=RTResetRequest,
+            step_request=RTStepRequest,
+            tab_name="Radiotherapy planning",
+            title="hospital_marl: radiotherapy treatment planning, live",
+        )
+    return ServedEnv(
+        name="hospital_marl",
+        # Each session's environment also serves the MCP tools (server/mcp_tools.py) at /mcp.
+        factory=functools.partial(HospitalMCPEnvironment, scenario=settings.scenario),
+        action=HospitalAction,
+        observation=HospitalObservation,
+        state=HospitalState,
+        reset_request=HospitalResetRequest,
+        step_request=HospitalStepRequest,
+        tab_name="Emergency department",
+        title="hospital_marl: the emergency department, live",
+    )
+
+
+def _typed(handler: Callable[..., Any], **annotations: Any) -> Callable[..., Any]:
+    """Give a route handler the served env's models (FastAPI reads its parameters' annotations)."""
+    handler.__annotations__.update(annotations)
+    return handler
+
+
+def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -> None:
+    empty_reset_body = Body(default_factory=served.reset_request)  # no body: reset with defaults (as OpenEnv)
+
+    def lookup(sid: str | None) -> tuple[str, Any]:
         if not sid:
             raise _error(400, "NO_SESSION", _NO_SESSION)
         env = store.get(sid)
@@ -315,7 +385,7 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironme
             )
         return sid, env
 
-    def answer(response: Response, sid: str, obs: HospitalObservation) -> HospitalStepResponse:
+    def answer(response: Response, sid: str, obs: Any) -> HospitalStepResponse:
         response.headers[SESSION_HEADER] = sid
         return HospitalStepResponse(**serialize_observation(obs), session_id=sid)
 
@@ -327,36 +397,10 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironme
         "CloseSession": {"operationId": "close_session", "parameters": {"path.session_id": session_of_reset}},
     }
 
-    @app.post(
-        "/reset",
-        operation_id="reset",
-        response_model=HospitalStepResponse,
-        tags=["Environment Control"],
-        summary="Start an episode (opens or reuses a stateful HTTP session)",
-        responses={
-            200: ok
-            | {
-                "links": links,
-                "headers": _SESSION_HEADERS
-                | {
-                    "Set-Cookie": {
-                        "description": f"{SESSION_COOKIE}=<session id>",
-                        "schema": {"type": "string"},
-                    }
-                },
-            },
-            **_BODY_ERRORS,
-            422: {"description": "bad seed, scenario or extra field"},
-            429: {
-                "model": ErrorResponse,
-                "description": "session limit (`SESSION_LIMIT`, `CLIENT_SESSION_LIMIT`)",
-            },
-        },
-    )
     async def reset(
         request: Request,
         response: Response,
-        body: HospitalResetRequest = _EMPTY_RESET_BODY,
+        body: Any = empty_reset_body,
         x_session_id: _SessionHeader = None,
         hospital_session: _SessionCookie = None,
     ) -> HospitalStepResponse:
@@ -375,7 +419,51 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironme
         response.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="lax")
         return answer(response, sid, obs)
 
-    @app.post(
+    app.post(
+        "/reset",
+        operation_id="reset",
+        response_model=HospitalStepResponse,
+        tags=["Environment Control"],
+        summary="Start an episode (opens or reuses a stateful HTTP session)",
+        responses={
+            200: ok
+            | {
+                "links": links,
+                "headers": _SESSION_HEADERS
+                | {
+                    "Set-Cookie": {
+                        "description": f"{SESSION_COOKIE}=<session id>",
+                        "schema": {"type": "string"},
+                    }
+                },
+            },
+            **_BODY_ERRORS,
+            422: {"description": "bad seed, scenario/task or extra field"},
+            429: {
+                "model": ErrorResponse,
+                "description": "session limit (`SESSION_LIMIT`, `CLIENT_SESSION_LIMIT`)",
+            },
+        },
+    )(_typed(reset, body=served.reset_request))
+
+    async def step(
+        response: Response,
+        body: Any,
+        x_session_id: _SessionHeader = None,
+        hospital_session: _SessionCookie = None,
+    ) -> HospitalStepResponse:
+        """One step of the session's episode: ``{"action": {...}}`` in the served env's action form
+        (ED: ``{"action": n}`` flat or ``{"triage": a, "bed_manager": b, "ventilator_officer": c}``
+        team; RT: ``{"action": n}``). The session id: body ``session_id``, else the header, else
+        the cookie."""
+        sid, env = lookup(body.session_id or x_session_id or hospital_session)
+        try:
+            obs = env.step(body.action)
+        except EpisodeStateError as exc:
+            raise _error(409, exc.code, str(exc)) from None
+        return answer(response, sid, obs)
+
+    app.post(
         "/step",
         operation_id="step",
         response_model=HospitalStepResponse,
@@ -393,38 +481,24 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[HospitalEnvironme
             413: _BODY_ERRORS[413],
             422: {"description": "malformed action: not exactly one of the two forms, or out of range"},
         },
-    )
-    async def step(
-        response: Response,
-        body: HospitalStepRequest,
-        x_session_id: _SessionHeader = None,
-        hospital_session: _SessionCookie = None,
-    ) -> HospitalStepResponse:
-        """One tick of the session's episode. ``{"action": {"action": n}}`` (flat) or
-        ``{"action": {"triage": a, "bed_manager": b, "ventilator_officer": c}}`` (team).
-        The session id: body ``session_id``, else the header, else the cookie."""
-        sid, env = lookup(body.session_id or x_session_id or hospital_session)
-        try:
-            obs = env.step(body.action)
-        except EpisodeStateError as exc:
-            raise _error(409, exc.code, str(exc)) from None
-        return answer(response, sid, obs)
+    )(_typed(step, body=served.step_request))
 
-    @app.get(
-        "/state",
-        operation_id="state",
-        response_model=HospitalState,
-        tags=["State Management"],
-        summary="The HTTP session's episode state",
-        responses={400: _ERROR, 404: _ERROR},
-    )
     async def state(
         session_id: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
         x_session_id: _SessionHeader = None,
         hospital_session: _SessionCookie = None,
-    ) -> HospitalState:
+    ) -> Any:
         _, env = lookup(session_id or x_session_id or hospital_session)
         return env.state
+
+    app.get(
+        "/state",
+        operation_id="state",
+        response_model=served.state,
+        tags=["State Management"],
+        summary="The HTTP session's episode state",
+        responses={400: _ERROR, 404: _ERROR},
+    )(_typed(state, **{"return": served.state}))
 
     @app.delete(
         "/sessions/{session_id}",
@@ -503,40 +577,47 @@ def build_app(
     """The FastAPI app: OpenEnv's ``create_app`` plus sessions, limits and the web view.
 
     Args:
-        settings: scenario, limits, web view (default: from the ``HOSPITAL_*`` variables
-            and ``ENABLE_WEB_INTERFACE``).
+        settings: the environment served (ED or radiotherapy), scenario or task, limits, web
+            view (default: from the ``HOSPITAL_*`` variables and ``ENABLE_WEB_INTERFACE``).
         clock: monotonic seconds for the expiry of HTTP, HTTP MCP and web sessions
             (tests inject a fake one; WebSocket idleness uses the event loop's clock).
     """
     settings = settings or ServerSettings.from_env()
-    # Each session's environment also serves the MCP tools (server/mcp_tools.py) at /mcp.
-    factory = functools.partial(HospitalMCPEnvironment, scenario=settings.scenario)
+    served = served_env(settings)
     ledger = ClientLedger(settings.max_sessions_per_client)
     web_store = None
     builder = None
     if settings.web:
-        from server.web import WebEpisodes, web_view_builder
+        if settings.env == "radiotherapy":
+            from server.rt_web import RTWebEpisodes as Episodes
+            from server.rt_web import rt_web_view_builder as view_builder
 
-        web_store = SessionStore[WebEpisodes](
-            functools.partial(WebEpisodes, settings.scenario),
+            default = settings.rt_task
+        else:
+            from server.web import WebEpisodes as Episodes  # type: ignore[assignment]
+            from server.web import web_view_builder as view_builder  # type: ignore[assignment]
+
+            default = settings.scenario
+        web_store = SessionStore[Any](
+            functools.partial(Episodes, default),
             settings.max_web_sessions,
             settings.idle_timeout_s,
             clock,
             ledger,
             name="web session",
         )
-        builder = web_view_builder(web_store, settings.scenario)
+        builder = view_builder(web_store, default)
     with _web_interface(settings.web):
         app = create_app(
-            factory,
-            HospitalAction,
-            HospitalObservation,
-            env_name="hospital_marl",
+            served.factory,
+            served.action,
+            served.observation,
+            env_name=served.name,
             max_concurrent_envs=settings.max_sessions,
             gradio_builder=builder,
-            custom_tab_name="Emergency department",
+            custom_tab_name=served.tab_name,
             show_default_tab=False,
-            title_override="hospital_marl: the emergency department, live",
+            title_override=served.title,
         )
     app.title = "hospital_marl OpenEnv server"
     app.description = __doc__ or ""
@@ -558,16 +639,16 @@ def build_app(
     )
     _add_mcp_http_route(app, _pop_route(app, "/mcp", "POST").endpoint, pool, ledger)
 
-    store = SessionStore[HospitalEnvironment](
-        factory,
+    store = SessionStore[Any](
+        served.factory,
         settings.max_http_sessions,
         settings.http_session_ttl_s,
         clock,
         ledger,
-        close=HospitalEnvironment.close,
+        close=lambda env: env.close(),
         close_hint=" with DELETE /sessions/{id}",
     )
-    _add_http_session_routes(app, store)
+    _add_http_session_routes(app, store, served)
     _add_sessions_route(app, settings, store, pool, ledger, web_store)
 
     @app.get(
@@ -578,13 +659,14 @@ def build_app(
     )
     async def schema() -> SchemaResponse:
         return SchemaResponse(
-            action=HospitalAction.model_json_schema(),
-            observation=HospitalObservation.model_json_schema(),
-            state=HospitalState.model_json_schema(),
+            action=served.action.model_json_schema(),
+            observation=served.observation.model_json_schema(),
+            state=served.state.model_json_schema(),
         )
 
     app.add_middleware(RequestGuardMiddleware, max_bytes=settings.max_message_bytes)
     app.state.settings = settings
+    app.state.served = served
     app.state.http_sessions = store
     app.state.web_sessions = web_store
     app.state.pool = pool

@@ -1,35 +1,36 @@
-"""The radiotherapy planning env served by OpenEnv (SPEC-RT §7): a second environment, chosen at start.
+"""The radiotherapy planning env as an OpenEnv ``Environment`` (SPEC-RT §7), for THE server.
 
-    python -m server.radiotherapy --port 8001 [--task head_neck]
-    uvicorn server.radiotherapy:app --port 8001        # task from $HOSPITAL_RT_TASK (default prostate)
+    hospital-marl serve --env radiotherapy [--task head_neck] [--web]
+    HOSPITAL_ENV=radiotherapy uvicorn server.app:app       # task from $HOSPITAL_RT_TASK
+    python -m server.radiotherapy --port 8001 [--task T]  # alias of the first
 
-This is openenv-core's ``create_app`` as it comes (``/reset``, ``/step``, ``/state``,
-``/schema``, ``/health``, ``/metadata`` and one isolated session per WebSocket at ``/ws``)
-over :class:`RTEnvironment`, a thin view of
-:class:`hospital_marl.radiotherapy.RadiotherapyPlanningEnv`: the same seed and actions
-give the in-process trajectory. It lives beside the ED server (``server.app``) rather than
-inside it: the ED app's stateful HTTP sessions and limits are not (yet) shared with it.
-A reset may name the task (``{"seed": 0, "task": "head_neck"}``).
+:class:`RTEnvironment` is a thin view of
+:class:`hospital_marl.radiotherapy.RadiotherapyPlanningEnv`: the same seed and actions give
+the in-process trajectory. :func:`server.app.build_app` serves it with every guard and
+session limit the ED gets (``/ws``, ``/mcp``, stateful HTTP, ``/sessions``, the web view):
+this module only declares the wire models. A reset may name the task
+(``{"seed": 0, "task": "head_neck"}``).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import uuid
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import numpy as np
-from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
-from pydantic import ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic_core import PydanticCustomError
 
+import hospital_marl
 from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
 from hospital_marl.radiotherapy.core.plan import N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import TASKS, get_task
-
-TASK_VARIABLE = "HOSPITAL_RT_TASK"
+from server.environment import EpisodeEndedError, EpisodeNotStartedError
+from server.models import MAX_SEED, HospitalStepRequest, json_int
+from server.settings import DEFAULT_RT_TASK
 
 
 class RTAction(Action):
@@ -37,8 +38,8 @@ class RTAction(Action):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: StrictInt = Field(
-        ge=0, lt=N_ACTIONS, description="0 add, 1/2 turn ±10°, 3/4 weight ±0.1, 5 remove, 6 next, 7 lock"
+    action: json_int(0, N_ACTIONS - 1) = Field(  # type: ignore[valid-type]
+        description="0 add, 1/2 turn ±10°, 3/4 weight ±0.1, 5 remove, 6 next, 7 lock"
     )
 
 
@@ -68,6 +69,52 @@ class RTState(State):
     beams: list[tuple[int, float]] = Field(default_factory=list, description="(angle in degrees, weight)")
 
 
+class RTResetParams(BaseModel):
+    """Parameters of an RT ``reset`` (HTTP body, WebSocket ``reset`` data, client keyword arguments)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: json_int(0, MAX_SEED) | None = Field(  # type: ignore[valid-type]
+        default=None, description="defines the patient (phantom); same seed and actions, same plan"
+    )
+    episode_id: Annotated[StrictStr, Field(max_length=255)] | None = Field(
+        default=None, description="your label for the episode (default: a fresh UUID)"
+    )
+    task: StrictStr | None = Field(
+        default=None,
+        description="a registered RT task; default: the server's (--task / HOSPITAL_RT_TASK)",
+        json_schema_extra=lambda schema: schema.update(enum=[*TASKS, None]),
+    )
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, name: str | None) -> str | None:
+        if name is not None and name not in TASKS:
+            raise PydanticCustomError(
+                "unknown_task",
+                "unknown task '{name}'; valid names: {valid}",
+                {"name": name, "valid": ", ".join(TASKS)},
+            )
+        return name
+
+
+class RTResetRequest(RTResetParams):
+    """``POST /reset`` body: reset parameters, and optionally a session to reuse."""
+
+    session_id: StrictStr | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="reset this existing HTTP session instead of opening a new one (an unknown id opens one)",
+    )
+
+
+class RTStepRequest(HospitalStepRequest):
+    """``POST /step`` body: the RT action and the HTTP session it continues (the ED's other fields)."""
+
+    action: RTAction  # type: ignore[assignment]
+
+
 class RTEnvironment(Environment[RTAction, RTObservation, RTState]):
     """One planning episode at a time, for one client session."""
 
@@ -75,27 +122,32 @@ class RTEnvironment(Environment[RTAction, RTObservation, RTState]):
 
     def __init__(self, task: str | None = None) -> None:
         super().__init__()
-        self.default_task = get_task(task or os.environ.get(TASK_VARIABLE) or "prostate").name
+        self.default_task = get_task(task or DEFAULT_RT_TASK).name
         self.env = RadiotherapyPlanningEnv(self.default_task)
         self._state = RTState(task=self.default_task)
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> RTObservation:
-        task = kwargs.pop("task", None) or self.default_task
-        if kwargs:
-            raise ValueError(f"unknown reset parameters: {sorted(kwargs)}")
-        if task not in TASKS:
-            raise ValueError(f"unknown task {task!r}; valid names: {', '.join(TASKS)}")
+        """Start a plan. Unknown keyword arguments or tasks are rejected (pydantic ``ValidationError``)."""
+        params = RTResetParams.model_validate({"seed": seed, "episode_id": episode_id, **kwargs})
+        task = params.task or self.default_task
         if task != self.env.task.name:
             self.env = RadiotherapyPlanningEnv(task)
-        obs, info = self.env.reset(seed=seed)
-        self._state = RTState(task=task, seed=seed, started=True, episode_id=episode_id or str(uuid.uuid4()))
+        obs, info = self.env.reset(seed=params.seed)
+        self._state = RTState(
+            task=task, seed=params.seed, started=True, episode_id=params.episode_id or str(uuid.uuid4())
+        )
         return self._observation(obs, info, None, False)
 
-    def step(self, action: RTAction, timeout_s: float | None = None, **kwargs: Any) -> RTObservation:
+    def step(
+        self, action: RTAction | dict[str, Any] | int, timeout_s: float | None = None, **kwargs: Any
+    ) -> RTObservation:
+        """One planning action (SPEC-RT §3); an illegal one is counted and penalised, as in process."""
+        if not isinstance(action, RTAction):
+            action = RTAction.model_validate(action if isinstance(action, dict) else {"action": action})
         if not self._state.started:
-            raise RuntimeError("step before reset: reset first")
+            raise EpisodeNotStartedError("no plan in this session yet: reset first")
         if self.env.plan.done:
-            raise RuntimeError("the episode is over: reset first")
+            raise EpisodeEndedError("the plan is locked (the episode has ended); reset to start another")
         obs, reward, terminated, truncated, info = self.env.step(int(action.action))
         self._state.step_count += 1
         return self._observation(obs, info, reward, terminated or truncated)
@@ -110,7 +162,7 @@ class RTEnvironment(Environment[RTAction, RTObservation, RTState]):
         return EnvironmentMetadata(
             name="hospital_marl radiotherapy planning",
             description="Place, turn and weight up to seven beams and lock the plan (SPEC-RT).",
-            version="0.1.0",
+            version=hospital_marl.__version__,
         )
 
     def _observation(
@@ -129,27 +181,20 @@ class RTEnvironment(Environment[RTAction, RTObservation, RTState]):
         )
 
 
-def make_app(task: str | None = None) -> Any:
-    """The FastAPI app serving :class:`RTEnvironment` (one per WebSocket session)."""
-    return create_app(lambda: RTEnvironment(task), RTAction, RTObservation, env_name="radiotherapy_planning")
+def make_app(task: str | None = None, **settings: Any) -> Any:
+    """THE server's app (:func:`server.app.build_app`) serving the RT env, with the ED's guards."""
+    from server.app import build_app
+    from server.settings import ServerSettings
+
+    return build_app(ServerSettings(env="radiotherapy", task=task, **settings))
 
 
-app = make_app()
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m server.radiotherapy``: ``hospital-marl serve --env radiotherapy`` (same flags)."""
+    from server.app import main as serve_main
 
-
-def main(argv: list[str] | None = None) -> int:
-    import uvicorn
-
-    parser = argparse.ArgumentParser(
-        prog="python -m server.radiotherapy", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8001)
-    parser.add_argument("--task", choices=tuple(TASKS), default=None, help="the default task of a reset")
-    args = parser.parse_args(argv)
-    uvicorn.run(make_app(args.task), host=args.host, port=args.port)
-    return 0
+    serve_main(["--env", "radiotherapy", *(argv if argv is not None else __import__("sys").argv[1:])])
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -20,6 +20,10 @@ variable                       meaning                                     defau
 CLIENT``                       all sources together (0 = no cap)
 ``ENABLE_WEB_INTERFACE``       serve the web view at ``/web`` (OpenEnv's   false
                                switch: true/1/yes)
+``HOSPITAL_ENV``               the environment served: ``ed`` or           ed
+                               ``radiotherapy`` (SPEC-RT §7)
+``HOSPITAL_RT_TASK``           radiotherapy task of a reset that names     prostate
+                               none (only with ``HOSPITAL_ENV=radiotherapy``)
 =============================  ==========================================  =======
 """
 
@@ -32,6 +36,11 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from hospital_marl.core.scenarios import DEFAULT_SCENARIO, SCENARIOS
+from hospital_marl.radiotherapy.core.tasks import DEFAULT_TASK as DEFAULT_RT_TASK
+from hospital_marl.radiotherapy.core.tasks import TASKS
+
+SERVED_ENVS: tuple[str, ...] = ("ed", "radiotherapy")
+"""What one server process can serve (chosen at start): the emergency department, or RT planning."""
 
 ENV_VARS: dict[str, str] = {
     "scenario": "HOSPITAL_SCENARIO",
@@ -43,6 +52,8 @@ ENV_VARS: dict[str, str] = {
     "max_web_sessions": "HOSPITAL_MAX_WEB_SESSIONS",
     "max_sessions_per_client": "HOSPITAL_MAX_SESSIONS_PER_CLIENT",
     "web": "ENABLE_WEB_INTERFACE",
+    "env": "HOSPITAL_ENV",
+    "task": "HOSPITAL_RT_TASK",
 }
 """Settings field -> the environment variable that sets it."""
 
@@ -96,9 +107,23 @@ class ServerSettings:
     Behind a reverse proxy every client has the proxy's address: leave it off there."""
     web: bool = False
     """Serve the web view at ``/web`` (OpenEnv's ``ENABLE_WEB_INTERFACE``)."""
+    env: str = "ed"
+    """The environment every session of this process serves: ``ed`` or ``radiotherapy``."""
+    task: str | None = None
+    """Radiotherapy task of a reset that names none (None: prostate); an error with ``env="ed"``."""
 
     def __post_init__(self) -> None:
         check_scenario(self.scenario)
+        if self.env not in SERVED_ENVS:
+            raise ValueError(f"env: unknown environment {self.env!r}; valid names: {', '.join(SERVED_ENVS)}")
+        if self.task is not None:
+            if self.env != "radiotherapy":
+                raise ValueError(
+                    f"task {self.task!r} is a radiotherapy task: "
+                    "serve with --env radiotherapy (HOSPITAL_ENV=radiotherapy)"
+                )
+            if self.task not in TASKS:
+                raise ValueError(f"task: unknown task {self.task!r}; valid names: {', '.join(TASKS)}")
         if self.max_sessions_per_client == 0:
             object.__setattr__(self, "max_sessions_per_client", None)
         if self.max_sessions_per_client is not None:
@@ -119,6 +144,11 @@ class ServerSettings:
             raise ValueError(
                 f"max_message_bytes must be an int in 1024..16777216, got {self.max_message_bytes!r}"
             )
+
+    @property
+    def rt_task(self) -> str:
+        """The radiotherapy task of a reset that names none."""
+        return self.task or DEFAULT_RT_TASK
 
     @property
     def ws_frame_limit_bytes(self) -> int:
@@ -215,6 +245,19 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve the web view at /web (default: $ENABLE_WEB_INTERFACE, else off)",
     )
     parser.add_argument(
+        "--env",
+        choices=SERVED_ENVS,
+        default=None,
+        help="the environment served: ed (the emergency department) or radiotherapy "
+        "(default: $HOSPITAL_ENV or ed)",
+    )
+    parser.add_argument(
+        "--task",
+        default=None,
+        help="with --env radiotherapy: task of a reset that names none "
+        f"(default: $HOSPITAL_RT_TASK or {DEFAULT_RT_TASK}; one of {', '.join(TASKS)})",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
     parser.add_argument("--no-access-log", action="store_true", help="do not log every HTTP request")
@@ -231,4 +274,6 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         max_web_sessions=args.max_web_sessions,
         max_sessions_per_client=args.max_sessions_per_client,
         web=args.web,
+        env=args.env,
+        task=args.task,
     )

@@ -256,6 +256,68 @@ def metrics_markdown(h: Hospital, who: str) -> str:
     )
 
 
+# ------------------------------------------------------------ tab sessions
+class TabSessions:
+    """Each browser tab's web session in a :class:`SessionStore` (any environment's page).
+
+    A handler's first event opens the tab's session (counted, capped, per client); a
+    session that expired is replaced with a note; the tab's unload closes it. Handlers
+    run the episode action under the episodes' own lock, in Gradio's worker threads.
+    """
+
+    def __init__(self, store: SessionStore[Any]) -> None:
+        self.store = store
+        self._tabs: dict[str, str] = {}  # Gradio's per-tab session hash -> web session id
+        self._lock = threading.Lock()
+
+    def session(self, sid: str | None, request: gr.Request | None) -> tuple[str, Any, str]:
+        """The tab's web session, opening a fresh one if it has none or it expired."""
+        store = self.store
+        if sid is not None:
+            with store.lock:
+                episodes = store.get(sid)
+            if episodes is not None:
+                return sid, episodes, ""
+        client = request.client.host if request is not None and request.client else ""
+        with store.lock:
+            new_sid, episodes = store.open(client)
+        if request is not None and request.session_hash:
+            with self._lock:
+                self._tabs[request.session_hash] = new_sid
+        note = (
+            f"(Your previous session ended after {store.ttl_s:g} s idle: a new one started.) " if sid else ""
+        )
+        return new_sid, episodes, note
+
+    def run(
+        self,
+        view: Callable[..., list[Any]],
+        act: Callable[..., None],
+        sid: str | None,
+        args: tuple[Any, ...],
+        request: gr.Request,
+    ) -> list[Any]:
+        """Carries out ``act`` on the tab's episodes (opening its session), then ``view(sid, episodes,
+        message)``; a full server or a :class:`WebError` is shown on the page, nothing changes."""
+        try:
+            sid, episodes, note = self.session(sid, request)
+        except SessionCapacityError as exc:
+            return view(sid, None, f"**The server is full:** {exc}")
+        with episodes.lock:
+            try:
+                act(episodes, *args)
+            except WebError as exc:
+                return view(sid, episodes, f"**Not done:** {exc}")
+            return view(sid, episodes, note)
+
+    def close_tab(self, request: gr.Request) -> None:
+        with self._lock:
+            sid = self._tabs.pop(request.session_hash, None) if request.session_hash else None
+        if sid is not None:
+            with self.store.lock:
+                self.store.close(sid)
+
+
 # ------------------------------------------------------------------ page
 def web_view_builder(store: SessionStore[WebEpisodes], scenario: str) -> Callable[..., gr.Blocks]:
     """The ``gradio_builder`` OpenEnv's ``create_app`` calls (with its web manager, action
@@ -279,8 +341,7 @@ def build_web_view(
 ) -> gr.Blocks:
     """The page. Every handler takes the tab's session id and returns the whole view."""
     agents = available_agents()
-    tabs: dict[str, str] = {}  # Gradio's per-tab session hash -> web session id
-    tabs_lock = threading.Lock()
+    tabs = TabSessions(store)
 
     with gr.Blocks(title=title) as page:
         sid_state = gr.State(None)
@@ -404,40 +465,7 @@ def build_web_view(
                 *[history[["tick", "who", column]] for column, _ in CHARTS],
             ]
 
-        def session(sid: str | None, request: gr.Request | None) -> tuple[str, WebEpisodes, str]:
-            """The tab's web session, opening a fresh one if it has none or it expired."""
-            if sid is not None:
-                with store.lock:
-                    episodes = store.get(sid)
-                if episodes is not None:
-                    return sid, episodes, ""
-            client = request.client.host if request is not None and request.client else ""
-            with store.lock:
-                new_sid, episodes = store.open(client)
-            if request is not None and request.session_hash:
-                with tabs_lock:
-                    tabs[request.session_hash] = new_sid
-            note = (
-                f"(Your previous session ended after {store.ttl_s:g} s idle: a new one started.) "
-                if sid
-                else ""
-            )
-            return new_sid, episodes, note
-
-        def run(
-            act: Callable[..., None], sid: str | None, args: tuple[Any, ...], request: gr.Request
-        ) -> list[Any]:
-            """Carries out ``act`` on the tab's episodes (opening its session), reporting errors."""
-            try:
-                sid, episodes, note = session(sid, request)
-            except SessionCapacityError as exc:
-                return view(sid, None, f"**The server is full:** {exc}")
-            with episodes.lock:
-                try:
-                    act(episodes, *args)
-                except WebError as exc:
-                    return view(sid, episodes, f"**Not done:** {exc}")
-                return view(sid, episodes, note)
+        run = functools.partial(tabs.run, view)
 
         # Gradio passes the request only to a parameter it can see: one wrapper per arity.
         def handler(act: Callable[..., None]) -> Callable[..., list[Any]]:
@@ -481,12 +509,5 @@ def build_web_view(
         agent_tick.click(handler(WebEpisodes.agent_step), inputs=[sid_state], **events)
         agent_finish.click(handler(WebEpisodes.agent_finish), inputs=[sid_state], **events)
 
-        def close_tab(request: gr.Request) -> None:
-            with tabs_lock:
-                sid = tabs.pop(request.session_hash, None) if request.session_hash else None
-            if sid is not None:
-                with store.lock:
-                    store.close(sid)
-
-        page.unload(close_tab)
+        page.unload(tabs.close_tab)
     return page

@@ -1,0 +1,262 @@
+"""The web view at ``/web`` when the server serves radiotherapy planning (``--env radiotherapy --web``).
+
+The page shows your plan and an agent's plan for the same patient (task and seed),
+side by side, each as the env's own ``rgb_array`` frame (dose wash, contours and
+beams beside the DVH, :func:`hospital_marl.radiotherapy.envs.render.render_rgb_array`);
+the legal actions as buttons (THE action table, :data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`,
+shown as the env's exact mask allows); an agent (evenly spaced beams, the planner, the
+shipped PPO) that plans step by step or to the end; live plan metrics (score, D95, V95,
+CI, HI, each OAR's constraint).
+
+Sessions are the ED page's (:class:`server.web.TabSessions`): each tab its own counted,
+capped, expiring web session; handlers run in Gradio's worker threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+import numpy as np
+
+import policies.radiotherapy as rt_policies
+from grading.common import policy_seed
+from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
+from hospital_marl.radiotherapy.core.plan import ACTIONS, N_ACTIONS
+from hospital_marl.radiotherapy.core.tasks import TASKS
+from server.models import MAX_SEED
+from server.sessions import SessionStore
+from server.web import WEB_CONCURRENCY, TabSessions, WebError
+
+AGENTS: tuple[str, ...] = ("planner", "evenly_spaced", "ppo")
+"""Agents the page offers, those :func:`policies.radiotherapy.load` can build here."""
+
+PICTURE_SCALE = 2
+"""The 256 × 512 frame is drawn at this integer zoom."""
+
+
+def available_agents() -> list[str]:
+    names = set(rt_policies.names())
+    return [name for name in AGENTS if name in names]
+
+
+def _picture(env: RadiotherapyPlanningEnv) -> np.ndarray:
+    frame = env.render()
+    assert isinstance(frame, np.ndarray)
+    return frame.repeat(PICTURE_SCALE, axis=0).repeat(PICTURE_SCALE, axis=1)
+
+
+def action_label(action: int) -> str:
+    return f"{action} · {ACTIONS[action].name.replace('_', ' ')}"
+
+
+@dataclass
+class RTWebEpisodes:
+    """One browser tab's patient: your plan and the agent's, same task and seed."""
+
+    default_task: str
+    task: str = ""
+    seed: int = 0
+    agent_name: str = ""
+    you: RadiotherapyPlanningEnv | None = None
+    agent_env: RadiotherapyPlanningEnv | None = None
+    last_action: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.task = self.task or self.default_task
+        self._policy: Any = None
+        self._agent_obs: Any = None
+        self._agent_info: dict[str, Any] = {}
+        self._your_info: dict[str, Any] = {}
+
+    @property
+    def started(self) -> bool:
+        return self.you is not None
+
+    def new_plan(self, task: Any, seed: Any, agent: Any) -> None:
+        """Start both plans on one patient (raises :class:`WebError` on a bad choice)."""
+        if task not in TASKS:
+            raise WebError(f"unknown task {task!r}; valid names: {', '.join(TASKS)}")
+        if isinstance(seed, float) and seed.is_integer():
+            seed = int(seed)
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise WebError(f"the seed must be a whole number in 0..{MAX_SEED}, got {seed!r}")
+        if agent not in available_agents():
+            raise WebError(f"unknown agent {agent!r}; available: {', '.join(available_agents())}")
+        policy = rt_policies.load(agent)
+        you = RadiotherapyPlanningEnv(task, render_mode="rgb_array")
+        agent_env = RadiotherapyPlanningEnv(task, render_mode="rgb_array")
+        _, self._your_info = you.reset(seed=seed)
+        self._agent_obs, self._agent_info = agent_env.reset(seed=seed)
+        policy.reset(seed=policy_seed(seed), plan=agent_env.plan)  # as the RT grader seeds it
+        self.task, self.seed, self.agent_name = task, seed, agent
+        self.you, self.agent_env, self._policy = you, agent_env, policy
+        self.last_action = ""
+
+    def legal(self) -> list[bool]:
+        """Your plan's exact action mask (all False once locked)."""
+        if self.you is None or self.you.plan.done:
+            return [False] * N_ACTIONS
+        return [bool(ok) for ok in self.you.action_masks()]
+
+    def play(self, action: int) -> None:
+        if self.you is None:
+            raise WebError("no plan yet: press New plan")
+        if not self.legal()[action]:
+            raise WebError(f"{action_label(action)} is not legal now (the plan changed, or it is locked)")
+        _, reward, *_, self._your_info = self.you.step(action)
+        self.last_action = f"{action_label(action)} (reward {reward:+.3f})"
+
+    def agent_step(self) -> None:
+        if self.agent_env is None:
+            raise WebError("no plan yet: press New plan")
+        if self.agent_env.plan.done:
+            raise WebError("the agent's plan is locked: press New plan for another patient")
+        action = int(self._policy.act(self._agent_obs, self._agent_info["action_mask"]))
+        self._agent_obs, _, _, _, self._agent_info = self.agent_env.step(action)
+
+    def agent_finish(self) -> None:
+        self.agent_step()
+        while self.agent_env is not None and not self.agent_env.plan.done:
+            self.agent_step()
+
+
+def metrics_markdown(env: RadiotherapyPlanningEnv, info: dict[str, Any], who: str) -> str:
+    """The plan's live figures: tumour (doses × Rx, V95 as % of the tumour), then one row per OAR."""
+    m = info["metrics"]
+    state = "locked" if env.plan.done else "planning"
+    oars = "\n".join(
+        f"| {name} | {o['mean']:.2f} | {o['limit']:.2f} | {'pass' if o['pass'] else '**FAIL**'} |"
+        for name, o in m["oars"].items()
+    )
+    return (
+        f"**{who}** — step **{info['steps']}** / {env.task.max_steps} ({state}), "
+        f"score **{info['score']:.3f}**\n\n"
+        "| beams | D95 | V95 | CI | HI |\n|---|---|---|---|---|\n"
+        f"| {m['n_beams']} | {m['d95']:.3f} | {100 * m['v95']:.1f}% | {m['ci']:.2f} | {m['hi']:.2f} |\n\n"
+        f"| organ at risk | mean dose | limit | |\n|---|---|---|---|\n{oars}"
+    )
+
+
+def rt_web_view_builder(store: SessionStore[RTWebEpisodes], task: str) -> Callable[..., gr.Blocks]:
+    """The ``gradio_builder`` OpenEnv's ``create_app`` calls (only the title is used)."""
+
+    def build(
+        web_manager: Any,
+        action_fields: Any,
+        metadata: Any,
+        is_chat_env: bool,
+        title: str,
+        quick_start_md: str,
+    ) -> gr.Blocks:
+        return build_rt_web_view(store, task, title)
+
+    return build
+
+
+def build_rt_web_view(
+    store: SessionStore[RTWebEpisodes], task: str, title: str = "hospital_marl"
+) -> gr.Blocks:
+    """The page. Every handler takes the tab's session id and returns the whole view."""
+    agents = available_agents()
+    tabs = TabSessions(store)
+
+    with gr.Blocks(title=title) as page:
+        sid_state = gr.State(None)
+        gr.Markdown(
+            "## Radiotherapy treatment planning, live\n"
+            "Pick a patient (task and seed), then place, turn and weight beams with the legal actions "
+            "below and lock the plan, while an agent plans the same patient beside you. Left of each "
+            "picture: the dose wash over the tumour (outlined) and the organs at risk, with the beams; "
+            "right: the dose-volume histograms. Doses are in units of the prescription (Rx)."
+        )
+        with gr.Row():
+            task_pick = gr.Dropdown(list(TASKS), value=task, label="Task", elem_id="task")
+            seed = gr.Number(value=0, precision=0, minimum=0, label="Seed (the patient)", elem_id="seed")
+            agent = gr.Dropdown(agents, value=agents[0], label="Agent", elem_id="agent")
+            new_plan = gr.Button("New plan", variant="primary", elem_id="new-plan")
+        status = gr.Markdown(elem_id="status")
+        pictures, metrics = [], []
+        with gr.Row():
+            for who, label in (("you", "Your plan"), ("agent", "The agent's plan")):
+                with gr.Column():
+                    pictures.append(
+                        gr.Image(
+                            label=label,
+                            show_label=False,
+                            buttons=[],
+                            type="numpy",
+                            interactive=False,
+                            elem_id=f"plan-{who}",
+                            format="png",
+                        )
+                    )
+                    metrics.append(gr.Markdown(elem_id=f"metrics-{who}"))
+        gr.Markdown("**Your move** — the legal actions now:")
+        with gr.Row():
+            buttons = [
+                gr.Button(action_label(i), size="sm", visible=False, elem_id=f"act-{i}", min_width=100)
+                for i in range(N_ACTIONS)
+            ]
+        with gr.Row():
+            agent_step = gr.Button("Agent: one step", elem_id="agent-step")
+            agent_finish = gr.Button("Agent: finish the plan", elem_id="agent-finish")
+
+        outputs = [sid_state, status, *pictures, *metrics, *buttons]
+
+        def view(sid: str | None, episodes: RTWebEpisodes | None, message: str = "") -> list[Any]:
+            if episodes is None or episodes.you is None or episodes.agent_env is None:
+                return [sid, message, None, None, "", "", *[gr.update(visible=False)] * N_ACTIONS]
+            line = message or (
+                f"Last move: {episodes.last_action}"
+                if episodes.last_action
+                else f"Patient: **{episodes.task}**, seed **{episodes.seed}**, "
+                f"agent **{episodes.agent_name}**."
+            )
+            return [
+                sid,
+                line,
+                _picture(episodes.you),
+                _picture(episodes.agent_env),
+                metrics_markdown(episodes.you, episodes._your_info, "You"),
+                metrics_markdown(episodes.agent_env, episodes._agent_info, f"Agent ({episodes.agent_name})"),
+                *[gr.update(visible=ok) for ok in episodes.legal()],
+            ]
+
+        run = functools.partial(tabs.run, view)
+
+        def handler(act: Callable[..., None]) -> Callable[..., list[Any]]:
+            def on_click(sid: str | None, request: gr.Request) -> list[Any]:
+                return run(act, sid, (), request)
+
+            return on_click
+
+        def plan_handler(only_if_new: bool) -> Callable[..., list[Any]]:
+            def on_plan(
+                sid: str | None, task_: Any, seed_: Any, agent_: Any, request: gr.Request
+            ) -> list[Any]:
+                def start(episodes: RTWebEpisodes, *args: Any) -> None:
+                    if not (only_if_new and episodes.started):
+                        episodes.new_plan(*args)
+
+                return run(start, sid, (task_, seed_, agent_), request)
+
+            return on_plan
+
+        plan_inputs = [sid_state, task_pick, seed, agent]
+        events = {"outputs": outputs, "concurrency_limit": WEB_CONCURRENCY}
+        page.load(plan_handler(only_if_new=True), inputs=plan_inputs, **events)
+        new_plan.click(plan_handler(only_if_new=False), inputs=plan_inputs, **events)
+        for i, button in enumerate(buttons):
+            button.click(
+                handler(functools.partial(RTWebEpisodes.play, action=i)), inputs=[sid_state], **events
+            )
+        agent_step.click(handler(RTWebEpisodes.agent_step), inputs=[sid_state], **events)
+        agent_finish.click(handler(RTWebEpisodes.agent_finish), inputs=[sid_state], **events)
+        page.unload(tabs.close_tab)
+    return page
