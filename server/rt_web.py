@@ -30,7 +30,7 @@ from hospital_marl.radiotherapy.core.plan import ACTIONS, N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import TASKS
 from server.models import MAX_SEED
 from server.sessions import SessionStore
-from server.web import WEB_CONCURRENCY, TabSessions, WebError
+from server.web import WEB_CONCURRENCY, TabSessions, WebError, gradio_builder
 
 AGENTS: tuple[str, ...] = ("planner", "evenly_spaced", "ppo")
 """Agents the page offers, those :func:`policies.radiotherapy.load` can build here."""
@@ -144,19 +144,8 @@ def metrics_markdown(env: RadiotherapyPlanningEnv, info: dict[str, Any], who: st
 
 
 def rt_web_view_builder(store: SessionStore[RTWebEpisodes], task: str) -> Callable[..., gr.Blocks]:
-    """The ``gradio_builder`` OpenEnv's ``create_app`` calls (only the title is used)."""
-
-    def build(
-        web_manager: Any,
-        action_fields: Any,
-        metadata: Any,
-        is_chat_env: bool,
-        title: str,
-        quick_start_md: str,
-    ) -> gr.Blocks:
-        return build_rt_web_view(store, task, title)
-
-    return build
+    """The RT page's builder for ``create_app``."""
+    return gradio_builder(build_rt_web_view, store, task)
 
 
 def build_rt_web_view(

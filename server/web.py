@@ -319,9 +319,12 @@ class TabSessions:
 
 
 # ------------------------------------------------------------------ page
-def web_view_builder(store: SessionStore[WebEpisodes], scenario: str) -> Callable[..., gr.Blocks]:
+def gradio_builder(
+    build_page: Callable[[Any, str, str], gr.Blocks], store: Any, choice: str
+) -> Callable[..., gr.Blocks]:
     """The ``gradio_builder`` OpenEnv's ``create_app`` calls (with its web manager, action
-    fields, metadata, chat flag, title and quick-start text; this page needs only the title)."""
+    fields, metadata, chat flag, title and quick-start text; a page needs only the title):
+    ``build_page(store, choice, title)`` for the served env's page (``choice``: scenario or task)."""
 
     def build(
         web_manager: Any,
@@ -331,9 +334,14 @@ def web_view_builder(store: SessionStore[WebEpisodes], scenario: str) -> Callabl
         title: str,
         quick_start_md: str,
     ) -> gr.Blocks:
-        return build_web_view(store, scenario, title)
+        return build_page(store, choice, title)
 
     return build
+
+
+def web_view_builder(store: SessionStore[WebEpisodes], scenario: str) -> Callable[..., gr.Blocks]:
+    """The ED page's builder for ``create_app``."""
+    return gradio_builder(build_web_view, store, scenario)
 
 
 def build_web_view(
