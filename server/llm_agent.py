@@ -535,6 +535,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--scenarios", nargs="+", metavar="S", default=["normal_day"],
         help=f"scenarios to play (default normal_day; 'all' = {' '.join(BUILTIN_SCENARIOS)})",
     )  # fmt: skip
+    parser.add_argument(
+        "--env", choices=("ed", "radiotherapy"), default="ed",
+        help="ed: the emergency department (default); radiotherapy: RT planning (SPEC-RT), in-process",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tasks", nargs="+", metavar="T", default=["prostate"],
+        help="with --env radiotherapy: tasks to plan (default prostate; 'all' = every task)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="base seed: the grader's days (default 0)")
     parser.add_argument("--episodes", type=int, default=1, help="episodes per scenario (default 1)")
     parser.add_argument(
@@ -583,7 +591,40 @@ def options_from_args(args: argparse.Namespace) -> AgentOptions:
     )
 
 
+def run_radiotherapy(args: argparse.Namespace) -> int:
+    """``--env radiotherapy``: one LLM plans each task's patients (the RT grader's episode seeds),
+    through the same client, request timeout and bounded retries as the ED agent."""
+    from grading.common import episode_seed
+    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, TASKS
+    from policies.llm import ChatModel, LLMConfig
+    from policies.radiotherapy.llm import LLMRTPolicy, chat_complete, play
+
+    tasks = list(BUILTIN_TASKS) if args.tasks == ["all"] else list(args.tasks)
+    try:
+        if args.server or args.mcp or args.track != "flat":
+            raise ValueError("--env radiotherapy plays in-process with one agent (no --server/--mcp/team)")
+        unknown = [name for name in tasks if name not in TASKS]
+        if unknown:
+            raise ValueError(f"unknown task {unknown[0]!r}; valid names: {', '.join(TASKS)}")
+        config = LLMConfig.from_env(
+            model=args.model, base_url=args.base_url, temperature=args.temperature,
+            max_tokens=args.max_tokens, timeout_s=args.timeout, max_retries=args.retries,
+        )  # fmt: skip
+        chat = ChatModel(config)
+    except (ValueError, ImportError) as exc:
+        print(f"llm agent: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    policy = LLMRTPolicy(chat_complete(chat), name=config.model)
+    for task in tasks:
+        for i in range(args.episodes):
+            if play(policy, task, episode_seed(args.seed, task, i), config.model) is None:
+                return EXIT_FAILED
+    return EXIT_OK
+
+
 def run_from_args(args: argparse.Namespace) -> int:
+    if args.env == "radiotherapy":
+        return run_radiotherapy(args)
     try:
         runner = LLMAgentRunner(options_from_args(args))
     except (ValueError, ImportError) as exc:

@@ -22,10 +22,10 @@ so it is a policy like the others (the grader grades it) and testable without a 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from collections.abc import Callable, Mapping
+from typing import TextIO
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from hospital_marl.radiotherapy import task_env_id
 from hospital_marl.radiotherapy.core.plan import ACTIONS, ADD, LOCK, Plan
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from hospital_marl.radiotherapy.envs.render import render_ansi
+from policies.llm import ChatModel, LLMConfig, LLMUnavailableError
 from policies.radiotherapy.base import BaseRTPolicy
 
 SYSTEM_PROMPT = (
@@ -53,13 +54,14 @@ def prompt(plan: Plan, action_mask: np.ndarray) -> str:
 
 
 def parse_action(reply: str, action_mask: np.ndarray) -> tuple[int | None, str | None]:
-    """(action, None) for the first legal action number in the reply, else (None, error)."""
+    """(action, None) for the first legal action number in the reply, else (None, error), the error
+    named as the ED agent names it (one token: the ``[STEP]`` line's ``error=`` field has no spaces)."""
     numbers = [int(n) for n in re.findall(r"\b\d+\b", reply or "")]
     if not numbers:
-        return None, "no action number in the reply"
+        return None, "no_action_number"
     action = numbers[0]
     if not 0 <= action < len(action_mask) or not action_mask[action]:
-        return None, f"action {action} is not legal now"
+        return None, f"illegal_action_{action}"
     return action, None
 
 
@@ -87,8 +89,10 @@ class LLMRTPolicy(BaseRTPolicy):
         call_error = None
         try:
             reply = self.complete(prompt(self.plan, mask))
+        except LLMUnavailableError:
+            raise  # the endpoint is gone after its bounded retries: the run ends (success=false)
         except Exception as exc:  # a failed call is logged and played as the fallback, never a crash
-            reply, call_error = "", f"{type(exc).__name__}: {exc}"
+            reply, call_error = "", f"llm_call_failed_{type(exc).__name__}"
         action, parse_error = parse_action(reply, mask)
         if action is None:
             self.errors += 1
@@ -98,32 +102,23 @@ class LLMRTPolicy(BaseRTPolicy):
         return action
 
 
-def openai_complete(model: str) -> Callable[[str], str]:
-    """A ``complete`` over an OpenAI-compatible chat API (API_BASE_URL, API_KEY or HF_TOKEN)."""
-    from openai import OpenAI
-
-    client = OpenAI(
-        base_url=os.environ.get("API_BASE_URL"), api_key=os.environ.get("API_KEY") or os.environ["HF_TOKEN"]
-    )
+def chat_complete(chat: ChatModel) -> Callable[[str], str]:
+    """A ``complete`` over the ED agents' :class:`~policies.llm.ChatModel` (the official ``openai``
+    client with its request timeout and bounded retries)."""
 
     def complete(text: str) -> str:
-        reply = client.chat.completions.create(
-            model=model,
-            messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text}],
-            max_tokens=8,
-            temperature=0.0,
-        )
-        return reply.choices[0].message.content or ""
+        system = {"role": "system", "content": SYSTEM_PROMPT}
+        return chat.complete([system, {"role": "user", "content": text}])
 
     return complete
 
 
-def play(policy: LLMRTPolicy, task: str, seed: int, model: str, out=sys.stdout) -> float:
-    """One episode with the protocol's log lines; returns the score."""
+def play(policy: LLMRTPolicy, task: str, seed: int, model: str, out: TextIO | None = None) -> float | None:
+    """One episode with the protocol's log lines; returns the score (None: the endpoint failed)."""
     from policies.radiotherapy.baselines import EvenlySpacedPolicy
 
     def log(line: str) -> None:
-        print(line, file=out, flush=True)
+        print(line, file=out or sys.stdout, flush=True)  # sys.stdout at call time (captured in tests)
 
     env = RadiotherapyPlanningEnv(task)
     obs, info = env.reset(seed=seed)
@@ -131,7 +126,13 @@ def play(policy: LLMRTPolicy, task: str, seed: int, model: str, out=sys.stdout) 
     log(f"[START] task={task} env={task_env_id(task)} model={model}")
     rewards, done = [], False
     while not done:
-        action = policy.act(obs, info["action_mask"])
+        try:
+            action = policy.act(obs, info["action_mask"])
+        except LLMUnavailableError as exc:
+            print(f"llm agent: {exc}", file=sys.stderr)
+            so_far = ",".join(f"{r:.2f}" for r in rewards)
+            log(f"[END] success=false steps={len(rewards)} score=0.00 rewards={so_far}")
+            return None
         obs, reward, terminated, truncated, info = env.step(action)
         done = terminated or truncated
         rewards.append(reward)
@@ -153,17 +154,21 @@ def play(policy: LLMRTPolicy, task: str, seed: int, model: str, out=sys.stdout) 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """One patient (``inference.py --env radiotherapy`` plays several tasks and episodes)."""
     parser = argparse.ArgumentParser(
         prog="python -m policies.radiotherapy.llm", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--task", default="prostate")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    model = os.environ.get("MODEL_NAME", "")
-    if not model:
-        raise SystemExit("set MODEL_NAME (and API_BASE_URL, API_KEY or HF_TOKEN)")
-    play(LLMRTPolicy(openai_complete(model), name=model), args.task, args.seed, model)
-    return 0
+    try:
+        config = LLMConfig.from_env()
+        chat = ChatModel(config)
+    except (ValueError, ImportError) as exc:
+        print(f"llm agent: error: {exc}", file=sys.stderr)
+        return 2
+    score = play(LLMRTPolicy(chat_complete(chat), name=config.model), args.task, args.seed, config.model)
+    return 0 if score is not None else 1
 
 
 if __name__ == "__main__":

@@ -193,3 +193,43 @@ def test_script__a_role_can_have_its_own_model(
     assert models == ["standin-model", "standin-model", "vent-7b"] * 2  # triage, bed manager, officer
     assert _run(monkeypatch, capsys, url, "--role-model", "nurse=x", "--track", "team")[0] == 2
     assert _run(monkeypatch, capsys, url, "--role-model", "triage=x")[0] == 2  # flat track: no roles
+
+
+# ------------------------------------------------------------- radiotherapy (--env)
+def test_radiotherapy__the_same_script_plans_a_patient_and_prints_the_protocol(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from grading.common import episode_seed as rt_episode_seed
+    from hospital_marl.radiotherapy.core.plan import ADD, LOCK
+    from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
+
+    # The stand-in finds no ED action list in an RT prompt and answers 0 (add a beam) every time:
+    # seven beams, then 0 is illegal (at most seven beams) and the reply is played as the fallback, lock.
+    with standin() as (server, url):
+        status, out, _ = _run(monkeypatch, capsys, url, "--env", "radiotherapy", "--tasks", "prostate")
+    assert status == 0
+    start, steps, end = _parse(out)
+    assert start.groups() == ("prostate", "hospital_marl/RadiotherapyProstate-v0", "standin-model")
+    actions = [int(s.group(2)) for s in steps]
+    assert actions == [ADD] * 7 + [LOCK]
+    assert [s.group(5) for s in steps][:7] == ["null"] * 7 and steps[7].group(5) != "null"
+    assert len(server.requests) == 8
+    env = RadiotherapyPlanningEnv("prostate")  # the grader's patient 0 for seed 0, replayed
+    env.reset(seed=rt_episode_seed(0, "prostate", 0))
+    rewards = [f"{env.step(a)[1]:.2f}" for a in actions]
+    assert [s.group(3) for s in steps] == rewards
+    assert end.group(3) == f"{env.unwrapped.plan.score:.2f}"  # the plan's score (0-1), locked
+    assert end.group(2) == "8"
+
+
+def test_radiotherapy__an_endpoint_that_keeps_failing_ends_with_success_false(
+    standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with standin(default="error500") as (server, url):
+        status, out, err = _run(monkeypatch, capsys, url, "--env", "radiotherapy", "--tasks", "head_neck")
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("[START] task=head_neck ")
+    assert lines[-1] == "[END] success=false steps=0 score=0.00 rewards="
+    assert len(server.requests) == 1  # --retries 0: one request, then the run ends
+    assert "InternalServerError" in err or "500" in err

@@ -24,8 +24,8 @@ def test_prompt__lists_exactly_the_legal_actions_from_the_table() -> None:
 def test_parse__first_legal_number_or_an_error() -> None:
     mask = np.array([True, False, False, False, False, False, False, True])
     assert parse_action("I choose 7 (lock).", mask) == (7, None)
-    assert parse_action("maybe", mask)[1] == "no action number in the reply"
-    assert parse_action("3", mask)[1] == "action 3 is not legal now"
+    assert parse_action("maybe", mask)[1] == "no_action_number"  # the ED agent's error names
+    assert parse_action("3", mask)[1] == "illegal_action_3"
 
 
 def test_play__protocol_lines_and_fallback_on_bad_replies() -> None:
@@ -36,7 +36,7 @@ def test_play__protocol_lines_and_fallback_on_bad_replies() -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "[START] task=prostate env=hospital_marl/RadiotherapyProstate-v0 model=fake"
     assert re.fullmatch(
-        r"\[STEP\] step=3 action=7 reward=-?\d+\.\d\d done=true error=no action number .*", lines[3]
+        r"\[STEP\] step=3 action=7 reward=-?\d+\.\d\d done=true error=no_action_number", lines[3]
     )
     assert lines[-1].startswith("[END] success=") and f"score={score:.2f}" in lines[-1]
     assert policy.errors == 1  # "banana" -> fallback lock, which ended the episode
