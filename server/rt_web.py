@@ -30,7 +30,7 @@ from hospital_marl.radiotherapy.core.plan import ACTIONS, N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import TASKS
 from server.models import MAX_SEED
 from server.sessions import SessionStore
-from server.web import WEB_CONCURRENCY, TabSessions, WebError, gradio_builder
+from server.web import WEB_CONCURRENCY, TabSessions, WebError, gradio_builder, picture
 
 AGENTS: tuple[str, ...] = ("planner", "evenly_spaced", "ppo")
 """Agents the page offers, those :func:`policies.radiotherapy.load` can build here."""
@@ -174,17 +174,7 @@ def build_rt_web_view(
         with gr.Row():
             for who, label in (("you", "Your plan"), ("agent", "The agent's plan")):
                 with gr.Column():
-                    pictures.append(
-                        gr.Image(
-                            label=label,
-                            show_label=False,
-                            buttons=[],
-                            type="numpy",
-                            interactive=False,
-                            elem_id=f"plan-{who}",
-                            format="png",
-                        )
-                    )
+                    pictures.append(picture(label, f"plan-{who}"))
                     metrics.append(gr.Markdown(elem_id=f"metrics-{who}"))
         gr.Markdown("**Your move** — the legal actions now:")
         with gr.Row():

@@ -319,6 +319,19 @@ class TabSessions:
 
 
 # ------------------------------------------------------------------ page
+def picture(label: str, elem_id: str) -> gr.Image:
+    """A read-only picture of an env's ``rgb_array`` frame (numpy in, PNG to the browser)."""
+    return gr.Image(
+        label=label,
+        show_label=False,
+        buttons=[],
+        type="numpy",
+        interactive=False,
+        elem_id=elem_id,
+        format="png",
+    )
+
+
 def gradio_builder(
     build_page: Callable[[Any, str, str], gr.Blocks], store: Any, choice: str
 ) -> Callable[..., gr.Blocks]:
@@ -369,26 +382,10 @@ def build_web_view(
         status = gr.Markdown(elem_id="status")
         with gr.Row():
             with gr.Column():
-                you_board = gr.Image(
-                    label="Your ED",
-                    show_label=False,
-                    buttons=[],
-                    type="numpy",
-                    interactive=False,
-                    elem_id="board-you",
-                    format="png",
-                )
+                you_board = picture("Your ED", "board-you")
                 you_metrics = gr.Markdown(elem_id="metrics-you")
             with gr.Column():
-                agent_board = gr.Image(
-                    label="The agent's ED",
-                    show_label=False,
-                    buttons=[],
-                    type="numpy",
-                    interactive=False,
-                    elem_id="board-agent",
-                    format="png",
-                )
+                agent_board = picture("The agent's ED", "board-agent")
                 agent_metrics = gr.Markdown(elem_id="metrics-agent")
         with gr.Group(visible=True) as flat_group:
             gr.Markdown("**Your move** — the legal actions this tick (flat track):")
