@@ -4,7 +4,9 @@ role plays its own rule each tick).
 
 Each rule reads only its role's observation blocks and proposes one action with
 a priority; priorities are what make the flat composition pick the most
-valuable action when only one is allowed per tick.
+valuable action when only one is allowed per tick. The rules are written once, compiled,
+in :mod:`policies.heuristic_kernel` (where the planner's rollouts also call them); this
+module is their Python face: named blocks or a role's AEC vector in, an action out.
 """
 
 from __future__ import annotations
@@ -13,107 +15,63 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from hospital_marl.core.actions import FLAT_OF, NOOP, ROLE_FLAT, ROLES, Kind
-from policies.base import BasePolicy, flat_mask_from_role, role_blocks
+from hospital_marl.core.actions import N_FLAT_ACTIONS, NOOP, ROLE_FLAT, ROLES
+from hospital_marl.envs.observations import BLOCK_BY_KEY, BLOCKS, OFFSETS, ROLE_BLOCKS
+from policies import heuristic_kernel as hk
+from policies.base import BasePolicy, flat_mask_from_role
 
 Blocks = Mapping[str, np.ndarray]
 Proposal = tuple[int, float]  # (flat action, priority); priority 0 = nothing to do
 
-# Priorities: life first (ventilate, ICU for the critical, freeing ICU for them),
-# then flow (admissions by severity), then housekeeping.
-VENTILATE = 100.0
-STEP_DOWN_UNDER_PRESSURE = 98.0
-ADMIT_CRITICAL_ICU = 90.0
-TRANSFER_CRITICAL = 85.0
-ADMIT_CRITICAL_GENERAL = 70.0
-ADMIT = 60.0
-STEP_DOWN = 50.0
-EARLY_DISCHARGE_UNDER_PRESSURE = 40.0
+_COMPOSED_KEYS = tuple(b.key for b in BLOCKS)  # the global state layout, block by block
 
 
-def _occupied_queue(blocks: Blocks) -> list[tuple[int, int, int]]:
-    """(slot, severity, wait) of visible waiting patients, most severe then longest waiting first."""
-    q = blocks["waiting_queue"]
-    rows = [(slot, int(q[slot, 0]), int(q[slot, 2])) for slot in range(len(q)) if q[slot, 0] > 0]
-    return sorted(rows, key=lambda r: (-r[1], -r[2], r[0]))
+def _size(keys: tuple[str, ...]) -> int:
+    return sum(int(np.prod(BLOCK_BY_KEY[key].shape)) for key in keys)
 
 
-def triage_rule(blocks: Blocks, mask: np.ndarray) -> Proposal:
-    """Most severe first; critical patients to ICU (a general bed if no ICU bed is free)."""
-    for slot, sev, _ in _occupied_queue(blocks):
-        if sev >= 4:
-            icu, general = FLAT_OF[(Kind.ADMIT_ICU, slot)], FLAT_OF[(Kind.ADMIT_GENERAL, slot)]
-            if mask[icu]:
-                return icu, ADMIT_CRITICAL_ICU + sev
-            if mask[general]:
-                return general, ADMIT_CRITICAL_GENERAL + sev
-        else:
-            general = FLAT_OF[(Kind.ADMIT_GENERAL, slot)]
-            if mask[general]:
-                return general, ADMIT + sev
-    return NOOP, 0.0
+_SIZE = {keys: _size(keys) for keys in (_COMPOSED_KEYS, *ROLE_BLOCKS.values())}
 
 
-def bed_manager_rule(blocks: Blocks, mask: np.ndarray) -> Proposal:
-    """Step down ready ICU patients, move deteriorating general patients to ICU,
-    early-discharge the mildest general patient only when critical patients wait for beds."""
-    board = blocks["bed_occupancy"]
-    free_general, free_icu = blocks["capacity"][0], blocks["capacity"][1]
-    queue_sev = blocks["waiting_queue"][:, 0]
-    critical_waiting = bool((queue_sev >= 4).any())
-    critical_on_board = bool((board >= 4).any())
-    icu_needed = free_icu == 0 and (critical_waiting or critical_on_board)
-    best: Proposal = (NOOP, 0.0)
-    for j, ready in enumerate(blocks["icu_ready"]):
-        action = FLAT_OF[(Kind.DISCHARGE_ICU, j)]
-        if ready and mask[action]:
-            best = max(best, (action, STEP_DOWN_UNDER_PRESSURE if icu_needed else STEP_DOWN), key=_priority)
-            break
-    for k in range(5):
-        action = FLAT_OF[(Kind.TRANSFER_ICU, k)]
-        if board[k] >= 4 and mask[action]:
-            best = max(best, (action, TRANSFER_CRITICAL + board[k]), key=_priority)
-            break
-    n_board = int((board > 0).sum())
-    if free_general == 0 and n_board and (queue_sev >= 3).any() and board[n_board - 1] == 1:
-        action = FLAT_OF[(Kind.EARLY_DISCHARGE, 0)]
-        if mask[action]:
-            best = max(best, (action, EARLY_DISCHARGE_UNDER_PRESSURE), key=_priority)
-    return best
+def _vector(blocks: Blocks, keys: tuple[str, ...]) -> np.ndarray:
+    """The named blocks concatenated (float32, the observation dtype) in ``keys`` order."""
+    vector = np.concatenate([np.asarray(blocks[key], np.float32).ravel() for key in keys])
+    if vector.shape != (_SIZE[keys],):  # the compiled rules read by offset: never past the end
+        shapes = {key: np.shape(blocks[key]) for key in keys}
+        raise ValueError(f"observation blocks of the wrong shapes: {shapes}")
+    return vector
 
 
-def ventilator_rule(blocks: Blocks, mask: np.ndarray) -> Proposal:
-    """A free ventilator only when an ICU patient needs one (it goes to them): never waste one."""
-    needing = blocks["icu_needs_vent"] * (1 - blocks["icu_on_vent"])
-    if not needing.any():
-        return NOOP, 0.0
-    for v in range(3):
-        action = FLAT_OF[(Kind.VENTILATE, v)]
-        if mask[action]:
-            return action, VENTILATE + float((blocks["icu_occupancy"] * needing).max())
-    return NOOP, 0.0
+def _mask(mask: np.ndarray) -> np.ndarray:
+    mask = np.asarray(mask, dtype=np.bool_)
+    if mask.shape != (N_FLAT_ACTIONS,):
+        raise ValueError(f"a flat action mask has {N_FLAT_ACTIONS} entries, got shape {mask.shape}")
+    return mask
 
 
-def _priority(p: Proposal) -> float:
-    return p[1]
+def _role_rule(role: str) -> Callable[[Blocks, np.ndarray], Proposal]:
+    r, keys, offsets = hk.ROLE_NUMBER[role], ROLE_BLOCKS[role], hk.ROLE_OFFSETS[role]
+
+    def rule(blocks: Blocks, mask: np.ndarray) -> Proposal:
+        flat, priority = hk.role_rule(r, _vector(blocks, keys), offsets, _mask(mask))
+        return int(flat), float(priority)
+
+    rule.__name__ = f"{role}_rule"
+    rule.__doc__ = (
+        f"The {role}'s rule on its observation blocks (compiled: policies.heuristic_kernel.{role})."
+    )
+    return rule
 
 
-ROLE_RULES: dict[str, Callable[[Blocks, np.ndarray], Proposal]] = {
-    "triage": triage_rule,
-    "bed_manager": bed_manager_rule,
-    "ventilator_officer": ventilator_rule,
-}
-assert set(ROLE_RULES) == set(ROLES)
+ROLE_RULES: dict[str, Callable[[Blocks, np.ndarray], Proposal]] = {role: _role_rule(role) for role in ROLES}
+"""Each role's rule on named blocks (its own role's keys) and a flat mask: (flat action, priority)."""
+triage_rule, bed_manager_rule, ventilator_rule = (ROLE_RULES[r] for r in ROLES)
 
 
 def flat_heuristic_action(blocks: Blocks, mask: np.ndarray) -> int:
-    """The single most valuable role action (ties: role order)."""
-    best: Proposal = (NOOP, 0.0)
-    for role in ROLES:
-        proposal = ROLE_RULES[role](blocks, mask)
-        if proposal[1] > best[1]:
-            best = proposal
-    return best[0]
+    """The single most valuable role action (ties: role order), from a composed observation
+    (every block) and the 39-entry mask."""
+    return int(hk.flat_action(_vector(blocks, _COMPOSED_KEYS), OFFSETS, _mask(mask)))
 
 
 class HeuristicPolicy(BasePolicy):
@@ -126,11 +84,19 @@ class HeuristicPolicy(BasePolicy):
     tracks = ("flat", "team")
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
-        return flat_heuristic_action(observation, np.asarray(action_mask, dtype=bool))
+        return flat_heuristic_action(observation, action_mask)
 
     def act_role(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
-        flat, _ = ROLE_RULES[role](role_blocks(role, observation), flat_mask_from_role(role, action_mask))
-        return ROLE_FLAT[role].index(flat) if flat != NOOP else 0
+        if role not in hk.ROLE_NUMBER:
+            raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+        vector = np.ascontiguousarray(observation, np.float32)  # the role's AEC vector, as laid out
+        if vector.shape != (_SIZE[ROLE_BLOCKS[role]],):
+            raise ValueError(
+                f"{role}'s observation has {_SIZE[ROLE_BLOCKS[role]]} entries, got {vector.shape}"
+            )
+        mask = flat_mask_from_role(role, action_mask)
+        flat, _ = hk.role_rule(hk.ROLE_NUMBER[role], vector, hk.ROLE_OFFSETS[role], mask)
+        return ROLE_FLAT[role].index(int(flat)) if flat != NOOP else 0
 
 
 class TeamHeuristicPolicy(HeuristicPolicy):

@@ -26,10 +26,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from grading.common import episode_seed, policy_seed  # noqa: E402
 from hospital_marl import BUILTIN_SCENARIOS, ClinicalParams, RewardTable, Scenario  # noqa: E402
 from hospital_marl.envs.aec import HospitalAECEnv  # noqa: E402
 from hospital_marl.envs.composed import HospitalEDEnv  # noqa: E402
-from grading.common import episode_seed, policy_seed  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "policies" / "decisions.json"
 
@@ -69,7 +69,11 @@ def play_team(policy: Any, scenario: Any, seed: int) -> dict:
     actions = []
     for agent in env.agent_iter():
         obs, _, terminated, truncated, _ = env.last()
-        action = None if terminated or truncated else int(policy.act_role(agent, obs["observation"], obs["action_mask"]))
+        action = (
+            None
+            if terminated or truncated
+            else int(policy.act_role(agent, obs["observation"], obs["action_mask"]))
+        )
         if action is not None:
             actions.append(action)
         env.step(action)
@@ -96,7 +100,9 @@ def cases() -> Iterator[tuple[str, Callable[[], dict]]]:
     )
     yield (
         "planner:tiny/mass_casualty/6",
-        lambda: play_flat(PlannerPolicy(rollouts=3, horizon=2, first=1, keep=0.34, bonus=0.0), "mass_casualty", 6),
+        lambda: play_flat(
+            PlannerPolicy(rollouts=3, horizon=2, first=1, keep=0.34, bonus=0.0), "mass_casualty", 6
+        ),
     )
 
 

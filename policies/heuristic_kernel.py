@@ -1,0 +1,309 @@
+"""The heuristic's rules and the planner's rollouts, compiled (numba), written once.
+
+The rules read an observation *vector* (float32) through ``off``: where each observation
+block starts in it, in :data:`hospital_marl.core.kernel.OBS_BLOCKS` order (-1 = the
+vector does not hold that block). One compiled rule therefore serves the global state
+the kernel writes (:data:`hospital_marl.envs.observations.OFFSETS`), a composed
+observation dict concatenated into that layout, and each role's own AEC vector
+(:data:`ROLE_OFFSETS`). :mod:`policies.heuristic` is the Python face of these rules;
+the planner's rollouts (:func:`evaluate_candidates`) call them inside the kernel, so a
+whole imagined future (every live candidate x ``horizon`` ticks) is one compiled call.
+
+Each rule proposes one flat action with a priority (0 = nothing to do); the flat
+composition takes the highest (ties: role order). Priorities: life first (ventilate,
+ICU for the critical, freeing ICU for them), then flow (admissions by severity), then
+housekeeping.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from hospital_marl.core.actions import FLAT_OF, NOOP, ROLES, Kind
+from hospital_marl.core.kernel import (
+    O_BED_OCCUPANCY,
+    O_CAPACITY,
+    O_ICU_NEEDS_VENT,
+    O_ICU_OCCUPANCY,
+    O_ICU_ON_VENT,
+    O_ICU_READY,
+    O_WAITING_QUEUE,
+    OBS_BLOCKS,
+    act_flat,
+    expected_deaths,
+    needs_ventilator,
+    survival_rate,
+    tick,
+    write_mask,
+    write_observation,
+)
+from hospital_marl.core.types import (
+    C_DEATHS,
+    EMPTY,
+    F_LAST_REWARD,
+    GENERAL,
+    ICU,
+    PAT_CONDITION,
+    PAT_LOCATION,
+    PAT_SEVERITY,
+    PAT_VENT_OF,
+    PAT_WAS_CRITICAL,
+    QUEUE_SLOTS,
+    R_CRITICAL_DISCHARGE,
+    R_DEATH,
+    R_DISCHARGE,
+    R_SURVIVAL_BONUS,
+    S_N_PATIENTS,
+    S_TERMINATED,
+    S_TRUNCATED,
+    WAITING,
+)
+from hospital_marl.envs.observations import BLOCK_BY_KEY, OFFSETS, ROLE_BLOCKS
+
+VENTILATE = 100.0
+STEP_DOWN_UNDER_PRESSURE = 98.0
+ADMIT_CRITICAL_ICU = 90.0
+TRANSFER_CRITICAL = 85.0
+ADMIT_CRITICAL_GENERAL = 70.0
+ADMIT = 60.0
+STEP_DOWN = 50.0
+EARLY_DISCHARGE_UNDER_PRESSURE = 40.0
+
+BOARD_SLOTS = BLOCK_BY_KEY["bed_occupancy"].shape[0]  # 20
+ICU_SLOTS = BLOCK_BY_KEY["icu_occupancy"].shape[0]  # 5
+VENT_SLOTS = BLOCK_BY_KEY["ventilator_status"].shape[0]  # 3
+BOARD_ACTIONS = 5  # transfers address the board's top five, early discharges its bottom five
+
+
+def _flat_table() -> np.ndarray:
+    """``FLAT[kind, index]``: the flat action of a (kind, index) (SPEC §3 table), -1 = none."""
+    table = np.full((len(Kind), QUEUE_SLOTS), -1, np.int64)
+    for (kind, index), flat in FLAT_OF.items():
+        table[int(kind), index] = flat
+    return table
+
+
+FLAT = _flat_table()
+K_ADMIT_GENERAL, K_ADMIT_ICU, K_VENTILATE = int(Kind.ADMIT_GENERAL), int(Kind.ADMIT_ICU), int(Kind.VENTILATE)
+K_TRANSFER_ICU, K_EARLY_DISCHARGE, K_DISCHARGE_ICU = (
+    int(Kind.TRANSFER_ICU),
+    int(Kind.EARLY_DISCHARGE),
+    int(Kind.DISCHARGE_ICU),
+)
+
+
+def _role_offsets(role: str) -> np.ndarray:
+    """Where each block starts in ``role``'s AEC vector (its ROLE_BLOCKS order), -1 if absent."""
+    starts, start = {}, 0
+    for key in ROLE_BLOCKS[role]:
+        starts[key] = start
+        start += int(np.prod(BLOCK_BY_KEY[key].shape))
+    return np.array([starts.get(key, -1) for key in OBS_BLOCKS], np.int64)
+
+
+ROLE_OFFSETS: dict[str, np.ndarray] = {role: _role_offsets(role) for role in ROLES}
+"""Block offsets of each role's AEC observation vector (for :func:`role_rule`)."""
+ROLE_NUMBER = {role: r for r, role in enumerate(ROLES)}
+TRIAGE, BED_MANAGER, VENTILATOR_OFFICER = (
+    ROLE_NUMBER[r] for r in ("triage", "bed_manager", "ventilator_officer")
+)
+
+_jit = njit(cache=True, nogil=True)
+
+
+# ------------------------------------------------------------------ the rules
+@_jit
+def triage(obs, off, mask) -> tuple[int, float]:
+    """Most severe first (then longest waiting, then slot); critical patients to ICU (a
+    general bed if no ICU bed is free)."""
+    o_q = off[O_WAITING_QUEUE]
+    best, best_sev, best_wait = NOOP, -1, -1
+    best_priority = 0.0
+    for slot in range(QUEUE_SLOTS):  # the first qualifying slot in (-severity, -wait, slot) order
+        if not obs[o_q + 3 * slot] > 0:
+            continue
+        sev, wait = int(obs[o_q + 3 * slot]), int(obs[o_q + 3 * slot + 2])
+        if best != NOOP and (sev < best_sev or (sev == best_sev and wait <= best_wait)):
+            continue
+        general = FLAT[K_ADMIT_GENERAL, slot]
+        if sev >= 4:
+            icu = FLAT[K_ADMIT_ICU, slot]
+            if mask[icu]:
+                action, priority = icu, ADMIT_CRITICAL_ICU + sev
+            elif mask[general]:
+                action, priority = general, ADMIT_CRITICAL_GENERAL + sev
+            else:
+                continue
+        elif mask[general]:
+            action, priority = general, ADMIT + sev
+        else:
+            continue
+        best, best_sev, best_wait, best_priority = action, sev, wait, priority
+    return best, best_priority
+
+
+@_jit
+def bed_manager(obs, off, mask) -> tuple[int, float]:
+    """Step down ready ICU patients, move deteriorating general patients to ICU,
+    early-discharge the mildest general patient only when critical patients wait for beds."""
+    o_b, o_q, o_c = off[O_BED_OCCUPANCY], off[O_WAITING_QUEUE], off[O_CAPACITY]
+    free_general, free_icu = obs[o_c], obs[o_c + 1]
+    critical_waiting, serious_waiting = False, False
+    for slot in range(QUEUE_SLOTS):
+        critical_waiting |= obs[o_q + 3 * slot] >= 4
+        serious_waiting |= obs[o_q + 3 * slot] >= 3
+    critical_on_board, n_board = False, 0
+    for k in range(BOARD_SLOTS):
+        critical_on_board |= obs[o_b + k] >= 4
+        n_board += obs[o_b + k] > 0
+    icu_needed = free_icu == 0 and (critical_waiting or critical_on_board)
+    best, best_priority = NOOP, 0.0
+    for j in range(ICU_SLOTS):
+        action = FLAT[K_DISCHARGE_ICU, j]
+        if obs[off[O_ICU_READY] + j] != 0 and mask[action]:
+            best, best_priority = action, STEP_DOWN_UNDER_PRESSURE if icu_needed else STEP_DOWN
+            break
+    for k in range(BOARD_ACTIONS):
+        action = FLAT[K_TRANSFER_ICU, k]
+        if obs[o_b + k] >= 4 and mask[action]:
+            priority = TRANSFER_CRITICAL + obs[o_b + k]
+            if priority > best_priority:  # ties keep the earlier proposal
+                best, best_priority = action, priority
+            break
+    if free_general == 0 and n_board > 0 and serious_waiting and obs[o_b + n_board - 1] == 1:
+        action = FLAT[K_EARLY_DISCHARGE, 0]
+        if mask[action] and best_priority < EARLY_DISCHARGE_UNDER_PRESSURE:
+            best, best_priority = action, EARLY_DISCHARGE_UNDER_PRESSURE
+    return best, best_priority
+
+
+@_jit
+def ventilator_officer(obs, off, mask) -> tuple[int, float]:
+    """A free ventilator only when an ICU patient needs one (it goes to them): never waste one.
+    Priority: above everything, by the most severe patient in need."""
+    worst, anyone = 0.0, False
+    for j in range(ICU_SLOTS):
+        needing = obs[off[O_ICU_NEEDS_VENT] + j] * (1 - obs[off[O_ICU_ON_VENT] + j])
+        if needing != 0:
+            anyone = True
+        worst = max(worst, obs[off[O_ICU_OCCUPANCY] + j] * needing)
+    if not anyone:
+        return NOOP, 0.0
+    for v in range(VENT_SLOTS):
+        action = FLAT[K_VENTILATE, v]
+        if mask[action]:
+            return action, VENTILATE + worst
+    return NOOP, 0.0
+
+
+@_jit
+def role_rule(role, obs, off, mask) -> tuple[int, float]:
+    """One role's proposal (roles numbered in ROLES order)."""
+    if role == TRIAGE:
+        return triage(obs, off, mask)
+    if role == BED_MANAGER:
+        return bed_manager(obs, off, mask)
+    return ventilator_officer(obs, off, mask)
+
+
+@_jit
+def flat_action(obs, off, mask) -> int:
+    """The single most valuable role action (ties: role order)."""
+    best, best_priority = NOOP, 0.0
+    for role in range(3):
+        action, priority = role_rule(role, obs, off, mask)
+        if priority > best_priority:
+            best, best_priority = action, priority
+    return best
+
+
+# ------------------------------------------------------------------ the planner's rollouts
+@_jit
+def place(st, e, pid) -> int:
+    """Where a patient is, for the horizon value: 0 waiting, 1 general bed, 2 ICU not needing a
+    ventilator, 3 ICU on a ventilator it needs, 4 ICU needing one without; -1 not in the ED."""
+    where = st.pat[e, pid, PAT_LOCATION]
+    if where == WAITING:
+        return 0
+    if where == GENERAL:
+        return 1
+    if where != ICU:
+        return -1
+    if not needs_ventilator(st.pat[e, pid, PAT_SEVERITY], st.pat[e, pid, PAT_CONDITION]):
+        return 2
+    return 3 if st.pat[e, pid, PAT_VENT_OF] != EMPTY else 4
+
+
+@_jit
+def write_places(st, e, out) -> None:
+    """Every patient's :func:`place` into ``out``."""
+    for pid in range(st.scalars[e, S_N_PATIENTS]):
+        out[pid] = place(st, e, pid)
+
+
+@_jit
+def horizon_value(st, p, e, death_by_place) -> float:
+    """Per patient still in the ED (patient order): ``(1 - q) x discharge reward + q x death
+    reward``, ``q = death_by_place[place, severity]``."""
+    value = 0.0
+    death = p.reals[R_DEATH]
+    for pid in range(st.scalars[e, S_N_PATIENTS]):
+        where = place(st, e, pid)
+        if where < 0:
+            continue
+        q = death_by_place[where, st.pat[e, pid, PAT_SEVERITY]]
+        discharge = (
+            p.reals[R_CRITICAL_DISCHARGE] if st.pat[e, pid, PAT_WAS_CRITICAL] else p.reals[R_DISCHARGE]
+        )
+        value += (1.0 - q) * discharge + q * death
+    return value
+
+
+@_jit
+def rollout(st, p, first, horizon, offsets, obs, mask, death_by_place) -> float:
+    """``first``, then the heuristic, for ``horizon`` ticks of row 0 (which it advances): the
+    tick rewards with deaths at their expected value (sampled death penalties added back,
+    ``death x expected deaths`` charged), the survival bonus removed at the end of the shift,
+    else the horizon value. The caller has drawn the bounce-back pairs ``horizon`` actions
+    may need."""
+    total = 0.0
+    action = first
+    death = p.reals[R_DEATH]
+    for _ in range(horizon):
+        act_flat(st, p, 0, action)
+        risk = expected_deaths(st, p, 0)
+        deaths = st.scalars[0, C_DEATHS]
+        tick(st, p, 0)
+        total += st.floats[0, F_LAST_REWARD] + death * (risk - (st.scalars[0, C_DEATHS] - deaths))
+        if st.scalars[0, S_TERMINATED] or st.scalars[0, S_TRUNCATED]:
+            return total - p.reals[R_SURVIVAL_BONUS] * survival_rate(st, 0)
+        write_observation(st, p, 0, offsets, obs)
+        write_mask(st, p, 0, mask)
+        valid = 0
+        for a in range(mask.shape[0]):
+            valid += mask[a]
+        action = NOOP if valid == 1 else flat_action(obs, offsets, mask)
+    return total + horizon_value(st, p, 0, death_by_place)
+
+
+@_jit
+def evaluate_candidates(st, p, buffer, actions, horizon, offsets, obs, mask, death_by_place, values) -> None:
+    """One imagined future (row 0 of ``st``, whose mutable fields live in ``buffer``): each
+    of ``actions`` rolled out from the same start (restored in between) into ``values``."""
+    start = buffer.copy()
+    for i in range(actions.shape[0]):
+        if i:
+            buffer[:] = start
+        values[i] = rollout(st, p, actions[i], horizon, offsets, obs, mask, death_by_place)
+
+
+__all__ = [
+    "OFFSETS",
+    "ROLE_OFFSETS",
+    "evaluate_candidates",
+    "flat_action",
+    "horizon_value",
+    "role_rule",
+    "write_places",
+]
