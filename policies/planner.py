@@ -14,10 +14,12 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from hospital_marl.core.actions import FLAT_OF, NOOP, Kind
-from hospital_marl.core.hospital import DEAD, EMPTY, GENERAL, ICU, WAITING, Hospital
+from hospital_marl.core.actions import FLAT_OF, N_FLAT_ACTIONS, NOOP, Kind
+from hospital_marl.core.hospital import DEAD, Hospital, SimulatorHandle
 from hospital_marl.core.kernel import needs_ventilator
-from hospital_marl.envs.observations import ObservationBuilder
+from hospital_marl.core.types import Params, State, packed_buffer
+from hospital_marl.envs.observations import OFFSETS, STATE_SIZE, ObservationBuilder
+from policies import heuristic_kernel as hk
 from policies.base import BasePolicy
 from policies.heuristic import flat_heuristic_action
 
@@ -39,6 +41,17 @@ shift when the heuristic plays on: the horizon value's "q". Measured with
 the grader's). Read as a model of "after the horizon, the heuristic": critical patients
 in a general bed die most (the heuristic admits waiting critical patients to the ICU
 before it transfers them), adequate care below severity 5 never kills."""
+
+
+def death_table(death_by_place: Mapping[str, tuple[float, ...]]) -> np.ndarray:
+    """A :data:`DEATH_BY_PLACE`-like mapping as the compiled rollouts read it: (place, severity)."""
+    table = np.array([death_by_place[place] for place in PLACES], np.float64)
+    if table.shape != (len(PLACES), 6):
+        raise ValueError(f"a death-by-place table has {len(PLACES)} x 6 entries, got {table.shape}")
+    return table
+
+
+DEATH_BY_PLACE_ARRAY = death_table(DEATH_BY_PLACE)
 
 
 class PlannerPolicy(BasePolicy):
@@ -119,6 +132,8 @@ class PlannerPolicy(BasePolicy):
         self.bonus = float(bonus)
         self.first = min(first, rollouts)
         self.keep = float(keep)
+        self._obs = np.empty(STATE_SIZE, np.float32)  # the compiled rollouts' working space
+        self._mask = np.empty(N_FLAT_ACTIONS, np.bool_)
 
     def __repr__(self) -> str:
         return (
@@ -144,35 +159,44 @@ class PlannerPolicy(BasePolicy):
         n_futures = 0
         for round_size in (self.first, self.rollouts - self.first):
             for _ in range(round_size):
-                future = self.hospital.imagine(int(self.rng.integers(2**63 - 1)))
-                start = future.snapshot()
-                for c in alive:
-                    future.restore(start)
-                    totals[c] += self.rollout_value(future, candidates[c])
+                future = _imagine(self.hospital, int(self.rng.integers(2**63 - 1)))
+                values = self.evaluate(future, [candidates[c] for c in alive])
+                for c, value in zip(alive, values):
+                    totals[c] += value
                 n_futures += 1
             if len(alive) > 2:
                 alive = sorted(alive, key=score, reverse=True)[: max(2, math.ceil(len(alive) * self.keep))]
         return candidates[max(alive, key=score)]
 
     # -------------------------------------------------------------- rollout
+    def evaluate(self, future: Hospital, actions: list[int]) -> list[float]:
+        """Each of ``actions``, then the heuristic, rolled out on one imagined future (each from
+        the same start; the future is advanced): their values, in one compiled call."""
+        state, params = _kernel_arrays(future, self.horizon)
+        values = np.empty(len(actions), np.float64)
+        hk.evaluate_candidates(
+            state, params, packed_buffer(state), np.array(actions, np.int64), self.horizon,
+            OFFSETS, self._obs, self._mask, DEATH_BY_PLACE_ARRAY, values,
+        )  # fmt: skip
+        return values.tolist()
+
     def rollout_value(self, sim: Hospital, first_action: int) -> float:
         """``first_action``, then the heuristic, on an imagined copy (which it advances)."""
-        rw = sim.rewards
-        builder = ObservationBuilder(sim)
-        total = 0.0
-        action = first_action
-        for _ in range(self.horizon):
-            sim.act_flat(action)
-            expected_deaths = death_risk(sim)
-            deaths = sim.count("deaths")
-            reward = sim.tick().reward
-            total += reward + rw.death * (expected_deaths - (sim.count("deaths") - deaths))
-            if sim.done:
-                return total - rw.survival_bonus * sim.metrics()["survival_rate"]
-            observation = builder.composed()  # the state's mask comes with it
-            mask = sim.flat_mask_array()
-            action = NOOP if mask.sum() == 1 else flat_heuristic_action(observation, mask)
-        return total + horizon_value(sim)
+        return self.evaluate(sim, [first_action])[0]
+
+
+def _imagine(hospital: Hospital | SimulatorHandle, seed: int) -> Hospital:
+    """The planner's one way to make an imagined future (the seam a faster ``imagine`` swaps)."""
+    return hospital.imagine(seed)
+
+
+def _kernel_arrays(future: Hospital, actions: int) -> tuple[State, Params]:
+    """The future's kernel state and parameters, with the random draws ``actions`` more
+    actions may need already drawn (a compiled rollout cannot return to Python for them)."""
+    future.ready_for_actions(actions)
+    if packed_buffer(future.state) is None:
+        raise RuntimeError("an imagined future's mutable state must be one packed buffer (core.types)")
+    return future.state, future.params
 
 
 def death_risk(h: Hospital) -> float:
@@ -183,40 +207,22 @@ def death_risk(h: Hospital) -> float:
     return h.expected_deaths()
 
 
+def places(h: Hospital) -> list[str | None]:
+    """Every patient's :data:`PLACES` entry (None when not in the ED), reading the state once."""
+    out = np.empty(h.state.pat.shape[1], np.int64)
+    hk.write_places(h.state, 0, out)
+    return [PLACES[i] if i >= 0 else None for i in out[: len(h.location)].tolist()]
+
+
 def place_of(h: Hospital, pid: int) -> str | None:
     """The patient's :data:`PLACES` entry, or None when not in the ED (not arrived, gone, dead)."""
     return places(h)[pid]
 
 
-def places(h: Hospital) -> list[str | None]:
-    """Every patient's :data:`PLACES` entry (None when not in the ED), reading the state once."""
-    location, vent_of = h.location, h.vent_of
-    out: list[str | None] = []
-    for pid, where in enumerate(location):
-        if where == WAITING:
-            out.append("waiting")
-        elif where == GENERAL:
-            out.append("general")
-        elif where != ICU:
-            out.append(None)
-        elif not h.needs_ventilator(pid):
-            out.append("icu")
-        else:
-            out.append("icu_vent" if vent_of[pid] != EMPTY else "icu_no_vent")
-    return out
-
-
 def horizon_value(h: Hospital, death_by_place: Mapping[str, tuple[float, ...]] = DEATH_BY_PLACE) -> float:
     """Per patient still in the ED: expected discharge reward minus expected death cost."""
-    rw, sev, was_critical = h.rewards, h.severity, h.was_critical
-    value = 0.0
-    for pid, place in enumerate(places(h)):
-        if place is None:
-            continue
-        q = death_by_place[place][sev[pid]]
-        discharge = rw.critical_discharge if was_critical[pid] else rw.discharge
-        value += (1.0 - q) * discharge + q * rw.death
-    return value
+    table = DEATH_BY_PLACE_ARRAY if death_by_place is DEATH_BY_PLACE else death_table(death_by_place)
+    return float(hk.horizon_value(h.state, h.params, 0, table))
 
 
 def candidate_actions(observation: Mapping[str, np.ndarray], mask: np.ndarray, heuristic: int) -> list[int]:

@@ -521,7 +521,13 @@ class Hospital:
 
     def _before_act(self) -> None:
         """An action may early-discharge: make sure the next bounce-back pair is drawn."""
-        needed = int(self._sc[S_BOUNCE_CURSOR]) + 1
+        self.ready_for_actions(1)
+
+    def ready_for_actions(self, actions: int) -> None:
+        """Draw now what ``actions`` more actions may need (one bounce-back pair each, for an
+        early discharge), so compiled code can act that often on :attr:`state` without
+        returning to Python (the planner's rollouts). Draws nothing a later call would not."""
+        needed = int(self._sc[S_BOUNCE_CURSOR]) + actions
         if needed > self.state.bounce_u.shape[1]:
             pairs = self._stream.ensure(needed)
             self.state = grow_bounce(self.state, len(pairs))
