@@ -175,7 +175,7 @@ class PlannerPolicy(BasePolicy):
         state, params = _kernel_arrays(future, self.horizon)
         values = np.empty(len(actions), np.float64)
         hk.evaluate_candidates(
-            state, params, packed_buffer(state), np.array(actions, np.int64), self.horizon,
+            state, params, 0, packed_buffer(state), np.array(actions, np.int64), self.horizon,
             OFFSETS, self._obs, self._mask, DEATH_BY_PLACE_ARRAY, values,
         )  # fmt: skip
         return values.tolist()
