@@ -73,12 +73,13 @@ class PlannerPolicy(BasePolicy):
        action is valid or one candidate is left.
     2. **Common random numbers**: each rollout index draws one imagined future
        ``hospital.imagine(seed)`` (seed from the planner's generator, seeded by
-       ``reset(seed)``), snapshots it once and evaluates every live candidate on that same
-       future (``restore`` per candidate): candidates are compared on the same patients.
-    3. **Rollout**: the candidate, one tick, then ``horizon - 1`` ticks of
-       :func:`~policies.heuristic.flat_heuristic_action` fed by an
-       :class:`~hospital_marl.envs.observations.ObservationBuilder` on the copy (the rules
-       exist once, in ``policies.heuristic``).
+       ``reset(seed)``) and evaluates every live candidate on that same future (restored to
+       its start per candidate): candidates are compared on the same patients.
+    3. **Rollout**, compiled (:func:`policies.heuristic_kernel.evaluate_candidates`: one call
+       per imagined future runs every live candidate): the candidate, one tick, then
+       ``horizon - 1`` ticks of the heuristic's compiled rules reading the kernel's own
+       observation and mask (the rules exist once, in :mod:`policies.heuristic_kernel`;
+       :func:`~policies.heuristic.flat_heuristic_action` is their Python face).
     4. **Value** (:meth:`rollout_value`): the sum of the tick rewards, with deaths at their
        expected value — the sampled death penalties are added back and each tick subtracts
        15 x the death probabilities of the severity-5 patients (0.15 waiting, 0.11 in a bed
@@ -94,16 +95,20 @@ class PlannerPolicy(BasePolicy):
     Budget (defaults): 4 rollouts for every candidate + 8 for the best half, horizon 8:
     with ``C`` candidates (2-9; about 5 on average when there is a choice) that is
     ``(4 C + 8 ceil(C / 2)) x 8`` imagined ticks and 12 imagined futures per decision.
-    Measured (``benchmarks/grader_speed.py``, 5 scenarios x 10 episodes, seed 0, 2 shared
-    cores): 28.6 ms per decision on average — night_shift 10, normal_day 28,
-    ventilator_crisis 29, mass_casualty 36, surge 40 — vs 0.09 ms for the heuristic;
-    score 77.3 vs the heuristic's 66.1. A cheaper setting,
-    ``planner:first=2,rollouts=8,keep=0.34``, costs about 60 % as much for ~0.7 points less
-    on surge, mass_casualty and ventilator_crisis.
+    Measured (``benchmarks/grader_speed.py``, 5 scenarios x 10 episodes, seed 0, 2 cores
+    shared with load ~8): 2.3 ms of CPU per decision on average (8.2 ms wall on that load:
+    night_shift 4, normal_day 6, surge 9, ventilator_crisis 11, mass_casualty 12) vs 0.1 ms
+    for the heuristic; score 77.3 vs the heuristic's 66.1. Most of it is making the 12
+    imagined futures (``Hospital.imagine``, NumPy draws: 0.12 ms of CPU each); the compiled
+    rollouts of one future take 0.06 ms for five candidates together (in Python they took
+    PYCPU ms of CPU per decision, for the same decisions). A cheaper setting,
+    ``planner:first=2,rollouts=8,keep=0.34`` (8 futures instead of 12), scores ~0.7 points
+    less on surge, mass_casualty and ventilator_crisis.
 
     Horizon: SPEC §9's prototype used 16. Here 8 scored the same (paired, 5 episodes each of
-    surge, mass_casualty and ventilator_crisis: 70.6 vs 70.6) at 55 % of the cost, because
-    the horizon value carries the long run; ``horizon=16`` is a kwarg away.
+    surge, mass_casualty and ventilator_crisis: 70.6 vs 70.6) at 55 % of the cost of the
+    rollouts in Python, because the horizon value carries the long run; ``horizon=16`` is a
+    kwarg away.
 
     Args:
         rollouts: imagined futures per finalist (``first`` of them shared by every candidate).
