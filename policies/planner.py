@@ -101,7 +101,7 @@ class PlannerPolicy(BasePolicy):
     for the heuristic; score 77.3 vs the heuristic's 66.1. Most of it is making the 12
     imagined futures (``Hospital.imagine``, NumPy draws: 0.12 ms of CPU each); the compiled
     rollouts of one future take 0.06 ms for five candidates together (in Python they took
-    PYCPU ms of CPU per decision, for the same decisions). A cheaper setting,
+    14.5 ms of CPU per decision, for the same decisions). A cheaper setting,
     ``planner:first=2,rollouts=8,keep=0.34`` (8 futures instead of 12), scores ~0.7 points
     less on surge, mass_casualty and ventilator_crisis.
 
