@@ -11,7 +11,8 @@ Target (printed as met or not, never asserted): the heuristic's full grade
 (5 scenarios x 10 episodes) in at most 5 s of wall time. The planner is
 the reference upper bound: it simulates hundreds of imagined ticks per decision
 (compiled rollouts on 12 imagined futures), about 20-30x the heuristic's time per
-decision (measured 2.3 ms vs 0.1 ms of CPU; the same decisions with the rollouts in Python took 14.5 ms).
+decision (measured 2.3 ms vs 0.1 ms of CPU; the same decisions with the rollouts
+in Python took 14.5 ms).
 
 This is a script, not a test. Run from the repository root::
 
