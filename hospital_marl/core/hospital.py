@@ -628,10 +628,13 @@ class Hospital:
     def _present(self) -> State:
         """A copy of the state that reads its dynamics from its key (a user day's own uniforms
         are part of the future an imagined copy redraws), with its own scratch space."""
-        state = copy_state(self.state)._replace(scratch=np.zeros_like(self.state.scratch))
-        if state.latent.shape[1]:
-            state = state._replace(latent=np.zeros((1, 0, state.latent.shape[2]), np.float64))
-        return state
+        st = self.state
+        shared = {"scratch": np.empty_like(st.scratch)}  # working space: written before every read
+        if st.latent.shape[1]:
+            shared["latent"] = np.zeros((1, 0, st.latent.shape[2]))
+        if self._buffer is not None:
+            return with_buffer(st, self._buffer.copy(), **shared)
+        return copy_state(st, **shared)
 
     def handle(self) -> SimulatorHandle:
         """A read-only view for policies: the present state and :meth:`imagine`, never the future."""

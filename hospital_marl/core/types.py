@@ -219,19 +219,20 @@ def packed_buffer(state: State) -> np.ndarray | None:
     return buffer
 
 
-def with_buffer(state: State, buffer: np.ndarray) -> State:
-    """``state``'s shared arrays with its mutable fields read from ``buffer`` (a copy of its
-    :func:`packed_buffer`): the state that buffer holds."""
+def with_buffer(state: State, buffer: np.ndarray, **shared: np.ndarray) -> State:
+    """``state``'s shared arrays (or those given) with its mutable fields read from ``buffer``
+    (a copy of its :func:`packed_buffer`): the state that buffer holds."""
     n, p, _ = state.pat.shape
-    return state._replace(**_views(buffer, n, p, state.bounce.shape[2]))
+    return state._replace(**_views(buffer, n, p, state.bounce.shape[2]), **shared)
 
 
-def copy_state(state: State) -> State:
-    """An independent copy of everything that changes (the rest is shared: :data:`SHARED_FIELDS`)."""
+def copy_state(state: State, **shared: np.ndarray) -> State:
+    """An independent copy of everything that changes (the rest is shared: :data:`SHARED_FIELDS`,
+    unless replaced by ``shared``, e.g. a copy's own scratch space)."""
     buffer = packed_buffer(state)
     if buffer is not None:
-        return with_buffer(state, buffer.copy())
-    return _repacked(state, state.pat.shape[1], state.bounce.shape[2])
+        return with_buffer(state, buffer.copy(), **shared)
+    return _repacked(state, state.pat.shape[1], state.bounce.shape[2])._replace(**shared)
 
 
 def _repacked(state: State, patients: int, pairs: int) -> State:
