@@ -15,7 +15,7 @@ import pytest
 from hospital_marl import BUILTIN_SCENARIOS, Hospital
 from hospital_marl.core.rng import D_COUNT, D_DYNAMICS, imagine_key, poisson, seed_key, uniform
 from hospital_marl.core.scenarios import get_scenario
-from hospital_marl.core.types import S_KEY
+from hospital_marl.core.types import S_KEY, S_N_PATIENTS
 
 
 def test_uniform__is_in_unit_interval_with_uniform_bins_and_uncorrelated_neighbours() -> None:
@@ -79,3 +79,31 @@ def test_imagine__with_the_episode_seed_does_not_replay_the_real_future() -> Non
     h.reset(11)
     real = h.day.arrival_tick
     assert h.imagine(11).day.arrival_tick != real
+
+
+def test_days_beyond_the_capacity_grow_the_state_never_overflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The capacity guarantee: a day (or an imagined one) with more patients than slots gets room
+    for all of them and is the same day as with room to spare."""
+    import gymnasium as gym
+
+    import hospital_marl.core.hospital as hospital_module
+    import hospital_marl.envs.vector as vector_module
+    from hospital_marl import COMPOSED_ENV_ID
+
+    roomy = Hospital("surge")
+    roomy.reset(5)
+    monkeypatch.setattr(hospital_module, "patient_capacity", lambda scenario: 3)
+    tight = Hospital("surge")
+    tight.reset(5)
+    assert tight.day == roomy.day and tight.state.pat.shape[1] == tight.day.n_patients > 3
+    for _ in range(10):
+        tight.tick()
+    futures = [tight.imagine(seed) for seed in range(20)]
+    assert all(f.day.n_patients <= f.state.pat.shape[1] for f in futures)
+    assert any(f.day.n_patients > tight.day.n_patients for f in futures), "some imagined day is larger"
+
+    monkeypatch.setattr(vector_module, "patient_capacity", lambda scenario: 3)
+    envs = gym.make_vec(COMPOSED_ENV_ID, num_envs=2, scenario="surge")
+    envs.reset(seed=5)
+    assert envs.unwrapped._batch.state.pat.shape[1] >= roomy.day.n_patients
+    assert int(envs.unwrapped._batch.state.scalars[0, S_N_PATIENTS]) == roomy.day.n_patients
