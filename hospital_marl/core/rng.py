@@ -117,6 +117,9 @@ _IMAGINE_TAG = 0x1A6E_5EED_0F_F17E  # keeps imagine(s)'s keys apart from reset(s
 def seed_key(seed: int) -> int:
     """The episode key of a non-negative int seed (any size; seeds up to 2**63-1 arrive over the
     wire, vector envs add the env index): SplitMix64 of the seed's 64-bit words. As int64."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"a seed must be a non-negative int, got {seed!r}")
+    seed = int(seed)
     z = GAMMA
     while True:
         z = _py_mix((z + (seed & _MASK) + GAMMA) & _MASK)

@@ -107,3 +107,14 @@ def test_days_beyond_the_capacity_grow_the_state_never_overflow(monkeypatch: pyt
     envs.reset(seed=5)
     assert envs.unwrapped._batch.state.pat.shape[1] >= roomy.day.n_patients
     assert int(envs.unwrapped._batch.state.scalars[0, S_N_PATIENTS]) == roomy.day.n_patients
+
+
+def test_seeds__numpy_ints_are_their_value_and_bad_seeds_are_clear_errors() -> None:
+    assert seed_key(np.int64(12)) == seed_key(12) and imagine_key(np.uint32(3)) == imagine_key(3)
+    for bad in (-1, 1.5, "3", True):
+        with pytest.raises(ValueError, match="non-negative int"):
+            seed_key(bad)  # type: ignore[arg-type]
+    h = Hospital("normal_day")
+    h.reset(0)
+    with pytest.raises(ValueError, match="non-negative int"):
+        h.imagine(-1)
