@@ -11,8 +11,11 @@ What is measured (one process, one run, so the machine's speed cancels out of th
   chosen with numpy outside the timed region (``argmax`` of pre-drawn noise times the
   mask), so the figure is the env's own cost; autoresets are inside it.
 - **Team vector env** and the **multi-agent vector env** (ticks/s, three role actions each).
-- **Memory per environment** at B = 4096: the bytes of the kernel state (the pre-drawn
-  per-patient uniforms dominate) plus one step's observation and mask blocks.
+- **Memory per environment** at B = 4096: the bytes of the kernel state (random draws are
+  not stored since the counter-based generator; ``latent`` holds only a user day's own
+  uniforms) plus one step's observation and mask blocks.
+- **Reset** (µs per env): ``Hospital.reset(seed)`` (scalar) and the vector env's
+  ``reset(seed)`` at B (each env's day drawn in the kernel from its key).
 - **MaskablePPO** (sb3-contrib, ``n_envs`` environments, a small MLP) env-steps/s of
   ``learn()`` on :class:`~hospital_marl.envs.sb3.HospitalSB3VecEnv` vs SB3's
   ``DummyVecEnv`` of ``gym.make`` envs (``--ppo-steps 0`` skips it).
@@ -148,6 +151,30 @@ def memory_per_env(n_envs: int) -> dict[str, float]:
             "step_output_bytes": step_blocks, "patient_slots": state.pat.shape[1]}  # fmt: skip
 
 
+def reset_costs(n_envs: int, repeats: int) -> tuple[float, float]:
+    """µs per env of a seeded reset: the scalar Hospital, and the vector env at B = n_envs."""
+    h = hospital_marl.Hospital("normal_day")
+    h.reset(seed=0)
+    n = 2000
+
+    def scalar() -> float:
+        start = _clock()
+        for i in range(n):
+            h.reset(seed=i)
+        return (_clock() - start) / n
+
+    env = gym.make_vec(COMPOSED_ENV_ID, num_envs=n_envs, scenario="normal_day")
+    env.reset(seed=0)
+
+    def vector() -> float:
+        start = _clock()
+        for i in range(5):
+            env.reset(seed=i * n_envs)
+        return (_clock() - start) / (5 * n_envs)
+
+    return 1e6 * best_of(repeats, scalar), 1e6 * best_of(repeats, vector)
+
+
 def ppo_rates(n_envs: int, steps: int) -> tuple[float, float]:
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -211,8 +238,10 @@ def main(argv: list[str] | None = None) -> None:
 
     mem = memory_per_env(args.memory_envs)
     print(f"memory per env at B={args.memory_envs}: state {mem['state_bytes'] / 1024:.1f} KiB "
-          f"(pre-drawn latent uniforms {mem['latent_bytes'] / 1024:.1f} KiB, {mem['patient_slots']} patient "
-          f"slots x 100 ticks x 8 B), step outputs {mem['step_output_bytes']:.0f} B")  # fmt: skip
+          f"(stored latent uniforms {mem['latent_bytes'] / 1024:.1f} KiB, {mem['patient_slots']} patient "
+          f"slots), step outputs {mem['step_output_bytes']:.0f} B")  # fmt: skip
+    scalar_reset, vector_reset = reset_costs(b, args.repeats)
+    print(f"reset(seed): Hospital {scalar_reset:.1f} µs; vector env {vector_reset:.2f} µs per env (B={b})")
 
     if args.ppo_steps:
         vector, dummy = ppo_rates(args.ppo_envs, args.ppo_steps)

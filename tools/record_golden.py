@@ -1,6 +1,8 @@
-"""Record (or check) the golden trajectories: what the simulator did before its
-rewrite as a compiled kernel, kept as a compact fixture the new core must
-reproduce bit for bit (SPEC §10 "Same days, same trajectories").
+"""Record (or check) the golden trajectories: what the simulator does, kept as a
+compact fixture every later change must reproduce bit for bit (SPEC §10 "Same
+days, same trajectories"). Recorded from the pure-Python core before the kernel
+rewrite; re-recorded at the one deliberate change to how random numbers are
+drawn (the counter-based generator; equivalence: benchmarks/rng_equivalence.py).
 
     python tools/record_golden.py            # rewrite tests/golden/trajectories.json
     python tools/record_golden.py --check    # exit 1 if the current core differs

@@ -1,10 +1,13 @@
-"""How a day is drawn: every patient's arrival tick, severity, condition and
-latent draws, from one seed, before the first decision (SPEC §2).
+"""What a day is: every patient's arrival tick, severity, condition, treatment
+quantiles and per-tick dynamics uniforms (SPEC §2).
 
-Because the whole day is drawn up front from its own stream, the arrival
-stream never depends on the actions: every policy meets the same patients
-(common random numbers), and per-patient latent uniforms make even the
-clinical dynamics paired across policies.
+The built-in day is a key: the kernel draws its patients when the episode
+starts and every other draw when it is needed, from the counter-based generator
+of :mod:`hospital_marl.core.rng`. Every draw is a function of what it is for
+(patient, tick), never of the actions, so every policy meets the same patients
+with the same clinical luck (common random numbers). :class:`Day` is the
+day as a record (for users, tests and renderers); a user's :data:`DayGenerator`
+returns one and the kernel then reads its draws instead.
 """
 
 from __future__ import annotations
@@ -12,12 +15,26 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
+from hospital_marl.core import kernel
+from hospital_marl.core.clinical import DEFAULT_CLINICAL
+from hospital_marl.core.rewards import DEFAULT_REWARDS
+from hospital_marl.core.rng import fill_dynamics
 from hospital_marl.core.scenarios import Scenario
+from hospital_marl.core.types import (
+    PAT_ARRIVAL,
+    PAT_ARRIVAL_SEVERITY,
+    PAT_CONDITION,
+    S_KEY,
+    S_N_PATIENTS,
+    State,
+    empty_state,
+    make_params,
+    patient_capacity,
+)
 
 
 @dataclass(frozen=True)
@@ -43,61 +60,8 @@ def arrived_by(day: Day, now: int) -> int:
 
 
 DayGenerator = Callable[[Scenario, np.random.Generator], Day]
-
-
-@lru_cache(maxsize=64)
-def _arrival_rates(scenario: Scenario) -> np.ndarray:
-    """scenario.arrival_rates() as a read-only array, once per scenario (a fifth of a reset's cost)."""
-    rates = np.asarray(scenario.arrival_rates(), dtype=float)
-    rates.flags.writeable = False
-    return rates
-
-
-@lru_cache(maxsize=256)
-def _mix_cdf(mix: tuple[float, ...]) -> np.ndarray:
-    """The normalised cumulative sum ``Generator.choice(..., p=mix)`` builds on every call."""
-    cdf = np.asarray(mix, dtype=np.float64).cumsum()
-    cdf /= cdf[-1]
-    cdf.flags.writeable = False
-    return cdf
-
-
-def _choose(rng: np.random.Generator, mix: tuple[float, ...], n: int) -> np.ndarray:
-    """``rng.choice(len(mix), size=n, p=mix) + 1``, bit for bit and with the same draws (one
-    uniform per patient, inverted through the cdf: NumPy's own algorithm), without
-    re-validating and re-summing ``mix`` on every call (a third of a day draw's cost)."""
-    return _mix_cdf(mix).searchsorted(rng.random(n), side="right") + 1
-
-
-def _draw_patients(scenario: Scenario, rng: np.random.Generator, first_tick: int) -> tuple[list, ...]:
-    """Arrivals for ticks first_tick..T-1: (ticks, severities, conditions) as lists."""
-    ticks, sev, cond = _draw_patients_arrays(scenario, rng, first_tick)
-    return ticks.tolist(), sev.tolist(), cond.tolist()
-
-
-def _draw_patients_arrays(
-    scenario: Scenario, rng: np.random.Generator, first_tick: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Arrivals for ticks first_tick..T-1: (ticks, severities, conditions)."""
-    n_ticks = scenario.episode_length
-    rates = _arrival_rates(scenario)[first_tick:]
-    counts = rng.poisson(rates) if len(rates) else np.zeros(0, dtype=int)
-    ticks = np.repeat(np.arange(first_tick, n_ticks), counts)
-    sev = _choose(rng, scenario.severity_mix, len(ticks))
-    cond = _choose(rng, scenario.condition_mix, len(ticks))
-    burst = scenario.burst
-    if burst is not None:
-        lo, hi = max(burst.start, first_tick), min(burst.end, n_ticks - 1)
-        b_counts = rng.poisson(burst.rate, size=max(0, hi - lo + 1))
-        b_ticks = np.repeat(np.arange(lo, lo + len(b_counts)), b_counts)
-        b_sev = _choose(rng, burst.severity_mix, len(b_ticks))
-        # Stable merge by tick: background arrivals first within a tick.
-        ticks = np.concatenate([ticks, b_ticks])
-        sev = np.concatenate([sev, b_sev])
-        cond = np.concatenate([cond, np.full(len(b_ticks), burst.condition)])
-        order = np.argsort(ticks, kind="stable")
-        ticks, sev, cond = ticks[order], sev[order], cond[order]
-    return ticks, sev, cond
+"""A user's arrival model: the day's patients from a NumPy generator seeded by the episode's seed.
+The built-in model (:func:`generate_day`) is drawn inside the kernel instead (no generator)."""
 
 
 def _assemble(ticks: list, sev: list, cond: list, qg: list, qi: list, latent: list, n_ticks: int) -> Day:
@@ -126,16 +90,6 @@ class DayArrays(NamedTuple):
     latent: np.ndarray
 
 
-def draw_day(scenario: Scenario, rng: np.random.Generator) -> DayArrays:
-    """The default day, as arrays: Poisson arrivals with the scenario's profile and mixes,
-    then the treatment quantiles, then the latent uniforms (this order defines the day)."""
-    ticks, sev, cond = _draw_patients_arrays(scenario, rng, 0)
-    n = len(ticks)
-    quantiles = rng.random((2, n))
-    latent = rng.random((n, scenario.episode_length))
-    return DayArrays(ticks, sev, cond, quantiles, latent)
-
-
 def day_from_arrays(arrays: DayArrays) -> Day:
     """The immutable :class:`Day` record of a day drawn as arrays."""
     return _assemble(
@@ -162,32 +116,47 @@ def day_arrays(day: Day, episode_length: int) -> DayArrays:
     )
 
 
-def generate_day(scenario: Scenario, rng: np.random.Generator) -> Day:
-    """The default day generator: Poisson arrivals with the scenario's profile and mixes."""
-    return day_from_arrays(draw_day(scenario, rng))
-
-
-def resample_future(day: DayArrays, scenario: Scenario, now: int, rng: np.random.Generator) -> DayArrays:
-    """The same day up to tick ``now``, with everything not yet revealed redrawn from ``rng``.
-
-    Patients who have arrived (arrival tick <= now) keep their identity and
-    treatment quantiles; their latent draws from ``now`` on, and all later
-    arrivals, are new. This is what a planner may imagine without seeing the future.
-    """
-    known = int(np.searchsorted(day.arrival, now, side="right"))
-    ticks, sev, cond = _draw_patients_arrays(scenario, rng, now + 1)
-    n_new = len(ticks)
-    quantiles = rng.random((2, n_new))
-    n_ticks = scenario.episode_length
-    fresh = rng.random((known + n_new, max(0, n_ticks - now)))
-    latent = np.empty((known + n_new, n_ticks))
-    latent[:known, :now] = day.latent[:known, :now]
-    latent[known:, :now] = 0.0  # ticks before a new patient's arrival are never read
-    latent[:, now:] = fresh
+def day_of_state(state: State, e: int, episode_length: int) -> DayArrays:
+    """Row ``e``'s day as arrays: its patients' identities and quantiles as the kernel drew (or a
+    user day wrote) them, and their per-tick dynamics uniforms (a user day's own, or the
+    key's, computed here: the kernel draws them when it needs them)."""
+    n = int(state.scalars[e, S_N_PATIENTS])
+    pat = state.pat[e, :n]
+    latent = np.empty((n, episode_length), np.float64)
+    if state.latent.shape[1] > 0:
+        latent[:] = state.latent[e, :, :n].T
+    else:
+        fill_dynamics(int(state.scalars[e, S_KEY]), latent)
     return DayArrays(
-        np.concatenate([day.arrival[:known], ticks]),
-        np.concatenate([day.severity[:known], sev]),
-        np.concatenate([day.condition[:known], cond]),
-        np.concatenate([day.quantile[:, :known], quantiles], axis=1),
+        pat[:, PAT_ARRIVAL].astype(np.int64),
+        pat[:, PAT_ARRIVAL_SEVERITY].astype(np.int64),
+        pat[:, PAT_CONDITION].astype(np.int64),
+        state.quantile[e, :, :n].copy(),
         latent,
     )
+
+
+def draw_day(scenario: Scenario, key: int) -> DayArrays:
+    """The built-in day of ``key`` (a :func:`~hospital_marl.core.rng.seed_key`), as the kernel draws it."""
+    params = make_params(scenario, DEFAULT_CLINICAL, DEFAULT_REWARDS, scenario.episode_length)
+    capacity = patient_capacity(scenario)
+    while True:
+        state = empty_state(1, capacity)
+        n = kernel.start_row(state, params, 0, key)
+        if n <= capacity:
+            return day_of_state(state, 0, scenario.episode_length)
+        capacity = n
+
+
+def user_day_rng(seed: int | None) -> np.random.Generator:
+    """The NumPy generator a user's :data:`DayGenerator` gets for an episode seed (the day stream
+    of the seed's ``SeedSequence``: the same as before the kernel drew the built-in days)."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0])
+
+
+def generate_day(scenario: Scenario, rng: np.random.Generator) -> Day:
+    """The built-in arrival model (SPEC §2) as a day generator: the day of a key drawn from ``rng``.
+    (:class:`~hospital_marl.core.hospital.Hospital` draws its default days in the kernel from the
+    seed directly; this is for users who wrap or compare with the default model.)"""
+    key = int(rng.integers(-(2**63), 2**63 - 1, dtype=np.int64, endpoint=True))
+    return day_from_arrays(draw_day(scenario, key))

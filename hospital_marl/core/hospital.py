@@ -24,12 +24,13 @@ from hospital_marl.core.generator import (
     DayGenerator,
     day_arrays,
     day_from_arrays,
-    draw_day,
+    day_of_state,
     generate_day,
-    resample_future,
+    user_day_rng,
 )
 from hospital_marl.core.metrics import EpisodeCounters, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
+from hospital_marl.core.rng import fresh_key, imagine_key, seed_key
 from hospital_marl.core.scenarios import Scenario, get_scenario
 from hospital_marl.core.types import (
     AWAY,
@@ -63,6 +64,7 @@ from hospital_marl.core.types import (
     QUEUE_SLOTS,
     S_BOUNCE_CURSOR,
     S_COUNTERS,
+    S_KEY,
     S_NEXT_ARRIVAL,
     S_QUEUE_LEN,
     S_TERMINATED,
@@ -73,11 +75,14 @@ from hospital_marl.core.types import (
     State,
     copy_state,
     counters_of,
+    empty_state,
     grow_bounce,
+    grow_patients,
     make_params,
-    new_day_state,
     packed_buffer,
+    patient_capacity,
     with_buffer,
+    write_day,
 )
 
 __all__ = [
@@ -168,29 +173,12 @@ _step_flat_row = _Direct(kernel.step_flat_row)
 _tick = _Direct(kernel.tick)
 _write_observation = _Direct(kernel.write_observation)
 _observe_row = _Direct(kernel.observe_row)
-_redraw_pending_bounces = _Direct(kernel.redraw_pending_bounces)
+_start_row = _Direct(kernel.start_row)
+_imagine_row = _Direct(kernel.imagine_row)
 
 ROLE_MASK_COLUMNS = {role: np.array([0, *range(*ROLE_FLAT_SPAN[role])], np.int64) for role in ROLES}
 """A role's mask as columns of the flat mask (its no-op is the flat no-op)."""
 COUNTER_COLUMN = {name: S_COUNTERS + i for i, name in enumerate(COUNTER_FIELDS)}
-
-
-class BounceStream:
-    """The bounce-back uniforms of one episode: append-only pairs drawn in blocks from one
-    generator, so the k-th early discharge meets the same pair on every branch of a
-    snapshot tree (a snapshot needs only the cursor)."""
-
-    __slots__ = ("pairs", "rng")
-
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
-        self.pairs = rng.random((BOUNCE_BLOCK, 2))
-
-    def ensure(self, count: int) -> np.ndarray:
-        """At least ``count`` pairs drawn; returns them all."""
-        while len(self.pairs) < count:
-            self.pairs = np.concatenate([self.pairs, self.rng.random((BOUNCE_BLOCK, 2))])
-        return self.pairs
 
 
 class Hospital:
@@ -200,7 +188,8 @@ class Hospital:
         scenario: a registered name, a :class:`Scenario`, or a mapping of overrides.
         clinical: dynamics parameters (defaults calibrated, SPEC §8).
         rewards: the reward table (SPEC §4).
-        day_generator: draws the day's patients from the day stream.
+        day_generator: a user's arrival model (the default, :func:`generate_day`, is drawn in
+            the kernel from the seed's key; a user's gets a NumPy generator seeded from the seed).
         max_ticks: truncate earlier than ``scenario.episode_length`` (PettingZoo's max_cycles).
 
     ``scenario``, ``clinical``, ``rewards`` and ``max_ticks`` may be changed between
@@ -237,26 +226,29 @@ class Hospital:
         """Start a new day. ``seed`` defines the day; ``None`` draws fresh entropy."""
         if seed is not None and (not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-        seq = np.random.SeedSequence(None if seed is None else int(seed))
         self.seed = int(seed) if seed is not None else None
-        day_seq, bounce_seq = seq.spawn(2)
-        rng = np.random.default_rng(day_seq)
-        if self.day_generator is generate_day:
-            arrays, self._day = draw_day(self.scenario, rng), None
-        else:
-            self._day = self.day_generator(self.scenario, rng)
-            arrays = day_arrays(self._day, self.scenario.episode_length)
-        self._start(arrays, BounceStream(np.random.default_rng(bounce_seq)))
-
-    def _start(self, arrays: DayArrays, stream: BounceStream) -> None:
-        key = (self.scenario, self.clinical, self.rewards, self.max_ticks)
-        if key != self._params_key:
+        key = fresh_key() if seed is None else seed_key(int(seed))
+        params_key = (self.scenario, self.clinical, self.rewards, self.max_ticks)
+        if params_key != self._params_key:
             self.params: Params = make_params(self.scenario, self.clinical, self.rewards, self.max_ticks)
-            self._params_key = key
-        self._day_arrays = arrays
-        self._stream = stream
-        self.state: State = new_day_state(arrays, self.scenario.episode_length, stream.pairs)
-        kernel.reset_row(self.state, self.params, 0, len(arrays.arrival))
+            self._capacity = patient_capacity(self.scenario)
+            self._params_key = params_key
+        if self.day_generator is generate_day:  # the built-in day: drawn in the kernel from the key
+            self._day, self._day_arrays = None, None
+            state = empty_state(1, self._capacity)
+            n = _start_row(state, self.params, 0, key)
+            if n > self._capacity:  # a day beyond eight standard deviations: room for it, same day
+                state = empty_state(1, n)
+                _start_row(state, self.params, 0, key)
+        else:  # a user's day generator: its own NumPy stream, as before the kernel drew days
+            self._day = self.day_generator(self.scenario, user_day_rng(self.seed))
+            self._day_arrays = day_arrays(self._day, self.scenario.episode_length)
+            n = len(self._day_arrays.arrival)
+            state = empty_state(1, n, self.scenario.episode_length)
+            write_day(state, 0, self._day_arrays)
+            state.scalars[0, S_KEY] = key  # bounce-backs still come from the key
+            kernel.reset_row(state, self.params, 0, n)
+        self.state: State = state
         self._bind()
         self._version += 1  # monotonic: views cache on it
         self._reset_called = True
@@ -276,13 +268,16 @@ class Hospital:
 
     @property
     def day(self) -> Day:
-        """The day's patients (immutable record; built from the arrays on first use)."""
+        """The day's patients (immutable record; built from the state on first use). For an
+        imagined copy: the imagined day (its dynamics uniforms count from the imagining tick)."""
         if self._day is None:
-            self._day = day_from_arrays(self._day_arrays)
+            self._day = day_from_arrays(self.day_arrays)
         return self._day
 
     @property
     def day_arrays(self) -> DayArrays:
+        if self._day_arrays is None:
+            self._day_arrays = day_of_state(self.state, 0, self.scenario.episode_length)
         return self._day_arrays
 
     @property
@@ -469,7 +464,7 @@ class Hospital:
             index = _as_action_index(role_action, ROLE_ACTIONS[r])
         except (TypeError, ValueError, IndexError):
             index = -1
-        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce_u.shape[1]:
+        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce.shape[2]:
             self._before_act()
         code = _act_role(self.state, self.params, 0, r, index, bool(valid_when_chosen))
         self._version += 1
@@ -513,25 +508,24 @@ class Hospital:
                 flat = _as_action_index(flat, 39)
             except (TypeError, ValueError, IndexError):
                 flat = -1
-        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce_u.shape[1]:
+        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce.shape[2]:
             self._before_act()
         code = _step_flat_row(self.state, self.params, 0, flat, offsets, obs, mask)
         self._version += 1
         return code
 
     def _before_act(self) -> None:
-        """An action may early-discharge: make sure the next bounce-back pair is drawn."""
+        """An action may early-discharge: make sure the bounce-back schedule has a free slot."""
         self.ready_for_actions(1)
 
     def ready_for_actions(self, actions: int) -> None:
-        """Draw now what ``actions`` more actions may need (one bounce-back pair each, for an
-        early discharge), so compiled code can act that often on :attr:`state` without
-        returning to Python (the planner's rollouts). Draws nothing a later call would not."""
+        """Make room now for what ``actions`` more actions may need (one bounce-back slot each,
+        for an early discharge), so compiled code can act that often on :attr:`state` without
+        returning to Python (the planner's rollouts). The draws themselves come from the key."""
+        slots = self.state.bounce.shape[2]
         needed = int(self._sc[S_BOUNCE_CURSOR]) + actions
-        if needed > self.state.bounce_u.shape[1]:
-            pairs = self._stream.ensure(needed)
-            self.state = grow_bounce(self.state, len(pairs))
-            self.state.bounce_u[0] = pairs
+        if needed > slots:
+            self.state = grow_bounce(self.state, max(needed, slots + BOUNCE_BLOCK))
             self._bind()
 
     def _check_running(self) -> None:
@@ -578,8 +572,8 @@ class Hospital:
 
     # ------------------------------------------------------ snapshot / restore
     def snapshot(self) -> dict[str, Any]:
-        """The full mutable state, cheaply copied (one contiguous buffer). The day, the bounce
-        stream and the parameters are shared (immutable / append-only)."""
+        """The full mutable state, cheaply copied (one contiguous buffer; the day and the random
+        key are in it). The parameters are shared (immutable)."""
         buffer = self._buffer
         return {
             "state": self.state,  # the layout and shared arrays; the mutable fields are in "mutable"
@@ -587,7 +581,6 @@ class Hospital:
             "day_arrays": self._day_arrays,
             "day": self._day,
             "seed": self.seed,
-            "bounce_stream": self._stream,
             "params": self.params,
         }
 
@@ -606,7 +599,6 @@ class Hospital:
         self._day_arrays = snap["day_arrays"]
         self._day = snap["day"]
         self.seed = snap["seed"]
-        self._stream = snap["bounce_stream"]
         self.params = snap["params"]
         self._version += 1
         self._reset_called = True
@@ -621,23 +613,35 @@ class Hospital:
     def imagine(self, seed: int | np.random.SeedSequence) -> Hospital:
         """A copy whose every unrevealed draw is redrawn from ``seed`` (SPEC §10): later
         arrivals, the patients' dynamics from now on, and the bounce-backs of patients sent
-        home who have not returned yet. What a planner may use without seeing the future."""
+        home who have not returned yet. What a planner may use without seeing the future.
+
+        The present is copied and gets a new random key (:func:`~hospital_marl.core.rng.imagine_key`,
+        never the episode's own for the same seed); the kernel redraws the rest from it."""
         self._check_running()
-        seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-        day_seq, bounce_seq, pending_seq = seq.spawn(3)
-        now = self.tick_count
-        day = resample_future(self._day_arrays, self.scenario, now, np.random.default_rng(day_seq))
+        key = imagine_key(seed)
+        state = self._present()
+        n = _imagine_row(state, self.params, 0, key)
+        if n > state.pat.shape[1]:  # more imagined patients than room: grow the present, again
+            state = grow_patients(self._present(), n)
+            kernel.imagine_row(state, self.params, 0, key)
         clone = copy.copy(self)
         clone._day = None
-        clone._day_arrays = day
-        clone._stream = BounceStream(np.random.default_rng(bounce_seq))
-        away = int((self._pat[: self._n, PAT_LOCATION] == AWAY).sum())
-        clone.state = imagined_state(self.state, day, clone._stream.ensure(away + 1))
+        clone._day_arrays = None
+        clone.state = state
         clone._bind()
-        pending = np.random.default_rng(pending_seq).random((clone._n, 2))
-        _redraw_pending_bounces(clone.state, clone.params, 0, pending)
         clone._version += 1
         return clone
+
+    def _present(self) -> State:
+        """A copy of the state that reads its dynamics from its key (a user day's own uniforms
+        are part of the future an imagined copy redraws), with its own scratch space."""
+        st = self.state
+        shared = {"scratch": np.empty_like(st.scratch)}  # working space: written before every read
+        if st.latent.shape[1]:
+            shared["latent"] = np.zeros((1, 0, st.latent.shape[2]))
+        if self._buffer is not None:
+            return with_buffer(st, self._buffer.copy(), **shared)
+        return copy_state(st, **shared)
 
     def handle(self) -> SimulatorHandle:
         """A read-only view for policies: the present state and :meth:`imagine`, never the future."""
@@ -699,22 +703,6 @@ class SimulatorHandle:
 
     def __repr__(self) -> str:
         return f"SimulatorHandle({self._hospital.scenario.name!r}, tick={self._hospital.tick_count})"
-
-
-def imagined_state(state: State, day: DayArrays, pairs: np.ndarray) -> State:
-    """A one-row state: the present of ``state`` (patients who have arrived) on an imagined
-    ``day`` (same arrived patients, new future), with a fresh bounce stream ``pairs``."""
-    known = int(state.scalars[0, S_NEXT_ARRIVAL])  # patients arrived so far
-    st = new_day_state(day, state.latent.shape[1], pairs)  # the day's identities, quantiles, latent
-    st.pat[0, :known] = state.pat[0, :known]  # the arrived patients' present (their quantiles are the day's)
-    st.beds[0] = state.beds[0]
-    n_queue = int(state.scalars[0, S_QUEUE_LEN])
-    st.queue[0, :n_queue] = state.queue[0, :n_queue]
-    st.scalars[0] = state.scalars[0]
-    st.scalars[0, 0] = len(day.arrival)  # S_N_PATIENTS
-    st.scalars[0, S_BOUNCE_CURSOR] = 0
-    st.floats[0] = state.floats[0]
-    return st
 
 
 def _as_action_index(action: Any, n: int) -> int:

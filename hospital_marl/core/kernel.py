@@ -4,9 +4,10 @@ environment's rows of a :class:`~hospital_marl.core.types.State` (row ``e``).
 The scalar :class:`~hospital_marl.core.hospital.Hospital` runs them on a
 one-row state, the vector envs on B rows (a loop over environments, here in
 the compiled code). Parameters arrive as :class:`~hospital_marl.core.types.Params`
-arrays. The day's random draws are made in NumPy (the generator) before the
-episode; the kernel only reads them, so trajectories are identical to the
-pure-Python core's (tests/golden).
+arrays. Every random draw is made here too, from the row's key by the
+counter-based generator of :mod:`hospital_marl.core.rng` (a day is a key:
+its patients are drawn into the row when it starts, their dynamics and
+bounce-backs when they happen), so no NumPy generator runs on the hot path.
 
 Compiled with ``cache=True``: the machine code is cached on disk next to this
 file, or under ``NUMBA_CACHE_DIR`` when the package directory is read-only
@@ -21,6 +22,20 @@ from __future__ import annotations
 from numba import njit, prange
 
 from hospital_marl.core.actions import N_FLAT_ACTIONS, Kind
+from hospital_marl.core.rng import (
+    D_BOUNCE,
+    D_BURST_COUNT,
+    D_CONDITION,
+    D_COUNT,
+    D_DYNAMICS,
+    D_PENDING,
+    D_Q_GENERAL,
+    D_Q_ICU,
+    D_SEVERITY,
+    categorical,
+    poisson,
+    uniform,
+)
 from hospital_marl.core.types import (
     AWAY,
     BEDS_GENERAL,
@@ -58,6 +73,10 @@ from hospital_marl.core.types import (
     GENERAL,
     I_BOUNCE_DELAY_HIGH,
     I_BOUNCE_DELAY_LOW,
+    I_BURST_CONDITION,
+    I_BURST_END,
+    I_BURST_START,
+    I_EPISODE_LENGTH,
     I_GENERAL_BEDS,
     I_ICU_BEDS,
     I_MAX_DEATHS,
@@ -66,8 +85,13 @@ from hospital_marl.core.types import (
     I_VENTILATORS,
     I_WEAN_TICKS,
     ICU,
+    MIX_BURST_SEVERITY,
+    MIX_CONDITION,
+    MIX_SEVERITY,
+    N_PAT,
     P_BED_FACTOR,
     P_BOUNCE_PER_SEVERITY,
+    P_BURST_RATE,
     P_DEATH_IN_BED,
     P_DEATH_RESIDUAL,
     P_DEATH_WAITING,
@@ -75,6 +99,7 @@ from hospital_marl.core.types import (
     P_NEGLECT_SCALE,
     PAT_ADMITTED_AT,
     PAT_ARRIVAL,
+    PAT_ARRIVAL_SEVERITY,
     PAT_AWAY_SINCE,
     PAT_CONDITION,
     PAT_LOCATION,
@@ -97,6 +122,7 @@ from hospital_marl.core.types import (
     R_SURVIVAL_BONUS,
     R_WAITING,
     S_BOUNCE_CURSOR,
+    S_KEY,
     S_N_PATIENTS,
     S_NEXT_ARRIVAL,
     S_QUEUE_LEN,
@@ -368,11 +394,12 @@ def _early_discharge(st, p, e, pid, role) -> None:
     st.pat[e, pid, PAT_AWAY_SINCE] = st.scalars[e, S_TICK]
     st.scalars[e, C_EARLY_DISCHARGES] += 1
     _reward(st, e, p.reals[R_EARLY_PER_SEVERITY] * sev, role)
-    k = st.scalars[e, S_BOUNCE_CURSOR]  # the caller guarantees a drawn pair (see ensure_bounce_draws)
+    k = st.scalars[e, S_BOUNCE_CURSOR]  # the caller guarantees a schedule slot (see ensure_bounce_draws)
     st.scalars[e, S_BOUNCE_CURSOR] = k + 1
-    if st.bounce_u[e, k, 0] < p.reals[P_BOUNCE_PER_SEVERITY] * sev:
+    key = st.scalars[e, S_KEY]  # the k-th early discharge's draws: the same on every branch
+    if uniform(key, D_BOUNCE, k, 0) < p.reals[P_BOUNCE_PER_SEVERITY] * sev:
         low, high = p.ints[I_BOUNCE_DELAY_LOW], p.ints[I_BOUNCE_DELAY_HIGH]
-        back = st.scalars[e, S_TICK] + low + int(st.bounce_u[e, k, 1] * (high - low + 1))
+        back = st.scalars[e, S_TICK] + low + int(uniform(key, D_BOUNCE, k, 1) * (high - low + 1))
         if back < p.ints[I_MAX_TICKS]:
             st.bounce[e, BOUNCE_TICK, k] = back
             st.bounce[e, BOUNCE_PID, k] = pid
@@ -495,6 +522,15 @@ def act_role(st, p, e, role: int, role_action: int, valid_when_chosen: bool) -> 
 
 # ---------------------------------------------------------------- dynamics
 @_jit
+def dynamics_uniform(st, e, t, pid) -> float:
+    """Patient ``pid``'s uniform at tick ``t`` (one per patient and tick, whatever its care):
+    a user day's own draw if it brought them, else the key's."""
+    if st.latent.shape[1] > 0:
+        return st.latent[e, t, pid]
+    return uniform(st.scalars[e, S_KEY], D_DYNAMICS, pid, t)
+
+
+@_jit
 def _treat(st, p, e, pid, u: float, care: int) -> None:
     """Adequate care: treatment progresses; severity may improve; residual mortality at 5."""
     pat = st.pat
@@ -582,7 +618,7 @@ def tick(st, p, e) -> None:
                 _release_ventilator(st, e, pid)
                 _discharge(st, p, e, pid, NO_ROLE)
             continue
-        u = st.latent[e, t, pid]
+        u = dynamics_uniform(st, e, t, pid)
         if pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(s, pat[e, pid, PAT_CONDITION]):
             _treat(st, p, e, pid, u, 1)
         else:
@@ -596,7 +632,7 @@ def tick(st, p, e) -> None:
         pid = beds[e, BEDS_GENERAL, bed]
         if pid == EMPTY:
             continue
-        u = st.latent[e, t, pid]
+        u = dynamics_uniform(st, e, t, pid)
         if pat[e, pid, PAT_SEVERITY] <= 3:
             _treat(st, p, e, pid, u, 0)
             if pat[e, pid, PAT_REMAINING] <= 0:
@@ -627,7 +663,7 @@ def tick(st, p, e) -> None:
     kept = 0
     for i in range(n_queue):
         pid = st.queue[e, i]
-        _neglect(st, p, e, pid, st.latent[e, t, pid], False)
+        _neglect(st, p, e, pid, dynamics_uniform(st, e, t, pid), False)
         if pat[e, pid, PAT_LOCATION] == DEAD:
             continue
         pat[e, pid, PAT_WAIT] += 1
@@ -678,9 +714,91 @@ def tick(st, p, e) -> None:
 
 
 @_jit
+def _new_patient(st, e, pid, t, severity, condition, q_general, q_icu) -> None:
+    """Patient ``pid`` of the day (if the row has room): all fields reset, its identity written."""
+    if pid >= st.pat.shape[1]:
+        return
+    for f in range(N_PAT):
+        st.pat[e, pid, f] = 0
+    st.pat[e, pid, PAT_CONDITION] = condition
+    st.pat[e, pid, PAT_ARRIVAL] = t
+    st.pat[e, pid, PAT_SEVERITY] = severity
+    st.pat[e, pid, PAT_ARRIVAL_SEVERITY] = severity
+    st.pat[e, pid, PAT_VENT_OF] = EMPTY
+    st.quantile[e, 0, pid] = q_general
+    st.quantile[e, 1, pid] = q_icu
+
+
+@_jit
+def draw_arrivals(st, p, e, first_tick, first_pid) -> int:
+    """The day's patients arriving at ticks ``first_tick`` .. T-1, from the row's key, as ids
+    ``first_pid`` onwards (SPEC §2: Poisson per tick with λ(t), the scenario's severity and
+    condition mixes, the burst's extra patients after the background ones of a tick; each
+    with its two treatment quantiles). Returns the day's patient count; patients past the
+    row's capacity are not written (the caller grows the state and draws again)."""
+    key = st.scalars[e, S_KEY]
+    pid = first_pid
+    burst_start, burst_end = p.ints[I_BURST_START], p.ints[I_BURST_END]
+    for t in range(max(0, first_tick), p.ints[I_EPISODE_LENGTH]):
+        n = poisson(p.rates[t], key, D_COUNT, t)
+        extra = 0
+        if burst_start <= t <= burst_end:
+            extra = poisson(p.reals[P_BURST_RATE], key, D_BURST_COUNT, t)
+        for j in range(n + extra):
+            if j < n:
+                severity = categorical(p.mix_cdf[MIX_SEVERITY], uniform(key, D_SEVERITY, t, j))
+                condition = categorical(p.mix_cdf[MIX_CONDITION], uniform(key, D_CONDITION, t, j))
+            else:
+                severity = categorical(p.mix_cdf[MIX_BURST_SEVERITY], uniform(key, D_SEVERITY, t, j))
+                condition = p.ints[I_BURST_CONDITION]
+            q_general, q_icu = uniform(key, D_Q_GENERAL, t, j), uniform(key, D_Q_ICU, t, j)
+            _new_patient(st, e, pid, t, severity, condition, q_general, q_icu)
+            pid += 1
+    return pid
+
+
+@_jit
+def start_row(st, p, e, key) -> int:
+    """Row ``e`` starts the day of ``key``: its patients drawn, then :func:`reset_row`. Returns
+    the day's patient count; if that exceeds the row's capacity nothing is started (grow, retry)."""
+    st.scalars[e, S_KEY] = key
+    n = draw_arrivals(st, p, e, 0, 0)
+    if n <= st.pat.shape[1]:
+        reset_row(st, p, e, n)
+    return n
+
+
+@_jit
+def start_rows(st, p, rows, keys) -> int:
+    """:func:`start_row` for each of ``rows``; returns 0, or the largest day that did not fit
+    (grow the state to it and call again: starting a row twice gives the same day)."""
+    need = 0
+    for i in range(rows.shape[0]):
+        n = start_row(st, p, rows[i], keys[i])
+        if n > st.pat.shape[1] and n > need:
+            need = n
+    return need
+
+
+@_jit
+def imagine_row(st, p, e, key) -> int:
+    """Row ``e`` (a copy of the present) gets a new future from ``key`` (SPEC §10): later
+    arrivals, every patient's dynamics from this tick on, new early discharges' draws and
+    the pending bounce-backs are all redrawn. Returns the imagined day's patient count;
+    if it exceeds the capacity the row is unusable (grow, copy the present again, retry)."""
+    st.scalars[e, S_KEY] = key
+    n = draw_arrivals(st, p, e, st.scalars[e, S_TICK] + 1, st.scalars[e, S_NEXT_ARRIVAL])
+    if n <= st.pat.shape[1]:
+        st.scalars[e, S_N_PATIENTS] = n
+        redraw_pending_bounces(st, p, e)
+    return n
+
+
+@_jit
 def reset_row(st, p, e, n_patients) -> None:
     """Row ``e`` becomes an empty ED on the day already written into its day columns
-    (condition, arrival, severity on arrival, quantiles, latent), then tick 0's arrivals."""
+    (condition, arrival, severity on arrival, quantiles), then tick 0's arrivals.
+    The row's key (``S_KEY``) is kept."""
     pat = st.pat
     for pid in range(pat.shape[1]):
         for f in (PAT_LOCATION, PAT_WAIT, PAT_NEGLECT, PAT_REMAINING, PAT_ADMITTED_AT, PAT_READY_FOR):
@@ -690,7 +808,9 @@ def reset_row(st, p, e, n_patients) -> None:
         pat[e, pid, PAT_WAS_CRITICAL] = 0
     st.beds[e, :, :] = EMPTY
     st.beds[e, BEDS_VENT_IDLE, :] = 0
+    key = st.scalars[e, S_KEY]
     st.scalars[e, :] = 0
+    st.scalars[e, S_KEY] = key
     st.scalars[e, S_N_PATIENTS] = n_patients
     st.floats[e, :] = 0.0
     st.bounce[e, :, :] = -1
@@ -778,11 +898,12 @@ def observe_row(st, p, e, offsets, obs, mask) -> None:
 
 
 @_jit
-def redraw_pending_bounces(st, p, e, u) -> None:
+def redraw_pending_bounces(st, p, e) -> None:
     """Imagine (SPEC §10): every patient sent home early who has not come back keeps an
-    unrevealed bounce-back draw; redraw it from ``u`` (P, 2) conditioned on what is known
-    (not back by now). The schedule is rebuilt from slot 0; the row's own pairs follow."""
+    unrevealed bounce-back draw; redraw it from the row's (new) key, conditioned on what is
+    known (not back by now). The schedule is rebuilt from slot 0; later early discharges follow."""
     pat = st.pat
+    key = st.scalars[e, S_KEY]
     now = st.scalars[e, S_TICK]
     low, high = p.ints[I_BOUNCE_DELAY_LOW], p.ints[I_BOUNCE_DELAY_HIGH]
     span = high - low + 1
@@ -800,8 +921,8 @@ def redraw_pending_bounces(st, p, e, u) -> None:
         prob = min(1.0, p.reals[P_BOUNCE_PER_SEVERITY] * pat[e, pid, PAT_SEVERITY])
         # P(bounce with an unrevealed delay | not back by now)
         q = prob * left / span / (1.0 - prob * first / span)
-        if u[pid, 0] < q:
-            back = since + low + first + int(u[pid, 1] * left)
+        if uniform(key, D_PENDING, pid, 0) < q:
+            back = since + low + first + int(uniform(key, D_PENDING, pid, 1) * left)
             if back < p.ints[I_MAX_TICKS]:
                 st.bounce[e, BOUNCE_TICK, k] = back
                 st.bounce[e, BOUNCE_PID, k] = pid

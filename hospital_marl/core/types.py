@@ -8,7 +8,12 @@ vector envs). Few arrays, packed by type, keep a kernel call's dispatch cheap; t
 that change (:data:`MUTABLE_FIELDS`) are views of one contiguous buffer, so a snapshot
 or a restore is one memory copy. ``B`` = environments, ``P`` = patient capacity (at
 least the day's patients: every patient occupies one id for the whole episode),
-``T`` = episode length, ``K`` = drawn bounce-back uniform pairs (grown on demand).
+``T`` = episode length, ``K`` = bounce-back schedule slots (grown on demand).
+
+Random numbers are not stored: every draw is a function of the row's key (``S_KEY``)
+and what the draw is for (:mod:`hospital_marl.core.rng`). Only what a day *is* --
+each patient's arrival tick, condition, severity on arrival and treatment quantiles --
+is written into the row when the day starts (drawn in the kernel from that key).
 
 Shapes and meaning:
 
@@ -19,10 +24,12 @@ Shapes and meaning:
     ``PAT_WAIT`` ticks spent waiting, ``PAT_NEGLECT`` ticks without adequate care,
     ``PAT_REMAINING`` treatment ticks left, ``PAT_ADMITTED_AT`` tick of the last placement,
     ``PAT_READY_FOR`` ticks ready for step-down in ICU, ``PAT_VENT_OF`` ventilator index or EMPTY,
-    ``PAT_AWAY_SINCE`` tick of the last early discharge, ``PAT_WAS_CRITICAL`` 0/1 (ever severity >= 4).
+    ``PAT_AWAY_SINCE`` tick of the last early discharge, ``PAT_WAS_CRITICAL`` 0/1 (ever severity >= 4),
+    ``PAT_ARRIVAL_SEVERITY`` severity on arrival (the day's).
 ``quantile``  float64 ``(B, 2, P)`` -- treatment-time quantiles drawn with the day: [general, ICU].
-``latent``  float64 ``(B, T, P)`` -- the per-tick, per-patient uniform driving its dynamics (tick-major:
-    a tick reads one contiguous row).
+``latent``  float64 ``(B, T, P)`` or ``(B, 0, P)`` -- only for a day from a user's day generator,
+    which brings its own per-tick, per-patient dynamics uniforms (tick-major); empty otherwise
+    (the kernel then draws them from the key).
 ``beds``  int32 ``(B, N_BEDS, MAX_BEDS)`` -- ``BEDS_GENERAL`` / ``BEDS_ICU`` / ``BEDS_VENT``: the
     patient id in each bed / on each ventilator (EMPTY = -1; only the scenario's first
     ``general_beds`` / ``icu_beds`` / ``ventilators`` columns are used); ``BEDS_VENT_IDLE``:
@@ -30,12 +37,11 @@ Shapes and meaning:
 ``queue``  int32 ``(B, P)`` -- waiting patients' ids, first come first served; ``S_QUEUE_LEN`` long.
     A patient is in the queue at most once, so ``P`` slots can never overflow.
 ``scalars``  int64 ``(B, N_SCALARS)`` -- ``S_*``: patients of the day, next arrival id, queue
-    length, tick, terminated, truncated, bounce draws used, then the integer counters in
-    :data:`COUNTER_FIELDS` order (from ``S_COUNTERS``).
+    length, tick, terminated, truncated, early discharges so far (the bounce-back draw index),
+    then the integer counters in :data:`COUNTER_FIELDS` order (from ``S_COUNTERS``), then
+    ``S_KEY``: the row's random key (64 bits as int64).
 ``floats``  float64 ``(B, N_FLOATS)`` -- ``F_*``: occupancy sum, cumulative reward, this tick's
     team reward and its per-role action-caused parts, the last tick's team and role rewards.
-``bounce_u``  float64 ``(B, K, 2)`` -- the bounce-back stream: pair k = (bounce?, delay) uniforms
-    of the k-th early discharge (pre-drawn; append-only, so a snapshot needs only the cursor).
 ``bounce``  int32 ``(B, 2, K)`` -- the k-th early discharge's return tick (``BOUNCE_TICK``,
     -1 = none pending) and patient (``BOUNCE_PID``): returns happen in scheduling order.
 ``scratch``  int32 ``(B, MAX_BEDS)`` -- working space of the rules (the sorted general board),
@@ -68,7 +74,7 @@ QUEUE_SLOTS = 10
 BOARD_TRANSFER_SLOTS = 5
 BOARD_DISCHARGE_SLOTS = 5
 MAX_BEDS = 20  # the widest resource row (general beds; the observation layout's maximum)
-BOUNCE_BLOCK = 64  # bounce-back pairs drawn at a time (the stream's block size)
+BOUNCE_BLOCK = 64  # bounce-back schedule slots added at a time
 
 (
     PAT_CONDITION,
@@ -83,8 +89,9 @@ BOUNCE_BLOCK = 64  # bounce-back pairs drawn at a time (the stream's block size)
     PAT_VENT_OF,
     PAT_AWAY_SINCE,
     PAT_WAS_CRITICAL,
-) = range(12)
-N_PAT = 12
+    PAT_ARRIVAL_SEVERITY,
+) = range(13)
+N_PAT = 13
 
 BEDS_GENERAL, BEDS_ICU, BEDS_VENT, BEDS_VENT_IDLE = range(4)
 N_BEDS = 4
@@ -114,7 +121,8 @@ S_COUNTERS = 7
     C_WAIT_TICKS,
     C_TICKS,
 ) = range(S_COUNTERS, S_COUNTERS + len(COUNTER_FIELDS))
-N_SCALARS = S_COUNTERS + len(COUNTER_FIELDS)
+S_KEY = S_COUNTERS + len(COUNTER_FIELDS)
+N_SCALARS = S_KEY + 1
 assert all(globals()[f"C_{name.upper()}"] == S_COUNTERS + i for i, name in enumerate(COUNTER_FIELDS)), (
     "the C_* columns must follow EpisodeCounters' integer fields"
 )
@@ -136,12 +144,11 @@ class State(NamedTuple):
     queue: np.ndarray
     scalars: np.ndarray
     floats: np.ndarray
-    bounce_u: np.ndarray
     bounce: np.ndarray
     scratch: np.ndarray
 
 
-MUTABLE_FIELDS = ("pat", "beds", "queue", "scalars", "floats", "bounce")
+MUTABLE_FIELDS = ("pat", "quantile", "beds", "queue", "scalars", "floats", "bounce")
 """Everything an action or a tick changes. They live in one contiguous buffer (see
 :func:`packed_buffer`), so a snapshot or a restore is one memory copy, not six."""
 
@@ -152,6 +159,7 @@ def _mutable_layout(n: int, p: int, k: int) -> tuple[tuple[str, np.dtype, tuple[
     offset is a multiple of 8, so each view is aligned (numba types it as before)."""
     shapes = {
         "pat": (np.dtype(np.int32), (n, p, N_PAT)),
+        "quantile": (np.dtype(np.float64), (n, 2, p)),
         "beds": (np.dtype(np.int32), (n, N_BEDS, MAX_BEDS)),
         "queue": (np.dtype(np.int32), (n, p)),
         "scalars": (np.dtype(np.int64), (n, N_SCALARS)),
@@ -178,35 +186,24 @@ def _buffer_size(n: int, p: int, k: int) -> int:
     return offset + dtype.itemsize * math.prod(shape)
 
 
-def empty_state(
-    n_envs: int,
-    patients: int,
-    episode_length: int,
-    bounce_pairs: int = BOUNCE_BLOCK,
-    *,
-    day_written: bool = False,
-) -> State:
+def empty_state(n_envs: int, patients: int, latent_ticks: int = 0, bounce_slots: int = BOUNCE_BLOCK) -> State:
     """An all-empty state (every bed free, no patient arrived): reset rows before use.
-    ``day_written``: the caller writes every patient slot's quantiles and latent draws next
-    (they are left unset rather than zeroed: a day's latent block is the state's largest)."""
+    ``latent_ticks``: room for a user day's own dynamics uniforms (0: drawn from the key)."""
     p = max(1, patients)
-    day = np.empty if day_written else np.zeros
-    buffer = np.zeros(_buffer_size(n_envs, p, bounce_pairs), np.uint8)
-    mutable = _views(buffer, n_envs, p, bounce_pairs)
+    buffer = np.zeros(_buffer_size(n_envs, p, bounce_slots), np.uint8)
+    mutable = _views(buffer, n_envs, p, bounce_slots)
     mutable["beds"].fill(EMPTY)
     mutable["bounce"].fill(-1)
     return State(
-        quantile=day((n_envs, 2, p), np.float64),
-        latent=day((n_envs, episode_length, p), np.float64),
-        bounce_u=np.zeros((n_envs, bounce_pairs, 2), np.float64),
+        latent=np.zeros((n_envs, latent_ticks, p), np.float64),
         scratch=np.zeros((n_envs, MAX_BEDS), np.int32),
         **mutable,
     )
 
 
-SHARED_FIELDS = frozenset({"latent", "quantile", "bounce_u", "scratch"})
-"""Arrays a copy may share: the day's draws (read-only during an episode), the bounce-back
-pairs (append-only: growing replaces the array) and the rules' scratch space."""
+SHARED_FIELDS = frozenset({"latent", "scratch"})
+"""Arrays a copy may share: a user day's dynamics uniforms (read-only during an episode)
+and the rules' scratch space."""
 assert SHARED_FIELDS | set(MUTABLE_FIELDS) == set(State._fields)
 
 
@@ -222,19 +219,20 @@ def packed_buffer(state: State) -> np.ndarray | None:
     return buffer
 
 
-def with_buffer(state: State, buffer: np.ndarray) -> State:
-    """``state``'s shared arrays with its mutable fields read from ``buffer`` (a copy of its
-    :func:`packed_buffer`): the state that buffer holds."""
+def with_buffer(state: State, buffer: np.ndarray, **shared: np.ndarray) -> State:
+    """``state``'s shared arrays (or those given) with its mutable fields read from ``buffer``
+    (a copy of its :func:`packed_buffer`): the state that buffer holds."""
     n, p, _ = state.pat.shape
-    return state._replace(**_views(buffer, n, p, state.bounce.shape[2]))
+    return state._replace(**_views(buffer, n, p, state.bounce.shape[2]), **shared)
 
 
-def copy_state(state: State) -> State:
-    """An independent copy of everything that changes (the rest is shared: :data:`SHARED_FIELDS`)."""
+def copy_state(state: State, **shared: np.ndarray) -> State:
+    """An independent copy of everything that changes (the rest is shared: :data:`SHARED_FIELDS`,
+    unless replaced by ``shared``, e.g. a copy's own scratch space)."""
     buffer = packed_buffer(state)
     if buffer is not None:
-        return with_buffer(state, buffer.copy())
-    return _repacked(state, state.pat.shape[1], state.bounce.shape[2])
+        return with_buffer(state, buffer.copy(), **shared)
+    return _repacked(state, state.pat.shape[1], state.bounce.shape[2])._replace(**shared)
 
 
 def _repacked(state: State, patients: int, pairs: int) -> State:
@@ -248,6 +246,7 @@ def _repacked(state: State, patients: int, pairs: int) -> State:
     mutable["floats"][:] = state.floats
     old_p, old_k = state.pat.shape[1], state.bounce.shape[2]
     mutable["pat"][:, :old_p] = state.pat
+    mutable["quantile"][:, :, :old_p] = state.quantile
     mutable["queue"][:, :old_p] = state.queue
     mutable["bounce"].fill(-1)
     mutable["bounce"][:, :, :old_k] = state.bounce
@@ -260,23 +259,17 @@ def grow_patients(state: State, patients: int) -> State:
     if patients <= old:
         return state
     n, t = state.pat.shape[0], state.latent.shape[1]
-    quantile = np.zeros((n, 2, patients), np.float64)
-    quantile[:, :, :old] = state.quantile
     latent = np.zeros((n, t, patients), np.float64)
     latent[:, :, :old] = state.latent
     grown = _repacked(state, patients, state.bounce.shape[2])
-    return grown._replace(quantile=quantile, latent=latent)
+    return grown._replace(latent=latent)
 
 
-def grow_bounce(state: State, pairs: int) -> State:
-    """The same state with room for ``pairs`` bounce-back draws per row (new pairs zero until drawn)."""
-    old = state.bounce_u.shape[1]
-    if pairs <= old:
+def grow_bounce(state: State, slots: int) -> State:
+    """The same state with room for ``slots`` scheduled bounce-backs per row (new slots empty)."""
+    if slots <= state.bounce.shape[2]:
         return state
-    n = state.pat.shape[0]
-    bounce_u = np.zeros((n, pairs, 2), np.float64)
-    bounce_u[:, :old] = state.bounce_u
-    return _repacked(state, state.pat.shape[1], pairs)._replace(bounce_u=bounce_u)
+    return _repacked(state, state.pat.shape[1], slots)
 
 
 # ------------------------------------------------------------------ parameters
@@ -290,8 +283,12 @@ def grow_bounce(state: State, pairs: int) -> State:
     I_STEP_DOWN_BLOCK,
     I_BOUNCE_DELAY_LOW,
     I_BOUNCE_DELAY_HIGH,
-) = range(9)
-N_INT_PARAMS = 9
+    I_EPISODE_LENGTH,
+    I_BURST_START,
+    I_BURST_END,
+    I_BURST_CONDITION,
+) = range(13)
+N_INT_PARAMS = 13
 
 (
     P_NEGLECT_SCALE,
@@ -311,8 +308,10 @@ N_INT_PARAMS = 9
     R_ICU_BUSY_BONUS,
     R_ICU_BUSY_THRESHOLD,
     R_SURVIVAL_BONUS,
-) = range(17)
-N_FLOAT_PARAMS = 17
+    P_BURST_RATE,
+) = range(18)
+N_FLOAT_PARAMS = 18
+MIX_SEVERITY, MIX_CONDITION, MIX_BURST_SEVERITY = range(3)
 
 
 class Params(NamedTuple):
@@ -325,6 +324,9 @@ class Params(NamedTuple):
     (SPEC §3, from :data:`~hospital_marl.core.actions.ACTION_TABLE`): per flat action its
     ``action_kind``, ``action_index`` and ``action_role`` ``(39,)`` (role -1 = the no-op);
     ``role_flat`` ``(3, 21)`` role action -> flat action; ``role_actions`` ``(3,)`` sizes.
+    The arrival model (SPEC §2, §6): ``rates`` ``(T,)`` λ(t) without the burst; ``mix_cdf``
+    ``(3, 5)`` cumulative [severity, condition, burst severity] mixes; the burst's ticks,
+    condition (``I_BURST_*``, no burst: start > end) and rate (``P_BURST_RATE``).
     """
 
     ints: np.ndarray
@@ -338,6 +340,8 @@ class Params(NamedTuple):
     action_role: np.ndarray
     role_flat: np.ndarray
     role_actions: np.ndarray
+    rates: np.ndarray
+    mix_cdf: np.ndarray
 
 
 def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTable, max_ticks: int) -> Params:
@@ -352,6 +356,8 @@ def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTab
     ints[I_WEAN_TICKS] = cp.wean_ticks
     ints[I_STEP_DOWN_BLOCK] = cp.step_down_block_ticks
     ints[I_BOUNCE_DELAY_LOW], ints[I_BOUNCE_DELAY_HIGH] = cp.bounce_back_delay
+    ints[I_EPISODE_LENGTH] = scenario.episode_length
+    ints[I_BURST_START], ints[I_BURST_END] = 1, 0  # no burst
     reals = np.zeros(N_FLOAT_PARAMS, np.float64)
     for index, value in (
         (P_NEGLECT_SCALE, cp.neglect_scale),
@@ -373,6 +379,15 @@ def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTab
         (R_SURVIVAL_BONUS, rw.survival_bonus),
     ):
         reals[index] = value
+    burst = scenario.burst
+    mixes = [scenario.severity_mix, scenario.condition_mix, scenario.severity_mix]
+    if burst is not None:
+        ints[I_BURST_START], ints[I_BURST_END] = burst.start, min(burst.end, scenario.episode_length - 1)
+        ints[I_BURST_CONDITION] = burst.condition
+        reals[P_BURST_RATE] = burst.rate
+        mixes[MIX_BURST_SEVERITY] = burst.severity_mix
+    mix_cdf = np.cumsum(np.array(mixes, np.float64), axis=1)
+    mix_cdf /= mix_cdf[:, -1:]
     base = np.zeros(6, np.float64)
     base[: len(cp.deteriorate_base)] = cp.deteriorate_base
     return Params(
@@ -383,6 +398,8 @@ def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTab
         improve=np.array([cp.improve_general, cp.improve_icu], np.float64),
         treatment=np.array([cp.treatment_general, cp.treatment_icu], np.int64),
         **_ACTION_ARRAYS,
+        rates=np.asarray(scenario.arrival_rates(), np.float64),
+        mix_cdf=mix_cdf,
     )
 
 
@@ -420,26 +437,26 @@ def counters_of(scalars: np.ndarray, floats: np.ndarray) -> EpisodeCounters:
     )
 
 
-def write_day(state: State, e: int, day: Any, first: int = 0) -> None:
-    """Write a day's draws (a :class:`~hospital_marl.core.generator.DayArrays`) into row ``e``,
-    patients ``first`` onwards: their identity, severity on arrival, quantiles and latent."""
+def write_day(state: State, e: int, day: Any) -> None:
+    """Write a user day (a :class:`~hospital_marl.core.generator.DayArrays` from a user's day
+    generator) into row ``e``: every patient's identity, severity on arrival, quantiles and
+    its own dynamics uniforms (the state needs ``latent`` room: ``empty_state(latent_ticks=T)``)."""
     n = len(day.arrival)
     if n > state.pat.shape[1]:
         raise ValueError(
             f"a day of {n} patients does not fit a state of {state.pat.shape[1]}: grow_patients first"
         )
-    state.pat[e, first:n, PAT_CONDITION] = day.condition[first:]
-    state.pat[e, first:n, PAT_ARRIVAL] = day.arrival[first:]
-    state.pat[e, first:n, PAT_SEVERITY] = day.severity[first:]
-    state.quantile[e, :, first:n] = day.quantile[:, first:]
-    state.latent[e, :, first:n] = day.latent[first:].T
+    state.pat[e, :n, PAT_CONDITION] = day.condition
+    state.pat[e, :n, PAT_ARRIVAL] = day.arrival
+    state.pat[e, :n, PAT_SEVERITY] = day.severity
+    state.pat[e, :n, PAT_ARRIVAL_SEVERITY] = day.severity
+    state.quantile[e, :, :n] = day.quantile
+    state.latent[e, :, :n] = day.latent.T
 
 
-def new_day_state(day: Any, episode_length: int, pairs: np.ndarray) -> State:
-    """A one-row state sized for ``day`` with its draws written and the bounce ``pairs`` loaded
-    (then :func:`~hospital_marl.core.kernel.reset_row` empties the ED)."""
-    n = len(day.arrival)
-    st = empty_state(1, n, episode_length, len(pairs), day_written=n > 0)  # n slots, all written here
-    write_day(st, 0, day)
-    st.bounce_u[0] = pairs
-    return st
+def patient_capacity(scenario: Scenario) -> int:
+    """Patient slots per env: the expected arrivals plus eight standard deviations (Poisson),
+    plus room for small days. A day that still does not fit grows the state (never overflows:
+    the kernel reports how many patients a day has before writing past the capacity)."""
+    mean = scenario.expected_arrivals
+    return int(mean + 8 * math.sqrt(mean) + 16)

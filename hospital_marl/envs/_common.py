@@ -67,13 +67,14 @@ class EpisodeSeeder:
 
     def __init__(self) -> None:
         self._rng: np.random.Generator | None = None
+        self._seed: int | None = None
 
     def __call__(self, seed: int | None) -> int:
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
+        if seed is not None:  # the generator is made when a later reset() needs it: seeding
+            self._rng, self._seed = None, seed  # NumPy costs more than starting a kernel day
             return seed
         if self._rng is None:
-            self._rng = np.random.default_rng()
+            self._rng = np.random.default_rng(self._seed)
         return int(self._rng.integers(2**63 - 1))
 
 

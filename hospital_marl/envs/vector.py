@@ -22,7 +22,6 @@ Returned arrays are fresh each step (safe to keep); observations are views of on
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -33,17 +32,20 @@ from gymnasium.vector.utils import batch_space
 from hospital_marl.core import kernel
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
-from hospital_marl.core.generator import DayGenerator, day_arrays, draw_day, generate_day
-from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, BounceStream, Hospital
+from hospital_marl.core.generator import DayGenerator, day_arrays, generate_day, user_day_rng
+from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, Hospital
 from hospital_marl.core.metrics import METRIC_NAMES, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
+from hospital_marl.core.rng import seed_key
 from hospital_marl.core.scenarios import Scenario, get_scenario
 from hospital_marl.core.types import (
+    BOUNCE_BLOCK,
     COUNTER_FIELDS,
     F_CUMULATIVE_REWARD,
     F_OCCUPANCY_SUM,
     S_BOUNCE_CURSOR,
     S_COUNTERS,
+    S_KEY,
     S_TERMINATED,
     S_TICK,
     S_TRUNCATED,
@@ -53,6 +55,7 @@ from hospital_marl.core.types import (
     grow_bounce,
     grow_patients,
     make_params,
+    patient_capacity,
     write_day,
 )
 from hospital_marl.envs._common import EpisodeSeeder, check_reward_mode
@@ -66,13 +69,6 @@ from hospital_marl.envs.observations import (
     role_space,
     state_space,
 )
-
-
-def patient_capacity(scenario: Scenario) -> int:
-    """Patient slots per env: the expected arrivals plus eight standard deviations (Poisson),
-    plus room for small days. A day that still does not fit grows the batch (never overflows)."""
-    mean = scenario.expected_arrivals
-    return int(mean + 8 * math.sqrt(mean) + 16)
 
 
 class _Batch:
@@ -103,9 +99,10 @@ class _Batch:
         self.scenario = s
         self.n = num_envs
         self.params = make_params(s, self.template.clinical, self.template.rewards, self.template.max_ticks)
-        self.state: State = empty_state(num_envs, patient_capacity(s), s.episode_length)
+        self.user_days = self.template.day_generator is not generate_day
+        latent_ticks = s.episode_length if self.user_days else 0  # a user day brings its own draws
+        self.state: State = empty_state(num_envs, patient_capacity(s), latent_ticks)
         self.seeders = [EpisodeSeeder() for _ in range(num_envs)]
-        self.streams: list[BounceStream | None] = [None] * num_envs
         self.threads = threads
         self.parallel = threads is not None and threads > 1
         if self.parallel:
@@ -115,37 +112,32 @@ class _Batch:
 
     # ------------------------------------------------------------- resets
     def reset_rows(self, rows: np.ndarray, seeds: list[int | None]) -> None:
-        """Start a new day in each of ``rows`` (seed per row, None = that env's next seed)."""
-        hospital = self.template
-        for e, seed in zip(rows.tolist(), seeds):
-            day_seed = self.seeders[e](seed)
-            seq = np.random.SeedSequence(int(day_seed))
-            day_seq, bounce_seq = seq.spawn(2)
-            rng = np.random.default_rng(day_seq)
-            if hospital.day_generator is generate_day:
-                day = draw_day(self.scenario, rng)
-            else:
-                day = day_arrays(hospital.day_generator(self.scenario, rng), self.scenario.episode_length)
+        """Start a new day in each of ``rows`` (seed per row, None = that env's next seed): the
+        scalar env's day for that seed (same key, same kernel draws)."""
+        day_seeds = [self.seeders[e](seed) for e, seed in zip(rows.tolist(), seeds)]
+        keys = np.array([seed_key(int(s)) for s in day_seeds], np.int64)
+        if not self.user_days:
+            rows = rows.astype(np.int64, copy=False)
+            need = kernel.start_rows(self.state, self.params, rows, keys)
+            if need:  # a day beyond the capacity: room for it, then the same days again
+                self.state = grow_patients(self.state, need)
+                kernel.start_rows(self.state, self.params, rows, keys)
+            return
+        for e, day_seed, key in zip(rows.tolist(), day_seeds, keys.tolist()):
+            rng = user_day_rng(int(day_seed))
+            day = day_arrays(self.template.day_generator(self.scenario, rng), self.scenario.episode_length)
             if len(day.arrival) > self.state.pat.shape[1]:
                 self.state = grow_patients(self.state, len(day.arrival))
-            stream = BounceStream(np.random.default_rng(bounce_seq))
-            self.streams[e] = stream
-            self.state.bounce_u[e, : len(stream.pairs)] = stream.pairs
             write_day(self.state, e, day)
+            self.state.scalars[e, S_KEY] = key
             kernel.reset_row(self.state, self.params, e, len(day.arrival))
 
     def ensure_bounce_draws(self, actions_per_env: int) -> None:
-        """Every row has a drawn bounce-back pair for each early discharge this step could make."""
+        """Every row has a free bounce-back schedule slot for each early discharge this step could make."""
         st = self.state
-        cursor = st.scalars[:, S_BOUNCE_CURSOR]
-        need = int(cursor.max()) + actions_per_env
-        if need <= st.bounce_u.shape[1]:
-            return
-        rows = np.flatnonzero(cursor + actions_per_env > st.bounce_u.shape[1])
-        self.state = st = grow_bounce(st, need + 64)
-        for e in rows.tolist():
-            pairs = self.streams[e].ensure(need)  # type: ignore[union-attr]
-            st.bounce_u[e, : len(pairs)] = pairs
+        need = int(st.scalars[:, S_BOUNCE_CURSOR].max()) + actions_per_env
+        if need > st.bounce.shape[2]:
+            self.state = grow_bounce(st, need + BOUNCE_BLOCK)
 
     def observe(self, rows: np.ndarray, obs: np.ndarray, masks: np.ndarray) -> None:
         for e in rows.tolist():

@@ -108,19 +108,24 @@ def test_clicking_an_action_advances_the_episode_and_updates_the_metrics(
 ) -> None:
     page = open_page(browser, web_url)
     try:
+        env = HospitalEDEnv(scenario=SCENARIO)
+        env.reset(seed=0)  # the page's default day, played in process alongside
+        tick = 0
+        while visible_actions(page) == [0]:  # nobody to admit yet: wait a tick on both sides
+            tick += 1
+            click_and_wait(page, "#act-0", "you", tick)
+            env.step(0)
         before = page.inner_text("#metrics-you")
         first_admission = next(i for i in visible_actions(page) if i != 0)
-        click_and_wait(page, f"#act-{first_admission}", "you", 1)
-        assert tick_of(page, "you")[0] == 1
-        assert tick_of(page, "agent")[0] == 1  # the agent keeps pace on the same day
+        click_and_wait(page, f"#act-{first_admission}", "you", tick + 1)
+        assert tick_of(page, "you")[0] == tick + 1
+        assert tick_of(page, "agent")[0] == tick + 1  # the agent keeps pace on the same day
         assert page.inner_text("#metrics-you") != before
         assert "Last move" in page.inner_text("#status")
-        env = HospitalEDEnv(scenario=SCENARIO)
-        env.reset(seed=0)
         _, _, _, _, info = env.step(first_admission)
         assert info["outcome"] in page.inner_text("#status")  # the in-process outcome of that action
         assert visible_actions(page) == [i for i, ok in enumerate(info["action_mask"]) if ok]
-        click_and_wait(page, "#act-0", "you", 2)
+        click_and_wait(page, "#act-0", "you", tick + 2)
         shots(page, "after_two_ticks")
     finally:
         page.close()

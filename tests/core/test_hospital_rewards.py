@@ -219,8 +219,7 @@ def test_masked_out_actions__each_cost_exactly_1() -> None:
 def test_integer_like_actions__are_accepted_as_their_value() -> None:
     """numpy integers and 0-d integer arrays are actions (what Gymnasium's sample() and SB3 give)."""
     for action in (np.int64(ADMIT_GENERAL_0), np.int32(ADMIT_GENERAL_0), np.array(ADMIT_GENERAL_0)):
-        h = Hospital("surge")
-        h.reset(0)
+        h = scripted_hospital([{"tick": 0, "severity": 2, "condition": 1}])  # someone to admit
         assert h.act_flat(action) is Outcome.DONE
 
 

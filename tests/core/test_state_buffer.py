@@ -52,8 +52,8 @@ def test_grow__keeps_values_pads_empty_and_stays_packed() -> None:
     assert wider.pat.shape == (3, 9, st.pat.shape[2]) and packed_buffer(wider) is not None
     assert np.array_equal(wider.pat[:, :7], st.pat) and not wider.pat[:, 7:].any()
     assert np.array_equal(wider.queue[:, :7], st.queue) and np.array_equal(wider.scalars, st.scalars)
+    assert np.array_equal(wider.quantile[:, :, :7], st.quantile) and not wider.quantile[:, :, 7:].any()
     longer = grow_bounce(st, 6)
     assert longer.bounce.shape == (3, 2, 6) and packed_buffer(longer) is not None
     assert np.array_equal(longer.bounce[:, :, :4], st.bounce) and (longer.bounce[:, :, 4:] == -1).all()
-    assert np.array_equal(longer.bounce_u[:, :4], st.bounce_u) and not longer.bounce_u[:, 4:].any()
     assert np.array_equal(longer.beds, st.beds) and np.array_equal(longer.floats, st.floats)

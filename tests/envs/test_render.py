@@ -53,10 +53,14 @@ def play_busy(h: Hospital, ticks: int) -> None:
         h.tick()
 
 
-def fresh(scenario: str = "normal_day", seed: int = 0) -> Hospital:
+def fresh(scenario: str = "normal_day", seed: int | None = None) -> Hospital:
+    """A reset hospital; without a seed, the first seed whose day starts with someone waiting."""
     h = Hospital(scenario)
-    h.reset(seed=seed)
-    return h
+    for s in range(100) if seed is None else (seed,):
+        h.reset(seed=s)
+        if h.queue or seed is not None:
+            return h
+    raise AssertionError("no day in 100 seeds starts with a patient waiting")
 
 
 def row_cells(frame: str, label: str, width: int) -> list[str]:

@@ -1,5 +1,7 @@
 """The golden trajectories: the simulator reproduces, bit for bit, what it did
-before its core became a compiled kernel (tools/record_golden.py recorded them).
+when tools/record_golden.py recorded them (first from the pure-Python core, before
+it became a compiled kernel; re-recorded once, at the deliberate change to
+counter-based random draws, whose statistical equivalence is in docs/rng/).
 
 A failure names the trajectory and the first step that differs; regenerate the
 fixture only for a deliberate change to the dynamics or the random draws.

@@ -50,7 +50,6 @@ def _state(h: Hospital) -> dict[str, Any]:
     return {
         "state": tuple(array.tobytes() for array in snap["state"]),  # every state array, by value
         "counters": h.counters.as_dict(),
-        "bounce_stream": id(snap["bounce_stream"]),
         "day": id(snap["day_arrays"]),
         "version": h.version,
     }

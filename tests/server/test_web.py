@@ -11,7 +11,7 @@ pytest.importorskip("gradio", reason="the web view needs gradio (openenv-core br
 
 import policies
 from grading.grader import RUNNERS
-from hospital_marl import SCENARIOS, HospitalEDEnv
+from hospital_marl import SCENARIOS, Hospital, HospitalEDEnv
 from hospital_marl.core.actions import ROLES
 from server.web import WebEpisodes, WebError, available_agents
 
@@ -52,7 +52,9 @@ def test_your_ticks_are_the_in_process_envs_and_the_agent_keeps_pace() -> None:
 
 def test_team_track_plays_one_action_per_role() -> None:
     web = WebEpisodes("normal_day")
-    web.new_day("normal_day", 0, "team", "team_heuristic")
+    hospital = Hospital("normal_day")
+    seed = next(s for s in range(100) if hospital.reset(s) is None and hospital.queue)  # someone to admit
+    web.new_day("normal_day", seed, "team", "team_heuristic")
     choices = web.legal_roles()
     assert set(choices) == set(ROLES) and all(choices[r][0][1] == 0 for r in ROLES)  # no-op first
     admit = choices["triage"][1][1]
