@@ -448,9 +448,7 @@ class Hospital:
         """Whether one action would be carried out now (the mask, for a single action)."""
         if not isinstance(kind, Kind):
             raise ValueError(f"unknown action kind {kind!r}")
-        brd = np.empty(20, np.int32)
-        n = kernel.board(self.state, self.params, 0, brd)
-        return bool(kernel.is_valid(self.state, self.params, 0, int(kind), int(index), brd, n))
+        return bool(kernel.is_valid(self.state, self.params, 0, int(kind), int(index)))
 
     # ---------------------------------------------------------------- actions
     def act(self, role: str, role_action: int, *, valid_when_chosen: bool | None = None) -> Outcome:
