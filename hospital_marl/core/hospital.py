@@ -165,6 +165,7 @@ _write_mask = _Direct(kernel.write_mask)
 _act_role = _Direct(kernel.act_role)
 _act_flat = _Direct(kernel.act_flat)
 _step_flat_row = _Direct(kernel.step_flat_row)
+_step_flat_report = _Direct(kernel.step_flat_report)
 _tick = _Direct(kernel.tick)
 _write_observation = _Direct(kernel.write_observation)
 _observe_row = _Direct(kernel.observe_row)
@@ -500,22 +501,27 @@ class Hospital:
         self._version += 1
         return OUTCOMES[code]
 
-    def step_flat_code(self, flat: Any, offsets: np.ndarray, obs: np.ndarray, mask: np.ndarray) -> int:
+    def step_flat_report(
+        self, flat: Any, offsets: np.ndarray, obs: np.ndarray, mask: np.ndarray
+    ) -> tuple[int, float, int, bool, bool]:
         """:meth:`step_flat` for a caller that owns its arrays (the composed env: a fresh
         float32 ``obs`` and bool ``mask`` of the right sizes, int64 ``offsets``; not checked
-        again here) and returns the outcome's code (``OUTCOMES[code]``)."""
-        if not self._reset_called or self._sc[S_TERMINATED] or self._sc[S_TRUNCATED]:
+        again here). Returns ``(outcome code, reward, tick, terminated, truncated)``
+        (``OUTCOMES[code]``) from the one kernel call, so the caller reads no property."""
+        if not self._reset_called:
             self._check_running()
         if type(flat) is not int or not 0 <= flat < 39:
             try:
                 flat = _as_action_index(flat, 39)
             except (TypeError, ValueError, IndexError):
                 flat = -1
-        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce_u.shape[1]:
+        report = _step_flat_report(self.state, self.params, 0, flat, offsets, obs, mask)
+        if report[0] < 0:  # ended (raises), or the bounce stream needs its next block
+            self._check_running()
             self._before_act()
-        code = _step_flat_row(self.state, self.params, 0, flat, offsets, obs, mask)
+            report = _step_flat_report(self.state, self.params, 0, flat, offsets, obs, mask)
         self._version += 1
-        return code
+        return report
 
     def _before_act(self) -> None:
         """An action may early-discharge: make sure the next bounce-back pair is drawn."""

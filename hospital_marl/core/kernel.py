@@ -787,6 +787,26 @@ def step_flat_row(st, p, e, flat, offsets, obs, mask) -> int:
     return outcome
 
 
+STEP_NOT_RUNNING, STEP_NEEDS_DRAWS = -2, -3
+"""Codes of :func:`step_flat_report` when it did nothing (the caller fixes the cause)."""
+
+
+@_jit
+def step_flat_report(st, p, e, flat, offsets, obs, mask):
+    """:func:`step_flat_row` for a Python caller, with what it reads next in one return:
+    ``(outcome, team reward, tick, terminated, truncated)``. Does nothing and returns
+    outcome :data:`STEP_NOT_RUNNING` if the episode has ended, :data:`STEP_NEEDS_DRAWS` if
+    no bounce-back pair is drawn for an early discharge (the caller draws one, calls again)."""
+    sc = st.scalars
+    if sc[e, S_TERMINATED] or sc[e, S_TRUNCATED]:
+        return STEP_NOT_RUNNING, 0.0, sc[e, S_TICK], True, True
+    if sc[e, S_BOUNCE_CURSOR] >= st.bounce_u.shape[1]:
+        return STEP_NEEDS_DRAWS, 0.0, sc[e, S_TICK], False, False
+    outcome = step_flat_row(st, p, e, flat, offsets, obs, mask)
+    reward = st.floats[e, F_LAST_REWARD]
+    return outcome, reward, sc[e, S_TICK], sc[e, S_TERMINATED] != 0, sc[e, S_TRUNCATED] != 0
+
+
 @_jit
 def observe_row(st, p, e, offsets, obs, mask) -> None:
     """The observation and the mask of row ``e``, both read from one :func:`action_facts`."""
