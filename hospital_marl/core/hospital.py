@@ -164,7 +164,6 @@ _expected_deaths = _Direct(kernel.expected_deaths)
 _write_mask = _Direct(kernel.write_mask)
 _act_role = _Direct(kernel.act_role)
 _act_flat = _Direct(kernel.act_flat)
-_step_flat_row = _Direct(kernel.step_flat_row)
 _step_flat_report = _Direct(kernel.step_flat_report)
 _tick = _Direct(kernel.tick)
 _write_observation = _Direct(kernel.write_observation)
@@ -491,15 +490,7 @@ class Hospital:
         one kernel call (the composed env's hot path)."""
         if obs.dtype != np.float32 or mask.dtype != np.bool_ or offsets.dtype != np.int64:
             raise TypeError("step_flat needs a float32 obs, a bool mask and int64 offsets")
-        self._check_running()
-        try:
-            index = _as_action_index(flat, 39)
-        except (TypeError, ValueError, IndexError):
-            index = -1
-        self._before_act()
-        code = _step_flat_row(self.state, self.params, 0, index, offsets, obs, mask)
-        self._version += 1
-        return OUTCOMES[code]
+        return OUTCOMES[self.step_flat_report(flat, offsets, obs, mask)[0]]
 
     def step_flat_report(
         self, flat: Any, offsets: np.ndarray, obs: np.ndarray, mask: np.ndarray
@@ -748,5 +739,5 @@ def warm_up() -> None:
     h.imagine(1)
     for flat in (0, 1, 11, 21, 24, 29, 34):
         h.act("triage", 1, valid_when_chosen=True)
-        h.step_flat(flat, offsets, obs, mask)
+        h.step_flat(flat, offsets, obs, mask)  # the step_flat_report entry
     h.board(), h.ventilator_target(), h.is_valid(Kind.ADMIT_GENERAL, 0), h.needs_ventilator(0), h.is_ready(0)

@@ -802,7 +802,9 @@ def step_flat_report(st, p, e, flat, offsets, obs, mask):
         return STEP_NOT_RUNNING, 0.0, sc[e, S_TICK], True, True
     if sc[e, S_BOUNCE_CURSOR] >= st.bounce_u.shape[1]:
         return STEP_NEEDS_DRAWS, 0.0, sc[e, S_TICK], False, False
-    outcome = step_flat_row(st, p, e, flat, offsets, obs, mask)
+    outcome = act_flat(st, p, e, flat)  # step_flat_row's body (calling it would compile it twice)
+    tick(st, p, e)
+    observe_row(st, p, e, offsets, obs, mask)
     reward = st.floats[e, F_LAST_REWARD]
     return outcome, reward, sc[e, S_TICK], sc[e, S_TERMINATED] != 0, sc[e, S_TRUNCATED] != 0
 
