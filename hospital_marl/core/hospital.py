@@ -501,7 +501,7 @@ class Hospital:
         (``OUTCOMES[code]``) from the one kernel call, so the caller reads no property."""
         if not self._reset_called:
             self._check_running()
-        if type(flat) is not int or not 0 <= flat < 39:
+        if (type(flat) is not int and type(flat) is not np.int64) or not 0 <= flat < 39:
             try:
                 flat = _as_action_index(flat, 39)
             except (TypeError, ValueError, IndexError):
