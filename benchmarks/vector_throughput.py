@@ -283,7 +283,7 @@ def report(args: argparse.Namespace) -> list[str]:
         f"{loop:.2f} µs, new days at autoreset (NumPy seeding and drawing) {days:.2f} µs, the rest "
         f"(Python: arrays, `infos`, final metrics) {rest:.2f} µs. Without the new days' draws: "
         f"**{without_days / 1e6:.2f}M env-steps/s per core**.",
-        f"- `threads=2`: the batch loop ran at {1 / threaded.wall / 1e6:.2f}M env-steps/s wall "
+        f"- `threads=2`: the step ran at {1 / threaded.wall / 1e6:.2f}M env-steps/s wall "
         f"(serial {1 / serial.wall / 1e6:.2f}M in the same run); its CPU per env-step "
         f"{t_loop:.2f} µs in the loop (serial {loop:.2f}), {t_days:.2f} µs new days, {t_rest:.2f} µs rest. "
         f"With both cores free, the serial CPU figures give {projected / 1e6:.2f}M env-steps/s "
