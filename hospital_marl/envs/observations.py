@@ -215,6 +215,12 @@ class ComposedBuffers:
         slot.append(cls._references(slot))
         return slot
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> ComposedBuffers:
+        return ComposedBuffers(len(self._slots))  # copies of views would not be views of the copy
+
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        return ComposedBuffers, (len(self._slots),)
+
     def take(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """A state vector to write the next observation into, and the Dict of views of it."""
         i = self._next

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -136,3 +139,20 @@ def test_composed_step__draws_more_bounce_backs_when_a_long_day_needs_them() -> 
         if terminated or truncated:
             break
     assert core.counters.early_discharges > 64
+
+
+def test_composed_env__a_deep_copy_or_a_pickle_steps_on_with_its_own_observations() -> None:
+    """Planners copy envs: the copy's observations must follow the copy's state, not the original's."""
+    env = gym.make(COMPOSED_ENV_ID, scenario="surge").unwrapped
+    _, info = env.reset(seed=4)
+    for _ in range(3):
+        _, _, _, _, info = env.step(masked_random_flat(info["action_mask"], np.random.default_rng(0)))
+    for twin in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+        for action in (1, 11, 0, 24):
+            mine, *_ = env.step(action)
+            theirs, *_ = twin.step(action)
+            np.testing.assert_array_equal(global_vector(theirs), global_vector(mine))
+            np.testing.assert_array_equal(global_vector(theirs), ObservationBuilder(twin.hospital).vector())
+        _, info = env.reset(seed=4)
+        for _ in range(3):
+            _, _, _, _, info = env.step(masked_random_flat(info["action_mask"], np.random.default_rng(0)))
