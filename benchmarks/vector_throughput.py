@@ -10,91 +10,148 @@ What is measured (one process, one run, so the machine's speed cancels out of th
   (one core: the per-core figure) and with ``threads=2``. Actions are masked-random,
   chosen with numpy outside the timed region (``argmax`` of pre-drawn noise times the
   mask), so the figure is the env's own cost; autoresets are inside it.
+- **Where a serial step's time goes**: the compiled batch loop (act + tick + observation +
+  mask of every env), the new days drawn at autoreset (``reset_rows``: each finished env's
+  day drawn in the kernel from its key), and the rest (Python: arrays, ``infos``, final metrics). The
+  rate *without resets* is the step minus the new days' draws, so the kernel's speed and the
+  day generator's can be read apart.
 - **Team vector env** and the **multi-agent vector env** (ticks/s, three role actions each).
 - **Memory per environment** at B = 4096: the bytes of the kernel state (random draws are
   not stored since the counter-based generator; ``latent`` holds only a user day's own
   uniforms) plus one step's observation and mask blocks.
-- **Reset** (µs per env): ``Hospital.reset(seed)`` (scalar) and the vector env's
+- **Reset** (CPU µs per env): ``Hospital.reset(seed)`` (scalar) and the vector env's
   ``reset(seed)`` at B (each env's day drawn in the kernel from its key).
 - **MaskablePPO** (sb3-contrib, ``n_envs`` environments, a small MLP) env-steps/s of
   ``learn()`` on :class:`~hospital_marl.envs.sb3.HospitalSB3VecEnv` vs SB3's
   ``DummyVecEnv`` of ``gym.make`` envs (``--ppo-steps 0`` skips it).
 
-This is a script, not a test: nothing asserts on timings. Run from the repository root::
+Every row is timed both in wall time and in this process's CPU time. On a shared machine
+the CPU time is the per-core figure (with ``threads=2`` it sums both threads, so
+"CPU per env-step" stays comparable with serial); the wall time of the threaded row only
+shows the second core's help when that core is free (the load average is printed).
 
-    python benchmarks/vector_throughput.py [--envs 1024] [--steps 300] [--ppo-steps 8192]
+This is a script, not a test: nothing asserts on timings. ``--write`` puts the figures in
+README.md between the ``perf-vector`` markers. Run from the repository root::
+
+    python benchmarks/vector_throughput.py [--envs 1024] [--steps 300] [--ppo-steps 8192] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import os
 import platform
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-import hospital_marl
-from hospital_marl import COMPOSED_ENV_ID, TEAM_ENV_ID
-from hospital_marl.envs.vector import HospitalMARLVectorEnv
+import hospital_marl  # noqa: E402
+from grading.tables import write_marked  # noqa: E402
+from hospital_marl import COMPOSED_ENV_ID, TEAM_ENV_ID  # noqa: E402
+from hospital_marl.envs.vector import HospitalMARLVectorEnv  # noqa: E402
 
 VECTOR_GOAL = 1_000_000.0
-CLOCKS = {"perf_counter": time.perf_counter, "process_time": time.process_time}
-_clock = time.perf_counter  # --clock
+README = ROOT / "README.md"
+START, END = "<!-- BEGIN perf-vector -->", "<!-- END perf-vector -->"
 
 
-def best_of(repeats: int, once: Callable[[], float]) -> float:
-    best = float("inf")
+@dataclass
+class Rate:
+    """Seconds per unit of the best repeat, in wall time and in this process's CPU time (the
+    best of each clock separately), and the CPU seconds per unit spent in named parts."""
+
+    wall: float = float("inf")
+    cpu: float = float("inf")
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def keep(self, wall: float, cpu: float, parts: dict[str, float] | None = None) -> None:
+        self.wall = min(self.wall, wall)
+        if cpu < self.cpu:
+            self.cpu, self.parts = cpu, dict(parts or {})
+
+
+def best_of(repeats: int, once: Callable[[], tuple[float, float, dict[str, float]]]) -> Rate:
+    rate = Rate()
     for _ in range(repeats):
         gc.collect()
-        best = min(best, once())
-    return best
+        rate.keep(*once())
+    return rate
 
 
-def cartpole_single(steps: int, repeats: int) -> float:
+class PartTimer:
+    """CPU time spent in some methods of one object (instance attributes shadow them)."""
+
+    def __init__(self, obj: Any, names: tuple[str, ...]) -> None:
+        self.cpu = dict.fromkeys(names, 0.0)
+        for name in names:
+            setattr(obj, name, self._timed(name, getattr(obj, name)))
+
+    def _timed(self, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.cpu[name] += time.process_time() - start
+
+        return call
+
+    def clear(self) -> None:
+        for name in self.cpu:
+            self.cpu[name] = 0.0
+
+
+def cartpole_single(steps: int, repeats: int) -> Rate:
     env = gym.make("CartPole-v1")
     env.reset(seed=0)
     env.action_space.seed(0)
 
-    def once() -> float:
-        start = _clock()
+    def once() -> tuple[float, float, dict[str, float]]:
+        wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(steps):
             _, _, term, trunc, _ = env.step(env.action_space.sample())
             if term or trunc:
                 env.reset()
-        return (_clock() - start) / steps
+        return (time.perf_counter() - wall) / steps, (time.process_time() - cpu) / steps, {}
 
-    return 1 / best_of(repeats, once)
+    return best_of(repeats, once)
 
 
-def cartpole_vector(n_envs: int, steps: int, repeats: int) -> float:
+def cartpole_vector(n_envs: int, steps: int, repeats: int) -> Rate:
     env = gym.make_vec("CartPole-v1", num_envs=n_envs, vectorization_mode="vector_entry_point")
     env.reset(seed=0)
     actions = np.random.default_rng(0).integers(2, size=(steps, n_envs))
 
-    def once() -> float:
-        start = _clock()
+    def once() -> tuple[float, float, dict[str, float]]:
+        wall, cpu = time.perf_counter(), time.process_time()
         for t in range(steps):
             env.step(actions[t])
-        return (_clock() - start) / (steps * n_envs)
+        units = steps * n_envs
+        return (time.perf_counter() - wall) / units, (time.process_time() - cpu) / units, {}
 
-    return 1 / best_of(repeats, once)
+    return best_of(repeats, once)
 
 
 def masked_choice(noise: np.ndarray, masks: np.ndarray) -> np.ndarray:
     return (noise * masks).argmax(axis=1)
 
 
-def hospital_vector(env_id: str, n_envs: int, steps: int, repeats: int, threads: int | None) -> float:
+def hospital_vector(env_id: str, n_envs: int, steps: int, repeats: int, threads: int | None) -> Rate:
     env = gym.make_vec(env_id, num_envs=n_envs, scenario="normal_day", threads=threads)
     env.reset(seed=0)
+    batch = env.unwrapped._batch
+    parts = PartTimer(batch, ("run", "reset_rows"))  # the batch loop; the new days at autoreset
     rng = np.random.default_rng(0)
     team = env_id == TEAM_ENV_ID
     width = 41 if team else 39
@@ -102,77 +159,64 @@ def hospital_vector(env_id: str, n_envs: int, steps: int, repeats: int, threads:
     for _ in range(5):  # warm up (compiles or loads the cached kernel)
         env.step(np.zeros((n_envs, 3) if team else n_envs, np.int64))
 
-    def once() -> float:
+    def once() -> tuple[float, float, dict[str, float]]:
         noise = rng.random((steps, n_envs, width))
-        elapsed = 0.0
+        wall = cpu = 0.0
+        parts.clear()
         for t in range(steps):
             masks = env.action_masks()
             if team:
-                parts = np.split(noise[t] * masks, splits, axis=1)
-                actions = np.stack([p.argmax(axis=1) for p in parts], axis=1)
+                chunks = np.split(noise[t] * masks, splits, axis=1)
+                actions = np.stack([c.argmax(axis=1) for c in chunks], axis=1)
             else:
                 actions = masked_choice(noise[t], masks)
-            start = _clock()
+            w, c = time.perf_counter(), time.process_time()
             env.step(actions)
-            elapsed += _clock() - start
-        return elapsed / (steps * n_envs)
+            wall += time.perf_counter() - w
+            cpu += time.process_time() - c
+        units = steps * n_envs
+        return wall / units, cpu / units, {name: spent / units for name, spent in parts.cpu.items()}
 
-    return 1 / best_of(repeats, once)
+    rate = best_of(repeats, once)
+    env.close()
+    return rate
 
 
-def marl_vector(n_envs: int, steps: int, repeats: int) -> float:
+def marl_vector(n_envs: int, steps: int, repeats: int) -> Rate:
     env = HospitalMARLVectorEnv(n_envs, "normal_day")
     obs, _ = env.reset(seed=0)
     rng = np.random.default_rng(0)
 
-    def once() -> float:
+    def once() -> tuple[float, float, dict[str, float]]:
         nonlocal obs
-        elapsed = 0.0
+        wall = cpu = 0.0
         for _ in range(steps):
             actions = {
                 role: (rng.random(o["action_mask"].shape) * o["action_mask"]).argmax(axis=1)
                 for role, o in obs.items()
             }
-            start = _clock()
+            w, c = time.perf_counter(), time.process_time()
             obs = env.step(actions)[0]
-            elapsed += _clock() - start
-        return elapsed / (steps * n_envs)
+            wall += time.perf_counter() - w
+            cpu += time.process_time() - c
+        return wall / (steps * n_envs), cpu / (steps * n_envs), {}
 
-    return 1 / best_of(repeats, once)
+    return best_of(repeats, once)
 
 
 def memory_per_env(n_envs: int) -> dict[str, float]:
     env = gym.make_vec(COMPOSED_ENV_ID, num_envs=n_envs, scenario="normal_day")
     env.reset(seed=0)
-    state = env.unwrapped._batch.state if hasattr(env, "unwrapped") else env._batch.state
+    state = env.unwrapped._batch.state
     per_array = {name: a.nbytes / n_envs for name, a in zip(state._fields, state)}
     step_blocks = (env.state_vectors.nbytes + env.action_masks().nbytes) / n_envs
-    return {"state_bytes": sum(per_array.values()), "latent_bytes": per_array["latent"],
-            "step_output_bytes": step_blocks, "patient_slots": state.pat.shape[1]}  # fmt: skip
-
-
-def reset_costs(n_envs: int, repeats: int) -> tuple[float, float]:
-    """µs per env of a seeded reset: the scalar Hospital, and the vector env at B = n_envs."""
-    h = hospital_marl.Hospital("normal_day")
-    h.reset(seed=0)
-    n = 2000
-
-    def scalar() -> float:
-        start = _clock()
-        for i in range(n):
-            h.reset(seed=i)
-        return (_clock() - start) / n
-
-    env = gym.make_vec(COMPOSED_ENV_ID, num_envs=n_envs, scenario="normal_day")
-    env.reset(seed=0)
-
-    def vector() -> float:
-        start = _clock()
-        for i in range(5):
-            env.reset(seed=i * n_envs)
-        return (_clock() - start) / (5 * n_envs)
-
-    return 1e6 * best_of(repeats, scalar), 1e6 * best_of(repeats, vector)
+    return {
+        "state_bytes": sum(per_array.values()),
+        "largest": max(per_array, key=per_array.__getitem__),
+        "largest_bytes": max(per_array.values()),
+        "step_output_bytes": step_blocks,
+        "patient_slots": state.pat.shape[1],
+    }
 
 
 def ppo_rates(n_envs: int, steps: int) -> tuple[float, float]:
@@ -185,13 +229,120 @@ def ppo_rates(n_envs: int, steps: int) -> tuple[float, float]:
         model = MaskablePPO("MultiInputPolicy", env, n_steps=256, batch_size=256, n_epochs=1, seed=0,
                             device="cpu", policy_kwargs={"net_arch": [64, 64]})  # fmt: skip
         model.learn(n_envs * 256)  # warm-up (first rollout, torch init)
-        start = _clock()
+        start = time.perf_counter()
         model.learn(steps, reset_num_timesteps=False)
-        return steps / (_clock() - start)
+        return steps / (time.perf_counter() - start)
 
     vector = rate(HospitalSB3VecEnv(n_envs, "normal_day", seed=0))
     dummy = rate(DummyVecEnv([lambda: gym.make(COMPOSED_ENV_ID, scenario="normal_day")] * n_envs))
     return vector, dummy
+
+
+def reset_costs(n_envs: int, repeats: int) -> tuple[float, float]:
+    """CPU µs per env of a seeded reset: the scalar Hospital, and the vector env at B = n_envs."""
+    h = hospital_marl.Hospital("normal_day")
+    h.reset(seed=0)
+    env = gym.make_vec(COMPOSED_ENV_ID, num_envs=n_envs, scenario="normal_day")
+    env.reset(seed=0)
+
+    def timed(run: Callable[[], None], units: int) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.process_time()
+            run()
+            best = min(best, (time.process_time() - start) / units)
+        return 1e6 * best
+
+    def scalar() -> None:
+        for i in range(2000):
+            h.reset(seed=i)
+
+    def vector() -> None:
+        for i in range(5):
+            env.reset(seed=i * n_envs)
+
+    return timed(scalar, 2000), timed(vector, 5 * n_envs)
+
+
+def breakdown(rate: Rate) -> tuple[float, float, float]:
+    """(batch loop, new days, the rest) in CPU µs per env-step."""
+    loop, days = rate.parts.get("run", 0.0), rate.parts.get("reset_rows", 0.0)
+    return loop * 1e6, days * 1e6, (rate.cpu - loop - days) * 1e6
+
+
+def report(args: argparse.Namespace) -> list[str]:
+    """Measure everything; return the Markdown lines (printed, and written with --write)."""
+    b = args.envs
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    header = (f"python {platform.python_version()} · gymnasium {gym.__version__} · {os.cpu_count()} CPUs · "
+              f"load average {load:.1f} at start · B = {b} · best of {args.repeats} repeats")  # fmt: skip
+    print(header, flush=True)
+    cart = cartpole_single(20_000, args.repeats)
+    serial = hospital_vector(COMPOSED_ENV_ID, b, args.steps, args.repeats, None)
+    threaded = hospital_vector(COMPOSED_ENV_ID, b, args.steps, args.repeats, 2)
+    rows = [
+        ("CartPole-v1 (`gym.make`, 1 env)", cart, "step"),
+        (f"CartPole-v1 native vector env (B={b})", cartpole_vector(b, args.steps, args.repeats), "env-step"),
+        (f"HospitalED vector env, serial (B={b})", serial, "env-step"),
+        (f"HospitalED vector env, `threads=2` (B={b})", threaded, "env-step"),
+        (f"HospitalEDTeam vector env, serial (B={b})", hospital_vector(TEAM_ENV_ID, b, args.steps,
+                                                                      args.repeats, None), "tick"),
+        (f"multi-agent vector env, serial (B={b})", marl_vector(b, args.steps, args.repeats), "tick"),
+    ]  # fmt: skip
+    lines = [
+        f"*Generated by `python benchmarks/vector_throughput.py --write` "
+        f"({datetime.date.today().isoformat()}; {header}). Rates per second; CPU = this process's CPU "
+        "time (the per-core figure on a shared machine; with threads it sums both), ratios against "
+        "CartPole on the same clock.*",
+        "",
+        "| what | unit | wall rate | CPU rate | CPU µs per unit | × CartPole (CPU) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for name, rate, unit in rows:
+        lines.append(f"| {name} | {unit} | {1 / rate.wall:,.0f} | {1 / rate.cpu:,.0f} | "
+                     f"{rate.cpu * 1e6:.3f} | {cart.cpu / rate.cpu:.2f} |")  # fmt: skip
+    loop, days, rest = breakdown(serial)
+    t_loop, t_days, t_rest = breakdown(threaded)
+    without_days = 1e6 / (loop + rest)
+    projected = 1e6 / (loop / 2 + days + rest)
+    projected_without = 1e6 / (loop / 2 + rest)
+    lines += [
+        "",
+        f"- Serial step, CPU per env-step: compiled batch loop (act + tick + observation + mask) "
+        f"{loop:.2f} µs, new days at autoreset (drawn in the kernel) {days:.2f} µs, the rest "
+        f"(Python: arrays, `infos`, final metrics) {rest:.2f} µs. Without the new days' draws: "
+        f"**{without_days / 1e6:.2f}M env-steps/s per core**.",
+        f"- `threads=2`: the step ran at {1 / threaded.wall / 1e6:.2f}M env-steps/s wall "
+        f"(serial {1 / serial.wall / 1e6:.2f}M in the same run); its CPU per env-step "
+        f"{t_loop:.2f} µs in the loop (serial {loop:.2f}), {t_days:.2f} µs new days, {t_rest:.2f} µs rest. "
+        f"With both cores free, the serial CPU figures give {projected / 1e6:.2f}M env-steps/s "
+        f"({projected_without / 1e6:.2f}M without the new days' draws) — a projection, not a measurement.",
+    ]
+    met, stretch = 1 / threaded.wall >= VECTOR_GOAL, 1 / serial.cpu >= VECTOR_GOAL
+    lines.append(
+        f"- Goal 1M env-steps/s at B = {b} on this 2-core box (wall, `threads=2`): "
+        f"{1 / threaded.wall / 1e6:.2f}M → **{'met' if met else 'not met'}**; stretch 1M on one core "
+        f"(CPU, serial): {1 / serial.cpu / 1e6:.2f}M → **{'met' if stretch else 'not met'}**."
+    )
+    mem = memory_per_env(args.memory_envs)
+    lines.append(
+        f"- Memory per env at B = {args.memory_envs}: kernel state {mem['state_bytes'] / 1024:.1f} KiB "
+        f"(largest array `{mem['largest']}` {mem['largest_bytes'] / 1024:.1f} KiB, {mem['patient_slots']} "
+        f"patient slots), one step's observation + mask {mem['step_output_bytes']:.0f} B."
+    )
+    scalar_reset, vector_reset = reset_costs(b, args.repeats)
+    lines.append(
+        f"- `reset(seed)` (CPU): `Hospital` {scalar_reset:.1f} µs; vector env {vector_reset:.2f} µs per env "
+        f"(B = {b}); each day is drawn in the kernel from its key."
+    )
+    if args.ppo_steps:
+        vector, dummy = ppo_rates(args.ppo_envs, args.ppo_steps)
+        lines.append(
+            f"- MaskablePPO `learn()` with `n_envs={args.ppo_envs}` (wall): `HospitalSB3VecEnv` "
+            f"{vector:,.0f} env-steps/s, `DummyVecEnv` of `gym.make` envs {dummy:,.0f} "
+            f"({vector / dummy:.2f}×): the learner dominates."
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -204,50 +355,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory-envs", type=int, default=4096)
     parser.add_argument("--ppo-envs", type=int, default=8)
     parser.add_argument("--ppo-steps", type=int, default=8192, help="0 skips the MaskablePPO rows")
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="perf_counter",
-                        help="wall time (default) or this process's CPU time (on an oversubscribed "
-                             "machine; with threads=2 CPU time sums both threads)")  # fmt: skip
+    parser.add_argument("--write", action="store_true", help="write the figures into README.md (perf-vector)")
     args = parser.parse_args(argv)
-    global _clock
-    _clock = CLOCKS[args.clock]
-    b = args.envs
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),)
-    print(f"python {platform.python_version()} · gymnasium {gym.__version__} · {os.cpu_count()} CPUs · "
-          f"load {load[0]:.2f} at start · B = {b} · best of {args.repeats} · clock {args.clock}")  # fmt: skip
-
-    cart = cartpole_single(20_000, args.repeats)
-    rows = [
-        ("CartPole-v1 (gym.make, 1 env)", cart),
-        (f"CartPole-v1 native vector env (B={b})", cartpole_vector(b, args.steps, args.repeats)),
-        (f"HospitalED vector env, serial = 1 core (B={b})", hospital_vector(COMPOSED_ENV_ID, b, args.steps,
-                                                                            args.repeats, None)),
-        (f"HospitalED vector env, threads=2 (B={b})", hospital_vector(COMPOSED_ENV_ID, b, args.steps,
-                                                                      args.repeats, 2)),
-        (f"HospitalEDTeam vector env, serial (B={b}, ticks)", hospital_vector(TEAM_ENV_ID, b, args.steps,
-                                                                              args.repeats, None)),
-        (f"multi-agent vector env, serial (B={b}, ticks)", marl_vector(b, args.steps, args.repeats)),
-    ]  # fmt: skip
-    width = max(len(name) for name, _ in rows)
-    print(f"{'':{width}}  {'env-steps/s':>14}  {'µs/env-step':>11}  {'x CartPole':>10}")
-    for name, rate in rows:
-        print(f"{name:{width}}  {rate:14,.0f}  {1e6 / rate:11.3f}  {rate / cart:10.2f}")
-    serial, threaded = rows[2][1], rows[3][1]
-    print(f"vector env >= 1M env-steps/s at B={b} on 2 threads: {threaded:,.0f}/s → "
-          f"{'MET' if threaded >= VECTOR_GOAL else 'NOT MET'}; per core (serial): {serial:,.0f}/s → "
-          f"{'MET' if serial >= VECTOR_GOAL else 'NOT MET'} (stretch)")  # fmt: skip
-
-    mem = memory_per_env(args.memory_envs)
-    print(f"memory per env at B={args.memory_envs}: state {mem['state_bytes'] / 1024:.1f} KiB "
-          f"(stored latent uniforms {mem['latent_bytes'] / 1024:.1f} KiB, {mem['patient_slots']} patient "
-          f"slots), step outputs {mem['step_output_bytes']:.0f} B")  # fmt: skip
-    scalar_reset, vector_reset = reset_costs(b, args.repeats)
-    print(f"reset(seed): Hospital {scalar_reset:.1f} µs; vector env {vector_reset:.2f} µs per env (B={b})")
-
-    if args.ppo_steps:
-        vector, dummy = ppo_rates(args.ppo_envs, args.ppo_steps)
-        print(f"MaskablePPO learn() with n_envs={args.ppo_envs}: vector env {vector:,.0f} env-steps/s, "
-              f"DummyVecEnv(gym.make) {dummy:,.0f} env-steps/s "
-              f"({vector / dummy:.2f}x; the learner dominates)")  # fmt: skip
+    if args.envs < 2 or args.steps < 1 or args.repeats < 1:
+        parser.error("--envs must be >= 2, --steps and --repeats >= 1")
+    lines = report(args)
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        write_marked(README, START, END, f"{START}\n{text}\n{END}")
+        print(f"wrote {README} ({START})")
 
 
 if __name__ == "__main__":

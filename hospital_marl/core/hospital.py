@@ -169,7 +169,7 @@ _expected_deaths = _Direct(kernel.expected_deaths)
 _write_mask = _Direct(kernel.write_mask)
 _act_role = _Direct(kernel.act_role)
 _act_flat = _Direct(kernel.act_flat)
-_step_flat_row = _Direct(kernel.step_flat_row)
+_step_flat_report = _Direct(kernel.step_flat_report)
 _tick = _Direct(kernel.tick)
 _write_observation = _Direct(kernel.write_observation)
 _observe_row = _Direct(kernel.observe_row)
@@ -443,9 +443,7 @@ class Hospital:
         """Whether one action would be carried out now (the mask, for a single action)."""
         if not isinstance(kind, Kind):
             raise ValueError(f"unknown action kind {kind!r}")
-        brd = np.empty(20, np.int32)
-        n = kernel.board(self.state, self.params, 0, brd)
-        return bool(kernel.is_valid(self.state, self.params, 0, int(kind), int(index), brd, n))
+        return bool(kernel.is_valid(self.state, self.params, 0, int(kind), int(index)))
 
     # ---------------------------------------------------------------- actions
     def act(self, role: str, role_action: int, *, valid_when_chosen: bool | None = None) -> Outcome:
@@ -487,32 +485,29 @@ class Hospital:
         one kernel call (the composed env's hot path)."""
         if obs.dtype != np.float32 or mask.dtype != np.bool_ or offsets.dtype != np.int64:
             raise TypeError("step_flat needs a float32 obs, a bool mask and int64 offsets")
-        self._check_running()
-        try:
-            index = _as_action_index(flat, 39)
-        except (TypeError, ValueError, IndexError):
-            index = -1
-        self._before_act()
-        code = _step_flat_row(self.state, self.params, 0, index, offsets, obs, mask)
-        self._version += 1
-        return OUTCOMES[code]
+        return OUTCOMES[self.step_flat_report(flat, offsets, obs, mask)[0]]
 
-    def step_flat_code(self, flat: Any, offsets: np.ndarray, obs: np.ndarray, mask: np.ndarray) -> int:
+    def step_flat_report(
+        self, flat: Any, offsets: np.ndarray, obs: np.ndarray, mask: np.ndarray
+    ) -> tuple[int, float, int, bool, bool]:
         """:meth:`step_flat` for a caller that owns its arrays (the composed env: a fresh
         float32 ``obs`` and bool ``mask`` of the right sizes, int64 ``offsets``; not checked
-        again here) and returns the outcome's code (``OUTCOMES[code]``)."""
-        if not self._reset_called or self._sc[S_TERMINATED] or self._sc[S_TRUNCATED]:
+        again here). Returns ``(outcome code, reward, tick, terminated, truncated)``
+        (``OUTCOMES[code]``) from the one kernel call, so the caller reads no property."""
+        if not self._reset_called:
             self._check_running()
-        if type(flat) is not int or not 0 <= flat < 39:
+        if (type(flat) is not int and type(flat) is not np.int64) or not 0 <= flat < 39:
             try:
                 flat = _as_action_index(flat, 39)
             except (TypeError, ValueError, IndexError):
                 flat = -1
-        if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce.shape[2]:
+        report = _step_flat_report(self.state, self.params, 0, flat, offsets, obs, mask)
+        if report[0] < 0:  # ended (raises), or the bounce-back schedule needs room
+            self._check_running()
             self._before_act()
-        code = _step_flat_row(self.state, self.params, 0, flat, offsets, obs, mask)
+            report = _step_flat_report(self.state, self.params, 0, flat, offsets, obs, mask)
         self._version += 1
-        return code
+        return report
 
     def _before_act(self) -> None:
         """An action may early-discharge: make sure the bounce-back schedule has a free slot."""
@@ -738,5 +733,5 @@ def warm_up() -> None:
     h.imagine(1)
     for flat in (0, 1, 11, 21, 24, 29, 34):
         h.act("triage", 1, valid_when_chosen=True)
-        h.step_flat(flat, offsets, obs, mask)
+        h.step_flat(flat, offsets, obs, mask)  # the step_flat_report entry
     h.board(), h.ventilator_target(), h.is_valid(Kind.ADMIT_GENERAL, 0), h.needs_ventilator(0), h.is_ready(0)

@@ -11,15 +11,16 @@ bounce-backs when they happen), so no NumPy generator runs on the hot path.
 
 Compiled with ``cache=True``: the machine code is cached on disk next to this
 file, or under ``NUMBA_CACHE_DIR`` when the package directory is read-only
-(the Docker image sets it). Every function is serial except the ``*_parallel``
-batch loops, which the vector envs use only when asked for more than one thread
-(``threads=``): numba then runs its own thread pool (``numba.set_num_threads``),
-which must not be oversubscribed with torch's -- give each its share of the cores.
+(the Docker image sets it). Every function is serial and releases the GIL
+(``nogil``): the vector envs run the batch loops over disjoint row ranges on
+plain Python threads when asked for more than one (``threads=``). No numba
+threading layer is involved (nothing compiles with ``parallel=True``), so
+nothing here competes with torch's own thread pool beyond the cores it uses.
 """
 
 from __future__ import annotations
 
-from numba import njit, prange
+from numba import njit
 
 from hospital_marl.core.actions import N_FLAT_ACTIONS, Kind
 from hospital_marl.core.rng import (
@@ -290,64 +291,82 @@ def ventilator_target(st, p, e) -> int:
 
 
 @_jit
-def _has_free(st, e, row, n) -> bool:
-    for i in range(n):  # noqa: SIM110 - a plain loop compiles; any(generator) does not
-        if st.beds[e, row, i] == EMPTY:
-            return True
-    return False
+def action_facts(st, p, e, brd):
+    """The few facts of the present state that SPEC §3 validity reads, computed once per
+    state (the mask reads them 39 times): the general board (sorted into ``brd``) and
+
+    ``(n_board, n_queue, free_general, free_icu, unvented, free_vents)`` -- board length,
+    addressable queue slots, free general / ICU beds, ICU patients without a ventilator,
+    free ventilators. The observation's capacity block reads the same counts."""
+    n_board = board(st, p, e, brd)
+    n_queue = min(st.scalars[e, S_QUEUE_LEN], QUEUE_SLOTS)
+    beds = st.beds
+    free_general = 0
+    for bed in range(p.ints[I_GENERAL_BEDS]):
+        free_general += beds[e, BEDS_GENERAL, bed] == EMPTY
+    free_icu = 0
+    unvented = 0
+    for bed in range(p.ints[I_ICU_BEDS]):
+        pid = beds[e, BEDS_ICU, bed]
+        if pid == EMPTY:
+            free_icu += 1
+        elif st.pat[e, pid, PAT_VENT_OF] == EMPTY:
+            unvented += 1
+    free_vents = 0
+    for v in range(p.ints[I_VENTILATORS]):
+        free_vents += beds[e, BEDS_VENT, v] == EMPTY
+    return n_board, n_queue, free_general, free_icu, unvented, free_vents
 
 
 @_jit
-def is_valid(st, p, e, kind: int, index: int, brd, n_board: int) -> bool:
-    """SPEC §3 validity: whether one action would be carried out now. The mask is this
-    function over the action table; ``act`` carries out exactly what it allows."""
+def valid_given(st, p, e, kind: int, index: int, brd, facts) -> bool:
+    """SPEC §3 validity of one action, given the state's :func:`action_facts` (and its board
+    in ``brd``): the one rule behind the mask, :func:`is_valid` and ``act``."""
+    n_board, n_queue, free_general, free_icu, unvented, _ = facts
     if kind == K_NOOP:
         return True
     if index < 0:
         return False
-    pat = st.pat
-    if kind in (K_ADMIT_GENERAL, K_ADMIT_ICU):
-        if index >= st.scalars[e, S_QUEUE_LEN] or index >= QUEUE_SLOTS:
-            return False
-        if kind == K_ADMIT_GENERAL:
-            return _has_free(st, e, BEDS_GENERAL, p.ints[I_GENERAL_BEDS])
-        return _has_free(st, e, BEDS_ICU, p.ints[I_ICU_BEDS])
+    if kind == K_ADMIT_GENERAL:
+        return index < n_queue and free_general > 0
+    if kind == K_ADMIT_ICU:
+        return index < n_queue and free_icu > 0
     if kind == K_VENTILATE:
-        if index >= p.ints[I_VENTILATORS]:
-            return False
-        if st.beds[e, BEDS_VENT, index] != EMPTY:
-            return False
-        for bed in range(p.ints[I_ICU_BEDS]):
-            pid = st.beds[e, BEDS_ICU, bed]
-            if pid != EMPTY and pat[e, pid, PAT_VENT_OF] == EMPTY:
-                return True
-        return False
+        return index < p.ints[I_VENTILATORS] and st.beds[e, BEDS_VENT, index] == EMPTY and unvented > 0
     if kind == K_TRANSFER_ICU:
-        if index >= n_board or index >= BOARD_TRANSFER_SLOTS:
-            return False
-        return _has_free(st, e, BEDS_ICU, p.ints[I_ICU_BEDS])
+        return index < n_board and index < BOARD_TRANSFER_SLOTS and free_icu > 0
     if kind == K_EARLY_DISCHARGE:
         if index >= n_board or index >= BOARD_DISCHARGE_SLOTS:
             return False
-        return pat[e, brd[n_board - 1 - index], PAT_SEVERITY] <= 3  # critical patients never go home
+        return st.pat[e, brd[n_board - 1 - index], PAT_SEVERITY] <= 3  # critical patients never go home
     if kind == K_DISCHARGE_ICU:
         if index >= p.ints[I_ICU_BEDS]:
             return False
         pid = st.beds[e, BEDS_ICU, index]
-        if pid == EMPTY:
-            return False
         # "ready or non-critical": ready implies severity <= 3, so this is severity <= 3.
-        return pat[e, pid, PAT_SEVERITY] <= 3
+        return pid != EMPTY and st.pat[e, pid, PAT_SEVERITY] <= 3
     return False
 
 
 @_jit
-def write_mask(st, p, e, out) -> None:
-    """The 39 flat actions' validity into ``out`` (bool)."""
+def is_valid(st, p, e, kind: int, index: int) -> bool:
+    """SPEC §3 validity: whether one action would be carried out now."""
     brd = st.scratch[e]
-    n_board = board(st, p, e, brd)
+    return valid_given(st, p, e, kind, index, brd, action_facts(st, p, e, brd))
+
+
+@_jit
+def _write_mask_given(p, st, e, brd, facts, out) -> None:
     for flat in range(N_FLAT_ACTIONS):
-        out[flat] = is_valid(st, p, e, p.action_kind[flat], p.action_index[flat], brd, n_board)
+        out[flat] = valid_given(st, p, e, p.action_kind[flat], p.action_index[flat], brd, facts)
+
+
+@_jit
+def write_mask(st, p, e, out) -> None:
+    """The 39 flat actions' validity into ``out`` (bool): :func:`valid_given` over the action
+    table, on facts computed once."""
+    brd = st.scratch[e]
+    _write_mask_given(p, st, e, brd, action_facts(st, p, e, brd), out)
 
 
 # ---------------------------------------------------------------- rewards and events
@@ -470,8 +489,9 @@ def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
     if kind == K_NOOP:
         return OUT_NOOP
     brd = st.scratch[e]
-    n_board = board(st, p, e, brd)
-    if not is_valid(st, p, e, kind, index, brd, n_board):
+    facts = action_facts(st, p, e, brd)
+    n_board = facts[0]
+    if not valid_given(st, p, e, kind, index, brd, facts):
         if valid_when_chosen:
             st.scalars[e, C_CONFLICTS] += 1
             return OUT_CONFLICT
@@ -822,9 +842,14 @@ def reset_row(st, p, e, n_patients) -> None:
 def write_observation(st, p, e, offsets, out) -> None:
     """Every observation block of row ``e`` into ``out`` (float32, the global-state layout:
     block ``b`` starts at ``offsets[b]``, blocks in :data:`OBS_BLOCKS` order). Raw values."""
-    pat, beds, sc = st.pat, st.beds, st.scalars
     brd = st.scratch[e]
-    n_board = board(st, p, e, brd)
+    _write_observation_given(st, p, e, offsets, out, brd, action_facts(st, p, e, brd))
+
+
+@_jit
+def _write_observation_given(st, p, e, offsets, out, brd, facts) -> None:
+    pat, beds, sc = st.pat, st.beds, st.scalars
+    n_board, _, free_general, free_icu, _, free_vents = facts
     o_sev, o_rem = offsets[O_BED_OCCUPANCY], offsets[O_BOARD_REMAINING]
     for k in range(MAX_GENERAL_OBS):
         if k < n_board:
@@ -834,11 +859,9 @@ def write_observation(st, p, e, offsets, out) -> None:
             out[o_sev + k] = 0.0
             out[o_rem + k] = 0.0
     n_icu = p.ints[I_ICU_BEDS]
-    free_icu = 0
     for j in range(MAX_ICU_OBS):
         pid = beds[e, BEDS_ICU, j] if j < n_icu else EMPTY
         if pid == EMPTY:
-            free_icu += j < n_icu
             for b in (O_ICU_OCCUPANCY, O_ICU_REMAINING, O_ICU_NEEDS_VENT, O_ICU_ON_VENT, O_ICU_READY):
                 out[offsets[b] + j] = 0.0
             continue
@@ -848,11 +871,8 @@ def write_observation(st, p, e, offsets, out) -> None:
         out[offsets[O_ICU_NEEDS_VENT] + j] = needs_ventilator(s, pat[e, pid, PAT_CONDITION])
         out[offsets[O_ICU_ON_VENT] + j] = pat[e, pid, PAT_VENT_OF] != EMPTY
         out[offsets[O_ICU_READY] + j] = ready_for_step_down(r, s)
-    free_vents = 0
     for v in range(MAX_VENT_OBS):
-        used = v < p.ints[I_VENTILATORS] and beds[e, BEDS_VENT, v] != EMPTY
-        free_vents += v < p.ints[I_VENTILATORS] and not used
-        out[offsets[O_VENTILATOR_STATUS] + v] = used
+        out[offsets[O_VENTILATOR_STATUS] + v] = v < p.ints[I_VENTILATORS] and beds[e, BEDS_VENT, v] != EMPTY
     n_queue = sc[e, S_QUEUE_LEN]
     o_q = offsets[O_WAITING_QUEUE]
     for slot in range(QUEUE_SLOTS):
@@ -869,9 +889,6 @@ def write_observation(st, p, e, offsets, out) -> None:
     out[offsets[O_STATS]] = sc[e, C_DISCHARGES]
     out[offsets[O_STATS] + 1] = sc[e, C_DEATHS]
     out[offsets[O_STATS] + 2] = n_queue
-    free_general = 0
-    for bed in range(p.ints[I_GENERAL_BEDS]):
-        free_general += beds[e, BEDS_GENERAL, bed] == EMPTY
     o_c = offsets[O_CAPACITY]
     out[o_c] = free_general
     out[o_c + 1] = free_icu
@@ -886,15 +903,39 @@ def step_flat_row(st, p, e, flat, offsets, obs, mask) -> int:
     and mask. Returns the action's outcome."""
     outcome = act_flat(st, p, e, flat)
     tick(st, p, e)
-    write_observation(st, p, e, offsets, obs)
-    write_mask(st, p, e, mask)
+    observe_row(st, p, e, offsets, obs, mask)
     return outcome
+
+
+STEP_NOT_RUNNING, STEP_NEEDS_DRAWS = -2, -3
+"""Codes of :func:`step_flat_report` when it did nothing (the caller fixes the cause)."""
+
+
+@_jit
+def step_flat_report(st, p, e, flat, offsets, obs, mask):
+    """:func:`step_flat_row` for a Python caller, with what it reads next in one return:
+    ``(outcome, team reward, tick, terminated, truncated)``. Does nothing and returns
+    outcome :data:`STEP_NOT_RUNNING` if the episode has ended, :data:`STEP_NEEDS_DRAWS` if
+    no bounce-back schedule slot is free for an early discharge (the caller makes room, calls again)."""
+    sc = st.scalars
+    if sc[e, S_TERMINATED] or sc[e, S_TRUNCATED]:
+        return STEP_NOT_RUNNING, 0.0, sc[e, S_TICK], True, True
+    if sc[e, S_BOUNCE_CURSOR] >= st.bounce.shape[2]:
+        return STEP_NEEDS_DRAWS, 0.0, sc[e, S_TICK], False, False
+    outcome = act_flat(st, p, e, flat)  # step_flat_row's body (calling it would compile it twice)
+    tick(st, p, e)
+    observe_row(st, p, e, offsets, obs, mask)
+    reward = st.floats[e, F_LAST_REWARD]
+    return outcome, reward, sc[e, S_TICK], sc[e, S_TERMINATED] != 0, sc[e, S_TRUNCATED] != 0
 
 
 @_jit
 def observe_row(st, p, e, offsets, obs, mask) -> None:
-    write_observation(st, p, e, offsets, obs)
-    write_mask(st, p, e, mask)
+    """The observation and the mask of row ``e``, both read from one :func:`action_facts`."""
+    brd = st.scratch[e]
+    facts = action_facts(st, p, e, brd)
+    _write_observation_given(st, p, e, offsets, obs, brd, facts)
+    _write_mask_given(p, st, e, brd, facts, mask)
 
 
 @_jit
@@ -954,25 +995,29 @@ def expected_deaths(st, p, e) -> float:
 
 
 # ---------------------------------------------------------------- batches (rows = environments)
-def _step_flat_batch(st, p, actions, offsets, obs, masks, rewards, outcomes):
-    """Every live row: its flat action (out of range = invalid), the tick, the next observation
-    and mask. Rows already done are left alone (the vector env resets them)."""
-    for e in prange(actions.shape[0]):
+@_jit
+def step_flat_batch(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcomes) -> None:
+    """Rows ``lo:hi``, each live one: its flat action (out of range = invalid), the tick, the
+    next observation and mask. Rows already done are left alone (the vector env resets them).
+    Rows are independent, so disjoint ranges may run at once on several threads (no GIL)."""
+    for e in range(lo, hi):
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             continue
         a = actions[e]
         outcomes[e] = act_flat(st, p, e, a if 0 <= a < N_FLAT_ACTIONS else -1)
         tick(st, p, e)
-        write_observation(st, p, e, offsets, obs[e])
-        write_mask(st, p, e, masks[e])
+        observe_row(st, p, e, offsets, obs[e], masks[e])
         rewards[e] = st.floats[e, F_LAST_REWARD]
 
 
-def _step_joint_batch(st, p, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes):
-    """Every live row: one action per role in role order (parallel resolution: an action valid
-    on the mask ``seen`` but made impossible by an earlier role is a conflict), then the tick,
-    the next observation and mask."""
-    for e in prange(actions.shape[0]):
+@_jit
+def step_joint_batch(
+    st, p, lo, hi, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes
+) -> None:
+    """Rows ``lo:hi``, each live one: one action per role in role order (parallel resolution:
+    an action valid on the mask ``seen`` but made impossible by an earlier role is a
+    conflict), then the tick, the next observation and mask. Threads: as :func:`step_flat_batch`."""
+    for e in range(lo, hi):
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             continue
         for r in range(3):
@@ -981,15 +1026,7 @@ def _step_joint_batch(st, p, actions, seen, offsets, obs, masks, rewards, role_r
             was_valid = ok and (a == 0 or seen[e, p.role_flat[r, max(a, 0)]])
             outcomes[e, r] = act_role(st, p, e, r, a if ok else -1, was_valid)
         tick(st, p, e)
-        write_observation(st, p, e, offsets, obs[e])
-        write_mask(st, p, e, masks[e])
+        observe_row(st, p, e, offsets, obs[e], masks[e])
         rewards[e] = st.floats[e, F_LAST_REWARD]
         for r in range(3):
             role_rewards[e, r] = st.floats[e, F_LAST_ROLE_REWARD + r]
-
-
-step_flat_batch = njit(cache=True, nogil=True)(_step_flat_batch)
-step_joint_batch = njit(cache=True, nogil=True)(_step_joint_batch)
-step_flat_batch_parallel = njit(cache=True, nogil=True, parallel=True)(_step_flat_batch)
-step_joint_batch_parallel = njit(cache=True, nogil=True, parallel=True)(_step_joint_batch)
-"""The same loops over environments, on numba's threads (``prange``); serial above."""

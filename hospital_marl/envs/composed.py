@@ -19,10 +19,9 @@ from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
 from hospital_marl.envs.observations import (
     OFFSETS,
-    STATE_SIZE,
+    ComposedBuffers,
     ObservationBuilder,
     composed_space,
-    composed_views,
 )
 from hospital_marl.envs.parallel import resolve_joint_action
 from hospital_marl.envs.render import RENDER_MODES
@@ -131,6 +130,7 @@ class HospitalEDEnv(_HospitalGymEnv):
     def __init__(self, scenario: str | Scenario | None = None, render_mode: str | None = None, **kwargs: Any):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.Discrete(N_FLAT_ACTIONS)
+        self._buffers = ComposedBuffers()
 
     def action_masks(self) -> np.ndarray:
         """Bool validity of the 39 actions (sb3-contrib's MaskablePPO calls this). A fresh array."""
@@ -141,18 +141,20 @@ class HospitalEDEnv(_HospitalGymEnv):
 
     def step(self, action: int):
         h = self.hospital
-        obs, mask = np.empty(STATE_SIZE, np.float32), np.empty(N_FLAT_ACTIONS, np.bool_)
-        code = h.step_flat_code(action, OFFSETS, obs, mask)  # act, tick, observe: one kernel call
-        self._builder.adopt(obs)
-        self._mask, self._mask_version = mask, h.version
+        obs, views = self._buffers.take()
+        mask = np.empty(N_FLAT_ACTIONS, np.bool_)
+        # act, tick, observe, mask: one kernel call, which also reports what the step returns
+        code, reward, tick, terminated, truncated = h.step_flat_report(action, OFFSETS, obs, mask)
+        version = h.version
+        self._builder.adopt(obs, version)
+        self._mask, self._mask_version = mask, version
         if self.render_mode == "human":
             self.render()
-        info = {"action_mask": mask.copy(), "tick": h.tick_count, "scenario": h.scenario.name}
+        info = {"action_mask": mask.copy(), "tick": tick, "scenario": h.scenario.name}
         info["outcome"] = OUTCOME_VALUES[code]
-        terminated, truncated = h.terminated, h.truncated
         if terminated or truncated:
             self._add_episode_end(info)
-        return composed_views(obs), h.last_reward, terminated, truncated, info
+        return views, reward, terminated, truncated, info
 
 
 OUTCOME_VALUES = tuple(outcome.value for outcome in OUTCOMES)

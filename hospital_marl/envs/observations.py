@@ -7,7 +7,9 @@ so they read directly; normalise in the learner (e.g. ``VecNormalize``).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -182,6 +184,53 @@ def composed_views(vector: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+class ComposedBuffers:
+    """Where the composed env's kernel step writes its observation, and the Dict of views of
+    it that the step returns, without rebuilding twelve views every step (they cost more than
+    the step's simulation).
+
+    Observations behave as fresh: a buffer is written again only when nothing outside this
+    object refers to it or to any of its views (CPython reference counts, checked on every
+    reuse), e.g. the usual loop that drops the observation from two steps ago. An observation
+    someone keeps (in a list, a frame stack, a replay buffer, a tensor made from it) is never
+    overwritten: its buffer is retired and a new one made. Each call returns a new dict.
+    """
+
+    __slots__ = ("_next", "_slots")
+
+    def __init__(self, slots: int = 2) -> None:
+        self._slots = [self._new() for _ in range(slots)]  # two: the loop holds the last one
+        self._next = 0
+
+    @staticmethod
+    def _references(slot: list[Any]) -> int:
+        return sys.getrefcount(slot[0]) + sum(map(sys.getrefcount, slot[2]))
+
+    @classmethod
+    def _new(cls) -> list[Any]:
+        vector = np.empty(STATE_SIZE, np.float32)
+        views = composed_views(vector)
+        slot: list[Any] = [vector, views, tuple(views.values())]
+        del vector, views  # the baseline counts only the slot's own references
+        slot.append(cls._references(slot))
+        return slot
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ComposedBuffers:
+        return ComposedBuffers(len(self._slots))  # copies of views would not be views of the copy
+
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        return ComposedBuffers, (len(self._slots),)
+
+    def take(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """A state vector to write the next observation into, and the Dict of views of it."""
+        i = self._next
+        self._next = (i + 1) % len(self._slots)
+        slot = self._slots[i]
+        if self._references(slot) != slot[3]:  # still referenced from outside: leave it to them
+            self._slots[i] = slot = self._new()
+        return slot[0], slot[1].copy()
+
+
 class ObservationBuilder:
     """Observations of one simulator, written by the kernel into a fresh float32 vector per
     state (the global state layout); the composed dict and each role's vector are views /
@@ -192,9 +241,10 @@ class ObservationBuilder:
         self._version: int | None = None
         self._vector: np.ndarray | None = None
 
-    def adopt(self, vector: np.ndarray) -> None:
-        """The vector of the current state, written by a fused kernel step."""
-        self._vector, self._version = vector, self.hospital.version
+    def adopt(self, vector: np.ndarray, version: int | None = None) -> None:
+        """The vector of the current state (``version``: the hospital's, if the caller has
+        it at hand), written by a fused kernel step."""
+        self._vector, self._version = vector, self.hospital.version if version is None else version
 
     def vector(self) -> np.ndarray:
         """The global state (every block, flattened, in block order). Do not mutate."""

@@ -16,12 +16,20 @@ Seeding: ``reset(seed=s)`` seeds env ``i`` exactly as the scalar env ``reset(see
 would (a list of seeds seeds each env itself), and its later episodes follow the scalar
 env's ``reset()`` seed sequence, so env ``i``'s trajectory equals the scalar one bit for bit.
 
+Threads: ``threads=k`` steps the batch on k Python threads, each running the compiled
+(GIL-free) loop over its own contiguous range of rows; results are bit-identical to
+serial (``threads=None``, the default). numba's own parallel layer is not used, so no
+threading-layer choice is needed and nothing resizes torch's thread pool; next to a
+torch learner, share the cores: ``torch.set_num_threads(cores - k)``.
+
 Returned arrays are fresh each step (safe to keep); observations are views of one
 ``(B, 106)`` float32 block per step (``infos`` never copies them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -72,7 +80,7 @@ from hospital_marl.envs.observations import (
 
 
 class _Batch:
-    """What the batched envs share: B rows of kernel state, per-env seeders, days and streams."""
+    """What the batched envs share: B rows of kernel state, per-env seeders and days."""
 
     def __init__(
         self,
@@ -86,7 +94,7 @@ class _Batch:
     ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
+        if threads is not None and (type(threads) is not int or threads < 1):
             raise ValueError(f"threads must be a positive int or None, got {threads!r}")
         self.template = Hospital(
             scenario,
@@ -103,12 +111,30 @@ class _Batch:
         latent_ticks = s.episode_length if self.user_days else 0  # a user day brings its own draws
         self.state: State = empty_state(num_envs, patient_capacity(s), latent_ticks)
         self.seeders = [EpisodeSeeder() for _ in range(num_envs)]
-        self.threads = threads
-        self.parallel = threads is not None and threads > 1
-        if self.parallel:
-            import numba
+        self.threads = min(threads or 1, num_envs)
+        k, n = self.threads, num_envs
+        self.chunks = [(i * n // k, (i + 1) * n // k) for i in range(k)]  # contiguous row ranges
+        self.pool = ThreadPoolExecutor(self.threads - 1, "hospital_marl-batch") if self.threads > 1 else None
 
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[arg-type]
+    def run(self, batch_loop: Callable[..., None], *args: Any) -> None:
+        """``batch_loop(state, params, lo, hi, *args)`` over every row: one call (serial), or
+        one call per contiguous row range on ``threads`` threads (the kernel releases the GIL;
+        rows are independent, so the result is the serial one bit for bit)."""
+        if self.pool is None:
+            batch_loop(self.state, self.params, 0, self.n, *args)
+            return
+        (lo, hi), *rest = self.chunks
+        futures = [self.pool.submit(batch_loop, self.state, self.params, a, b, *args) for a, b in rest]
+        try:
+            batch_loop(self.state, self.params, lo, hi, *args)
+        finally:
+            for future in futures:
+                future.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
 
     # ------------------------------------------------------------- resets
     def reset_rows(self, rows: np.ndarray, seeds: list[int | None]) -> None:
@@ -266,15 +292,17 @@ class _VectorBase(VectorEnv):
             raise RuntimeError("call reset() before step()")
 
     def close_extras(self, **kwargs: Any) -> None:
-        pass
+        batch = getattr(self, "_batch", None)  # None if __init__ refused its arguments
+        if batch is not None:
+            batch.close()
 
 
 class HospitalEDVectorEnv(_VectorBase):
     """B composed envs (``Discrete(39)`` each) in one batch; see the module docstring.
 
     Arguments: ``num_envs``, then those of :class:`~hospital_marl.envs.composed.HospitalEDEnv`
-    (scenario, max_cycles, clinical, rewards, day_generator), and ``threads`` (numba threads
-    for the batch loop; None = serial, the right choice next to a torch learner).
+    (scenario, max_cycles, clinical, rewards, day_generator), and ``threads`` (see the module
+    docstring; None = serial).
     """
 
     def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
@@ -301,8 +329,7 @@ class HospitalEDVectorEnv(_VectorBase):
         masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
         rewards = np.zeros(b.n, np.float64)
         outcomes = np.zeros(b.n, np.int64)
-        step = kernel.step_flat_batch_parallel if b.parallel else kernel.step_flat_batch
-        step(b.state, b.params, actions, OFFSETS, obs, masks, rewards, outcomes)
+        b.run(kernel.step_flat_batch, actions, OFFSETS, obs, masks, rewards, outcomes)
         infos: dict[str, Any] = {}
         terminated, truncated = self._autoreset(obs, masks, infos)
         self._obs, self._masks = obs, masks
@@ -325,8 +352,8 @@ class _JointVectorBase(_VectorBase):
         rewards = np.zeros(b.n, np.float64)
         role_rewards = np.zeros((b.n, len(ROLES)), np.float64)
         outcomes = np.zeros((b.n, len(ROLES)), np.int64)
-        step = kernel.step_joint_batch_parallel if b.parallel else kernel.step_joint_batch
-        step(b.state, b.params, actions, self._masks, OFFSETS, obs, masks, rewards, role_rewards, outcomes)
+        seen = self._masks
+        b.run(kernel.step_joint_batch, actions, seen, OFFSETS, obs, masks, rewards, role_rewards, outcomes)
         infos: dict[str, Any] = {}
         terminated, truncated = self._autoreset(obs, masks, infos)
         self._obs, self._masks = obs, masks

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -9,7 +12,7 @@ import pytest
 import hospital_marl
 from hospital_marl import COMPOSED_ENV_ID, ROLES, Hospital, Scenario
 from hospital_marl.core.hospital import EMPTY
-from hospital_marl.envs.observations import ROLE_INDEX
+from hospital_marl.envs.observations import ROLE_INDEX, ObservationBuilder
 from tests.helpers import TINY, global_vector, masked_random_flat, scenario_id, scripted_day
 
 
@@ -86,3 +89,70 @@ def test_observation__stays_in_its_space_for_short_custom_episodes(episode_lengt
     assert aec.state_space.contains(aec.state())
     for role in ROLES:
         assert aec.observation_space(role).contains(aec.observe(role))
+
+
+def test_composed_step__observations_kept_by_the_caller_are_never_overwritten() -> None:
+    """Gymnasium users keep observations (lists, frame stacks, replay buffers, tensors): what a
+    step returned must still read the same after later steps, whether the caller keeps the
+    whole dict, one block, a slice of a block, or a memoryview of it."""
+    env = gym.make(COMPOSED_ENV_ID, scenario="surge")
+    obs, info = env.reset(seed=5)
+    rng = np.random.default_rng(5)
+    kept: list[tuple[object, np.ndarray]] = []  # (what the caller kept, a copy taken at the time)
+    for t in range(60):
+        obs, _, terminated, truncated, info = env.step(masked_random_flat(info["action_mask"], rng))
+        assert not (terminated or truncated)
+        kind = t % 4
+        if kind == 0:
+            kept.append((obs, np.concatenate([v.ravel() for v in obs.values()]).copy()))
+        elif kind == 1:
+            kept.append((obs["waiting_queue"], obs["waiting_queue"].copy()))
+        elif kind == 2:
+            kept.append((obs["bed_occupancy"][:4], obs["bed_occupancy"][:4].copy()))
+        else:
+            kept.append((memoryview(obs["capacity"]), obs["capacity"].copy()))
+        del obs  # the usual loop drops its last reference here; buffers may then be reused
+    for thing, then in kept:
+        if isinstance(thing, dict):
+            now = np.concatenate([v.ravel() for v in thing.values()])
+        else:
+            now = np.asarray(thing)
+        np.testing.assert_array_equal(now, then)
+
+
+def test_composed_step__draws_more_bounce_backs_when_a_long_day_needs_them() -> None:
+    """Every early discharge uses the next pair of the bounce-back stream (drawn in blocks of 64):
+    a long day with more early discharges than one block must play on, exactly as the core."""
+    long_day = Scenario(name="long_day", episode_length=1000, max_deaths=1000)
+    env = gym.make(COMPOSED_ENV_ID, scenario=long_day).unwrapped
+    core = Hospital(long_day)
+    _, info = env.reset(seed=2)
+    core.reset(seed=2)
+    for t in range(1000):
+        mask = info["action_mask"]
+        action = 29 if mask[29] else (1 if mask[1] else 0)  # early-discharge whenever possible
+        obs, reward, terminated, truncated, info = env.step(action)
+        core.act_flat(action)
+        core.tick()
+        assert reward == core.last_reward and info["tick"] == core.tick_count == t + 1
+        np.testing.assert_array_equal(global_vector(obs), ObservationBuilder(core).vector())
+        if terminated or truncated:
+            break
+    assert core.counters.early_discharges > 64
+
+
+def test_composed_env__a_deep_copy_or_a_pickle_steps_on_with_its_own_observations() -> None:
+    """Planners copy envs: the copy's observations must follow the copy's state, not the original's."""
+    env = gym.make(COMPOSED_ENV_ID, scenario="surge").unwrapped
+    _, info = env.reset(seed=4)
+    for _ in range(3):
+        _, _, _, _, info = env.step(masked_random_flat(info["action_mask"], np.random.default_rng(0)))
+    for twin in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+        for action in (1, 11, 0, 24):
+            mine, *_ = env.step(action)
+            theirs, *_ = twin.step(action)
+            np.testing.assert_array_equal(global_vector(theirs), global_vector(mine))
+            np.testing.assert_array_equal(global_vector(theirs), ObservationBuilder(twin.hospital).vector())
+        _, info = env.reset(seed=4)
+        for _ in range(3):
+            _, _, _, _, info = env.step(masked_random_flat(info["action_mask"], np.random.default_rng(0)))

@@ -17,7 +17,7 @@ from hospital_marl.core.types import (
     S_N_PATIENTS,
     S_NEXT_ARRIVAL,
 )
-from hospital_marl.envs.vector import HospitalEDVectorEnv
+from hospital_marl.envs.vector import HospitalEDTeamVectorEnv, HospitalEDVectorEnv
 
 
 def test_maskable_ppo__learns_on_the_sb3_adapter_with_batched_masks() -> None:
@@ -46,19 +46,54 @@ def test_maskable_ppo__learns_on_the_sb3_adapter_with_batched_masks() -> None:
     pytest.fail("no episode ended")
 
 
-def test_threaded_batch_loop__is_bit_identical_to_the_serial_one() -> None:
-    serial, threaded = HospitalEDVectorEnv(8, "surge"), HospitalEDVectorEnv(8, "surge", threads=2)
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threaded_batch_loop__is_bit_identical_to_the_serial_one(threads: int) -> None:
+    """Threads split the rows (3 threads over 8 envs: uneven ranges); every env's whole kernel
+    state, rewards and autoresets must equal the serial run's (SPEC §10: determinism)."""
+    serial, threaded = HospitalEDVectorEnv(8, "surge"), HospitalEDVectorEnv(8, "surge", threads=threads)
     serial.reset(seed=3)
     threaded.reset(seed=3)
     rng = np.random.default_rng(0)
-    for _ in range(150):
+    ended = 0
+    for _ in range(250):
         masks = serial.action_masks()
         np.testing.assert_array_equal(masks, threaded.action_masks())
         actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
-        _a, ra, *_ = serial.step(actions)
-        _b, rb, *_ = threaded.step(actions)
+        _a, ra, ta, _, ia = serial.step(actions)
+        _b, rb, tb, _, ib = threaded.step(actions)
+        np.testing.assert_array_equal(ra, rb)
+        np.testing.assert_array_equal(ta, tb)
+        np.testing.assert_array_equal(serial.state_vectors, threaded.state_vectors)
+        for mine, theirs in zip(serial._batch.state, threaded._batch.state):
+            np.testing.assert_array_equal(mine, theirs)
+        if "final_info" in ia:
+            ended += 1
+            np.testing.assert_array_equal(ia["final_info"]["score"], ib["final_info"]["score"])
+    assert ended, "no episode ended: the autoreset path was not compared"
+    threaded.close()
+
+
+def test_threaded_team_batch__is_bit_identical_to_the_serial_one() -> None:
+    serial = HospitalEDTeamVectorEnv(5, "ventilator_crisis")
+    threaded = HospitalEDTeamVectorEnv(5, "ventilator_crisis", threads=2)
+    serial.reset(seed=11)
+    threaded.reset(seed=11)
+    rng = np.random.default_rng(1)
+    for _ in range(120):
+        masks = serial.action_masks()
+        actions = np.stack([(rng.random(m.shape) * m).reshape(-1) for m in masks])
+        joint = np.stack([actions[:, a:b].argmax(axis=1) for a, b in ((0, 21), (21, 37), (37, 41))], 1)
+        _a, ra, *_ = serial.step(joint)
+        _b, rb, *_ = threaded.step(joint)
         np.testing.assert_array_equal(ra, rb)
         np.testing.assert_array_equal(serial.state_vectors, threaded.state_vectors)
+    threaded.close()
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])
+def test_vector_env__refuses_a_bad_thread_count(threads: object) -> None:
+    with pytest.raises(ValueError, match="threads"):
+        HospitalEDVectorEnv(2, "normal_day", threads=threads)
 
 
 def test_conservation__holds_in_every_env_of_a_long_batched_run() -> None:
