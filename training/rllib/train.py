@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from policies.marl import DEFAULT_ENCODING
 from policies.rllib import CHECKPOINT_DIR, METADATA_FILE, module_dir, require_rllib
 from training.args import TrainArgs
 from training.common import write_json
@@ -123,7 +124,7 @@ def build_config(args: Args) -> Any:
     from training.rllib.env import register
 
     env_name = register()
-    model_config = {"hidden": list(args.hidden)}
+    model_config = {"hidden": list(args.hidden), "encoding": DEFAULT_ENCODING}
     return (
         PPOConfig()
         .environment(
@@ -132,6 +133,7 @@ def build_config(args: Args) -> Any:
                 "scenarios": list(args.scenarios),
                 "reward_mode": args.reward_mode,
                 "reward_scale": args.reward_scale,
+                "encoding": DEFAULT_ENCODING,
             },
         )
         .env_runners(
@@ -254,6 +256,7 @@ def train(args: Args) -> Path:
             "name": "rllib",
             "track": "team",
             "algorithm": "PPO",
+            "encoding": DEFAULT_ENCODING,
             "roles": list(ROLES),
             "checkpoint": CHECKPOINT_DIR,
             "modules": {role: module_dir(Path(CHECKPOINT_DIR), role).as_posix() for role in ROLES},
