@@ -21,6 +21,7 @@ from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL as C
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
+from policies.learned import FEATURE_CLIP, SEVERITY_SCALE, TICKS_SCALE, TIE_TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[1]
 R = RewardTable()
@@ -77,6 +78,12 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     "early discharge cost": (r"costs (−\d+) × severity", lambda: (R.early_discharge_per_severity,)),
     "bounce-back probability": (r"probability ([\d.]+) × severity", lambda: (C.bounce_back_per_severity,)),
     "weaning": (r"weaned after (\d+) ticks", lambda: (C.wean_ticks,)),
+    "ventilator weaning, as quoted": (r"wasted for (\d+) ticks", lambda: (C.wean_ticks,)),
+    "logit ties": (r"logits within ([\d.e-]+)", lambda: (TIE_TOLERANCE,)),
+    "feature scales": (
+        r"severities\s+/ (\d+), ticks / (\d+), counts by a typical maximum, clipped to \[0, (\d+)\]",
+        lambda: (SEVERITY_SCALE, TICKS_SCALE, FEATURE_CLIP),
+    ),
     "radiotherapy actions": (
         r"\*\*Actions\*\* \(`Discrete\((\d+)\)`|``Discrete\((\d+)\)`` \(:data:`~hospital_marl\.radiotherapy"
         r"|uniform over the (\d+) actions",

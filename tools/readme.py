@@ -221,8 +221,32 @@ def server_load_section() -> str:
     )
 
 
+def ppo_defaults_section() -> str:
+    """policies/checkpoints/README.md's training defaults, from ``training.ppo.Args`` (the one source)."""
+    from training.ppo import Args
+
+    a = Args()
+    lr_end = a.learning_rate * a.lr_final_fraction
+    parts = [
+        f"{a.timesteps:,} timesteps (`--timesteps`) over {a.n_envs} `DummyVecEnv` envs (`--n-envs`),",
+        "each cycling through the five scenarios episode by episode (`--all-scenarios`);",
+        f"`--n-steps` {a.n_steps}, `--batch-size` {a.batch_size}, `--n-epochs` {a.n_epochs},",
+        f"Adam `--learning-rate` {a.learning_rate:g} decayed linearly to {lr_end:g}",
+        f"(`--lr-final-fraction` {a.lr_final_fraction:g}), `--gamma` {a.gamma:g},",
+        f"`--gae-lambda` {a.gae_lambda:g}, `--clip-range` {a.clip_range:g}, `--ent-coef` {a.ent_coef:g},",
+        f"rewards × {a.reward_scale:g} (`--reward-scale`); the `{a.network}` network with a",
+        f"{'-'.join(map(str, a.net_arch))} critic (`--net-arch`), context {a.context_dim} and heads",
+        f"{a.head_dim} wide; torch on {a.torch_threads} thread. A periodic evaluation every",
+        f"{a.eval_freq:,} steps (`--eval-freq`): the project's grader, {a.eval_episodes} episodes per",
+        f"scenario (`--eval-episodes`) from seed **{a.eval_seed}** (`--eval-seed`), selected by",
+        f"`--select {a.select}`.",
+    ]
+    return "\n".join(parts)
+
+
 DOCUMENTS = {
     ROOT / "server" / "README.md": {"server-load": server_load_section},
+    ROOT / "policies" / "checkpoints" / "README.md": {"ppo-defaults": ppo_defaults_section},
 }
 """Other documents with generated sections: path -> marker -> its renderer (README.md's: above)."""
 
