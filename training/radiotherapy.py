@@ -35,6 +35,7 @@ from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv, observation_space
 from policies.radiotherapy import SCRIPTED
 from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy
+from training.args import shared
 from training.export import strip_optimizer
 
 
@@ -42,7 +43,7 @@ from training.export import strip_optimizer
 class Args:
     """Every training option (each is a ``--flag``)."""
 
-    seed: int = 0
+    seed: int = shared("seed")
     """Seeds torch, the envs' patients and the action sampling."""
     timesteps: int = 300_000
     """Environment steps in total (all tasks together)."""
@@ -50,19 +51,19 @@ class Args:
     """DummyVecEnv copies; env i starts on task i mod 3 and cycles through the tasks."""
     n_steps: int = 256
     """Rollout length per env (8 × 256 = 2048 steps per update)."""
-    batch_size: int = 256
-    n_epochs: int = 10
-    learning_rate: float = 3e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    ent_coef: float = 0.01
+    batch_size: int = shared("minibatch")
+    n_epochs: int = shared("epochs")
+    learning_rate: float = shared("learning_rate")
+    gamma: float = shared("gamma", 0.99)
+    gae_lambda: float = shared("gae_lambda")
+    ent_coef: float = shared("entropy", 0.01)
     """Entropy bonus: keeps the turn/weight actions explored early on."""
     hidden: int = 64
     """Width of the two tanh hidden layers (actor and critic apart)."""
     eval_freq: int = 20_000
     eval_episodes: int = 10
     """Validation episodes per task at each evaluation."""
-    eval_seed: int = 1000
+    eval_seed: int = shared("eval_seed")
     """Validation patients' base seed (never the reported 42)."""
     save: str = "runs/rt_ppo"
 

@@ -36,11 +36,11 @@ import numpy as np
 
 from grading import grade
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from hospital_marl.core.scenarios import get_scenario
 from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, load_benchmarl_policy
 from policies.learned import ONNX_INPUT, ONNX_OUTPUT
 from policies.marl import ROLE_SCALES
-from training.args import TrainArgs
+from training.args import TrainArgs, shared
 from training.common import Clock, write_json
 
 VALIDATION_SEED = 1000
@@ -77,11 +77,10 @@ class Args(TrainArgs):
     """mappo: critics on the global state (centralised); ippo: each role's critic on its own observation."""
     frames: int = 256_000
     """Env steps to train on, summed over the batch (one step = one tick = three role decisions)."""
-    scenario: str = DEFAULT_SCENARIO
-    """The scenario to train on (ignored with --all-scenarios)."""
-    all_scenarios: bool = False
+    scenario: str = shared("scenario")
+    all_scenarios: bool = shared("all_scenarios")
     """Train on the five built-in scenarios at once (the batch split between them)."""
-    seed: int = 0
+    seed: int = shared("seed")
     """Seeds torch (BenchMARL's seed_everything) and the training envs' days."""
     save: str | None = None
     """Run directory (default: runs/benchmarl_<algorithm>_<scenario|all>_s<seed>)."""
@@ -93,30 +92,23 @@ class Args(TrainArgs):
     """Frames per PPO minibatch."""
     epochs: int = 4
     """Passes over each iteration's frames (BenchMARL's on_policy_n_minibatch_iters)."""
-    lr: float = 3e-4
-    """Adam step size."""
-    gamma: float = 0.97
+    lr: float = shared("learning_rate")
+    gamma: float = shared("gamma")
     """Discount per tick (as in train ppo|marl)."""
-    lmbda: float = 0.95
-    """GAE lambda."""
-    clip_epsilon: float = 0.2
-    """PPO clipping."""
-    entropy_coef: float = 0.003
-    """Entropy bonus."""
+    lmbda: float = shared("gae_lambda")
+    clip_epsilon: float = shared("clip")
+    entropy_coef: float = shared("entropy")
     hidden: tuple[int, ...] = (128, 128)
     """Hidden layers of every actor and critic MLP (tanh)."""
-    reward_mode: str = "team"
-    """team: every role gets the team reward; role: action-caused rewards go to the acting role."""
-    reward_scale: float = 0.02
-    """Rewards are multiplied by this for learning (a death is -15)."""
+    reward_mode: str = shared("reward_mode")
+    reward_scale: float = shared("reward_scale")
     eval_interval: int = 32_000
     """Grade on validation days every this many frames (whole iterations; 0: only at the end)."""
     eval_episodes: int = 4
     """Validation episodes per scenario in each periodic evaluation."""
     eval_seed: int = VALIDATION_SEED
     """Grader base seed of the validation days (checkpoint selection; never the held-out seed)."""
-    torch_threads: int = 1
-    """torch CPU threads."""
+    torch_threads: int = shared("torch_threads")
     progress: bool = True
     """Print one line per validation grading on stderr (BenchMARL's own progress bar always shows)."""
 
@@ -124,9 +116,9 @@ class Args(TrainArgs):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         get_scenario(self.scenario)
-        for name in ("frames", "n_envs", "steps_per_batch", "minibatch_size", "epochs", "eval_episodes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        self.require_at_least(
+            1, "frames", "n_envs", "steps_per_batch", "minibatch_size", "epochs", "eval_episodes"
+        )
         if self.eval_interval < 0 or self.seed < 0:
             raise ValueError("eval_interval and seed must be >= 0")
         if self.eval_seed == HELDOUT_SEED:

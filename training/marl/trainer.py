@@ -42,10 +42,10 @@ import numpy as np
 
 from grading import grade
 from hospital_marl.core.actions import ROLES
-from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from hospital_marl.core.scenarios import get_scenario
 from policies.learned import require_train_extra
 from policies.marl import FORMAT, METADATA_FILE, METHODS, MarlTeamPolicy, RoleAct, heuristic_role, model_role
-from training.args import TrainArgs
+from training.args import TrainArgs, shared
 from training.common import Clock, eval_row, write_curve, write_json
 from training.marl.role_env import RoleEnv
 from training.marl.vec_env import make_masked_parallel_vec_env
@@ -65,42 +65,30 @@ class Args(TrainArgs):
     """Total role decisions trained on (ibr: split evenly over rounds x 3 roles)."""
     rounds: int = 2
     """ibr: rounds of best response (each trains triage, bed_manager, ventilator_officer in turn)."""
-    scenario: str = DEFAULT_SCENARIO
-    """The scenario to train on (ignored with --all-scenarios)."""
-    all_scenarios: bool = False
-    """Train on the five built-in scenarios, switched every episode."""
-    seed: int = 0
-    """Seeds torch, sampling and the training envs' days."""
+    scenario: str = shared("scenario")
+    all_scenarios: bool = shared("all_scenarios")
+    seed: int = shared("seed")
     save: str | None = None
     """Run directory (default: runs/marl_<method>_<scenario|all>_s<seed>)."""
     n_envs: int = 4
     """Envs per vector (shared: parallel envs, each contributing 3 agent slots)."""
     n_steps: int = 128
     """Steps per vector slot per rollout."""
-    batch_size: int = 256
-    """Minibatch size of the PPO update."""
-    n_epochs: int = 5
-    """Passes over each rollout."""
-    learning_rate: float = 3e-4
-    """Adam step size."""
-    gamma: float = 0.97
+    batch_size: int = shared("minibatch")
+    n_epochs: int = shared("epochs", 5)
+    learning_rate: float = shared("learning_rate")
+    gamma: float = shared("gamma")
     """Discount per tick (as in train ppo)."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    ent_coef: float = 0.003
-    """Entropy bonus."""
+    gae_lambda: float = shared("gae_lambda")
+    ent_coef: float = shared("entropy")
     net_arch: tuple[int, ...] = (64, 64)
     """Hidden layers of the policy and value MLPs."""
-    reward_scale: float = 0.02
-    """Rewards are multiplied by this for learning (a death is -15)."""
+    reward_scale: float = shared("reward_scale")
     eval_freq: int = 10_000
     """shared: grade every this many timesteps (0: only at the end); ibr grades after every role phase."""
-    eval_episodes: int = 2
-    """Episodes per scenario in each periodic evaluation."""
-    eval_seed: int = 1000
-    """Base seed of the evaluation days (not 0: the reported grades use seed 0)."""
-    torch_threads: int = 1
-    """torch CPU threads."""
+    eval_episodes: int = shared("eval_episodes", 2)
+    eval_seed: int = shared("eval_seed")
+    torch_threads: int = shared("torch_threads")
     verbose: int = 0
     """1: print each evaluation row to stderr."""
 
@@ -108,11 +96,10 @@ class Args(TrainArgs):
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         get_scenario(self.scenario)
-        for name in ("timesteps", "rounds", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.eval_freq < 0:
-            raise ValueError(f"eval_freq must be >= 0, got {self.eval_freq!r}")
+        self.require_at_least(
+            1, "timesteps", "rounds", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes"
+        )
+        self.require_at_least(0, "eval_freq")
         self.net_arch = tuple(int(w) for w in self.net_arch)
 
     @property
