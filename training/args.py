@@ -61,7 +61,7 @@ class Hyperparameters:
     learning_rate: float = 3e-4
     """Adam step size."""
     gamma: float = 0.97
-    """Discount per tick."""
+    """Discount factor."""
     gae_lambda: float = 0.95
     """GAE lambda."""
     clip: float = 0.2

@@ -35,7 +35,7 @@ from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv, observation_space
 from policies.radiotherapy import SCRIPTED
 from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy
-from training.args import shared
+from training.args import option_docs, shared
 from training.export import strip_optimizer
 
 
@@ -50,22 +50,25 @@ class Args:
     n_envs: int = 8
     """DummyVecEnv copies; env i starts on task i mod 3 and cycles through the tasks."""
     n_steps: int = 256
-    """Rollout length per env (8 × 256 = 2048 steps per update)."""
+    """Rollout length per env (n_envs x n_steps steps per update)."""
     batch_size: int = shared("minibatch")
     n_epochs: int = shared("epochs")
     learning_rate: float = shared("learning_rate")
     gamma: float = shared("gamma", 0.99)
+    """Discount per planning step."""
     gae_lambda: float = shared("gae_lambda")
     ent_coef: float = shared("entropy", 0.01)
     """Entropy bonus: keeps the turn/weight actions explored early on."""
     hidden: int = 64
     """Width of the two tanh hidden layers (actor and critic apart)."""
     eval_freq: int = 20_000
+    """Grade the current actor on validation patients every this many steps (all envs together)."""
     eval_episodes: int = 10
     """Validation episodes per task at each evaluation."""
     eval_seed: int = shared("eval_seed")
     """Validation patients' base seed (never the reported 42)."""
     save: str = "runs/rt_ppo"
+    """Run directory."""
 
 
 class TaskCycle(gym.Env):
@@ -204,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="train one model")
+    docs = option_docs(Args)
     for f in fields(Args):
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+        doc = f"{docs.get(f.name, '')} (default {f.default})".strip().replace("%", "%%")
+        p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default, help=doc)
     p = sub.add_parser("export", help="copy a run's best numpy checkpoint")
     p.add_argument("run", type=Path)
     p.add_argument("dest", type=Path)

@@ -2,7 +2,9 @@
 
 ``python -m tests.training.args_surface > tests/training/args_surface.json`` recorded it from the
 code *before* the trainers' ``Args`` were folded onto shared bases: the refactor must leave every
-flag, default, help text and recorded command exactly as it was.
+flag, default, help text and recorded command exactly as it was. One deliberate change since:
+``python -m training.radiotherapy run --help`` now shows each field's docstring (it showed no help);
+its flags and defaults are as recorded.
 """
 
 from __future__ import annotations
