@@ -21,6 +21,7 @@ from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL as C
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
+from hospital_marl.envs.wrappers import EMPTY_SHIFT_SCORE
 from policies.learned import FEATURE_CLIP, SEVERITY_SCALE, TICKS_SCALE, TIE_TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +84,14 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     "feature scales": (
         r"severities\s+/ (\d+), ticks / (\d+), counts by a typical maximum, clipped to \[0, (\d+)\]",
         lambda: (SEVERITY_SCALE, TICKS_SCALE, FEATURE_CLIP),
+    ),
+    "score-reward zero": (
+        r"score (?:minus |- )(\d+)|\((\d+)\): the zero of",
+        lambda: (EMPTY_SHIFT_SCORE,),
+    ),
+    "ICU-busy bonus per shift": (
+        r"ICU-busy bonus is worth up to \+(\d+) a shift",
+        lambda: (round(R.icu_busy_bonus * DAY.episode_length, 6),),
     ),
     "radiotherapy actions": (
         r"\*\*Actions\*\* \(`Discrete\((\d+)\)`|``Discrete\((\d+)\)`` \(:data:`~hospital_marl\.radiotherapy"
