@@ -222,10 +222,28 @@ def server_load_section() -> str:
 
 
 def ppo_defaults_section() -> str:
-    """policies/checkpoints/README.md's training defaults, from ``training.ppo.Args`` (the one source)."""
+    """policies/checkpoints/README.md's training hyperparameters: what the shipped dense-reward runs
+    recorded (``ppo_flat.json``'s ``args``; fields recorded later: ``training.ppo.Args``'s defaults)."""
+    import json
+    from dataclasses import fields
+    from types import SimpleNamespace
+
     from training.ppo import Args
 
-    a = Args()
+    shown = [
+        *("timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "learning_rate", "lr_final_fraction"),
+        *("gamma", "gae_lambda", "clip_range", "ent_coef", "reward_scale", "network", "net_arch"),
+        *("context_dim", "head_dim", "torch_threads", "eval_freq", "eval_episodes", "eval_seed", "select"),
+    ]
+    names = {f.name for f in fields(Args)}
+    recorded = {}
+    for file in ("ppo_flat", "ppo_team", "ppo_flat_nomask"):
+        args = json.loads((ROOT / "policies" / "checkpoints" / f"{file}.json").read_text())["args"]
+        recorded[file] = {**Args().as_json(), **{k: v for k, v in args.items() if k in names}}
+    differ = [f for f in recorded if any(recorded[f][k] != recorded["ppo_flat"][k] for k in shown)]
+    if differ:
+        raise SystemExit(f"policies/checkpoints: {differ} were trained with other hyperparameters")
+    a = SimpleNamespace(**recorded["ppo_flat"])
     lr_end = a.learning_rate * a.lr_final_fraction
     parts = [
         f"{a.timesteps:,} timesteps (`--timesteps`) over {a.n_envs} `DummyVecEnv` envs (`--n-envs`),",
