@@ -2,7 +2,7 @@
 
 Run it as ``hospital-marl train ppo [--track flat|team] [--all-scenarios] ...``
 (every field of :class:`Args` is a flag: ``--n-envs 8``, ``--no-mask``) or from Python,
-``training.ppo.train(Args(...))``. A run directory gets:
+``training.ppo.train(Args(...), grading.grade)``. A run directory gets:
 
 - ``best_model.zip`` / ``best_model.json``: the model with the best periodic
   evaluation (``--select score``: overall score; ``--select margin``: worst-scenario
@@ -14,10 +14,11 @@ Run it as ``hospital-marl train ppo [--track flat|team] [--all-scenarios] ...``
 - ``progress.csv``: SB3's training statistics (losses, entropy, KL) per rollout;
 - TensorBoard logs in ``TENSORBOARD_DIR/<run name>`` if ``--tensorboard TENSORBOARD_DIR`` was given.
 
-The periodic evaluation grades the current model with the project's grader
-(:func:`grading.grade`, deterministic actions, the same track it will be graded
-on) on a few episodes from ``eval_seed``; keep that seed away from the seed you
-report scores on (0), or choosing the best model would peek at the test days.
+The periodic evaluation grades the current model with the evaluation function :func:`train`
+is given (:class:`training.common.Evaluate`: the CLI gives the project's grader,
+:func:`grading.grade`; deterministic actions, the same track it will be graded on) on a few
+episodes from ``eval_seed``; keep that seed away from the seed you report scores on (0), or
+choosing the best model would peek at the test days.
 
 ``--reward score`` trains on the graded composite instead of the env's dense reward
 (:class:`hospital_marl.envs.wrappers.ScoreReward`); ``--early-discharge-points`` adds
@@ -43,7 +44,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from grading import grade
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.scenarios import get_scenario
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
@@ -59,7 +59,7 @@ from policies.learned import (
 )
 from policies.pruning import prune_dominated
 from training.args import TrainArgs, shared
-from training.common import Clock, ScenarioCycler, eval_row, write_curve
+from training.common import Clock, Evaluate, ScenarioCycler, eval_row, require_evaluate, write_curve
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "track": ("flat", "team"),
@@ -293,7 +293,7 @@ def policy_of(model: Any, args: Args) -> PPOPolicy:
     return cls(TorchLogits(model), masked=args.mask, name=f"ppo_{args.track}", prune=args.prune)
 
 
-def make_grade_callback(args: Args, run_dir: Path, clock: Clock) -> Any:
+def make_grade_callback(args: Args, run_dir: Path, clock: Clock, evaluate: Evaluate) -> Any:
     from stable_baselines3.common.callbacks import BaseCallback
 
     class GradeCallback(BaseCallback):
@@ -320,7 +320,7 @@ def make_grade_callback(args: Args, run_dir: Path, clock: Clock) -> Any:
                 self.evaluate()
 
         def grade_policy(self, policy: Any) -> dict[str, Any]:
-            return grade(
+            return evaluate(
                 policy,
                 episodes=args.eval_episodes,
                 seed=args.eval_seed,
@@ -386,8 +386,10 @@ def save_model(model: Any, path: Path, args: Args, row: dict[str, Any] | None, c
 
 
 # ------------------------------------------------------------------- training
-def train(args: Args) -> Path:
-    """Train, evaluate periodically, save; returns the run directory."""
+def train(args: Args, evaluate: Evaluate) -> Path:
+    """Train, grade periodically with ``evaluate`` (:func:`grading.grade`, passed by the layer
+    above: ``train(Args(...), grade)``), save; returns the run directory."""
+    require_evaluate(evaluate, "training.ppo.train(args, grading.grade)")
     require_train_extra()
     import torch
     from sb3_contrib import MaskablePPO
@@ -437,7 +439,7 @@ def train(args: Args) -> Path:
         verbose=args.verbose,
     )
     model.set_logger(make_logger(args, run_dir))
-    callback = make_grade_callback(args, run_dir, clock)
+    callback = make_grade_callback(args, run_dir, clock, evaluate)
     model.learn(
         total_timesteps=args.timesteps,
         callback=callback,
