@@ -45,7 +45,13 @@ def test_import_grading__imports_no_trainer_no_cli_and_no_torch() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["training.ppo", "training.marl", "training.benchmarl.train", "training.radiotherapy", "training.rllib"],
+    [
+        "training.ppo",
+        "training.marl",
+        "training.benchmarl.train",
+        "training.radiotherapy",
+        "training.rllib.train",
+    ],
 )
 def test_import_a_trainer__imports_no_grading(module: str) -> None:
     """Trainers are handed their evaluation function (``train(args, evaluate)``): no grader loaded."""

@@ -36,6 +36,7 @@ from gymnasium.wrappers import FlattenObservation
 
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv, observation_space
+from policies.learned import require_train_extra
 from policies.radiotherapy import SCRIPTED
 from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy
 from training.args import option_docs, shared
@@ -136,6 +137,7 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
     """Train, select on validation patients graded by ``evaluate`` (:func:`grading.radiotherapy.grade_all`,
     passed by the layer above), export the best actor as numpy weights; returns the run directory."""
     require_evaluate(evaluate, "training.radiotherapy.train(args, grading.radiotherapy.grade_all)")
+    require_train_extra()
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import BaseCallback
