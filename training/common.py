@@ -16,11 +16,11 @@ import numpy as np
 class Evaluate(Protocol):
     """How a trainer grades its current policy: :func:`grading.grade`'s signature.
 
-    Trainers sit above the envs and policies but beside, not above, the grader's callers: they
-    receive this function (``train(args, evaluate)``) instead of importing :mod:`grading`, so the
-    layer that calls them chooses how they are graded (the CLI passes :func:`grading.grade`; a test
-    can pass a recording wrapper). ``policy`` is a policy object or a registered name; the result
-    is a grader report (``overall_score``, ``scenario_scores``, ``scenarios``, ``invalid_action_rate``).
+    Trainers never import :mod:`grading` (a contract in pyproject.toml): they receive this function,
+    ``train(args, evaluate)``, so the layer that calls them chooses how they are graded (the CLI
+    passes :func:`grading.grade`; a test can pass a recording wrapper). ``policy`` is a policy
+    object or a registered name; the result is a grader report (``overall_score``,
+    ``scenario_scores``, ``scenarios``, ``invalid_action_rate``).
     """
 
     def __call__(
