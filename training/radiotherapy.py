@@ -223,3 +223,10 @@ def export(run: Path, dest: Path) -> None:
     shutil.copyfile(source, dest)
     shutil.copyfile(source.with_suffix(".json"), dest.with_suffix(".json"))
     strip_optimizer(run / "best_model.zip", dest.with_suffix(".zip"))
+
+
+if __name__ == "__main__":  # the former entry point: say where it went rather than exit silently
+    raise SystemExit(
+        "python -m training.radiotherapy run|export moved to the command line: "
+        "hospital-marl train radiotherapy [flags] / hospital-marl train export RUN OUT.npz"
+    )
