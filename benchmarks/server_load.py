@@ -14,6 +14,11 @@ after ``--max-seconds`` (default 60) whatever remains. Run from the
 repository root::
 
     python -m benchmarks.server_load [--sessions 32] [--steps 300] [--rate 0]
+    python -m benchmarks.server_load --write   # also docs/server_load.json -> server/README.md
+
+``--write`` keeps the figures in ``docs/server_load.json`` and regenerates the
+``server-load`` block of ``server/README.md`` from it (``tools/readme.py``, whose
+``--check`` in the test suite keeps the block equal to the committed figures).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import platform
 import random
 import socket
 import subprocess
@@ -29,6 +35,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from urllib.parse import urlparse
 
 from websockets.asyncio.client import connect
@@ -37,6 +44,9 @@ MAX_SESSIONS = 256
 MAX_STEPS = 100_000
 MAX_SECONDS = 600.0
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+ROOT = Path(__file__).resolve().parents[1]
+RESULT = ROOT / "docs" / "server_load.json"
+"""The committed figures the ``server-load`` block of server/README.md is rendered from."""
 
 
 @dataclass
@@ -287,6 +297,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--url", help="use this running server (127.0.0.1 / localhost only)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write the figures to {RESULT.relative_to(ROOT)} and regenerate server/README.md's block",
+    )
     args = parser.parse_args()
     bounded(args.sessions, 1, MAX_SESSIONS, "sessions")
     bounded(args.steps, 1, MAX_STEPS, "steps")
@@ -305,6 +320,7 @@ def main() -> None:
     ws_url = "ws://" + url.split("://", 1)[1] + "/ws"
     try:
         wait_healthy(url, proc)
+        in_process_rate(args.scenario, 200, args.seed)  # warm-up: the kernel's first use compiles it
         reference = in_process_rate(args.scenario, 2000, args.seed)  # after the server's start-up
         cartpole = cartpole_rate(20_000, args.seed)
         breakdown = step_breakdown(args.scenario, args.seed)
@@ -351,23 +367,31 @@ def main() -> None:
             + f"{rss[2]:.1f} MB after "
             + f"{again.sessions} again (growth between the equal rounds: {rss[2] - rss[1]:+.1f} MB)"
         )
-    if args.json:
+    if args.json or args.write:
+        argv = sys.argv[1:]
         figures = {
+            "command": " ".join(["python -m benchmarks.server_load", *(a for a in argv if a != "--write")]),
+            "machine": f"{cpus} CPUs, {platform.system()} {platform.machine()}, "
+            f"Python {platform.python_version()}",
+            "measured": time.strftime("%Y-%m-%d", time.gmtime()),
             "url": url,
             "scenario": args.scenario,
             "rate": args.rate,
             "cpus": cpus,
-            "load_average_1min": load_1min,
+            "load_average_1min": round(load_1min, 2),
             "in_process_steps_per_s": round(reference, 1),
             "cartpole_steps_per_s": round(cartpole, 1),
             "server_step_us": {k: round(v, 2) for k, v in breakdown.items()},
-            "server_rss_mb": rss,
+            "server_rss_mb": [None if m is None else round(m, 1) for m in rss],
             "phases": [
                 {k: v for k, v in asdict(r).items() if k != "latencies_ms"} for r in (single, many, again)
             ],
         }
-        with open(args.json, "w") as fh:
-            json.dump(figures, fh, indent=2)
+        for path in filter(None, (args.json, args.write and RESULT)):
+            Path(path).write_text(json.dumps(figures, indent=2) + "\n")
+        if args.write:
+            subprocess.run([sys.executable, str(ROOT / "tools" / "readme.py")], check=True)
+            print(f"wrote {RESULT.relative_to(ROOT)} and server/README.md's server-load block")
     if single.errors or many.errors or again.errors:
         raise SystemExit(1)
 

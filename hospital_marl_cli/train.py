@@ -1,9 +1,15 @@
-"""``train ppo|marl|rllib|benchmarl|export``, ``plot curve``: training (``train``/``rllib``/``marl`` extras).
+"""``train ppo|marl|rllib|benchmarl|radiotherapy|export``, ``plot curve``: training.
+
+Training needs the ``train`` (``rllib``, ``marl``) extra.
 
 The flags of each ``train`` command are generated from its trainer's ``Args`` dataclass
 (:class:`training.args.TrainArgs`: the field docstrings are the help). Building the parser
 imports no torch or ray, so ``hospital-marl --help`` works without the extras; a command
 whose extra is missing says what to install.
+
+This layer hands each trainer its evaluation function (:func:`grading.grade`, or
+:func:`grading.radiotherapy.grade_all` for the radiotherapy trainer): trainers never import the
+grader (a contract in pyproject.toml), so the same ``train(args, evaluate)`` runs with any grader.
 """
 
 from __future__ import annotations
@@ -14,8 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grading import grade
+from grading.radiotherapy import grade_all
 from hospital_marl_cli.common import CLIError
 from training import ppo
+from training import radiotherapy as rt
 from training.args import TrainArgs
 from training.benchmarl import train as benchmarl
 from training.marl import trainer as marl
@@ -33,9 +42,10 @@ def run_args(cls: type[TrainArgs], args: argparse.Namespace) -> Any:
     return values
 
 
-def run(train: Any, values: Any) -> Path:
+def run(train: Any, *values: Any) -> Path:
+    """``train(*values)``, a missing extra's ImportError as one line."""
     try:
-        return train(values)
+        return train(*values)
     except ImportError as exc:  # the `train` / `rllib` extra (or tensorboard) is missing
         raise CLIError(str(exc)) from None
 
@@ -53,7 +63,7 @@ def last_evals(run_dir: Path) -> dict[str, Any]:
 def cmd_train_ppo(args: argparse.Namespace) -> int:
     values = run_args(ppo.Args, args)
     started = time.perf_counter()
-    run_dir = run(ppo.train, values)
+    run_dir = run(ppo.train, values, grade)
     summary = {
         "run_dir": str(run_dir),
         "timesteps": values.timesteps,
@@ -67,7 +77,7 @@ def cmd_train_ppo(args: argparse.Namespace) -> int:
 
 def cmd_train_marl(args: argparse.Namespace) -> int:
     values = run_args(marl.Args, args)
-    run_dir = run(marl.train, values)
+    run_dir = run(marl.train, values, grade)
     meta = json.loads((run_dir / marl.METADATA_FILE).read_text())
     summary = {k: meta[k] for k in ("method", "timesteps", "wall_time_s", "command")}
     summary["run_dir"] = str(run_dir)
@@ -104,7 +114,7 @@ def cmd_train_rllib(args: argparse.Namespace) -> int:
 def cmd_train_benchmarl(args: argparse.Namespace) -> int:
     """Train MAPPO/IPPO with BenchMARL, then print a JSON summary; exit 1 if a masked action was taken."""
     values = run_args(benchmarl.Args, args)
-    run_dir = run(benchmarl.train, values)
+    run_dir = run(benchmarl.train, values, grade)
     summary = benchmarl.summary(run_dir)
     print(json.dumps(summary, indent=2))
     if summary["audit"]["masked_actions_taken"]:
@@ -115,6 +125,16 @@ def cmd_train_benchmarl(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_radiotherapy(args: argparse.Namespace) -> int:
+    """Train the radiotherapy planner (:mod:`training.radiotherapy`); print the run directory."""
+    try:
+        values = rt.Args.from_namespace(args)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    print(run(rt.train, values, grade_all))
+    return 0
+
+
 def cmd_train_export(args: argparse.Namespace) -> int:
     from training.export import export_checkpoint, export_run
 
@@ -122,7 +142,12 @@ def cmd_train_export(args: argparse.Namespace) -> int:
     if not run_dir.is_dir():
         raise CLIError(f"no run directory {run_dir}")
     try:
-        if (run_dir / "best_model.zip").exists():
+        if (run_dir / "best_model.npz").exists():  # a radiotherapy run
+            if out.suffix != ".npz":
+                raise CLIError(f"OUTPUT must end in .npz (a radiotherapy run's numpy weights), got {out}")
+            rt.export(run_dir, out)
+            print(out)
+        elif (run_dir / "best_model.zip").exists():
             if out.suffix != ".zip":
                 raise CLIError(
                     f"OUTPUT must end in .zip (the .onnx and .json are written beside it), got {out}"
@@ -132,8 +157,8 @@ def cmd_train_export(args: argparse.Namespace) -> int:
             print(export_run(run_dir, out))
     except FileNotFoundError:
         raise CLIError(
-            f"{run_dir} is not a run: looked for best_model.zip (train ppo), model.json (train marl), "
-            "rllib.json (train rllib)"
+            f"{run_dir} is not a run: looked for best_model.npz (train radiotherapy), best_model.zip "
+            "(train ppo), model.json (train marl), rllib.json (train rllib)"
         ) from None
     except ImportError as exc:
         raise CLIError(f"{exc}: export needs the `train` extra") from None
@@ -152,7 +177,7 @@ def cmd_plot_curve(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    """Register ``train`` (ppo, marl, rllib, benchmarl, export) and ``plot`` (curve)."""
+    """Register ``train`` (ppo, marl, rllib, benchmarl, radiotherapy, export) and ``plot`` (curve)."""
     train = sub.add_parser("train", help="train a learned policy (needs the `train` extra)")
     train_sub = train.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
 
@@ -199,12 +224,21 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_train_benchmarl)
 
     p = train_sub.add_parser(
+        "radiotherapy",
+        help="MaskablePPO on the radiotherapy planning env, all tasks, one model (`train` extra)",
+        description="Train sb3-contrib MaskablePPO on the radiotherapy planning env; selects on validation "
+        "patients and writes best_model.zip/.npz/.json and curve.json (see training/radiotherapy.py).",
+    )
+    rt.Args.add_flags(p)
+    p.set_defaults(func=cmd_train_radiotherapy)
+
+    p = train_sub.add_parser(
         "export",
         help="ship a run: a ppo run's best model as OUTPUT.zip + .onnx + .json; a marl / rllib run "
-        "as the directory OUTPUT (optimizer state dropped)",
+        "as the directory OUTPUT; a radiotherapy run as OUTPUT.npz + .json + .zip (optimizer state dropped)",
     )
     p.add_argument(
-        "run_dir", metavar="RUN_DIR", help="a `train ppo`, `train marl` or `train rllib` run directory"
+        "run_dir", metavar="RUN_DIR", help="a `train ppo|marl|rllib|radiotherapy` run directory"
     )
     p.add_argument("output", metavar="OUTPUT", help="e.g. policies/checkpoints/ppo_flat.zip, or a directory")
     p.set_defaults(func=cmd_train_export)

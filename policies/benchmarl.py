@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 
 from hospital_marl.core.actions import ROLES
-from policies.learned import OnnxLogits, best_action
-from policies.marl import MarlTeamPolicy, RoleAct, encode_role, has_run_format
+from policies.learned import OnnxLogits
+from policies.marl import MarlTeamPolicy, RoleAct, has_run_format, logits_role
 
 FORMAT = "hospital_marl.benchmarl/1"
 METADATA_FILE = "benchmarl.json"
@@ -31,8 +31,7 @@ def is_benchmarl_run(path: str | Path) -> bool:
 
 def onnx_role(role: str, path: str | Path) -> RoleAct:
     """A role's exported actor as a frozen role policy (raw observation, mask) -> action."""
-    logits = OnnxLogits(path)
-    return lambda obs, mask: best_action(logits(encode_role(role, obs)), mask)
+    return logits_role(role, OnnxLogits(path))
 
 
 def load_benchmarl_policy(path: str | Path, name: str | None = None, final: bool = False) -> MarlTeamPolicy:

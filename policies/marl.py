@@ -4,9 +4,11 @@ A ``train marl`` run directory holds ``model.json`` (``format: hospital_marl.mar
 method, the model files per role, the best evaluation's files) and the SB3 models
 (``<role>.zip`` for ibr, ``shared.zip`` for shared). :func:`load_marl_policy` (or
 :func:`is_marl_run` + it) loads it as a :class:`MarlTeamPolicy` (``act_role``). This module
-also holds the observation encoding the models were trained on (:func:`encode_role`,
-:func:`encode_shared`, :func:`pad_mask`): the trainer and the loader share it, so they
-cannot drift apart. Loading a model needs torch (the ``train`` extra).
+also holds the per-role observation encoding (:func:`encode_role`, :func:`encode_shared`,
+:func:`pad_mask`, :data:`ROLE_ENCODINGS`) and the one way a role plays a model
+(:func:`logits_role`: encode, logits, the best action the mask allows), shared by the
+``train marl``, ``train benchmarl`` and ``train rllib`` trainers and their loaders, so they
+cannot drift apart. Loading a ``train marl`` model needs torch (the ``train`` extra).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.envs.observations import role_slices
 from policies.base import BasePolicy
 from policies.heuristic import HeuristicPolicy
-from policies.learned import TorchLogits, best_action, load_model
+from policies.learned import Logits, TorchLogits, best_action, load_model
 
 FORMAT = "hospital_marl.marl/1"
 METADATA_FILE = "model.json"
@@ -63,6 +65,19 @@ def encode_role(role: str, observation: np.ndarray) -> np.ndarray:
     return np.clip(scaled, 0.0, OBS_CLIP).astype(np.float32)
 
 
+def encode_log1p(role: str, observation: np.ndarray) -> np.ndarray:
+    """``log1p`` of a role's raw (non-negative) AEC vector: what RLlib runs saved before the
+    trainers shared :func:`encode_role` were trained on (kept so that they load and play as before)."""
+    return np.log1p(np.clip(np.asarray(observation, np.float32), 0.0, None))
+
+
+RoleEncoding = Callable[[str, np.ndarray], np.ndarray]
+ROLE_ENCODINGS: dict[str, RoleEncoding] = {"scaled": encode_role, "log1p": encode_log1p}
+"""A role observation encoding by the name a checkpoint records (``"encoding"``)."""
+DEFAULT_ENCODING = "scaled"
+"""What every per-role trainer trains on today."""
+
+
 def encode_shared(role: str, observation: np.ndarray) -> np.ndarray:
     """The shared network's input: the scaled vector zero-padded to MAX_OBS, then the role one-hot."""
     out = np.zeros(SHARED_OBS, np.float32)
@@ -89,12 +104,18 @@ def heuristic_role(role: str) -> RoleAct:
     return lambda obs, mask: policy.act_role(role, obs, mask)
 
 
+def logits_role(role: str, logits: Logits, encode: RoleEncoding = encode_role) -> RoleAct:
+    """An actor (:class:`~policies.learned.Logits`) as a frozen role policy: the raw role observation
+    encoded by ``encode``, then the most probable action the mask allows (deterministic)."""
+    return lambda obs, mask: best_action(logits(encode(role, obs)), mask)
+
+
 def model_role(role: str, model: Any, shared: bool = False) -> RoleAct:
-    """A trained model as a frozen role policy (deterministic: the best action the mask allows)."""
+    """A ``train marl`` SB3 model as a frozen role policy (see :func:`logits_role`)."""
     logits = TorchLogits(model)
     if shared:
         return lambda obs, mask: best_action(logits(encode_shared(role, obs)), pad_mask(mask))
-    return lambda obs, mask: best_action(logits(encode_role(role, obs)), mask)
+    return logits_role(role, logits)
 
 
 # ------------------------------------------------------------------ policy
@@ -157,14 +178,18 @@ def load_marl_policy(path: str | Path, name: str | None = None, final: bool = Fa
 
 
 __all__ = [
+    "DEFAULT_ENCODING",
     "FORMAT",
     "METADATA_FILE",
+    "ROLE_ENCODINGS",
     "MarlTeamPolicy",
+    "encode_log1p",
     "encode_role",
     "encode_shared",
     "heuristic_role",
     "is_marl_run",
     "load_marl_policy",
+    "logits_role",
     "model_role",
     "pad_mask",
 ]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from importlinter.cli import lint_imports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +41,23 @@ def test_import_grading__imports_no_trainer_no_cli_and_no_torch() -> None:
     tops = _tops(_fresh_modules("import grading"))
     assert "grading" in tops and "policies" in tops
     assert not tops & {"training", "hospital_marl_cli", "server", "torch", "sb3_contrib", "ray"}
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "training.ppo",
+        "training.marl",
+        "training.benchmarl.train",
+        "training.radiotherapy",
+        "training.rllib.train",
+    ],
+)
+def test_import_a_trainer__imports_no_grading(module: str) -> None:
+    """Trainers are handed their evaluation function (``train(args, evaluate)``): no grader loaded."""
+    tops = _tops(_fresh_modules(f"import {module}"))
+    assert "training" in tops and "policies" in tops
+    assert "grading" not in tops
 
 
 def test_shipped_ppo__plays_without_importing_torch() -> None:

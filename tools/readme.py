@@ -5,8 +5,11 @@
 
 Static sections (actions, roles, observations, rewards, scenarios) come from
 the code; ``first-run`` from ``docs/first_run.json`` (``python benchmarks/first_run.py --write``
-measures it on a fresh clone). The scoreboard sections come from the grader and are slow (the
-planner), so they are refreshed only with ``--scoreboards``.
+measures it on a fresh clone). Other documents' sections are listed in :data:`DOCUMENTS`
+(server/README.md's load figures from ``docs/server_load.json``, written by
+``python -m benchmarks.server_load --write``); ``--check`` covers them too. The scoreboard
+sections come from the grader and are slow (the planner), so they are refreshed only with
+``--scoreboards``.
 """
 
 from __future__ import annotations
@@ -139,6 +142,7 @@ def rt_observations_section() -> str:
     rows += [f"| `{key}` | `{shape}` | {doc} |" for key, (shape, doc) in OBSERVATION_KEYS.items()]
     return "\n".join(rows)
 
+
 def first_run_section() -> str:
     import json
 
@@ -175,6 +179,97 @@ STATIC_SECTIONS = {
 }
 
 
+def server_load_section() -> str:
+    """server/README.md's load figures, from ``docs/server_load.json`` (``server_load.py --write``)."""
+    import json
+
+    r = json.loads((ROOT / "docs" / "server_load.json").read_text())
+    single, many, again = r["phases"]
+    pace = f"each session paced at {r['rate']:g} steps/s" if r["rate"] else "closed loop"
+    rows = ["| load | steps/s | p50 | p90 | p99 | errors |", "|---|---|---|---|---|---|"]
+    for label, p in (
+        ("1 session", single),
+        (f"{many['sessions']} sessions", many),
+        (f"{again['sessions']} sessions again", again),
+    ):
+        rows.append(
+            f"| {label}, {pace} | {p['steps_per_s']:,.0f} | {p['p50_ms']:.2f} ms | {p['p90_ms']:.2f} ms "
+            f"| {p['p99_ms']:.1f} ms | {p['errors']} |"
+        )
+    cartpole, in_process = r["cartpole_steps_per_s"], r["in_process_steps_per_s"]
+    memory = ""
+    if None not in r["server_rss_mb"]:
+        m1, m2, m3 = r["server_rss_mb"]
+        memory = (
+            f" Server memory {m1:.0f} MB after 1 session, {m2:.0f} MB after {many['sessions']}, {m3:.0f} MB "
+            f"after {again['sessions']} again ({m3 - m2:+.1f} MB between the two equal rounds)."
+        )
+    pieces = "; ".join(f"{name} {us:.0f}" for name, us in r["server_step_us"].items())
+    load = r["load_average_1min"]
+    p50 = single["p50_ms"]
+    return (
+        f"`{r['command']}` ({r['machine']}, {r['measured']}; load average {load:.1f} at the "
+        "end: client, server and other jobs share the CPUs, so read every figure against CartPole, measured "
+        "in the same run):\n\n"
+        + "\n".join(rows)
+        + f"\n\nGymnasium's CartPole in-process: {cartpole:,.0f} steps/s; the in-process "
+        f"`HospitalEnvironment` {in_process:,.0f} ({in_process / cartpole:.3f}× CartPole); "
+        f"{many['sessions']} WebSocket sessions together {many['steps_per_s'] / cartpole:.3f}× CartPole. "
+        f"Single-session p50 {p50:.2f} ms (target 0.3 ms: {'met' if p50 <= 0.3 else 'not met'} in this run)."
+        f"{memory} "
+        f"Server-side cost of one WebSocket step, in-process, µs: {pieces} "
+        f"({sum(r['server_step_us'].values()):.0f} in all)."
+    )
+
+
+def ppo_defaults_section() -> str:
+    """policies/checkpoints/README.md's training hyperparameters: what the shipped dense-reward runs
+    recorded (``ppo_flat.json``'s ``args``; fields recorded later: ``training.ppo.Args``'s defaults)."""
+    import json
+    from dataclasses import fields
+    from types import SimpleNamespace
+
+    from training.ppo import Args
+
+    shown = [
+        *("timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "learning_rate", "lr_final_fraction"),
+        *("gamma", "gae_lambda", "clip_range", "ent_coef", "reward_scale", "network", "net_arch"),
+        *("context_dim", "head_dim", "torch_threads", "eval_freq", "eval_episodes", "eval_seed", "select"),
+    ]
+    names = {f.name for f in fields(Args)}
+    recorded = {}
+    for file in ("ppo_flat", "ppo_team", "ppo_flat_nomask"):
+        args = json.loads((ROOT / "policies" / "checkpoints" / f"{file}.json").read_text())["args"]
+        recorded[file] = {**Args().as_json(), **{k: v for k, v in args.items() if k in names}}
+    differ = [f for f in recorded if any(recorded[f][k] != recorded["ppo_flat"][k] for k in shown)]
+    if differ:
+        raise SystemExit(f"policies/checkpoints: {differ} were trained with other hyperparameters")
+    a = SimpleNamespace(**recorded["ppo_flat"])
+    lr_end = a.learning_rate * a.lr_final_fraction
+    parts = [
+        f"{a.timesteps:,} timesteps (`--timesteps`) over {a.n_envs} `DummyVecEnv` envs (`--n-envs`),",
+        "each cycling through the five scenarios episode by episode (`--all-scenarios`);",
+        f"`--n-steps` {a.n_steps}, `--batch-size` {a.batch_size}, `--n-epochs` {a.n_epochs},",
+        f"Adam `--learning-rate` {a.learning_rate:g} decayed linearly to {lr_end:g}",
+        f"(`--lr-final-fraction` {a.lr_final_fraction:g}), `--gamma` {a.gamma:g},",
+        f"`--gae-lambda` {a.gae_lambda:g}, `--clip-range` {a.clip_range:g}, `--ent-coef` {a.ent_coef:g},",
+        f"rewards × {a.reward_scale:g} (`--reward-scale`); the `{a.network}` network with a",
+        f"{'-'.join(map(str, a.net_arch))} critic (`--net-arch`), context {a.context_dim} and heads",
+        f"{a.head_dim} wide; torch on {a.torch_threads} thread. A periodic evaluation every",
+        f"{a.eval_freq:,} steps (`--eval-freq`): the project's grader, {a.eval_episodes} episodes per",
+        f"scenario (`--eval-episodes`) from seed **{a.eval_seed}** (`--eval-seed`), selected by",
+        f"`--select {a.select}`.",
+    ]
+    return "\n".join(parts)
+
+
+DOCUMENTS = {
+    ROOT / "server" / "README.md": {"server-load": server_load_section},
+    ROOT / "policies" / "checkpoints" / "README.md": {"ppo-defaults": ppo_defaults_section},
+}
+"""Other documents with generated sections: path -> marker -> its renderer (README.md's: above)."""
+
+
 def scoreboard_section(marker: str) -> str:
     command = SCOREBOARD_COMMANDS[marker]
     argv = [sys.executable, "-m", "hospital_marl", *command.split()[1:]]
@@ -182,12 +277,12 @@ def scoreboard_section(marker: str) -> str:
     return f"`{command}`\n\n{out}"
 
 
-def replace_section(text: str, marker: str, body: str) -> str:
+def replace_section(text: str, marker: str, body: str, document: str = "README.md") -> str:
     start, end = f"<!-- BEGIN {marker} -->", f"<!-- END {marker} -->"
     try:
         return replace_marked(text, start, end, f"{start}\n{body}\n{end}")
     except ValueError as exc:
-        raise SystemExit(f"README.md: {exc}") from None
+        raise SystemExit(f"{document}: {exc}") from None
 
 
 def section(text: str, marker: str) -> str:
@@ -213,13 +308,19 @@ def main() -> int:
     )
     args = parser.parse_args()
     text = README.read_text()
-    new = render(text, True if args.scoreboards else (args.scoreboard or []))
+    new = {README: (text, render(text, True if args.scoreboards else (args.scoreboard or [])))}
+    for path, sections in DOCUMENTS.items():
+        old = body = path.read_text()
+        for marker, make in sections.items():
+            body = replace_section(body, marker, make(), str(path.relative_to(ROOT)))
+        new[path] = (old, body)
+    stale = [path for path, (old, body) in new.items() if old != body]
     if args.check:
-        if new != text:
-            print("README.md is stale: run `python tools/readme.py`", file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(new)
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is stale: run `python tools/readme.py`", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(new[path][1])
     return 0
 
 

@@ -3,7 +3,14 @@
 A trainer's options are a dataclass deriving from :class:`TrainArgs`; each field's
 docstring (the string literal under it) is its ``--help``, so the options, their
 help and the command a run records cannot drift apart. ``hospital-marl train ppo``,
-``train marl`` and ``train rllib`` are all generated from their dataclasses here.
+``train marl``, ``train rllib`` and ``train benchmarl`` are all generated from their dataclasses here.
+
+The hyperparameters several trainers share (learning rate, discount, GAE, clipping, entropy,
+minibatch, epochs, evaluation days, reward scale, ...) are defined once, default and help, in
+:class:`Hyperparameters`; a trainer declares one with :func:`shared`, under its own flag name
+(each trainer keeps the name its library uses: ``--clip-range``, ``--clip-param``,
+``--clip-epsilon``) and in its own place on the command line. A docstring under the trainer's
+field narrows the help where the trainer means something more specific.
 """
 
 from __future__ import annotations
@@ -13,11 +20,11 @@ import ast
 import inspect
 import itertools
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, SCENARIOS
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DEFAULT_SCENARIO, SCENARIOS
 
 EXCLUSIVE = ("scenario", "all_scenarios")
 """``--scenario S`` and ``--all-scenarios`` exclude each other in every trainer."""
@@ -38,6 +45,68 @@ def field_docs(cls: type) -> dict[str, str]:
         ):
             docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """The options several trainers share, each defined once: its default and its ``--help`` (the
+    docstring). Declared in a trainer's ``Args`` with :func:`shared`."""
+
+    scenario: str = DEFAULT_SCENARIO
+    """The scenario to train on (ignored with --all-scenarios)."""
+    all_scenarios: bool = False
+    """Train on the five built-in scenarios, switched every episode."""
+    seed: int = 0
+    """Seeds torch, sampling and the training envs' days."""
+    learning_rate: float = 3e-4
+    """Adam step size."""
+    gamma: float = 0.97
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip: float = 0.2
+    """PPO clipping."""
+    entropy: float = 0.003
+    """Entropy bonus."""
+    value_loss: float = 0.5
+    """Value loss weight."""
+    minibatch: int = 256
+    """Minibatch size of the PPO update."""
+    epochs: int = 10
+    """Passes over each rollout."""
+    eval_episodes: int = 5
+    """Episodes per scenario in each periodic evaluation."""
+    eval_seed: int = 1000
+    """Base seed of the evaluation days (not 0: the reported grades use seed 0)."""
+    reward_scale: float = 0.02
+    """Rewards are multiplied by this for learning (a death is -15)."""
+    reward_mode: str = "team"
+    """team: every role gets the team reward; role: action-caused rewards go to the acting role."""
+    torch_threads: int = 1
+    """torch CPU threads."""
+    progress: bool = True
+    """Show a progress bar on stderr while training."""
+
+
+SHARED_DEFAULTS = Hyperparameters()
+SHARED_KEY = "shared"
+"""The field metadata key naming the :class:`Hyperparameters` field a trainer's field is."""
+
+
+def shared(name: str, default: Any = MISSING) -> Any:
+    """A trainer's field defined by :class:`Hyperparameters` ``name``: its default (unless the
+    trainer's differs: ``default``) and its help (unless a docstring under the field narrows it)."""
+    if name not in {f.name for f in fields(Hyperparameters)}:
+        raise KeyError(f"no shared hyperparameter {name!r}")
+    value = getattr(SHARED_DEFAULTS, name) if default is MISSING else default
+    return field(default=value, metadata={SHARED_KEY: name})
+
+
+def option_docs(cls: type) -> dict[str, str]:
+    """Each field's help: its own docstring, else its shared hyperparameter's (:func:`shared`)."""
+    own, common = field_docs(cls), field_docs(Hyperparameters)
+    docs = {f.name: common[f.metadata[SHARED_KEY]] for f in fields(cls) if SHARED_KEY in f.metadata}
+    return {**docs, **own}
 
 
 def _default(f: Field) -> Any:
@@ -116,7 +185,7 @@ class TrainArgs:
         field does when on; the help says the flag turns it off); ``--scenario`` and
         ``--all-scenarios`` exclude each other.
         """
-        docs = field_docs(cls)
+        docs = option_docs(cls)
         group = parser.add_mutually_exclusive_group()
         for f in fields(cls):  # type: ignore[arg-type]
             default = _default(f)
@@ -161,6 +230,12 @@ class TrainArgs:
                     metavar=kind.__name__.upper(),
                     help=doc if default is None else f"{doc} (default {default})",
                 )
+
+    def require_at_least(self, low: int, *names: str) -> None:
+        """Raise ValueError naming the first of ``names`` whose value is below ``low``."""
+        for name in names:
+            if getattr(self, name) < low:
+                raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)!r}")
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> TrainArgs:

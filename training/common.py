@@ -1,4 +1,5 @@
-"""What every trainer shares: the scenario cycle, the run clock, the learning curve's rows and files."""
+"""What every trainer shares: the evaluation function's type, the scenario cycle, the run clock,
+the learning curve's rows and files."""
 
 from __future__ import annotations
 
@@ -7,9 +8,38 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+
+
+class Evaluate(Protocol):
+    """How a trainer grades its current policy: :func:`grading.grade`'s signature.
+
+    Trainers never import :mod:`grading` (a contract in pyproject.toml): they receive this function,
+    ``train(args, evaluate)``, so the layer that calls them chooses how they are graded (the CLI
+    passes :func:`grading.grade`; a test can pass a recording wrapper). ``policy`` is a policy
+    object or a registered name; the result is a grader report (``overall_score``,
+    ``scenario_scores``, ``scenarios``, ``invalid_action_rate``).
+    """
+
+    def __call__(
+        self, policy: Any, *, episodes: int, seed: int, scenarios: Sequence[str], track: str
+    ) -> dict[str, Any]: ...
+
+
+class EvaluateRT(Protocol):
+    """How the radiotherapy trainer grades: :func:`grading.radiotherapy.grade_all`'s signature
+    (``aggregate_score``, ``task_scores``); given to it like :class:`Evaluate`."""
+
+    def __call__(self, policy: Any, *, n_episodes: int, seed: int) -> dict[str, Any]: ...
+
+
+def require_evaluate(evaluate: Any, example: str) -> None:
+    """Refuse a non-callable evaluation function before training starts (not at the first grading,
+    minutes later); ``example`` shows the call the layer above makes."""
+    if not callable(evaluate):
+        raise TypeError(f"evaluate must be the grading function, as in {example}; got {evaluate!r}")
 
 
 class ScenarioCycler:

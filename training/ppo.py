@@ -2,7 +2,7 @@
 
 Run it as ``hospital-marl train ppo [--track flat|team] [--all-scenarios] ...``
 (every field of :class:`Args` is a flag: ``--n-envs 8``, ``--no-mask``) or from Python,
-``training.ppo.train(Args(...))``. A run directory gets:
+``training.ppo.train(Args(...), grading.grade)``. A run directory gets:
 
 - ``best_model.zip`` / ``best_model.json``: the model with the best periodic
   evaluation (``--select score``: overall score; ``--select margin``: worst-scenario
@@ -14,10 +14,11 @@ Run it as ``hospital-marl train ppo [--track flat|team] [--all-scenarios] ...``
 - ``progress.csv``: SB3's training statistics (losses, entropy, KL) per rollout;
 - TensorBoard logs in ``TENSORBOARD_DIR/<run name>`` if ``--tensorboard TENSORBOARD_DIR`` was given.
 
-The periodic evaluation grades the current model with the project's grader
-(:func:`grading.grade`, deterministic actions, the same track it will be graded
-on) on a few episodes from ``eval_seed``; keep that seed away from the seed you
-report scores on (0), or choosing the best model would peek at the test days.
+The periodic evaluation grades the current model with the evaluation function :func:`train`
+is given (:class:`training.common.Evaluate`: the CLI gives the project's grader,
+:func:`grading.grade`; deterministic actions, the same track it will be graded on) on a few
+episodes from ``eval_seed``; keep that seed away from the seed you report scores on (0), or
+choosing the best model would peek at the test days.
 
 ``--reward score`` trains on the graded composite instead of the env's dense reward
 (:class:`hospital_marl.envs.wrappers.ScoreReward`); ``--early-discharge-points`` adds
@@ -43,9 +44,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from grading import grade
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
-from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from hospital_marl.core.scenarios import get_scenario
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
 from hospital_marl.envs.wrappers import ScoreReward
 from policies.learned import (
@@ -58,8 +58,8 @@ from policies.learned import (
     require_train_extra,
 )
 from policies.pruning import prune_dominated
-from training.args import TrainArgs
-from training.common import Clock, ScenarioCycler, eval_row, write_curve
+from training.args import TrainArgs, shared
+from training.common import Clock, Evaluate, ScenarioCycler, eval_row, require_evaluate, write_curve
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "track": ("flat", "team"),
@@ -83,15 +83,14 @@ class Args(TrainArgs):
 
     track: str = "flat"
     """flat: the composed Discrete(39) env; team: the MultiDiscrete([21, 16, 4]) team env."""
-    scenario: str = DEFAULT_SCENARIO
-    """The scenario to train on (ignored with --all-scenarios)."""
-    all_scenarios: bool = False
+    scenario: str = shared("scenario")
+    all_scenarios: bool = shared("all_scenarios")
     """Train on the five built-in scenarios, switched every episode (each env cycles through them)."""
     timesteps: int = 200_000
     """Total environment steps (ticks) over all envs."""
     n_envs: int = 8
     """Parallel environments (DummyVecEnv: the env is cheap, processes would cost more than they save)."""
-    seed: int = 0
+    seed: int = shared("seed")
     """Seeds torch, the policy's sampling and the training envs' days."""
     save: str | None = None
     """Run directory (default: runs/ppo_<track>_<scenario|all>_s<seed>)."""
@@ -105,33 +104,25 @@ class Args(TrainArgs):
     """Also write TensorBoard logs under this directory (needs the tensorboard package)."""
     eval_freq: int = 20_000
     """Grade the current model every this many timesteps (0: only at the end)."""
-    eval_episodes: int = 5
-    """Episodes per scenario in each periodic evaluation."""
-    eval_seed: int = 1000
-    """Base seed of the evaluation days (not 0: the reported grades use seed 0)."""
+    eval_episodes: int = shared("eval_episodes")
+    eval_seed: int = shared("eval_seed")
     select: str = "score"
     """Which evaluation ships as best_model: score (the highest overall eval score) or margin (the
     highest worst-scenario margin over the heuristic on the same eval days: "beats it everywhere")."""
-    learning_rate: float = 3e-4
+    learning_rate: float = shared("learning_rate")
     """Adam step size, decayed linearly to lr_final_fraction of it by the end."""
     lr_final_fraction: float = 0.1
     """Where the linear learning-rate decay ends, as a fraction of learning_rate."""
     n_steps: int = 256
     """Steps per env per rollout (rollout size = n_steps * n_envs)."""
-    batch_size: int = 256
-    """Minibatch size of the PPO update."""
-    n_epochs: int = 10
-    """Passes over each rollout."""
-    gamma: float = 0.97
+    batch_size: int = shared("minibatch")
+    n_epochs: int = shared("epochs")
+    gamma: float = shared("gamma")
     """Discount (a shift is 100 ticks; 0.97 looks ~30 ticks ahead, past most deaths a decision causes)."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    clip_range: float = 0.2
-    """PPO clipping."""
-    ent_coef: float = 0.003
-    """Entropy bonus."""
-    vf_coef: float = 0.5
-    """Value loss weight."""
+    gae_lambda: float = shared("gae_lambda")
+    clip_range: float = shared("clip")
+    ent_coef: float = shared("entropy")
+    vf_coef: float = shared("value_loss")
     network: str = "entity"
     """entity: heads shared across queue slots, beds, ventilators (policies.ppo_net); mlp: SB3's MLP."""
     net_arch: tuple[int, ...] = (64, 64)
@@ -140,7 +131,7 @@ class Args(TrainArgs):
     """entity network: width of the context vector computed from the whole observation."""
     head_dim: int = 32
     """entity network: hidden width of each shared entity head."""
-    reward_scale: float = 0.02
+    reward_scale: float = shared("reward_scale")
     """Rewards are multiplied by this for learning, to keep value targets near 1 (a death is -15 on
     the env's reward, 1-6 points with --reward score, where 0.3 worked)."""
     reward: str = "env"
@@ -150,10 +141,9 @@ class Args(TrainArgs):
     """--reward score: also charge this many score points per early discharge (training only)."""
     reward_overrides: str = ""
     """Training-only RewardTable changes, e.g. "critical_unattended_per_tick=-2" (comma-separated)."""
-    torch_threads: int = 1
+    torch_threads: int = shared("torch_threads")
     """torch CPU threads (1 is fastest for small MLPs on a small, shared machine)."""
-    progress: bool = True
-    """Show a progress bar on stderr while training."""
+    progress: bool = shared("progress")
     verbose: int = 0
     """SB3 verbosity (1 prints the training statistics table)."""
 
@@ -169,11 +159,8 @@ class Args(TrainArgs):
             raise ValueError("prune narrows the flat track's mask: it needs --track flat and masking")
         if self.reward != "score" and self.early_discharge_points:
             raise ValueError("early_discharge_points is charged on top of --reward score")
-        for name in ("timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.eval_freq < 0:
-            raise ValueError(f"eval_freq must be >= 0, got {self.eval_freq!r}")
+        self.require_at_least(1, "timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes")
+        self.require_at_least(0, "eval_freq")
         if not (self.reward_scale > 0 and self.learning_rate > 0):
             raise ValueError("reward_scale and learning_rate must be > 0")
 
@@ -306,7 +293,7 @@ def policy_of(model: Any, args: Args) -> PPOPolicy:
     return cls(TorchLogits(model), masked=args.mask, name=f"ppo_{args.track}", prune=args.prune)
 
 
-def make_grade_callback(args: Args, run_dir: Path, clock: Clock) -> Any:
+def make_grade_callback(args: Args, run_dir: Path, clock: Clock, evaluate: Evaluate) -> Any:
     from stable_baselines3.common.callbacks import BaseCallback
 
     class GradeCallback(BaseCallback):
@@ -333,7 +320,7 @@ def make_grade_callback(args: Args, run_dir: Path, clock: Clock) -> Any:
                 self.evaluate()
 
         def grade_policy(self, policy: Any) -> dict[str, Any]:
-            return grade(
+            return evaluate(
                 policy,
                 episodes=args.eval_episodes,
                 seed=args.eval_seed,
@@ -399,8 +386,10 @@ def save_model(model: Any, path: Path, args: Args, row: dict[str, Any] | None, c
 
 
 # ------------------------------------------------------------------- training
-def train(args: Args) -> Path:
-    """Train, evaluate periodically, save; returns the run directory."""
+def train(args: Args, evaluate: Evaluate) -> Path:
+    """Train, grade periodically with ``evaluate`` (:func:`grading.grade`, passed by the layer
+    above: ``train(Args(...), grade)``), save; returns the run directory."""
+    require_evaluate(evaluate, "training.ppo.train(args, grading.grade)")
     require_train_extra()
     import torch
     from sb3_contrib import MaskablePPO
@@ -450,7 +439,7 @@ def train(args: Args) -> Path:
         verbose=args.verbose,
     )
     model.set_logger(make_logger(args, run_dir))
-    callback = make_grade_callback(args, run_dir, clock)
+    callback = make_grade_callback(args, run_dir, clock, evaluate)
     model.learn(
         total_timesteps=args.timesteps,
         callback=callback,

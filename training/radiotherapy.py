@@ -1,15 +1,19 @@
 """Train sb3-contrib MaskablePPO on the radiotherapy planning env (all tasks, one model).
 
-    python -m training.radiotherapy run --seed 0 --timesteps 300000 --save runs/rt_ppo_s0
-    python -m training.radiotherapy export runs/rt_ppo_s0 policies/radiotherapy/checkpoints/rt_ppo.npz
+    hospital-marl train radiotherapy --seed 0 --timesteps 300000 --save runs/rt_ppo_s0
+    hospital-marl train export runs/rt_ppo_s0 policies/radiotherapy/checkpoints/rt_ppo.npz
+
+or from Python, ``training.radiotherapy.train(Args(...), grading.radiotherapy.grade_all)``: the
+evaluation function is given by the layer above (:class:`training.common.EvaluateRT`), so that
+training never imports the grader.
 
 A run directory gets ``best_model.zip`` (sb3-contrib, to resume), ``best_model.npz`` (the
 actor's weights for :class:`~policies.radiotherapy.learned.NumpyMLPPolicy`, torch-free),
 ``best_model.json`` (arguments, the selecting evaluation, timings) and ``curve.json``.
 
 Selection never sees the graded patients: every ``eval_freq`` steps the current actor
-is graded (deterministic, numpy form) on ``eval_episodes`` per task from ``eval_seed``
-(validation, default 1000; the scoreboard uses seed 42), and the kept model is the one
+is graded by the evaluation function (deterministic, numpy form) on ``eval_episodes`` per
+task from ``eval_seed`` (validation, default 1000; the scoreboard uses seed 42), and the kept model is the one
 with the best *worst-task margin* over the best scripted baseline on those same
 validation patients (ties: aggregate score). Training is deterministic for a seed.
 
@@ -21,11 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -33,8 +36,11 @@ from gymnasium.wrappers import FlattenObservation
 
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv, observation_space
+from policies.learned import require_train_extra
 from policies.radiotherapy import SCRIPTED
 from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy
+from training.args import option_docs, shared
+from training.common import EvaluateRT, require_evaluate
 from training.export import strip_optimizer
 
 
@@ -42,29 +48,52 @@ from training.export import strip_optimizer
 class Args:
     """Every training option (each is a ``--flag``)."""
 
-    seed: int = 0
+    seed: int = shared("seed")
     """Seeds torch, the envs' patients and the action sampling."""
     timesteps: int = 300_000
     """Environment steps in total (all tasks together)."""
     n_envs: int = 8
     """DummyVecEnv copies; env i starts on task i mod 3 and cycles through the tasks."""
     n_steps: int = 256
-    """Rollout length per env (8 × 256 = 2048 steps per update)."""
-    batch_size: int = 256
-    n_epochs: int = 10
-    learning_rate: float = 3e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    ent_coef: float = 0.01
+    """Rollout length per env (n_envs x n_steps steps per update)."""
+    batch_size: int = shared("minibatch")
+    n_epochs: int = shared("epochs")
+    learning_rate: float = shared("learning_rate")
+    gamma: float = shared("gamma", 0.99)
+    """Discount per planning step."""
+    gae_lambda: float = shared("gae_lambda")
+    ent_coef: float = shared("entropy", 0.01)
     """Entropy bonus: keeps the turn/weight actions explored early on."""
     hidden: int = 64
     """Width of the two tanh hidden layers (actor and critic apart)."""
     eval_freq: int = 20_000
+    """Grade the current actor on validation patients every this many steps (all envs together)."""
     eval_episodes: int = 10
     """Validation episodes per task at each evaluation."""
-    eval_seed: int = 1000
+    eval_seed: int = shared("eval_seed")
     """Validation patients' base seed (never the reported 42)."""
     save: str = "runs/rt_ppo"
+    """Run directory."""
+
+    COMMAND: ClassVar[str] = "hospital-marl train radiotherapy"
+
+    @classmethod
+    def add_flags(cls, parser: argparse.ArgumentParser) -> None:
+        """One ``--flag`` per field, typed by its default; its docstring (and default) is the help."""
+        docs = option_docs(cls)
+        for f in fields(cls):
+            doc = f"{docs.get(f.name, '')} (default {f.default})".strip().replace("%", "%%")
+            flag = f"--{f.name.replace('_', '-')}"
+            parser.add_argument(flag, type=type(f.default), default=f.default, help=doc)
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> Args:
+        return cls(**{f.name: getattr(ns, f.name) for f in fields(cls)})
+
+    def command_line(self) -> str:
+        """The command reproducing these args (every flag spelled out)."""
+        flags = (f"--{f.name.replace('_', '-')} {getattr(self, f.name)}" for f in fields(self))
+        return " ".join((self.COMMAND, *flags))
 
 
 class TaskCycle(gym.Env):
@@ -104,13 +133,11 @@ def make_env(rank: int, seed: int) -> Any:
     return thunk
 
 
-def evaluate(policy: Any, episodes: int, seed: int) -> dict[str, Any]:
-    from grading.radiotherapy import grade_all
-
-    return grade_all(policy, n_episodes=episodes, seed=seed)
-
-
-def train(args: Args) -> Path:
+def train(args: Args, evaluate: EvaluateRT) -> Path:
+    """Train, select on validation patients graded by ``evaluate`` (:func:`grading.radiotherapy.grade_all`,
+    passed by the layer above), export the best actor as numpy weights; returns the run directory."""
+    require_evaluate(evaluate, "training.radiotherapy.train(args, grading.radiotherapy.grade_all)")
+    require_train_extra()
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -119,7 +146,8 @@ def train(args: Args) -> Path:
     torch.set_num_threads(1)
     run = Path(args.save)
     run.mkdir(parents=True, exist_ok=True)
-    baselines = {name: evaluate(name, args.eval_episodes, args.eval_seed) for name in SCRIPTED}
+    episodes, seed = args.eval_episodes, args.eval_seed
+    baselines = {name: evaluate(name, n_episodes=episodes, seed=seed) for name in SCRIPTED}
     best_scripted = {t: max(b["task_scores"][t] for b in baselines.values()) for t in BUILTIN_TASKS}
     vec = DummyVecEnv([make_env(i, args.seed) for i in range(args.n_envs)])
     model = MaskablePPO(
@@ -141,7 +169,7 @@ def train(args: Args) -> Path:
     best: dict[str, Any] = {"key": (-np.inf, -np.inf)}
     started, cpu0 = time.perf_counter(), time.process_time()
 
-    class Evaluate(BaseCallback):
+    class Validate(BaseCallback):
         def _on_step(self) -> bool:
             if self.num_timesteps % args.eval_freq < args.n_envs:
                 self.evaluate()
@@ -149,7 +177,7 @@ def train(args: Args) -> Path:
 
         def evaluate(self) -> None:
             policy = NumpyMLPPolicy(actor_layers(self.model), name="ppo")
-            report = evaluate(policy, args.eval_episodes, args.eval_seed)
+            report = evaluate(policy, n_episodes=args.eval_episodes, seed=args.eval_seed)
             margin = min(report["task_scores"][t] - best_scripted[t] for t in BUILTIN_TASKS)
             point = {
                 "timesteps": self.num_timesteps,
@@ -165,13 +193,13 @@ def train(args: Args) -> Path:
                 best.update(key=key, point=point)
                 self.model.save(run / "best_model.zip")
 
-    callback = Evaluate()
+    callback = Validate()
     model.learn(total_timesteps=args.timesteps, callback=callback)
     callback.evaluate()
     meta = {
         "name": "ppo",
         "algorithm": "sb3-contrib MaskablePPO, MlpPolicy (tanh), flattened Dict observation",
-        "command": "python -m training.radiotherapy run " + " ".join(sys.argv[2:]),
+        "command": args.command_line(),
         "args": asdict(args),
         "selected": best["point"],
         "validation_baselines": {n: b["task_scores"] for n, b in baselines.items()},
@@ -197,25 +225,8 @@ def export(run: Path, dest: Path) -> None:
     strip_optimizer(run / "best_model.zip", dest.with_suffix(".zip"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m training.radiotherapy", description=__doc__.splitlines()[0]
+if __name__ == "__main__":  # the former entry point: say where it went rather than exit silently
+    raise SystemExit(
+        "python -m training.radiotherapy run|export moved to the command line: "
+        "hospital-marl train radiotherapy [flags] / hospital-marl train export RUN OUT.npz"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run", help="train one model")
-    for f in fields(Args):
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
-    p = sub.add_parser("export", help="copy a run's best numpy checkpoint")
-    p.add_argument("run", type=Path)
-    p.add_argument("dest", type=Path)
-    ns = parser.parse_args(argv)
-    if ns.command == "export":
-        export(ns.run, ns.dest)
-        return 0
-    args = Args(**{f.name: getattr(ns, f.name) for f in fields(Args)})
-    print(train(args))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

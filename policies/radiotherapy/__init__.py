@@ -2,7 +2,7 @@
 
 ``policies.radiotherapy.load(name_or_path)`` returns an agent by registered name
 (:func:`names`), ``"name:key=value,..."`` for keyword arguments (``"evenly_spaced:n_beams=5"``),
-or a path to a model trained by ``python -m training.radiotherapy``.
+or a path to a model trained by ``hospital-marl train radiotherapy``.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def load_path(path: Path, name: str | None = None) -> NumpyMLPPolicy:
         path = path / "best_model.npz"
     if path.suffix != ".npz":
         raise ValueError(
-            f"{path}: export the model to .npz first (python -m training.radiotherapy export)"
+            f"{path}: export the model to .npz first (hospital-marl train export RUN OUT.npz)"
         )
     with np.load(path) as data:
         n = len([k for k in data.files if k.startswith("w")])

@@ -7,10 +7,13 @@ masked-out actions by the most negative float32: their probability is exactly 0
 when sampling, in the PPO ratio and in the entropy, and no gradient reaches
 them. (The no-op is always valid, so a row is never all-masked.)
 
-Raw observation values (severities 1–5, ticks up to ~100, counts) go through
-``log1p``: a fixed, statistics-free squash (nothing to ship with a checkpoint,
-nothing to drift between training and grading), like the fixed scales of
-:mod:`policies.learned`.
+The vector under ``"observation"`` is already encoded: the training env
+(:mod:`training.rllib.env`) and the loader (:mod:`policies.rllib.policy`) both apply
+the per-role encoding named by ``model_config["encoding"]``
+(:data:`policies.marl.ROLE_ENCODINGS`: the fixed scales every per-role trainer shares;
+modules saved without the key were trained on ``"log1p"``). The module itself never
+encodes, so the encoding has one implementation, and the loader plays the actor
+(:attr:`pi`) through the same logits helper as the other per-role policies.
 
 Actor and critic are separate MLPs over the role's own observation (no shared
 trunk: the critic's targets are on another scale). The critic is dropped on
@@ -31,6 +34,8 @@ from torch import nn
 OBS_KEY = "observation"
 MASK_KEY = "action_mask"
 DEFAULT_HIDDEN: tuple[int, ...] = (64, 64)
+LEGACY_ENCODING = "log1p"
+"""The encoding of a module whose ``model_config`` names none (saved before the key existed)."""
 MASKED_LOGIT = torch.finfo(torch.float32).min
 """What a masked-out action's logit becomes: finite (no inf - inf = NaN in the KL), probability 0."""
 
@@ -60,7 +65,10 @@ class MaskedRoleModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     """Actor-critic for one role: masked logits from ``obs["observation"]`` and ``obs["action_mask"]``.
 
     Arguments (``model_config``):
-        hidden: hidden layer widths of both the actor and the critic (default ``(64, 64)``).
+        hidden: hidden layer widths of both the actor and the critic (default ``(64, 64)``);
+        encoding: the name (:data:`policies.marl.ROLE_ENCODINGS`) of the encoding its inputs
+            went through; recorded with the checkpoint, read by the loader (default
+            :data:`LEGACY_ENCODING`, for modules saved before the key existed).
 
     Spaces: ``observation_space`` must be the role's ``Dict(observation=Box, action_mask=Box)``,
     ``action_space`` its ``Discrete(A)`` with ``A`` the mask's length.
@@ -83,19 +91,19 @@ class MaskedRoleModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
         self.pi = mlp(n_obs, hidden, n_actions, out_gain=0.01)
         self.vf = mlp(n_obs, hidden, 1, out_gain=1.0)
 
-    @staticmethod
-    def features(observation: torch.Tensor) -> torch.Tensor:
-        """Raw (non-negative) observation values -> ``log1p`` (see the module docstring)."""
-        return torch.log1p(observation.float().clamp(min=0.0))
+    @property
+    def encoding(self) -> str:
+        """The name of the encoding this module's inputs go through (see the class docstring)."""
+        return str(dict(self.model_config or {}).get("encoding", LEGACY_ENCODING))
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         obs = batch[Columns.OBS]
-        logits = self.pi(self.features(obs[OBS_KEY]))
+        logits = self.pi(obs[OBS_KEY].float())
         return {Columns.ACTION_DIST_INPUTS: apply_mask(logits, obs[MASK_KEY])}
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         """State values, one per row (PPO's critic and GAE)."""
-        return self.vf(self.features(batch[Columns.OBS][OBS_KEY])).squeeze(-1)
+        return self.vf(batch[Columns.OBS][OBS_KEY].float()).squeeze(-1)
 
     def get_non_inference_attributes(self) -> list[str]:
         return ["vf"]

@@ -18,57 +18,49 @@ from typing import Any
 import numpy as np
 
 from hospital_marl.core.actions import ROLES
-from policies.base import BasePolicy
+from policies.marl import ROLE_ENCODINGS, MarlTeamPolicy, logits_role
 from policies.rllib import CHECKPOINT_DIR, METADATA_FILE, module_dir, require_rllib
 
 
-class RLlibTeamPolicy(BasePolicy):
-    """One RLlib module per role; deterministic: the most probable action the mask allows.
+class ModuleLogits:
+    """An RLlib role module's actor (:attr:`~policies.rllib.module.MaskedRoleModule.pi`) as a
+    :class:`~policies.learned.Logits`: an encoded role observation -> its action logits (torch)."""
 
-    The module already masks its logits; the argmax is taken over the mask the
-    grader passes once more, so an action outside the mask is impossible even for
-    a module trained without masking.
-    """
-
-    name = "rllib"
-    tracks: tuple[str, ...] = ("team",)
-
-    def __init__(self, modules: Mapping[str, Any], name: str | None = None) -> None:
-        super().__init__()
+    def __init__(self, module: Any) -> None:
         import torch
 
+        self.module = module.eval()
+        self._torch = torch
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        with torch.inference_mode():
+            x = torch.as_tensor(np.asarray(features, np.float32)).reshape(1, -1)
+            return self.module.pi(x)[0].numpy()
+
+
+class RLlibTeamPolicy(MarlTeamPolicy):
+    """One RLlib module per role, played like every per-role policy (:func:`~policies.marl.logits_role`):
+    the role's raw observation through the encoding the module was trained on (its
+    ``model_config["encoding"]``), the actor's logits, the most probable action the mask allows.
+    The mask the grader passes decides, so an action outside it is impossible."""
+
+    name = "rllib"
+
+    def __init__(self, modules: Mapping[str, Any], name: str | None = None) -> None:
         missing = [role for role in ROLES if role not in modules]
         if missing:
             raise ValueError(f"no module for role(s) {missing}; got {sorted(modules)}")
         self.modules = dict(modules)
-        for module in self.modules.values():
-            module.eval()
-        self._torch = torch
-        self.metadata: dict[str, Any] = {}
-        if name:
-            self.name = name
-
-    def logits(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> np.ndarray:
-        """The role module's (masked) logits for one observation."""
-        from ray.rllib.core.columns import Columns
-
-        torch = self._torch
-        batch = {
-            Columns.OBS: {
-                "observation": torch.as_tensor(np.asarray(observation, np.float32)).reshape(1, -1),
-                "action_mask": torch.as_tensor(np.asarray(action_mask, np.int8)).reshape(1, -1),
-            }
+        unknown = {m.encoding for m in self.modules.values()} - set(ROLE_ENCODINGS)
+        if unknown:
+            known = ", ".join(ROLE_ENCODINGS)
+            raise ValueError(f"unknown observation encoding(s) {sorted(unknown)}; known: {known}")
+        roles = {
+            role: logits_role(role, ModuleLogits(module), ROLE_ENCODINGS[module.encoding])
+            for role, module in self.modules.items()
         }
-        with torch.inference_mode():
-            out = self.modules[role].forward_inference(batch)
-        return out[Columns.ACTION_DIST_INPUTS][0].numpy()
-
-    def act_role(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
-        logits = self.logits(role, observation, action_mask)
-        return int(np.argmax(np.where(np.asarray(action_mask, dtype=bool), logits, -np.inf)))
-
-    def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
-        raise NotImplementedError("rllib plays the team track (grade with track='team')")
+        super().__init__(roles, name=name)
 
 
 def find_module_dirs(path: Path) -> dict[str, Path]:

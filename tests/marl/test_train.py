@@ -85,11 +85,11 @@ def test_saved_model_loads_and_grades_on_the_team_track(mappo_run: tuple[Path, d
 
 
 def test_ippo_in_process_uses_the_evaluation_function_given(tmp_path: Path) -> None:
-    calls: list[str] = []
+    calls: list[dict] = []
 
-    def evaluate(policy, args):  # the grader on one day, recording each periodic call
-        calls.append(policy.name)
-        return grade(policy, episodes=1, seed=args.eval_seed, scenarios=args.scenarios, track="team")
+    def evaluate(policy, **kwargs):  # the grader (training.common.Evaluate), recording each periodic call
+        calls.append(kwargs)
+        return grade(policy, **kwargs)
 
     args = Args(
         algorithm="ippo", frames=400, n_envs=2, steps_per_batch=100, minibatch_size=100, epochs=1,
@@ -98,6 +98,9 @@ def test_ippo_in_process_uses_the_evaluation_function_given(tmp_path: Path) -> N
     )  # fmt: skip
     run_dir = train(args, evaluate=evaluate)
     assert len(calls) == 2  # after each of the two 200-frame iterations
+    # validation days of the team track, as the args ask (never the held-out seed)
+    expected = {"episodes": 1, "seed": 1000, "scenarios": ("ventilator_crisis",), "track": "team"}
+    assert all({**c, "scenarios": tuple(c["scenarios"])} == expected for c in calls)
     meta = json.loads((run_dir / "benchmarl.json").read_text())
     assert meta["algorithm"] == "ippo" and meta["validation"]["seed"] == 1000
     policy = load(str(run_dir))

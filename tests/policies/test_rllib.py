@@ -19,12 +19,15 @@ import numpy as np
 import pytest
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+from policies.marl import DEFAULT_ENCODING, MarlTeamPolicy, encode_role
 
 pytest.importorskip("ray", reason="ray[rllib] not installed: pip install 'hospital-marl[rllib]'")
 
 pytestmark = [pytest.mark.rllib, pytest.mark.xdist_group("rllib")]
 
 SCENARIO = "normal_day"
+COMMITTED = Path(__file__).resolve().parents[2] / "policies" / "checkpoints" / "marl" / "rllib"
+"""The committed RLlib run (README multi-agent table), saved before modules recorded their encoding."""
 TRAIN_FLAGS = [
     "--iterations", "2",
     "--num-env-runners", "0",
@@ -95,6 +98,51 @@ def test_load_rllib_policy__restores_every_role_without_a_ray_cluster(trained_ru
     assert all(isinstance(m, MaskedRoleModule) for m in policy.modules.values())
     # The algorithm checkpoint itself (and the MultiRLModule directory) load too.
     assert set(load_rllib_policy(trained_run / "checkpoint").modules) == set(ROLES)
+    # A new run trains on the encoding every per-role trainer shares, and says so in its checkpoint.
+    assert isinstance(policy, MarlTeamPolicy)
+    assert {m.encoding for m in policy.modules.values()} == {DEFAULT_ENCODING}
+    assert json.loads((trained_run / "rllib.json").read_text())["encoding"] == DEFAULT_ENCODING
+
+
+def _day_of_role_observations(n_ticks: int = 40):
+    """(role, raw observation, mask) of every turn of the first ``n_ticks`` of a heuristic-played day."""
+    import hospital_marl
+    from policies.heuristic import HeuristicPolicy
+
+    env, rule = hospital_marl.env(scenario="surge"), HeuristicPolicy()
+    env.reset(seed=3)
+    for _ in range(3 * n_ticks):
+        role = env.agent_selection
+        obs, *_ = env.last()
+        yield role, obs["observation"], obs["action_mask"]
+        env.step(rule.act_role(role, obs["observation"], obs["action_mask"]))
+
+
+def test_committed_run__plays_its_actor_on_the_log1p_encoding_it_was_trained_on() -> None:
+    """Modules saved without ``model_config["encoding"]`` were trained on log1p of the raw vector
+    (the module applied it itself then): the shared per-role path must play exactly that actor."""
+    import torch
+
+    from policies.rllib import load_rllib_policy
+
+    policy = load_rllib_policy(COMMITTED)
+    assert {m.encoding for m in policy.modules.values()} == {"log1p"}
+    policy.reset(seed=0)
+    for role, obs, mask in _day_of_role_observations():
+        with torch.no_grad():
+            logits = policy.modules[role].pi(torch.log1p(torch.as_tensor(obs).clamp(min=0)).reshape(1, -1))[0]
+        expected = int(torch.argmax(torch.where(torch.as_tensor(mask).bool(), logits, -torch.inf)))
+        assert policy.act_role(role, obs, mask) == expected
+
+
+def test_rllib_team_policy__unknown_encoding_is_refused_by_name() -> None:
+    from policies.rllib import load_rllib_policy
+    from policies.rllib.policy import RLlibTeamPolicy
+
+    modules = load_rllib_policy(COMMITTED).modules
+    modules["triage"].model_config = {**dict(modules["triage"].model_config or {}), "encoding": "zscore"}
+    with pytest.raises(ValueError, match="zscore"):
+        RLlibTeamPolicy(modules)
 
 
 def test_grade_team_track__trained_rllib_policy_takes_no_invalid_action(trained_run: Path) -> None:
@@ -128,6 +176,21 @@ def test_rllib_env__passes_rllib_checks_with_the_role_spaces(rllib_env) -> None:
         assert set(space.spaces) == {"observation", "action_mask"}
         assert space["action_mask"].shape == (ROLE_ACTION_COUNTS[role],)
         assert rllib_env.get_action_space(role).n == ROLE_ACTION_COUNTS[role]
+
+
+def test_rllib_env__modules_see_the_shared_per_role_encoding(rllib_env) -> None:
+    """What the training env hands a module is encode_role of the AEC env's raw vector."""
+    import hospital_marl
+
+    obs, _ = rllib_env.reset(seed=5)
+    raw = hospital_marl.env(scenario=SCENARIO)
+    raw.reset(seed=5)
+    role = raw.agent_selection
+    assert list(obs) == [role]
+    raw_obs = raw.observe(role)
+    np.testing.assert_array_equal(obs[role]["observation"], encode_role(role, raw_obs["observation"]))
+    np.testing.assert_array_equal(obs[role]["action_mask"], raw_obs["action_mask"])
+    assert rllib_env.get_observation_space(role).contains(obs[role])
 
 
 def test_rllib_env__all_scenarios_cycle_per_episode() -> None:

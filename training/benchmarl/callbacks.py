@@ -13,14 +13,8 @@ from typing import Any
 
 from benchmarl.experiment.callback import Callback
 
-from training.benchmarl.train import (
-    Args,
-    Evaluate,
-    export_actors,
-    load_benchmarl_policy_dir,
-    masked_actions_taken,
-)
-from training.common import Clock, eval_row, write_curve
+from training.benchmarl.train import Args, export_actors, load_benchmarl_policy_dir, masked_actions_taken
+from training.common import Clock, Evaluate, eval_row, write_curve
 
 
 class ValidationGrading(Callback):
@@ -53,7 +47,11 @@ class ValidationGrading(Callback):
             return
         export_actors(experiment, self.run_dir / "final")
         policy = load_benchmarl_policy_dir(self.run_dir, "final", self.args)
-        row = {"frames": frames, **eval_row(self.evaluate(policy, self.args), 3 * frames, self.clock)}
+        args = self.args
+        report = self.evaluate(
+            policy, episodes=args.eval_episodes, seed=args.eval_seed, scenarios=args.scenarios, track="team"
+        )
+        row = {"frames": frames, **eval_row(report, 3 * frames, self.clock)}
         row["role_decisions"] = row.pop("timesteps")
         self.rows.append(row)
         if self.best is None or row["eval_score"] > self.best["eval_score"]:

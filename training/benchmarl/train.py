@@ -2,7 +2,7 @@
 
 Run it as ``hospital-marl train benchmarl --algorithm mappo|ippo [--frames N] [--scenario S |
 --all-scenarios] [--seed S] [--save DIR]`` (every field of :class:`Args` is a flag) or
-``training.benchmarl.train.train(Args(...))``. The algorithms are BenchMARL's own
+``training.benchmarl.train.train(Args(...), grading.grade)``. The algorithms are BenchMARL's own
 (``MappoConfig`` / ``IppoConfig``, TorchRL's ``ClipPPOLoss`` with masked categorical actors),
 run by BenchMARL's ``Experiment`` on :class:`~training.benchmarl.task.HospitalTaskClass`:
 one group (one actor) per role; MAPPO's critics read the global state, IPPO's each role's
@@ -13,9 +13,9 @@ decisions (``role_decisions = 3 * frames``, comparable with ``train marl`` and R
 
 Checkpoint selection uses *validation* days only: every ``--eval-interval`` frames the
 current actors are exported and graded on the team track by the evaluation function given
-to :func:`train` (default :func:`grade_validation`: the project's grader,
-``--eval-episodes`` per scenario from base seed ``--eval-seed``, 1000). The best row's
-actors are kept (``best/``). Held-out days (grader seed :data:`HELDOUT_SEED`) are never
+to :func:`train` (:class:`training.common.Evaluate`; the CLI gives the project's grader,
+:func:`grading.grade`), ``--eval-episodes`` per scenario from base seed ``--eval-seed``
+(1000). The best row's actors are kept (``best/``). Held-out days (grader seed :data:`HELDOUT_SEED`) are never
 seen here: ``benchmarks/marl_stats.py`` grades the saved runs on them.
 
 A run directory gets ``benchmarl.json`` (what :func:`policies.benchmarl.load_benchmarl_policy`
@@ -27,21 +27,19 @@ own experiment folder (its CSV logs, its marl-eval JSON of training returns, its
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from grading import grade
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from hospital_marl.core.scenarios import get_scenario
 from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, load_benchmarl_policy
 from policies.learned import ONNX_INPUT, ONNX_OUTPUT
 from policies.marl import ROLE_SCALES
-from training.args import TrainArgs
-from training.common import Clock, write_json
+from training.args import TrainArgs, shared
+from training.common import Clock, Evaluate, require_evaluate, write_json
 
 VALIDATION_SEED = 1000
 """Grader base seed of the validation days (checkpoint selection), as in ``train ppo|marl``."""
@@ -49,9 +47,6 @@ HELDOUT_SEED = 20261201
 """Grader base seed of the held-out days: used only by the final evaluation, never in training."""
 EPISODE_TICKS = 100
 INSTALL_HINT = 'pip install "hospital-marl[marl]" (with the CPU torch first, see README "Install")'
-
-Evaluate = Callable[[Any, "Args"], dict[str, Any]]
-"""(team policy, args) -> a grader report: the periodic evaluation :func:`train` is given."""
 
 
 def require_marl_extra() -> None:
@@ -77,11 +72,10 @@ class Args(TrainArgs):
     """mappo: critics on the global state (centralised); ippo: each role's critic on its own observation."""
     frames: int = 256_000
     """Env steps to train on, summed over the batch (one step = one tick = three role decisions)."""
-    scenario: str = DEFAULT_SCENARIO
-    """The scenario to train on (ignored with --all-scenarios)."""
-    all_scenarios: bool = False
+    scenario: str = shared("scenario")
+    all_scenarios: bool = shared("all_scenarios")
     """Train on the five built-in scenarios at once (the batch split between them)."""
-    seed: int = 0
+    seed: int = shared("seed")
     """Seeds torch (BenchMARL's seed_everything) and the training envs' days."""
     save: str | None = None
     """Run directory (default: runs/benchmarl_<algorithm>_<scenario|all>_s<seed>)."""
@@ -93,30 +87,23 @@ class Args(TrainArgs):
     """Frames per PPO minibatch."""
     epochs: int = 4
     """Passes over each iteration's frames (BenchMARL's on_policy_n_minibatch_iters)."""
-    lr: float = 3e-4
-    """Adam step size."""
-    gamma: float = 0.97
+    lr: float = shared("learning_rate")
+    gamma: float = shared("gamma")
     """Discount per tick (as in train ppo|marl)."""
-    lmbda: float = 0.95
-    """GAE lambda."""
-    clip_epsilon: float = 0.2
-    """PPO clipping."""
-    entropy_coef: float = 0.003
-    """Entropy bonus."""
+    lmbda: float = shared("gae_lambda")
+    clip_epsilon: float = shared("clip")
+    entropy_coef: float = shared("entropy")
     hidden: tuple[int, ...] = (128, 128)
     """Hidden layers of every actor and critic MLP (tanh)."""
-    reward_mode: str = "team"
-    """team: every role gets the team reward; role: action-caused rewards go to the acting role."""
-    reward_scale: float = 0.02
-    """Rewards are multiplied by this for learning (a death is -15)."""
+    reward_mode: str = shared("reward_mode")
+    reward_scale: float = shared("reward_scale")
     eval_interval: int = 32_000
     """Grade on validation days every this many frames (whole iterations; 0: only at the end)."""
     eval_episodes: int = 4
     """Validation episodes per scenario in each periodic evaluation."""
     eval_seed: int = VALIDATION_SEED
     """Grader base seed of the validation days (checkpoint selection; never the held-out seed)."""
-    torch_threads: int = 1
-    """torch CPU threads."""
+    torch_threads: int = shared("torch_threads")
     progress: bool = True
     """Print one line per validation grading on stderr (BenchMARL's own progress bar always shows)."""
 
@@ -124,9 +111,9 @@ class Args(TrainArgs):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         get_scenario(self.scenario)
-        for name in ("frames", "n_envs", "steps_per_batch", "minibatch_size", "epochs", "eval_episodes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        self.require_at_least(
+            1, "frames", "n_envs", "steps_per_batch", "minibatch_size", "epochs", "eval_episodes"
+        )
         if self.eval_interval < 0 or self.seed < 0:
             raise ValueError("eval_interval and seed must be >= 0")
         if self.eval_seed == HELDOUT_SEED:
@@ -154,13 +141,6 @@ class Args(TrainArgs):
     def eval_every(self) -> int:
         """The evaluation interval in whole iterations (0: only at the end)."""
         return -(-self.eval_interval // self.frames_per_batch) if self.eval_interval else 0
-
-
-def grade_validation(policy: Any, args: Args) -> dict[str, Any]:
-    """The default periodic evaluation: the grader on the team track, validation days only."""
-    return grade(
-        policy, episodes=args.eval_episodes, seed=args.eval_seed, scenarios=args.scenarios, track="team"
-    )
 
 
 # ------------------------------------------------------------------ actors
@@ -292,9 +272,10 @@ def load_benchmarl_policy_dir(run_dir: Path, which: str, args: Args) -> Any:
     return MarlTeamPolicy(roles, name=f"{args.algorithm}_{which}")
 
 
-def train(args: Args, evaluate: Evaluate | None = None) -> Path:
-    """Train with BenchMARL, grading periodically with ``evaluate`` (default
-    :func:`grade_validation`); write the run directory (module docstring) and return it."""
+def train(args: Args, evaluate: Evaluate) -> Path:
+    """Train with BenchMARL, grading periodically with ``evaluate`` (:func:`grading.grade`, passed by
+    the layer above) on validation days; write the run directory (module docstring) and return it."""
+    require_evaluate(evaluate, "training.benchmarl.train.train(args, grading.grade)")
     require_marl_extra()
     import torch
     import torchrl
@@ -307,7 +288,7 @@ def train(args: Args, evaluate: Evaluate | None = None) -> Path:
     run_dir = args.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     clock = Clock()
-    grading = ValidationGrading(args, run_dir, evaluate or grade_validation)
+    grading = ValidationGrading(args, run_dir, evaluate)
     task = make_task(ALL if args.all_scenarios else args.scenario, args.reward_mode, args.reward_scale)
     experiment = Experiment(
         task=task,
@@ -383,4 +364,4 @@ def summary(run_dir: Path) -> dict[str, Any]:
     return out
 
 
-__all__ = ["HELDOUT_SEED", "VALIDATION_SEED", "Args", "grade_validation", "summary", "train"]
+__all__ = ["HELDOUT_SEED", "VALIDATION_SEED", "Args", "summary", "train"]

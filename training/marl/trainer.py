@@ -2,9 +2,10 @@
 
 Run it as ``hospital-marl train marl --method ibr|shared [--timesteps N] [--rounds R]
 [--scenario S | --all-scenarios] [--seed S] [--save DIR]`` (every field of :class:`Args`
-is a flag) or ``training.marl.train(Args(...))``. Two methods, both masked (sb3-contrib
-MaskablePPO), both trained on the AEC/parallel env's *team* reward, both graded on the
-team track (:func:`grading.grade` with ``track="team"``):
+is a flag) or ``training.marl.train(Args(...), grading.grade)``. Two methods, both masked
+(sb3-contrib MaskablePPO), both trained on the AEC/parallel env's *team* reward, both graded on
+the team track by the evaluation function :func:`train` is given (the CLI gives
+:func:`grading.grade`; called with ``track="team"``):
 
 - ``ibr`` (independent learners, iterated best response): one MaskablePPO per role.
   :class:`~training.marl.role_env.RoleEnv` turns the AEC env into a single-agent Gymnasium env for one role:
@@ -40,13 +41,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from grading import grade
 from hospital_marl.core.actions import ROLES
-from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from hospital_marl.core.scenarios import get_scenario
 from policies.learned import require_train_extra
 from policies.marl import FORMAT, METADATA_FILE, METHODS, MarlTeamPolicy, RoleAct, heuristic_role, model_role
-from training.args import TrainArgs
-from training.common import Clock, eval_row, write_curve, write_json
+from training.args import TrainArgs, shared
+from training.common import Clock, Evaluate, eval_row, require_evaluate, write_curve, write_json
 from training.marl.role_env import RoleEnv
 from training.marl.vec_env import make_masked_parallel_vec_env
 
@@ -65,42 +65,30 @@ class Args(TrainArgs):
     """Total role decisions trained on (ibr: split evenly over rounds x 3 roles)."""
     rounds: int = 2
     """ibr: rounds of best response (each trains triage, bed_manager, ventilator_officer in turn)."""
-    scenario: str = DEFAULT_SCENARIO
-    """The scenario to train on (ignored with --all-scenarios)."""
-    all_scenarios: bool = False
-    """Train on the five built-in scenarios, switched every episode."""
-    seed: int = 0
-    """Seeds torch, sampling and the training envs' days."""
+    scenario: str = shared("scenario")
+    all_scenarios: bool = shared("all_scenarios")
+    seed: int = shared("seed")
     save: str | None = None
     """Run directory (default: runs/marl_<method>_<scenario|all>_s<seed>)."""
     n_envs: int = 4
     """Envs per vector (shared: parallel envs, each contributing 3 agent slots)."""
     n_steps: int = 128
     """Steps per vector slot per rollout."""
-    batch_size: int = 256
-    """Minibatch size of the PPO update."""
-    n_epochs: int = 5
-    """Passes over each rollout."""
-    learning_rate: float = 3e-4
-    """Adam step size."""
-    gamma: float = 0.97
+    batch_size: int = shared("minibatch")
+    n_epochs: int = shared("epochs", 5)
+    learning_rate: float = shared("learning_rate")
+    gamma: float = shared("gamma")
     """Discount per tick (as in train ppo)."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    ent_coef: float = 0.003
-    """Entropy bonus."""
+    gae_lambda: float = shared("gae_lambda")
+    ent_coef: float = shared("entropy")
     net_arch: tuple[int, ...] = (64, 64)
     """Hidden layers of the policy and value MLPs."""
-    reward_scale: float = 0.02
-    """Rewards are multiplied by this for learning (a death is -15)."""
+    reward_scale: float = shared("reward_scale")
     eval_freq: int = 10_000
     """shared: grade every this many timesteps (0: only at the end); ibr grades after every role phase."""
-    eval_episodes: int = 2
-    """Episodes per scenario in each periodic evaluation."""
-    eval_seed: int = 1000
-    """Base seed of the evaluation days (not 0: the reported grades use seed 0)."""
-    torch_threads: int = 1
-    """torch CPU threads."""
+    eval_episodes: int = shared("eval_episodes", 2)
+    eval_seed: int = shared("eval_seed")
+    torch_threads: int = shared("torch_threads")
     verbose: int = 0
     """1: print each evaluation row to stderr."""
 
@@ -108,11 +96,10 @@ class Args(TrainArgs):
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         get_scenario(self.scenario)
-        for name in ("timesteps", "rounds", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.eval_freq < 0:
-            raise ValueError(f"eval_freq must be >= 0, got {self.eval_freq!r}")
+        self.require_at_least(
+            1, "timesteps", "rounds", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes"
+        )
+        self.require_at_least(0, "eval_freq")
         self.net_arch = tuple(int(w) for w in self.net_arch)
 
     @property
@@ -121,8 +108,10 @@ class Args(TrainArgs):
 
 
 # ------------------------------------------------------------------ training
-def _evaluate(policy: MarlTeamPolicy, args: Args, clock: Clock, timesteps: int) -> dict[str, Any]:
-    report = grade(
+def _evaluate(
+    evaluate: Evaluate, policy: MarlTeamPolicy, args: Args, clock: Clock, timesteps: int
+) -> dict[str, Any]:
+    report = evaluate(
         policy, episodes=args.eval_episodes, seed=args.eval_seed, scenarios=args.scenarios, track="team"
     )
     row = eval_row(report, timesteps, clock)
@@ -183,7 +172,7 @@ TrainResult = tuple[dict[str, str], list[dict[str, Any]], int]
 """What a method's trainer returns: its final model files, the learning curve, role decisions."""
 
 
-def train_ibr(args: Args, run_dir: Path, clock: Clock, best: BestTracker) -> TrainResult:
+def train_ibr(args: Args, run_dir: Path, clock: Clock, best: BestTracker, evaluate: Evaluate) -> TrainResult:
     """Iterated best response: rounds x roles of MaskablePPO against the others' frozen policies."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -221,14 +210,16 @@ def train_ibr(args: Args, run_dir: Path, clock: Clock, best: BestTracker) -> Tra
             files[role] = f"{role}.zip"
             model.save(str(run_dir / files[role]))
             policy = MarlTeamPolicy(frozen, name="marl_ibr")
-            row = {"round": rnd, "role": role, **_evaluate(policy, args, clock, total)}
+            row = {"round": rnd, "role": role, **_evaluate(evaluate, policy, args, clock, total)}
             rows.append(row)
             best.offer(row, models)
             write_curve(rows, run_dir)
     return files, rows, total
 
 
-def train_shared(args: Args, run_dir: Path, clock: Clock, best: BestTracker) -> TrainResult:
+def train_shared(
+    args: Args, run_dir: Path, clock: Clock, best: BestTracker, evaluate: Evaluate
+) -> TrainResult:
     """Parameter sharing: one MaskablePPO over :class:`MaskedParallelVecEnv` (3 slots per env)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -237,9 +228,9 @@ def train_shared(args: Args, run_dir: Path, clock: Clock, best: BestTracker) -> 
     model.set_logger(_quiet_logger(run_dir))
     rows: list[dict[str, Any]] = []
 
-    def evaluate() -> None:
+    def grade_now() -> None:
         policy = MarlTeamPolicy({r: model_role(r, model, shared=True) for r in ROLES}, name="marl_shared")
-        rows.append(_evaluate(policy, args, clock, model.num_timesteps))
+        rows.append(_evaluate(evaluate, policy, args, clock, model.num_timesteps))
         best.offer(rows[-1], {"shared": model})
         write_curve(rows, run_dir)
 
@@ -251,19 +242,21 @@ def train_shared(args: Args, run_dir: Path, clock: Clock, best: BestTracker) -> 
         def _on_step(self) -> bool:
             if args.eval_freq and self.num_timesteps - self._last >= args.eval_freq:
                 self._last = self.num_timesteps
-                evaluate()
+                grade_now()
             return True
 
     model.learn(total_timesteps=args.timesteps, callback=Periodic(), use_masking=True)
     if not rows or rows[-1]["timesteps"] != model.num_timesteps:
-        evaluate()
+        grade_now()
     model.save(str(run_dir / "shared.zip"))
     env.close()
     return {"shared": "shared.zip"}, rows, int(model.num_timesteps)
 
 
-def train(args: Args) -> Path:
-    """Train with ``args.method``, evaluate, save; returns the run directory."""
+def train(args: Args, evaluate: Evaluate) -> Path:
+    """Train with ``args.method``, grade with ``evaluate`` (:func:`grading.grade`, passed by the
+    layer above: ``train(Args(...), grade)``), save; returns the run directory."""
+    require_evaluate(evaluate, "training.marl.train(args, grading.grade)")
     require_train_extra()
     import torch
 
@@ -273,7 +266,7 @@ def train(args: Args) -> Path:
     clock = Clock()
     trainer = train_ibr if args.method == "ibr" else train_shared
     best = BestTracker(run_dir)
-    files, rows, total = trainer(args, run_dir, clock, best)
+    files, rows, total = trainer(args, run_dir, clock, best, evaluate)
     meta = {
         "format": FORMAT,
         "name": f"marl_{args.method}",

@@ -22,20 +22,26 @@ the per-role credit PPO needs; at the end of the shift every role gets its last
 reward and ``terminated``/``truncated``.
 
 The subclass adds only what RLlib cannot pass through ``reset()``: a scenario
-per episode (``--all-scenarios`` cycles through the list), and a training-only
-reward scale (value targets near 1 train better; the grader never sees it).
+per episode (``--all-scenarios`` cycles through the list), a training-only
+reward scale (value targets near 1 train better; the grader never sees it), and
+the per-role observation encoding every per-role trainer shares
+(:data:`policies.marl.ROLE_ENCODINGS`, ``env_config["encoding"]``): the module sees
+what the loader will feed it, through the same function.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 from ray.rllib.env.wrappers.pettingzoo_env import PettingZooEnv
 from ray.tune.registry import register_env
 
 import hospital_marl
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from policies.marl import DEFAULT_ENCODING, ROLE_ENCODINGS
 from training.common import ScenarioCycler
 
 ENV_NAME = "hospital_marl_aec"
@@ -45,16 +51,19 @@ DEFAULT_ENV_CONFIG: dict[str, Any] = {
     "scenarios": [DEFAULT_SCENARIO],
     "reward_mode": "team",
     "reward_scale": 1.0,
+    "encoding": DEFAULT_ENCODING,
 }
 """``env_config`` keys: ``scenarios`` (names, cycled per episode), ``reward_mode``
-(``"team"`` or ``"role"``), ``reward_scale`` (training-only multiplier)."""
+(``"team"`` or ``"role"``), ``reward_scale`` (training-only multiplier), ``encoding``
+(the role observation encoding's name in :data:`policies.marl.ROLE_ENCODINGS`)."""
 
 
 class HospitalPettingZooEnv(PettingZooEnv):
     """``PettingZooEnv(hospital_marl.env(...))`` with a scenario per episode and a reward scale.
 
-    Observations (per role): ``{"observation": Box float32, "action_mask": Box int8}``,
-    unchanged; actions: each role's ``Discrete``. Agent ids are the role names.
+    Observations (per role): ``{"observation": Box float32, "action_mask": Box int8}``, the
+    vector encoded (``env_config["encoding"]``), the mask unchanged; actions: each role's
+    ``Discrete``. Agent ids are the role names.
 
     Arguments (``env_config``): see :data:`DEFAULT_ENV_CONFIG`.
     """
@@ -71,7 +80,22 @@ class HospitalPettingZooEnv(PettingZooEnv):
         worker = int(getattr(env_config, "worker_index", 0))
         vector = int(getattr(env_config, "vector_index", 0))
         self.cycle = ScenarioCycler(self.scenarios, worker * 7 + vector)
+        if config["encoding"] not in ROLE_ENCODINGS:
+            raise ValueError(f"encoding must be one of {tuple(ROLE_ENCODINGS)}, got {config['encoding']!r}")
+        self.encode = ROLE_ENCODINGS[config["encoding"]]
         super().__init__(hospital_marl.env(scenario=self.scenarios[0], reward_mode=config["reward_mode"]))
+        for agent, space in self.observation_spaces.items():  # every encoding is >= 0
+            vector = space["observation"]
+            self.observation_spaces[agent] = gym.spaces.Dict(
+                {
+                    "observation": gym.spaces.Box(0.0, np.inf, vector.shape, np.float32),
+                    "action_mask": space["action_mask"],
+                }
+            )
+        self.observation_space = gym.spaces.Dict(self.observation_spaces)
+
+    def _encoded(self, obs: dict[str, Any]) -> dict[str, Any]:
+        return {agent: {**o, "observation": self.encode(agent, o["observation"])} for agent, o in obs.items()}
 
     @property
     def hospital(self) -> Hospital:
@@ -83,13 +107,14 @@ class HospitalPettingZooEnv(PettingZooEnv):
         scenario = self.cycle()
         if len(self.scenarios) > 1:
             options.setdefault("scenario", scenario)
-        return super().reset(seed=seed, options=options or None)
+        obs, infos = super().reset(seed=seed, options=options or None)
+        return self._encoded(obs), infos
 
     def step(self, action: dict) -> tuple[dict, dict, dict, dict, dict]:
         obs, rewards, terminated, truncated, infos = super().step(action)
         if self.reward_scale != 1.0:
             rewards = {agent: r * self.reward_scale for agent, r in rewards.items()}
-        return obs, rewards, terminated, truncated, infos
+        return self._encoded(obs), rewards, terminated, truncated, infos
 
 
 def make_rllib_env(env_config: dict[str, Any] | None = None) -> Any:

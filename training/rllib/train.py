@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hospital_marl.core.actions import ROLES
-from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
+from hospital_marl.core.scenarios import get_scenario
+from policies.marl import DEFAULT_ENCODING
 from policies.rllib import CHECKPOINT_DIR, METADATA_FILE, module_dir, require_rllib
-from training.args import TrainArgs
+from training.args import TrainArgs, shared
 from training.common import write_json
 
 CURVE_FILE = "curve.json"
@@ -57,51 +58,39 @@ class Args(TrainArgs):
     """CPUs of the local Ray instance (default max(2, num_env_runners + 1)); ignored with --address."""
     iterations: int = 50
     """Training iterations (one sample + one PPO update each)."""
-    scenario: str = DEFAULT_SCENARIO
-    """The scenario to train on (ignored with --all-scenarios)."""
-    all_scenarios: bool = False
-    """Train on the five built-in scenarios, switched every episode."""
-    seed: int = 0
+    scenario: str = shared("scenario")
+    all_scenarios: bool = shared("all_scenarios")
+    seed: int = shared("seed")
     """Seeds RLlib (torch, sampling) and the training envs' days."""
     save: str | None = None
     """Run directory (default: runs/rllib_<scenario|all>_s<seed>)."""
-    reward_mode: str = "team"
-    """team: every role gets the team reward; role: action-caused rewards go to the acting role."""
+    reward_mode: str = shared("reward_mode")
     train_batch_size: int = 4000
     """Env steps per iteration and learner (one step = one role's turn: a 100-tick shift is 300 steps)."""
-    minibatch_size: int = 256
-    """Minibatch size of the PPO update."""
-    num_epochs: int = 10
+    minibatch_size: int = shared("minibatch")
+    num_epochs: int = shared("epochs")
     """Passes over each iteration's batch."""
-    lr: float = 3e-4
-    """Adam step size."""
-    gamma: float = 0.97
+    lr: float = shared("learning_rate")
+    gamma: float = shared("gamma")
     """Discount per tick (each role's own trajectory has one step per tick; as in `train ppo`)."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    clip_param: float = 0.2
-    """PPO clipping."""
-    entropy_coeff: float = 0.003
-    """Entropy bonus."""
-    vf_loss_coeff: float = 0.5
-    """Value loss weight."""
+    gae_lambda: float = shared("gae_lambda")
+    clip_param: float = shared("clip")
+    entropy_coeff: float = shared("entropy")
+    vf_loss_coeff: float = shared("value_loss")
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layers of each role's actor and critic MLPs."""
-    reward_scale: float = 0.02
+    reward_scale: float = shared("reward_scale")
     """Rewards are multiplied by this for learning (a death is -15): keeps value targets near 1."""
-    progress: bool = True
-    """Show a progress bar on stderr while training."""
+    progress: bool = shared("progress")
 
     def __post_init__(self) -> None:
         get_scenario(self.scenario)  # raises on an unknown name, listing the valid ones
         if self.reward_mode not in ("team", "role"):
             raise ValueError(f"reward_mode must be 'team' or 'role', got {self.reward_mode!r}")
-        for name in ("iterations", "num_envs_per_runner", "train_batch_size", "minibatch_size", "num_epochs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-        for name in ("num_env_runners", "num_learners", "seed"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        self.require_at_least(
+            1, "iterations", "num_envs_per_runner", "train_batch_size", "minibatch_size", "num_epochs"
+        )
+        self.require_at_least(0, "num_env_runners", "num_learners", "seed")
         if self.num_cpus is not None and self.num_cpus < 1:
             raise ValueError(f"num_cpus must be >= 1, got {self.num_cpus!r}")
         if not self.hidden or min(self.hidden) < 1:
@@ -123,7 +112,7 @@ def build_config(args: Args) -> Any:
     from training.rllib.env import register
 
     env_name = register()
-    model_config = {"hidden": list(args.hidden)}
+    model_config = {"hidden": list(args.hidden), "encoding": DEFAULT_ENCODING}
     return (
         PPOConfig()
         .environment(
@@ -132,6 +121,7 @@ def build_config(args: Args) -> Any:
                 "scenarios": list(args.scenarios),
                 "reward_mode": args.reward_mode,
                 "reward_scale": args.reward_scale,
+                "encoding": DEFAULT_ENCODING,
             },
         )
         .env_runners(
@@ -254,6 +244,7 @@ def train(args: Args) -> Path:
             "name": "rllib",
             "track": "team",
             "algorithm": "PPO",
+            "encoding": DEFAULT_ENCODING,
             "roles": list(ROLES),
             "checkpoint": CHECKPOINT_DIR,
             "modules": {role: module_dir(Path(CHECKPOINT_DIR), role).as_posix() for role in ROLES},

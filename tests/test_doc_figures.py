@@ -1,0 +1,125 @@
+"""Simulation figures quoted in prose (READMEs, docstrings, help texts) agree with the package's tables.
+
+The tables are the one source of truth (``Scenario``, ``ClinicalParams``, ``RewardTable``, the
+action table, the radiotherapy action list); the prose quotes them for a reader. Each claim below
+is a pattern in the text and the value the package gives; every occurrence in the repository's
+documentation and source (tests excluded) must agree, and every claim must still be found (a
+reworded sentence updates its claim here, so no figure silently drops out of the check). The
+generated tables (``tools/readme.py``) need no claim: they are rendered from the same tables.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.clinical import DEFAULT_CLINICAL as C
+from hospital_marl.core.rewards import RewardTable
+from hospital_marl.core.scenarios import Scenario
+from hospital_marl.envs.wrappers import EMPTY_SHIFT_SCORE
+from policies.learned import FEATURE_CLIP, SEVERITY_SCALE, TICKS_SCALE, TIE_TOLERANCE
+
+ROOT = Path(__file__).resolve().parents[1]
+R = RewardTable()
+DAY = Scenario(name="defaults")  # the dataclass defaults every built-in scenario starts from
+WORDS = {"two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def _rt_actions() -> int:
+    from hospital_marl.radiotherapy.core.plan import ACTIONS
+
+    return len(ACTIONS)
+
+
+def _number(text: str) -> float:
+    return float(WORDS.get(text, text.replace("−", "-")))
+
+
+CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
+    "tick length": (r"(?:tick is|tick =) ([\d.]+) min", lambda: (24 * 60 / DAY.episode_length,)),
+    "shift length": (r"(\d+)-tick(?:, 24-hour| flat)? shift", lambda: (DAY.episode_length,)),
+    "role turns per shift": (
+        r"(\d+)-tick shift is (\d+) steps",
+        lambda: (DAY.episode_length, DAY.episode_length * len(ROLES)),
+    ),
+    "number of roles": (r"\b(three|\d+) roles\b", lambda: (len(ROLES),)),
+    "flat action count": (
+        r"(?:flat|composed|one|masked|composed env's)\W{0,4}`{0,2}Discrete\((\d+)\)",
+        lambda: (N_FLAT_ACTIONS,),
+    ),
+    "flat action ids": (r"(?:an int |`n` in |flat action \()0\.\.(\d+)", lambda: (N_FLAT_ACTIONS - 1,)),
+    "one of the flat actions": (r"one of the (\d+) actions", lambda: (N_FLAT_ACTIONS,)),
+    "team action space": (
+        r"MultiDiscrete\(\[(\d+), (\d+), (\d+)\]\)",
+        lambda: tuple(ROLE_ACTION_COUNTS[r] for r in ROLES),
+    ),
+    "role action spaces": (
+        r"``triage`` Discrete\((\d+)\), ``bed_manager`` Discrete\((\d+)\),\s+``ventilator_officer`` "
+        r"Discrete\((\d+)\)",
+        lambda: tuple(ROLE_ACTION_COUNTS[r] for r in ROLES),
+    ),
+    "ward size": (
+        r"(\d+) general\s+beds, (\d+) ICU beds and (\d+) ventilators",
+        lambda: (DAY.general_beds, DAY.icu_beds, DAY.ventilators),
+    ),
+    "death rates": (
+        r"severity 5 dies at ([\d.]+)/tick waiting, ([\d.]+) in a bed",
+        lambda: (C.death_waiting, C.death_in_bed),
+    ),
+    "discharge rewards": (
+        r"\(\+(\d+), or \+(\d+) if ever\s+critical\)",
+        lambda: (R.discharge, R.critical_discharge),
+    ),
+    "automatic step-down": (r"(\d+) ticks later, automatically", lambda: (C.step_down_block_ticks,)),
+    "early discharge cost": (r"costs (−\d+) × severity", lambda: (R.early_discharge_per_severity,)),
+    "bounce-back probability": (r"probability ([\d.]+) × severity", lambda: (C.bounce_back_per_severity,)),
+    "weaning": (r"weaned after (\d+) ticks", lambda: (C.wean_ticks,)),
+    "ventilator weaning, as quoted": (r"wasted for (\d+) ticks", lambda: (C.wean_ticks,)),
+    "logit ties": (r"logits within ([\d.e-]+)", lambda: (TIE_TOLERANCE,)),
+    "feature scales": (
+        r"severities\s+/ (\d+), ticks / (\d+), counts by a typical maximum, clipped to \[0, (\d+)\]",
+        lambda: (SEVERITY_SCALE, TICKS_SCALE, FEATURE_CLIP),
+    ),
+    "score-reward zero": (
+        r"score (?:minus |- )(\d+)|\((\d+)\): the zero of",
+        lambda: (EMPTY_SHIFT_SCORE,),
+    ),
+    "ICU-busy bonus per shift": (
+        r"ICU-busy bonus is worth up to \+(\d+) a shift",
+        lambda: (round(R.icu_busy_bonus * DAY.episode_length, 6),),
+    ),
+    "radiotherapy actions": (
+        r"\*\*Actions\*\* \(`Discrete\((\d+)\)`|``Discrete\((\d+)\)`` \(:data:`~hospital_marl\.radiotherapy"
+        r"|uniform over the (\d+) actions",
+        lambda: (_rt_actions(),),
+    ),
+}
+"""Claim -> (pattern whose groups quote figures, the package's figures in group order)."""
+
+
+def documentation() -> dict[str, str]:
+    """Every tracked Markdown and Python file outside tests/: path -> text."""
+    files = subprocess.run(
+        ["git", "ls-files", "*.md", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return {f: (ROOT / f).read_text() for f in files if not f.startswith("tests/") and (ROOT / f).is_file()}
+
+
+DOCS = documentation()
+
+
+@pytest.mark.parametrize("claim", sorted(CLAIMS))
+def test_prose_figures__agree_with_the_package_tables(claim: str) -> None:
+    pattern, expected = CLAIMS[claim]
+    found = [(path, m) for path, text in DOCS.items() for m in re.finditer(pattern, text)]
+    assert found, f"no text quotes the {claim} any more: update or remove its claim"
+    want = expected()
+    for path, match in found:
+        got = tuple(_number(g) for g in match.groups() if g is not None)
+        line = DOCS[path].count("\n", 0, match.start()) + 1
+        assert got == want, f"{path}:{line}: {match.group(0)!r} quotes {got}, the package says {want}"
