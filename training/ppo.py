@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,7 +44,7 @@ import numpy as np
 from gymnasium import spaces
 
 from grading import grade
-from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
+from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import DEFAULT_SCENARIO, get_scenario
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
 from hospital_marl.envs.wrappers import ScoreReward
@@ -59,7 +59,7 @@ from policies.learned import (
 )
 from policies.pruning import prune_dominated
 from training.args import TrainArgs
-from training.common import Clock, ScenarioCycler, eval_row, write_curve
+from training.common import Clock, ScenarioCycler, eval_row, reward_table, write_curve
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "track": ("flat", "team"),
@@ -180,16 +180,7 @@ class Args(TrainArgs):
     @property
     def rewards(self) -> RewardTable:
         """The reward table the training envs use (the grader scores episodes, never rewards)."""
-        overrides = {}
-        for item in filter(None, self.reward_overrides.replace(" ", "").split(",")):
-            key, _, value = item.partition("=")
-            if key not in {f.name for f in fields(RewardTable)}:
-                raise ValueError(f"reward_overrides: {key!r} is not a RewardTable field")
-            try:
-                overrides[key] = float(value)
-            except ValueError:
-                raise ValueError(f"reward_overrides: {item!r} is not field=number") from None
-        return replace(DEFAULT_REWARDS, **overrides)
+        return reward_table(self.reward_overrides)
 
     @property
     def run_prefix(self) -> str:

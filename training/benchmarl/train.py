@@ -41,7 +41,7 @@ from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, load_benchmarl
 from policies.learned import ONNX_INPUT, ONNX_OUTPUT
 from policies.marl import ROLE_SCALES
 from training.args import TrainArgs
-from training.common import Clock, write_json
+from training.common import Clock, reward_table, write_json
 
 VALIDATION_SEED = 1000
 """Grader base seed of the validation days (checkpoint selection), as in ``train ppo|marl``."""
@@ -109,6 +109,8 @@ class Args(TrainArgs):
     """team: every role gets the team reward; role: action-caused rewards go to the acting role."""
     reward_scale: float = 0.02
     """Rewards are multiplied by this for learning (a death is -15)."""
+    reward_overrides: str = ""
+    """Training-only RewardTable changes, e.g. "critical_unattended_per_tick=-2" (as in train ppo)."""
     eval_interval: int = 32_000
     """Grade on validation days every this many frames (whole iterations; 0: only at the end)."""
     eval_episodes: int = 4
@@ -136,6 +138,7 @@ class Args(TrainArgs):
         if not self.hidden or min(self.hidden) < 1 or not (self.lr > 0 and self.reward_scale > 0):
             raise ValueError("hidden must be positive widths; lr and reward_scale must be > 0")
         self.hidden = tuple(int(w) for w in self.hidden)
+        reward_table(self.reward_overrides)  # refuse a bad override before training starts
 
     @property
     def run_prefix(self) -> str:
@@ -308,7 +311,8 @@ def train(args: Args, evaluate: Evaluate | None = None) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     clock = Clock()
     grading = ValidationGrading(args, run_dir, evaluate or grade_validation)
-    task = make_task(ALL if args.all_scenarios else args.scenario, args.reward_mode, args.reward_scale)
+    scenario = ALL if args.all_scenarios else args.scenario
+    task = make_task(scenario, args.reward_mode, args.reward_scale, args.reward_overrides)
     experiment = Experiment(
         task=task,
         algorithm_config=algorithm_config(args),
