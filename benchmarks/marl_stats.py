@@ -80,6 +80,7 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
                 "frames": meta["frames"],
                 "role_decisions": meta["role_decisions"],
                 "wall_time_s": meta["wall_time_s"],
+                "cpu_time_s": meta["cpu_time_s"],
                 "best_validation": {"frames": meta["best"]["frames"], "score": meta["best"]["eval_score"]},
                 "masked_actions_taken": meta["audit"]["masked_actions_taken"],
                 "command": meta["command"],
@@ -177,7 +178,8 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
         "| policy | seeds | "
         + " | ".join(f"`{s}`" for s in scenarios)
         + " | **IQM** [95 % CI] | mean [95 % CI] "
-        "| P(better than team_heuristic) [95 % CI] | frames (role decisions) per seed | wall time per seed |",
+        "| P(better than team_heuristic) [95 % CI] | frames (role decisions) per seed "
+        "| wall (CPU) time per seed |",
         "|" + "---|" * (len(scenarios) + 7),
     ]
     agg = result["aggregates"]
@@ -197,13 +199,14 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
         a, p = agg[name], result["improvement"][name]
         frames = runs[0]["frames"]
         wall = np.mean([r["wall_time_s"] for r in runs])
+        cpu = np.mean([r.get("cpu_time_s", np.nan) for r in runs])
         lines.append(
             f"| {LABELS.get(name, name)} | {len(runs)} | "
             + " | ".join(cells)
             + f" | **{a['iqm']:.1f}** [{a['iqm_ci'][0]:.1f}, {a['iqm_ci'][1]:.1f}]"
             + f" | {a['mean']:.1f} [{a['mean_ci'][0]:.1f}, {a['mean_ci'][1]:.1f}]"
             + f" | {p['p']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
-            + f" | {frames:,} ({3 * frames:,}) | {wall:.0f} s |"
+            + f" | {frames:,} ({3 * frames:,}) | {wall:.0f} s ({cpu:.0f} s) |"
         )
     lines += [
         "",
