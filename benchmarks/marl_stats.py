@@ -1,20 +1,26 @@
 """MAPPO / IPPO over several training seeds, reported as the field reports them (rliable).
 
-Two steps, so that the table and figures regenerate from committed artefacts alone:
+Three steps, so that the table and figures regenerate from committed artefacts alone:
 
-1. ``collect`` grades every ``train benchmarl`` run directory under ``--runs`` (its *best
-   validation* actors: checkpoint selection used grader seed 1000) on **held-out days**
+0. ``publish`` copies each finished ``train benchmarl`` run's small artefacts (``benchmarl.json``,
+   ``curve.json``, the *best validation* ONNX actors) from the ignored ``runs/`` into the committed
+   home :data:`COMMITTED` (``policies/checkpoints/marl/benchmarl/<run>/``, ~0.3 MB a run).
+1. ``collect`` grades every run directory under ``--runs`` (default: the committed home; its
+   *best validation* actors: checkpoint selection used grader seed 1000) on **held-out days**
    (grader base seed :data:`training.benchmarl.train.HELDOUT_SEED`, ``--episodes`` per
    scenario, never seen in training or selection), grades ``team_heuristic`` on the same
    days, and writes ``docs/marl/benchmarl_runs.json``: per-seed, per-episode held-out
-   scores, each run's validation learning curve, its cost and command.
+   scores, each run's validation learning curve, its cost and command. Nothing is cached:
+   a change to the simulator (e.g. how it draws its random numbers) changes the concrete
+   held-out days, and ``collect`` then re-grades everything on the new ones.
 2. the default step reads that JSON only and prints (``--write``: writes into README.md
    between the ``marl-stats`` markers) the table: per-scenario mean ± s.e. over seeds,
    paired margins against ``team_heuristic``, the IQM and mean over (seeds x scenarios)
    with stratified-bootstrap 95 % CIs, the probability of improvement over the heuristic;
    and writes the figures (``docs/marl/*.png``) and marl-eval's JSON (``docs/marl/marl_eval.json``).
 
-    python benchmarks/marl_stats.py collect --runs runs/benchmarl --episodes 60
+    python benchmarks/marl_stats.py publish --runs runs/benchmarl    # after training
+    python benchmarks/marl_stats.py collect --episodes 60            # from a fresh clone
     python benchmarks/marl_stats.py --write
 """
 
@@ -40,6 +46,8 @@ from hospital_marl.core.scenarios import BUILTIN_SCENARIOS  # noqa: E402
 OUT = ROOT / "docs" / "marl"
 RESULTS = OUT / "benchmarl_runs.json"
 README = ROOT / "README.md"
+COMMITTED = ROOT / "policies" / "checkpoints" / "marl" / "benchmarl"
+"""The committed home of the runs in the table (what ``publish`` copies, what ``collect`` grades)."""
 START, END = "<!-- BEGIN marl-stats -->", "<!-- END marl-stats -->"
 REFERENCE = "team_heuristic"
 LABELS = {"mappo": "MAPPO (BenchMARL)", "ippo": "IPPO (BenchMARL)", REFERENCE: "team_heuristic (rules)"}
@@ -63,12 +71,7 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
             continue
         meta = json.loads(meta_file.read_text())
         t0 = time.perf_counter()
-        cache = run_dir / f"heldout_{HELDOUT_SEED}_{episodes}.json"  # a run is graded once
-        if cache.exists():
-            scores = json.loads(cache.read_text())
-        else:
-            scores = heldout(load_benchmarl_policy(run_dir))
-            cache.write_text(json.dumps(scores) + "\n")
+        scores = heldout(load_benchmarl_policy(run_dir))
         curve = json.loads((run_dir / "curve.json").read_text())
         algorithms.setdefault(meta["algorithm"], []).append(
             {
@@ -77,6 +80,7 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
                 "frames": meta["frames"],
                 "role_decisions": meta["role_decisions"],
                 "wall_time_s": meta["wall_time_s"],
+                "cpu_time_s": meta["cpu_time_s"],
                 "best_validation": {"frames": meta["best"]["frames"], "score": meta["best"]["eval_score"]},
                 "masked_actions_taken": meta["audit"]["masked_actions_taken"],
                 "command": meta["command"],
@@ -98,6 +102,38 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
         "reference": {REFERENCE: heldout(REFERENCE)},
         "algorithms": algorithms,
     }
+
+
+# ------------------------------------------------------------------ publish
+def publish(runs_root: Path, dest: Path = COMMITTED, only: tuple[str, ...] = ()) -> list[Path]:
+    """Copy each finished run's metadata, curve and best-validation actors to ``dest/<run>/``.
+
+    The final actors and BenchMARL's own experiment folder (checkpoints, logs) stay behind in
+    ``runs/``: grading uses the best-validation actors only, and the metadata says so.
+    """
+    import shutil
+
+    from policies.benchmarl import METADATA_FILE, load_benchmarl_policy
+
+    published = []
+    for meta_file in sorted(runs_root.glob(f"*/{METADATA_FILE}")):
+        run_dir = meta_file.parent
+        if only and run_dir.name not in only:
+            continue
+        meta = json.loads(meta_file.read_text())
+        out = dest / run_dir.name
+        if out.exists():
+            shutil.rmtree(out)
+        (out / "best").mkdir(parents=True)
+        for rel in meta["actors"]["best"].values():
+            shutil.copy2(run_dir / rel, out / rel)
+        shutil.copy2(run_dir / "curve.json", out / "curve.json")
+        meta["actors"] = {"best": meta["actors"]["best"]}  # what was copied
+        meta.pop("experiment_folder", None)
+        (out / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        load_benchmarl_policy(out)  # the published run must load as collect will grade it
+        published.append(out)
+    return published
 
 
 # ------------------------------------------------------------------ analysis
@@ -142,7 +178,8 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
         "| policy | seeds | "
         + " | ".join(f"`{s}`" for s in scenarios)
         + " | **IQM** [95 % CI] | mean [95 % CI] "
-        "| P(better than team_heuristic) [95 % CI] | frames (role decisions) per seed | wall time per seed |",
+        "| P(better than team_heuristic) [95 % CI] | frames (role decisions) per seed "
+        "| wall (CPU) time per seed |",
         "|" + "---|" * (len(scenarios) + 7),
     ]
     agg = result["aggregates"]
@@ -162,13 +199,14 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
         a, p = agg[name], result["improvement"][name]
         frames = runs[0]["frames"]
         wall = np.mean([r["wall_time_s"] for r in runs])
+        cpu = np.mean([r.get("cpu_time_s", np.nan) for r in runs])
         lines.append(
             f"| {LABELS.get(name, name)} | {len(runs)} | "
             + " | ".join(cells)
             + f" | **{a['iqm']:.1f}** [{a['iqm_ci'][0]:.1f}, {a['iqm_ci'][1]:.1f}]"
             + f" | {a['mean']:.1f} [{a['mean_ci'][0]:.1f}, {a['mean_ci'][1]:.1f}]"
             + f" | {p['p']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
-            + f" | {frames:,} ({3 * frames:,}) | {wall:.0f} s |"
+            + f" | {frames:,} ({3 * frames:,}) | {wall:.0f} s ({cpu:.0f} s) |"
         )
     lines += [
         "",
@@ -298,12 +336,15 @@ def marl_eval(data: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", nargs="?", choices=("collect", "table"), default="table")
+    parser.add_argument("step", nargs="?", choices=("publish", "collect", "table"), default="table")
     parser.add_argument(
-        "--runs", default="runs/benchmarl", help="collect: folder of train benchmarl run directories"
+        "--runs",
+        default=None,
+        help="publish: folder of fresh train benchmarl runs (default runs/benchmarl); "
+        f"collect: folder of run directories (default {COMMITTED.relative_to(ROOT)})",
     )
     parser.add_argument("--episodes", type=int, default=60, help="collect: held-out episodes per scenario")
-    parser.add_argument("--only", nargs="*", default=(), help="collect: only these run directory names")
+    parser.add_argument("--only", nargs="*", default=(), help="publish/collect: only these run directories")
     parser.add_argument("--results", default=str(RESULTS), help="the collected JSON")
     parser.add_argument("--reps", type=int, default=stats.DEFAULT_REPS, help="bootstrap resamples")
     parser.add_argument(
@@ -311,9 +352,16 @@ def main() -> int:
     )
     args = parser.parse_args()
     results = Path(args.results)
+    if args.step == "publish":
+        for out in publish(ROOT / (args.runs or "runs/benchmarl"), only=tuple(args.only)):
+            print(out.relative_to(ROOT))
+        return 0
     if args.step == "collect":
+        runs_root = ROOT / args.runs if args.runs else COMMITTED
+        if not any(runs_root.glob("*/benchmarl.json")):
+            parser.error(f"no train benchmarl run directories under {runs_root}")
         results.parent.mkdir(parents=True, exist_ok=True)
-        collected = collect(ROOT / args.runs, args.episodes, tuple(args.only))
+        collected = collect(runs_root, args.episodes, tuple(args.only))
         results.write_text(json.dumps(collected, indent=1) + "\n")
         print(results)
         return 0

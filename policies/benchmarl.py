@@ -3,7 +3,8 @@
 A run directory holds ``benchmarl.json`` (``format: hospital_marl.benchmarl/1``: algorithm,
 the ONNX actor of each role for the best validation evaluation and for the end of
 training, the learning curve's last row, args, command) and the actors themselves
-(``best/<role>.onnx``, ``final/<role>.onnx``: encoded role observation -> action logits).
+(``best/<role>.onnx``, ``final/<role>.onnx``: encoded role observation -> action logits; the
+runs committed under ``policies/checkpoints/marl/benchmarl/`` keep ``best/`` only).
 :func:`load_benchmarl_policy` plays them with onnxruntime -- no torch, TorchRL or
 BenchMARL needed to grade or play a trained team -- as a :class:`~policies.marl.MarlTeamPolicy`:
 each role takes the most probable action its mask allows (BenchMARL's deterministic
@@ -43,7 +44,11 @@ def load_benchmarl_policy(path: str | Path, name: str | None = None, final: bool
             f"{run_dir} is not a `hospital-marl train benchmarl` run (no {METADATA_FILE})"
         )
     meta = json.loads((run_dir / METADATA_FILE).read_text())
-    actors = meta["actors"]["final" if final else "best"]
+    which = "final" if final else "best"
+    if which not in meta["actors"]:  # published runs keep only the best-validation actors
+        kept = ", ".join(meta["actors"])
+        raise FileNotFoundError(f"{run_dir}: this run has no {which} actors (it keeps {kept})")
+    actors = meta["actors"][which]
     missing = [role for role in ROLES if not (run_dir / actors[role]).is_file()]
     if missing:
         raise FileNotFoundError(f"{run_dir}: no actor file for {', '.join(missing)}")

@@ -68,6 +68,8 @@ class Hyperparameters:
     """PPO clipping."""
     entropy: float = 0.003
     """Entropy bonus."""
+    reward_overrides: str = ""
+    """Training-only RewardTable changes, e.g. "critical_unattended_per_tick=-2" (comma-separated)."""
     value_loss: float = 0.5
     """Value loss weight."""
     minibatch: int = 256

@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
+
 
 class Evaluate(Protocol):
     """How a trainer grades its current policy: :func:`grading.grade`'s signature.
@@ -105,3 +107,20 @@ def write_curve(rows: list[dict[str, Any]], run_dir: Path) -> None:
 
 def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def reward_table(overrides: str) -> RewardTable:
+    """The training envs' reward table: the env's own with ``"field=number,..."`` changes
+    (training-only shaping; the grader scores episodes, never rewards)."""
+    from dataclasses import fields, replace
+
+    changes = {}
+    for item in filter(None, overrides.replace(" ", "").split(",")):
+        key, _, value = item.partition("=")
+        if key not in {f.name for f in fields(RewardTable)}:
+            raise ValueError(f"reward_overrides: {key!r} is not a RewardTable field")
+        try:
+            changes[key] = float(value)
+        except ValueError:
+            raise ValueError(f"reward_overrides: {item!r} is not field=number") from None
+    return replace(DEFAULT_REWARDS, **changes)

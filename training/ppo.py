@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,7 +44,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
+from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import get_scenario
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
 from hospital_marl.envs.wrappers import ScoreReward
@@ -59,7 +59,15 @@ from policies.learned import (
 )
 from policies.pruning import prune_dominated
 from training.args import TrainArgs, shared
-from training.common import Clock, Evaluate, ScenarioCycler, eval_row, require_evaluate, write_curve
+from training.common import (
+    Clock,
+    Evaluate,
+    ScenarioCycler,
+    eval_row,
+    require_evaluate,
+    reward_table,
+    write_curve,
+)
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "track": ("flat", "team"),
@@ -139,8 +147,7 @@ class Args(TrainArgs):
     (hospital_marl.envs.wrappers.ScoreReward: an episode's return is its score - 90)."""
     early_discharge_points: float = 0.0
     """--reward score: also charge this many score points per early discharge (training only)."""
-    reward_overrides: str = ""
-    """Training-only RewardTable changes, e.g. "critical_unattended_per_tick=-2" (comma-separated)."""
+    reward_overrides: str = shared("reward_overrides")
     torch_threads: int = shared("torch_threads")
     """torch CPU threads (1 is fastest for small MLPs on a small, shared machine)."""
     progress: bool = shared("progress")
@@ -167,16 +174,7 @@ class Args(TrainArgs):
     @property
     def rewards(self) -> RewardTable:
         """The reward table the training envs use (the grader scores episodes, never rewards)."""
-        overrides = {}
-        for item in filter(None, self.reward_overrides.replace(" ", "").split(",")):
-            key, _, value = item.partition("=")
-            if key not in {f.name for f in fields(RewardTable)}:
-                raise ValueError(f"reward_overrides: {key!r} is not a RewardTable field")
-            try:
-                overrides[key] = float(value)
-            except ValueError:
-                raise ValueError(f"reward_overrides: {item!r} is not field=number") from None
-        return replace(DEFAULT_REWARDS, **overrides)
+        return reward_table(self.reward_overrides)
 
     @property
     def run_prefix(self) -> str:

@@ -17,6 +17,7 @@ from torchrl.envs.utils import check_env_specs
 
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS
 from training.benchmarl.env import HospitalTorchEnv, pettingzoo_env
+from training.common import reward_table
 
 pytestmark = pytest.mark.xdist_group("marl")
 
@@ -132,6 +133,27 @@ def test_same_seed_same_actions_same_trajectory_and_seed_matters() -> None:
 
     assert torch.equal(run(7), run(7))
     assert not torch.equal(run(7), run(8))
+
+
+def test_a_reward_table_that_pays_only_deaths_pays_minus_one_per_death() -> None:
+    """``rewards=`` (``train benchmarl --reward-overrides``) reaches the batched env's dense
+    reward: with every term zeroed but ``death=-1``, a day's return is minus its deaths."""
+    zero = ("discharge", "critical_discharge", "critical_unattended_per_tick", "waiting_per_tick",
+            "invalid_action", "early_discharge_per_severity", "icu_busy_bonus", "survival_bonus")  # fmt: skip
+    table = reward_table(",".join(f"{k}=0" for k in zero) + ",death=-1")
+    env = HospitalTorchEnv(num_envs=1, scenarios="surge", seed=3, rewards=table)
+    gen = torch.Generator().manual_seed(2)
+    td, day_return = env.reset(), 0.0
+    while not env.finished:
+        masked_random(td, gen)
+        out = env.step(td)
+        day_return += out["next", "bed_manager", "reward"].item()
+        td = env.step_mdp(out)
+    (day,) = env.finished
+    assert day["deaths"] > 0
+    assert day_return == -day["deaths"]
+    with pytest.raises(ValueError, match="not a RewardTable field"):
+        reward_table("death_penalty=-1")
 
 
 def test_bad_input_is_refused_clearly() -> None:

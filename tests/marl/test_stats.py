@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -74,14 +75,19 @@ def test_marl_eval_layout_matches_benchmarls_writer(tmp_path: Path) -> None:
     assert seed["absolute_metrics"] == {"score": [74.0, 76.0]}  # the held-out evaluation
 
 
-def test_readme_section_is_what_the_command_renders_from_the_committed_artefacts() -> None:
-    """One command regenerates the README's MAPPO/IPPO table: it must match the committed JSON."""
+def marl_stats() -> Any:
     import importlib.util
 
     root = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("marl_stats", root / "benchmarks" / "marl_stats.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_readme_section_is_what_the_command_renders_from_the_committed_artefacts() -> None:
+    """One command regenerates the README's MAPPO/IPPO table: it must match the committed JSON."""
+    module = marl_stats()
     data = json.loads(module.RESULTS.read_text())
     computed = json.loads((module.OUT / "stats.json").read_text())
     readme = module.README.read_text()
@@ -92,3 +98,23 @@ def test_readme_section_is_what_the_command_renders_from_the_committed_artefacts
         assert {len(r["heldout"][s]) for r in runs for s in data["scenarios"]} == {
             data["heldout"]["episodes_per_scenario"]
         }
+
+
+def test_collect_regrades_the_committed_runs_on_the_tables_days() -> None:
+    """The table's runs are committed (actors + metadata), so ``collect`` needs no ``runs/``: every
+    run in the JSON is there, and re-grading one reproduces its held-out scores on the same days
+    (episode k of a scenario is the same day whatever the episode count). If the simulator's days
+    change, this fails until ``collect`` and ``--write`` are re-run."""
+    module = marl_stats()
+    data = json.loads(module.RESULTS.read_text())
+    committed = sorted(p.parent.name for p in module.COMMITTED.glob("*/benchmarl.json"))
+    assert committed == sorted(r["run"] for runs in data["algorithms"].values() for r in runs)
+    first = data["algorithms"]["mappo"][0]
+    fresh = module.collect(module.COMMITTED, episodes=1, only=(first["run"],))
+    (run,) = fresh["algorithms"]["mappo"]
+    assert run["seed"] == first["seed"] and run["curve"] == first["curve"]
+    for s in data["scenarios"]:
+        assert run["heldout"][s] == pytest.approx(first["heldout"][s][:1], abs=1e-3)
+        assert fresh["reference"]["team_heuristic"][s] == pytest.approx(
+            data["reference"]["team_heuristic"][s][:1], abs=1e-3
+        )

@@ -17,6 +17,7 @@ pytest.importorskip("benchmarl", reason="benchmarl not installed: pip install 'h
 from grading import grade
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS
 from policies import load
+from policies.benchmarl import load_benchmarl_policy
 from training.benchmarl.train import HELDOUT_SEED, Args, train
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("marl")]
@@ -82,6 +83,31 @@ def test_saved_model_loads_and_grades_on_the_team_track(mappo_run: tuple[Path, d
     # deterministic: the same days give the same score
     again = grade(policy, episodes=1, seed=HELDOUT_SEED, scenarios=["surge"], track="team")
     assert again["overall_score"] == report["overall_score"]
+
+
+def test_publish_keeps_the_best_actors_and_they_play_the_same(
+    mappo_run: tuple[Path, dict, dict], tmp_path: Path
+) -> None:
+    """``marl_stats.py publish`` copies what grading needs into the committed home: the published
+    run loads, plays exactly as the original's best actors, and says it has no final actors."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("marl_stats", root / "benchmarks" / "marl_stats.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    run_dir = mappo_run[0]
+    (out,) = module.publish(run_dir.parent, dest=tmp_path, only=(run_dir.name,))
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        "benchmarl.json", "best/bed_manager.onnx", "best/triage.onnx", "best/ventilator_officer.onnx",
+        "curve.json",
+    ]  # fmt: skip
+    days = dict(episodes=1, seed=HELDOUT_SEED, scenarios=["surge"], track="team")
+    assert grade(str(out), **days)["scenarios"]["surge"]["episode_scores"] == (
+        grade(str(run_dir), **days)["scenarios"]["surge"]["episode_scores"]
+    )
+    with pytest.raises(FileNotFoundError, match="no final actors"):
+        load_benchmarl_policy(out, final=True)
 
 
 def test_ippo_in_process_uses_the_evaluation_function_given(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ from torchrl.envs import EnvBase
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.hospital import OUTCOMES
 from hospital_marl.core.hospital import ROLE_MASK_COLUMNS as ROLE_COLUMNS
+from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import get_scenario
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
@@ -93,6 +94,7 @@ class HospitalTorchEnv(EnvBase):
         seed: seeds the first reset (env ``i`` as the scalar env's ``reset(seed=seed + i)``).
         reward_mode: ``"team"`` (every role gets the team reward) or ``"role"``.
         reward_scale: rewards are multiplied by this (a death is -15; 0.02 keeps values near 1).
+        rewards: the env's dense reward table (default: the env's own), e.g. training-only shaping.
         encode: observations and state scaled as the learned policies see them; False: raw.
         device: torch device of the tensors (the simulation runs on the CPU).
     """
@@ -106,6 +108,7 @@ class HospitalTorchEnv(EnvBase):
         seed: int | None = None,
         reward_mode: str = "team",
         reward_scale: float = 1.0,
+        rewards: RewardTable | None = None,
         encode: bool = True,
         device: Any = "cpu",
     ) -> None:
@@ -120,7 +123,8 @@ class HospitalTorchEnv(EnvBase):
         self.reward_scale = float(reward_scale)
         self.encode = encode
         self.vecs = [
-            _FullFinalObs(n, scenario=name, reward_mode=reward_mode) for n, name in zip(self.rows, names)
+            _FullFinalObs(n, scenario=name, reward_mode=reward_mode, rewards=rewards)
+            for n, name in zip(self.rows, names)
         ]
         self._seed = seed
         self._started = False

@@ -21,6 +21,7 @@ from torchrl.envs import EnvBase
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, get_scenario
 from training.benchmarl.env import HospitalTorchEnv
+from training.common import reward_table
 
 ALL = "all_scenarios"
 
@@ -32,7 +33,8 @@ def _base(env: EnvBase) -> HospitalTorchEnv:
 
 
 class HospitalTaskClass(TaskClass):
-    """Config keys: ``reward_mode`` ("team"), ``reward_scale`` (learning scale of the reward)."""
+    """Config keys: ``reward_mode`` ("team"), ``reward_scale`` (learning scale of the reward),
+    ``reward_overrides`` (training-only reward-table changes, ``"field=number,..."``)."""
 
     @property
     def scenarios(self) -> tuple[str, ...]:
@@ -51,6 +53,7 @@ class HospitalTaskClass(TaskClass):
             seed=seed,
             reward_mode=config.get("reward_mode", "team"),
             reward_scale=config.get("reward_scale", 1.0),
+            rewards=reward_table(config.get("reward_overrides", "")),
             device=device,
         )
 
@@ -112,7 +115,13 @@ class HospitalTask(Task):
         return HospitalTaskClass
 
 
-def make_task(scenario: str, reward_mode: str = "team", reward_scale: float = 1.0) -> HospitalTaskClass:
+def make_task(
+    scenario: str, reward_mode: str = "team", reward_scale: float = 1.0, reward_overrides: str = ""
+) -> HospitalTaskClass:
     """The task for a scenario name (or ``"all_scenarios"``), configured without BenchMARL's YAML."""
     task = HospitalTask[scenario.upper()]
-    return task.get_task(config={"reward_mode": reward_mode, "reward_scale": reward_scale})  # type: ignore[return-value]
+    return task.get_task(config={
+            "reward_mode": reward_mode,
+            "reward_scale": reward_scale,
+            "reward_overrides": reward_overrides,
+        })  # type: ignore[return-value]

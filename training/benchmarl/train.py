@@ -39,7 +39,7 @@ from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, load_benchmarl
 from policies.learned import ONNX_INPUT, ONNX_OUTPUT
 from policies.marl import ROLE_SCALES
 from training.args import TrainArgs, shared
-from training.common import Clock, Evaluate, require_evaluate, write_json
+from training.common import Clock, Evaluate, require_evaluate, reward_table, write_json
 
 VALIDATION_SEED = 1000
 """Grader base seed of the validation days (checkpoint selection), as in ``train ppo|marl``."""
@@ -97,6 +97,7 @@ class Args(TrainArgs):
     """Hidden layers of every actor and critic MLP (tanh)."""
     reward_mode: str = shared("reward_mode")
     reward_scale: float = shared("reward_scale")
+    reward_overrides: str = shared("reward_overrides")
     eval_interval: int = 32_000
     """Grade on validation days every this many frames (whole iterations; 0: only at the end)."""
     eval_episodes: int = 4
@@ -123,6 +124,7 @@ class Args(TrainArgs):
         if not self.hidden or min(self.hidden) < 1 or not (self.lr > 0 and self.reward_scale > 0):
             raise ValueError("hidden must be positive widths; lr and reward_scale must be > 0")
         self.hidden = tuple(int(w) for w in self.hidden)
+        reward_table(self.reward_overrides)  # refuse a bad override before training starts
 
     @property
     def run_prefix(self) -> str:
@@ -289,7 +291,8 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     clock = Clock()
     grading = ValidationGrading(args, run_dir, evaluate)
-    task = make_task(ALL if args.all_scenarios else args.scenario, args.reward_mode, args.reward_scale)
+    scenario = ALL if args.all_scenarios else args.scenario
+    task = make_task(scenario, args.reward_mode, args.reward_scale, args.reward_overrides)
     experiment = Experiment(
         task=task,
         algorithm_config=algorithm_config(args),
