@@ -77,12 +77,12 @@ class EpisodeSeeder:
             self._rng = np.random.default_rng(self._seed)
         return int(self._rng.integers(2**63 - 1))
 
-    def ahead(self, k: int) -> list[int]:
-        """The seeds of the next ``k`` seedless resets at once (the same as ``k`` calls of
-        ``self(None)``: NumPy's ``integers(size=k)`` draws the scalar calls' sequence)."""
+    def ahead(self, k: int) -> np.ndarray:
+        """The seeds of the next ``k`` seedless resets at once (int64; the same as ``k`` calls
+        of ``self(None)``: NumPy's ``integers(size=k)`` draws the scalar calls' sequence)."""
         if self._rng is None:
             self._rng = np.random.default_rng(self._seed)
-        return self._rng.integers(2**63 - 1, size=k).tolist()
+        return self._rng.integers(2**63 - 1, size=k)
 
 
 class RoleViewMixin:

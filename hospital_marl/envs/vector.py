@@ -48,7 +48,7 @@ from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, Hospital
 from hospital_marl.core.kernel import ROW_ENDED, ROW_LIVE
 from hospital_marl.core.metrics import METRIC_NAMES, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
-from hospital_marl.core.rng import seed_key
+from hospital_marl.core.rng import seed_key, seed_keys
 from hospital_marl.core.scenarios import Scenario, get_scenario
 from hospital_marl.core.types import (
     BOUNCE_BLOCK,
@@ -188,7 +188,7 @@ class _Batch:
             return seed_key(int(day_seed))
         c = int(self.key_cursor[e])
         if c >= self.keys.shape[1]:
-            self.keys[e] = [seed_key(s) for s in self.seeders[e].ahead(self.keys.shape[1])]
+            self.keys[e] = seed_keys(self.seeders[e].ahead(self.keys.shape[1]))
             c = 0
         self.key_cursor[e] = c + 1
         return int(self.keys[e, c])
