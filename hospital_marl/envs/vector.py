@@ -26,7 +26,8 @@ threading-layer choice is needed and nothing resizes torch's thread pool; next t
 torch learner, share the cores: ``torch.set_num_threads(cores - k)``.
 
 Returned arrays are fresh each step (safe to keep); observations are views of one
-``(B, 106)`` float32 block per step (``infos`` never copies them).
+``(B, 106)`` float32 block per step, and ``infos["final_obs"]`` views one copy of the ended
+envs' last observations.
 """
 
 from __future__ import annotations
