@@ -1001,7 +1001,8 @@ def expected_deaths(st, p, e) -> float:
         pid = beds[e, BEDS_ICU, bed]
         if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == 5:
             adequate = pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(
-                5, pat[e, pid, PAT_CONDITION]
+                pat[e, pid, PAT_SEVERITY],
+                pat[e, pid, PAT_CONDITION],  # severity 5, typed as stored
             )
             risk += death_probability(p, adequate, np.bool_(True))
     return risk
