@@ -619,7 +619,8 @@ class Hospital:
         if n > state.pat.shape[1]:  # more imagined patients than room: grow the present, again
             state = grow_patients(self._present(), n)
             kernel.imagine_row(state, self.params, 0, key)
-        clone = copy.copy(self)
+        clone = object.__new__(type(self))  # copy.copy's effect at a third of its cost
+        clone.__dict__.update(self.__dict__)
         clone._day = None
         clone._day_arrays = None
         clone.state = state

@@ -20,6 +20,7 @@ nothing here competes with torch's own thread pool beyond the cores it uses.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from hospital_marl.core.actions import N_FLAT_ACTIONS, Kind
@@ -183,6 +184,9 @@ OBS_BLOCKS: tuple[str, ...] = (
 MAX_GENERAL_OBS, MAX_ICU_OBS, MAX_VENT_OBS = 20, 5, 3
 
 _jit = njit(cache=True, nogil=True, _nrt=False)
+# Constants handed to a compiled callee are wrapped (``np.int64(ICU)``, ``np.bool_(True)``):
+# numba types a bare literal as ``Literal[int](3)`` and compiles the callee once per value,
+# which the cold compile (every fresh clone, CI) pays for; wrapped, one specialisation serves all.
 """No reference counting: a call passing the state's arrays would otherwise incref and decref
 each of them (~0.3 µs a call, more than most rules cost). Safe because no rule allocates
 (``State.scratch`` is their working space) and every array outlives the call."""
@@ -416,9 +420,13 @@ def _early_discharge(st, p, e, pid, role) -> None:
     k = st.scalars[e, S_BOUNCE_CURSOR]  # the caller guarantees a schedule slot (see ensure_bounce_draws)
     st.scalars[e, S_BOUNCE_CURSOR] = k + 1
     key = st.scalars[e, S_KEY]  # the k-th early discharge's draws: the same on every branch
-    if uniform(key, D_BOUNCE, k, 0) < p.reals[P_BOUNCE_PER_SEVERITY] * sev:
+    if uniform(key, np.int64(D_BOUNCE), k, np.int64(0)) < p.reals[P_BOUNCE_PER_SEVERITY] * sev:
         low, high = p.ints[I_BOUNCE_DELAY_LOW], p.ints[I_BOUNCE_DELAY_HIGH]
-        back = st.scalars[e, S_TICK] + low + int(uniform(key, D_BOUNCE, k, 1) * (high - low + 1))
+        back = (
+            st.scalars[e, S_TICK]
+            + low
+            + int(uniform(key, np.int64(D_BOUNCE), k, np.int64(1)) * (high - low + 1))
+        )
         if back < p.ints[I_MAX_TICKS]:
             st.bounce[e, BOUNCE_TICK, k] = back
             st.bounce[e, BOUNCE_PID, k] = pid
@@ -431,7 +439,7 @@ def _die(st, p, e, pid) -> None:
     st.scalars[e, C_DEATHS] += 1
     if st.pat[e, pid, PAT_WAS_CRITICAL]:
         st.scalars[e, C_CRITICAL_DEATHS] += 1
-    _reward(st, e, p.reals[R_DEATH], NO_ROLE)
+    _reward(st, e, p.reals[R_DEATH], np.int64(NO_ROLE))
 
 
 @_jit
@@ -499,9 +507,9 @@ def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
         _reward(st, e, p.reals[R_INVALID], role)
         return OUT_INVALID
     if kind == K_ADMIT_GENERAL:
-        _admit_from_queue(st, p, e, index, GENERAL)
+        _admit_from_queue(st, p, e, index, np.int64(GENERAL))
     elif kind == K_ADMIT_ICU:
-        _admit_from_queue(st, p, e, index, ICU)
+        _admit_from_queue(st, p, e, index, np.int64(ICU))
     elif kind == K_VENTILATE:
         pid = ventilator_target(st, p, e)
         st.beds[e, BEDS_VENT, index] = pid
@@ -510,7 +518,7 @@ def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
     elif kind == K_TRANSFER_ICU:
         pid = brd[index]
         _free_general_bed_of(st, p, e, pid)
-        _place(st, p, e, pid, ICU)
+        _place(st, p, e, pid, np.int64(ICU))
     elif kind == K_EARLY_DISCHARGE:
         pid = brd[n_board - 1 - index]
         _free_general_bed_of(st, p, e, pid)
@@ -530,7 +538,7 @@ def carry_out(st, p, e, role: int, flat: int, valid_when_chosen: bool) -> int:
 def act_flat(st, p, e, flat: int) -> int:
     """A flat action (-1 = unparseable): the acting role is the action's."""
     role = p.action_role[flat] if flat >= 0 else NO_ROLE
-    return carry_out(st, p, e, role, flat, False)
+    return carry_out(st, p, e, role, flat, np.bool_(False))
 
 
 @_jit
@@ -547,7 +555,7 @@ def dynamics_uniform(st, e, t, pid) -> float:
     a user day's own draw if it brought them, else the key's."""
     if st.latent.shape[1] > 0:
         return st.latent[e, t, pid]
-    return uniform(st.scalars[e, S_KEY], D_DYNAMICS, pid, t)
+    return uniform(st.scalars[e, S_KEY], np.int64(D_DYNAMICS), np.int64(pid), t)
 
 
 @_jit
@@ -558,7 +566,7 @@ def _treat(st, p, e, pid, u: float, care: int) -> None:
         pat[e, pid, PAT_REMAINING] -= 1
     sev = pat[e, pid, PAT_SEVERITY]
     if sev == 5:
-        death = death_probability(p, True, True)
+        death = death_probability(p, np.bool_(True), np.bool_(True))
         if u < death:
             _die(st, p, e, pid)
         elif u < death + p.improve[care, 5]:
@@ -575,7 +583,7 @@ def _neglect(st, p, e, pid, u: float, in_bed: bool) -> None:
     pat[e, pid, PAT_NEGLECT] = n + 1
     sev = pat[e, pid, PAT_SEVERITY]
     if sev == 5:
-        if u < death_probability(p, False, in_bed):
+        if u < death_probability(p, np.bool_(False), in_bed):
             _die(st, p, e, pid)
         return
     if u < deteriorate_probability(p, sev, n, pat[e, pid, PAT_CONDITION], in_bed):
@@ -636,13 +644,13 @@ def tick(st, p, e) -> None:
             if pat[e, pid, PAT_READY_FOR] >= p.ints[I_STEP_DOWN_BLOCK]:
                 beds[e, BEDS_ICU, bed] = EMPTY
                 _release_ventilator(st, e, pid)
-                _discharge(st, p, e, pid, NO_ROLE)
+                _discharge(st, p, e, pid, np.int64(NO_ROLE))
             continue
         u = dynamics_uniform(st, e, t, pid)
         if pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(s, pat[e, pid, PAT_CONDITION]):
-            _treat(st, p, e, pid, u, 1)
+            _treat(st, p, e, pid, u, np.int64(1))
         else:
-            _neglect(st, p, e, pid, u, True)
+            _neglect(st, p, e, pid, u, np.bool_(True))
         if pat[e, pid, PAT_LOCATION] == DEAD:
             beds[e, BEDS_ICU, bed] = EMPTY
 
@@ -654,12 +662,12 @@ def tick(st, p, e) -> None:
             continue
         u = dynamics_uniform(st, e, t, pid)
         if pat[e, pid, PAT_SEVERITY] <= 3:
-            _treat(st, p, e, pid, u, 0)
+            _treat(st, p, e, pid, u, np.int64(0))
             if pat[e, pid, PAT_REMAINING] <= 0:
                 beds[e, BEDS_GENERAL, bed] = EMPTY
-                _discharge(st, p, e, pid, NO_ROLE)
+                _discharge(st, p, e, pid, np.int64(NO_ROLE))
         else:
-            _neglect(st, p, e, pid, u, True)
+            _neglect(st, p, e, pid, u, np.bool_(True))
             if pat[e, pid, PAT_LOCATION] == DEAD:
                 beds[e, BEDS_GENERAL, bed] = EMPTY
             else:
@@ -683,7 +691,7 @@ def tick(st, p, e) -> None:
     kept = 0
     for i in range(n_queue):
         pid = st.queue[e, i]
-        _neglect(st, p, e, pid, dynamics_uniform(st, e, t, pid), False)
+        _neglect(st, p, e, pid, dynamics_uniform(st, e, t, pid), np.bool_(False))
         if pat[e, pid, PAT_LOCATION] == DEAD:
             continue
         pat[e, pid, PAT_WAIT] += 1
@@ -698,13 +706,13 @@ def tick(st, p, e) -> None:
         e,
         p.reals[R_CRITICAL_UNATTENDED] * (n_crit_waiting + n_crit_general)
         + p.reals[R_WAITING] * (kept - n_crit_waiting),
-        NO_ROLE,
+        np.int64(NO_ROLE),
     )
     icu_used = 0
     for bed in range(n_icu):
         icu_used += beds[e, BEDS_ICU, bed] != EMPTY
     if icu_used / n_icu > p.reals[R_ICU_BUSY_THRESHOLD]:
-        _reward(st, e, p.reals[R_ICU_BUSY_BONUS], NO_ROLE)
+        _reward(st, e, p.reals[R_ICU_BUSY_BONUS], np.int64(NO_ROLE))
     general_used = 0
     for bed in range(n_general):
         general_used += beds[e, BEDS_GENERAL, bed] != EMPTY
@@ -720,7 +728,7 @@ def tick(st, p, e) -> None:
     else:
         arrive(st, p, e, t + 1)
     if sc[e, S_TERMINATED] or sc[e, S_TRUNCATED]:
-        _reward(st, e, p.reals[R_SURVIVAL_BONUS] * survival_rate(st, e), NO_ROLE)
+        _reward(st, e, p.reals[R_SURVIVAL_BONUS] * survival_rate(st, e), np.int64(NO_ROLE))
 
     fl = st.floats
     team = fl[e, F_TICK_REWARD]
@@ -760,18 +768,23 @@ def draw_arrivals(st, p, e, first_tick, first_pid) -> int:
     pid = first_pid
     burst_start, burst_end = p.ints[I_BURST_START], p.ints[I_BURST_END]
     for t in range(max(0, first_tick), p.ints[I_EPISODE_LENGTH]):
-        n = poisson(p.rates[t], key, D_COUNT, t)
+        n = poisson(p.rates[t], key, np.int64(D_COUNT), t)
         extra = 0
         if burst_start <= t <= burst_end:
-            extra = poisson(p.reals[P_BURST_RATE], key, D_BURST_COUNT, t)
+            extra = poisson(p.reals[P_BURST_RATE], key, np.int64(D_BURST_COUNT), t)
         for j in range(n + extra):
             if j < n:
-                severity = categorical(p.mix_cdf[MIX_SEVERITY], uniform(key, D_SEVERITY, t, j))
-                condition = categorical(p.mix_cdf[MIX_CONDITION], uniform(key, D_CONDITION, t, j))
+                severity = categorical(p.mix_cdf[MIX_SEVERITY], uniform(key, np.int64(D_SEVERITY), t, j))
+                condition = categorical(p.mix_cdf[MIX_CONDITION], uniform(key, np.int64(D_CONDITION), t, j))
             else:
-                severity = categorical(p.mix_cdf[MIX_BURST_SEVERITY], uniform(key, D_SEVERITY, t, j))
+                severity = categorical(
+                    p.mix_cdf[MIX_BURST_SEVERITY], uniform(key, np.int64(D_SEVERITY), t, j)
+                )
                 condition = p.ints[I_BURST_CONDITION]
-            q_general, q_icu = uniform(key, D_Q_GENERAL, t, j), uniform(key, D_Q_ICU, t, j)
+            q_general, q_icu = (
+                uniform(key, np.int64(D_Q_GENERAL), t, j),
+                uniform(key, np.int64(D_Q_ICU), t, j),
+            )
             _new_patient(st, e, pid, t, severity, condition, q_general, q_icu)
             pid += 1
     return pid
@@ -782,7 +795,7 @@ def start_row(st, p, e, key) -> int:
     """Row ``e`` starts the day of ``key``: its patients drawn, then :func:`reset_row`. Returns
     the day's patient count; if that exceeds the row's capacity nothing is started (grow, retry)."""
     st.scalars[e, S_KEY] = key
-    n = draw_arrivals(st, p, e, 0, 0)
+    n = draw_arrivals(st, p, e, np.int64(0), np.int64(0))
     if n <= st.pat.shape[1]:
         reset_row(st, p, e, n)
     return n
@@ -834,7 +847,7 @@ def reset_row(st, p, e, n_patients) -> None:
     st.scalars[e, S_N_PATIENTS] = n_patients
     st.floats[e, :] = 0.0
     st.bounce[e, :, :] = -1
-    arrive(st, p, e, 0)
+    arrive(st, p, e, np.int64(0))
 
 
 # ---------------------------------------------------------------- observations
@@ -962,8 +975,8 @@ def redraw_pending_bounces(st, p, e) -> None:
         prob = min(1.0, p.reals[P_BOUNCE_PER_SEVERITY] * pat[e, pid, PAT_SEVERITY])
         # P(bounce with an unrevealed delay | not back by now)
         q = prob * left / span / (1.0 - prob * first / span)
-        if uniform(key, D_PENDING, pid, 0) < q:
-            back = since + low + first + int(uniform(key, D_PENDING, pid, 1) * left)
+        if uniform(key, np.int64(D_PENDING), pid, np.int64(0)) < q:
+            back = since + low + first + int(uniform(key, np.int64(D_PENDING), pid, np.int64(1)) * left)
             if back < p.ints[I_MAX_TICKS]:
                 st.bounce[e, BOUNCE_TICK, k] = back
                 st.bounce[e, BOUNCE_PID, k] = pid
@@ -979,28 +992,61 @@ def expected_deaths(st, p, e) -> float:
     risk = 0.0
     for i in range(st.scalars[e, S_QUEUE_LEN]):
         if pat[e, st.queue[e, i], PAT_SEVERITY] == 5:
-            risk += death_probability(p, False, False)
+            risk += death_probability(p, np.bool_(False), np.bool_(False))
     for bed in range(p.ints[I_GENERAL_BEDS]):
         pid = beds[e, BEDS_GENERAL, bed]
         if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == 5:
-            risk += death_probability(p, False, True)
+            risk += death_probability(p, np.bool_(False), np.bool_(True))
     for bed in range(p.ints[I_ICU_BEDS]):
         pid = beds[e, BEDS_ICU, bed]
         if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == 5:
             adequate = pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(
-                5, pat[e, pid, PAT_CONDITION]
+                pat[e, pid, PAT_SEVERITY],
+                pat[e, pid, PAT_CONDITION],  # severity 5, typed as stored
             )
-            risk += death_probability(p, adequate, True)
+            risk += death_probability(p, adequate, np.bool_(True))
     return risk
 
 
 # ---------------------------------------------------------------- batches (rows = environments)
+ROW_LIVE, ROW_RESTARTED, ROW_ENDED = 0, 1, 2
+"""What a batch step reports per row (``resets``): still in its episode; ended and started
+its next day in the same call; ended, next day left to the caller (no key drawn ahead, or
+the day does not fit the row's capacity)."""
+
+
 @_jit
-def step_flat_batch(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcomes) -> None:
+def _end_row(st, p, e, offsets, obs, mask, final_obs, final_scalars, final_floats, keys, key_cursor) -> int:
+    """Row ``e``'s episode has just ended (its last observation is in ``obs``): keep what the
+    vector env reports of it (last observation, counters), then start its next day from the
+    next key drawn ahead for it (``keys[e, key_cursor[e]]``) and observe that day's start.
+    Returns :data:`ROW_RESTARTED`, or :data:`ROW_ENDED` if the caller must start it."""
+    for i in range(obs.shape[0]):  # element loops: slice copies would need numba's runtime
+        final_obs[e, i] = obs[i]
+    for i in range(st.scalars.shape[1]):
+        final_scalars[e, i] = st.scalars[e, i]
+    for i in range(st.floats.shape[1]):
+        final_floats[e, i] = st.floats[e, i]
+    c = key_cursor[e]
+    if c >= keys.shape[1]:
+        return ROW_ENDED
+    if start_row(st, p, e, keys[e, c]) > st.pat.shape[1]:
+        return ROW_ENDED  # the same key again once the state has grown
+    key_cursor[e] = c + 1
+    observe_row(st, p, e, offsets, obs, mask)
+    return ROW_RESTARTED
+
+
+@_jit
+def step_flat_batch(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcomes, ends) -> None:
     """Rows ``lo:hi``, each live one: its flat action (out of range = invalid), the tick, the
-    next observation and mask. Rows already done are left alone (the vector env resets them).
-    Rows are independent, so disjoint ranges may run at once on several threads (no GIL)."""
+    next observation and mask; a row whose episode ends is restarted at once (:func:`_end_row`,
+    ``ends`` = (resets, final_obs, final_scalars, final_floats, keys, key_cursor); its code
+    in ``resets``). Rows already done are left alone. Rows are independent, so disjoint
+    ranges may run at once on several threads (no GIL)."""
+    resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
     for e in range(lo, hi):
+        resets[e] = ROW_LIVE
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             continue
         a = actions[e]
@@ -1008,16 +1054,23 @@ def step_flat_batch(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcom
         tick(st, p, e)
         observe_row(st, p, e, offsets, obs[e], masks[e])
         rewards[e] = st.floats[e, F_LAST_REWARD]
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            resets[e] = _end_row(
+                st, p, e, offsets, obs[e], masks[e], final_obs, final_scalars, final_floats, keys, key_cursor
+            )
 
 
 @_jit
 def step_joint_batch(
-    st, p, lo, hi, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes
+    st, p, lo, hi, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes, ends
 ) -> None:
     """Rows ``lo:hi``, each live one: one action per role in role order (parallel resolution:
     an action valid on the mask ``seen`` but made impossible by an earlier role is a
-    conflict), then the tick, the next observation and mask. Threads: as :func:`step_flat_batch`."""
+    conflict), then the tick, the next observation and mask; ended rows restart as in
+    :func:`step_flat_batch`. Threads: as :func:`step_flat_batch`."""
+    resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
     for e in range(lo, hi):
+        resets[e] = ROW_LIVE
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             continue
         for r in range(3):
@@ -1030,3 +1083,7 @@ def step_joint_batch(
         rewards[e] = st.floats[e, F_LAST_REWARD]
         for r in range(3):
             role_rewards[e, r] = st.floats[e, F_LAST_ROLE_REWARD + r]
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            resets[e] = _end_row(
+                st, p, e, offsets, obs[e], masks[e], final_obs, final_scalars, final_floats, keys, key_cursor
+            )

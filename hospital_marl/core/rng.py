@@ -128,6 +128,15 @@ def seed_key(seed: int) -> int:
             return _as_int64(z)
 
 
+def seed_keys(seeds: np.ndarray) -> np.ndarray:
+    """:func:`seed_key` of many seeds below 2**64 at once (NumPy's wrapping uint64 arithmetic;
+    the vector envs key the next days they draw ahead this way). As int64."""
+    z = np.asarray(seeds).astype(np.uint64) + np.uint64((2 * GAMMA) & _MASK)  # the one-word case
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX1)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX2)
+    return (z ^ (z >> np.uint64(31))).view(np.int64)
+
+
 def imagine_key(seed: int | np.random.SeedSequence) -> int:
     """The key of an imagined future (:meth:`Hospital.imagine`): never an episode's key for the
     same seed, so ``imagine(s)`` cannot replay the real future of the episode seeded ``s``."""

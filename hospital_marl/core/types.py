@@ -175,10 +175,8 @@ def _mutable_layout(n: int, p: int, k: int) -> tuple[tuple[str, np.dtype, tuple[
 
 
 def _views(buffer: np.ndarray, n: int, p: int, k: int) -> dict[str, np.ndarray]:
-    return {
-        name: np.ndarray(shape, dtype, buffer=buffer, offset=offset)
-        for name, dtype, shape, offset in _mutable_layout(n, p, k)
-    }
+    new = np.ndarray  # positional arguments: half the cost of keywords (imagine() makes seven per call)
+    return {name: new(shape, dtype, buffer, at) for name, dtype, shape, at in _mutable_layout(n, p, k)}
 
 
 def _buffer_size(n: int, p: int, k: int) -> int:
@@ -223,7 +221,10 @@ def with_buffer(state: State, buffer: np.ndarray, **shared: np.ndarray) -> State
     """``state``'s shared arrays (or those given) with its mutable fields read from ``buffer``
     (a copy of its :func:`packed_buffer`): the state that buffer holds."""
     n, p, _ = state.pat.shape
-    return state._replace(**_views(buffer, n, p, state.bounce.shape[2]), **shared)
+    fields = _views(buffer, n, p, state.bounce.shape[2])
+    fields.update(shared)
+    # State(...) rather than _replace: a third of the cost
+    return State(*[fields.get(name, old) for name, old in zip(State._fields, state)])
 
 
 def copy_state(state: State, **shared: np.ndarray) -> State:

@@ -77,6 +77,13 @@ class EpisodeSeeder:
             self._rng = np.random.default_rng(self._seed)
         return int(self._rng.integers(2**63 - 1))
 
+    def ahead(self, k: int) -> np.ndarray:
+        """The seeds of the next ``k`` seedless resets at once (int64; the same as ``k`` calls
+        of ``self(None)``: NumPy's ``integers(size=k)`` draws the scalar calls' sequence)."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(self._seed)
+        return self._rng.integers(2**63 - 1, size=k)
+
 
 class RoleViewMixin:
     """What the two PettingZoo views share: the simulator, the per-role spaces, state()."""

@@ -10,7 +10,10 @@
 Autoreset: ``SAME_STEP`` (declared in ``metadata["autoreset_mode"]``): when an env's
 episode ends, the observation returned is already its next episode's first, and
 ``infos["final_obs"]`` / ``infos["final_info"]`` (with Gymnasium's ``_key`` masks) hold
-the finished episode's last observation, metrics, counters and score.
+the finished episode's last observation, metrics, counters and score. The restart happens
+inside the compiled batch step (on the threads): the kernel keeps the ended episode's last
+observation and counters and starts the env's next day from a key drawn ahead for it
+(:data:`KEYS_AHEAD` per env, from the env's own seed sequence); Python only builds ``infos``.
 
 Seeding: ``reset(seed=s)`` seeds env ``i`` exactly as the scalar env ``reset(seed=s + i)``
 would (a list of seeds seeds each env itself), and its later episodes follow the scalar
@@ -23,7 +26,8 @@ threading-layer choice is needed and nothing resizes torch's thread pool; next t
 torch learner, share the cores: ``torch.set_num_threads(cores - k)``.
 
 Returned arrays are fresh each step (safe to keep); observations are views of one
-``(B, 106)`` float32 block per step (``infos`` never copies them).
+``(B, 106)`` float32 block per step, and ``infos["final_obs"]`` views one copy of the ended
+envs' last observations.
 """
 
 from __future__ import annotations
@@ -42,9 +46,10 @@ from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
 from hospital_marl.core.generator import DayGenerator, day_arrays, generate_day, user_day_rng
 from hospital_marl.core.hospital import ROLE_MASK_COLUMNS, Hospital
+from hospital_marl.core.kernel import ROW_ENDED, ROW_LIVE
 from hospital_marl.core.metrics import METRIC_NAMES, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
-from hospital_marl.core.rng import seed_key
+from hospital_marl.core.rng import seed_key, seed_keys
 from hospital_marl.core.scenarios import Scenario, get_scenario
 from hospital_marl.core.types import (
     BOUNCE_BLOCK,
@@ -77,6 +82,9 @@ from hospital_marl.envs.observations import (
     role_space,
     state_space,
 )
+
+KEYS_AHEAD = 16
+"""Seedless days drawn ahead per env (so the kernel restarts ended envs without Python)."""
 
 
 class _Batch:
@@ -111,15 +119,29 @@ class _Batch:
         latent_ticks = s.episode_length if self.user_days else 0  # a user day brings its own draws
         self.state: State = empty_state(num_envs, patient_capacity(s), latent_ticks)
         self.seeders = [EpisodeSeeder() for _ in range(num_envs)]
+        # The keys of each env's next seedless days, drawn ahead (KEYS_AHEAD at a time, from its
+        # seeder: the same sequence as one seeder call per reset), so the kernel restarts an
+        # ended env in the step itself. A user day generator is Python: none drawn ahead.
+        ahead = 0 if self.user_days else KEYS_AHEAD
+        self.keys = np.zeros((num_envs, ahead), np.int64)
+        self.key_cursor = np.full(num_envs, ahead, np.int64)  # == ahead: none left
+        self.resets = np.zeros(num_envs, np.int8)
+        self.day_seeds = [0] * num_envs  # a user day's seed (its generator's)
+        self.final_obs = np.zeros((num_envs, STATE_SIZE), np.float32)
+        self.final_scalars = np.zeros_like(self.state.scalars)
+        self.final_floats = np.zeros_like(self.state.floats)
         self.threads = min(threads or 1, num_envs)
         k, n = self.threads, num_envs
         self.chunks = [(i * n // k, (i + 1) * n // k) for i in range(k)]  # contiguous row ranges
         self.pool = ThreadPoolExecutor(self.threads - 1, "hospital_marl-batch") if self.threads > 1 else None
 
     def run(self, batch_loop: Callable[..., None], *args: Any) -> None:
-        """``batch_loop(state, params, lo, hi, *args)`` over every row: one call (serial), or
-        one call per contiguous row range on ``threads`` threads (the kernel releases the GIL;
-        rows are independent, so the result is the serial one bit for bit)."""
+        """``batch_loop(state, params, lo, hi, *args, ends)`` over every row: one call (serial),
+        or one call per contiguous row range on ``threads`` threads (the kernel releases the GIL;
+        rows are independent, so the result is the serial one bit for bit). ``ends`` is what the
+        kernel needs to restart the rows whose episode ends (see :meth:`ended`)."""
+        args = (*args, (self.resets, self.final_obs, self.final_scalars, self.final_floats,
+                        self.keys, self.key_cursor))  # fmt: skip
         if self.pool is None:
             batch_loop(self.state, self.params, 0, self.n, *args)
             return
@@ -140,8 +162,7 @@ class _Batch:
     def reset_rows(self, rows: np.ndarray, seeds: list[int | None]) -> None:
         """Start a new day in each of ``rows`` (seed per row, None = that env's next seed): the
         scalar env's day for that seed (same key, same kernel draws)."""
-        day_seeds = [self.seeders[e](seed) for e, seed in zip(rows.tolist(), seeds)]
-        keys = np.array([seed_key(int(s)) for s in day_seeds], np.int64)
+        keys = np.array([self.key_of(e, seed) for e, seed in zip(rows.tolist(), seeds)], np.int64)
         if not self.user_days:
             rows = rows.astype(np.int64, copy=False)
             need = kernel.start_rows(self.state, self.params, rows, keys)
@@ -149,14 +170,29 @@ class _Batch:
                 self.state = grow_patients(self.state, need)
                 kernel.start_rows(self.state, self.params, rows, keys)
             return
-        for e, day_seed, key in zip(rows.tolist(), day_seeds, keys.tolist()):
-            rng = user_day_rng(int(day_seed))
+        for e, key in zip(rows.tolist(), keys.tolist()):
+            rng = user_day_rng(self.day_seeds[e])
             day = day_arrays(self.template.day_generator(self.scenario, rng), self.scenario.episode_length)
             if len(day.arrival) > self.state.pat.shape[1]:
                 self.state = grow_patients(self.state, len(day.arrival))
             write_day(self.state, e, day)
             self.state.scalars[e, S_KEY] = key
             kernel.reset_row(self.state, self.params, e, len(day.arrival))
+
+    def key_of(self, e: int, seed: int | None) -> int:
+        """The key of env ``e``'s next day: of ``seed``, or (None) its seeder's next seed, drawn
+        ahead in :attr:`keys` (a seeded reset drops those drawn from the old seed)."""
+        if seed is not None or self.user_days:
+            day_seed = self.seeders[e](seed)
+            self.key_cursor[e] = self.keys.shape[1]
+            self.day_seeds[e] = int(day_seed)
+            return seed_key(int(day_seed))
+        c = int(self.key_cursor[e])
+        if c >= self.keys.shape[1]:
+            self.keys[e] = seed_keys(self.seeders[e].ahead(self.keys.shape[1]))
+            c = 0
+        self.key_cursor[e] = c + 1
+        return int(self.keys[e, c])
 
     def ensure_bounce_draws(self, actions_per_env: int) -> None:
         """Every row has a free bounce-back schedule slot for each early discharge this step could make."""
@@ -179,25 +215,28 @@ class _Batch:
             raise ValueError(f"reset(seed=...) needs one seed per env ({self.n}), got {len(seeds)}")
         return seeds
 
-    def done(self) -> tuple[np.ndarray, np.ndarray]:
-        sc = self.state.scalars
-        return sc[:, S_TERMINATED] != 0, sc[:, S_TRUNCATED] != 0
+    def ended(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """After a batch step: (terminated, truncated, rows the kernel could not restart). The
+        ended rows' last observations and counters are in :attr:`final_obs` / ``final_scalars``."""
+        ended = self.resets != ROW_LIVE
+        sc = self.final_scalars
+        return (ended & (sc[:, S_TERMINATED] != 0), ended & (sc[:, S_TRUNCATED] != 0),
+                np.flatnonzero(self.resets == ROW_ENDED))  # fmt: skip
 
-    def final_info(self, rows: np.ndarray) -> dict[str, Any]:
-        """The finished episodes' metrics, counters and score, Gymnasium-batched (``_key`` masks)."""
+    def final_info(self, rows: np.ndarray, present: np.ndarray) -> dict[str, Any]:
+        """The ended episodes' (``rows``, as a mask ``present``) metrics, counters and score,
+        Gymnasium-batched (``_key`` masks), from the counters the kernel kept at their end."""
         n = self.n
-        present = np.zeros(n, bool)
-        present[rows] = True
-        st = self.state
+        sc, fl = self.final_scalars, self.final_floats
         counters: dict[str, Any] = {}
         for i, name in enumerate(COUNTER_FIELDS):  # the counters are columns: no per-env work
-            counters[name] = np.where(present, st.scalars[:, S_COUNTERS + i], 0)
-        counters["occupancy_sum"] = np.where(present, st.floats[:, F_OCCUPANCY_SUM], 0.0)
-        counters["cumulative_reward"] = np.where(present, st.floats[:, F_CUMULATIVE_REWARD], 0.0)
+            counters[name] = np.where(present, sc[:, S_COUNTERS + i], 0)
+        counters["occupancy_sum"] = np.where(present, fl[:, F_OCCUPANCY_SUM], 0.0)
+        counters["cumulative_reward"] = np.where(present, fl[:, F_CUMULATIVE_REWARD], 0.0)
         metrics: dict[str, Any] = {name: np.zeros(n) for name in METRIC_NAMES}
         score = np.zeros(n)
         for e in rows.tolist():  # the metric formulas are the grader's (episode_metrics), per env
-            m = episode_metrics(counters_of(st.scalars[e], st.floats[e]))
+            m = episode_metrics(counters_of(sc[e], fl[e]))
             for key, value in m.items():
                 metrics[key][e] = value
             score[e] = composite_score(m)
@@ -211,7 +250,7 @@ class _Batch:
             "_counters": present,
             "score": score,
             "_score": present,
-            "tick": np.where(present, st.scalars[:, S_TICK], 0),
+            "tick": np.where(present, sc[:, S_TICK], 0),
             "_tick": present,
         }
 
@@ -269,19 +308,25 @@ class _VectorBase(VectorEnv):
         self._reset_called = True
 
     def _autoreset(self, obs: np.ndarray, masks: np.ndarray, infos: dict[str, Any]) -> tuple:
+        """After a batch step: the ended episodes' final observations and info, and the start
+        of the rows the kernel left to Python (a user day, a day too big for the state, or
+        an env whose keys drawn ahead ran out)."""
         b = self._batch
-        terminated, truncated = b.done()
-        finished = np.flatnonzero(terminated | truncated)
+        terminated, truncated, left = b.ended()
+        ended = terminated | truncated
+        finished = np.flatnonzero(ended)
         if len(finished):
             final_obs = np.full(b.n, None, dtype=object)
-            for e in finished.tolist():
-                final_obs[e] = self._single_obs(obs[e].copy())
+            last = b.final_obs[finished]  # one copy: every final observation views into it
+            for e, vector in zip(finished.tolist(), last):
+                final_obs[e] = self._single_obs(vector)
             infos["final_obs"] = final_obs
-            infos["_final_obs"] = terminated | truncated
-            infos["final_info"] = b.final_info(finished)
-            infos["_final_info"] = terminated | truncated
-            b.reset_rows(finished, [None] * len(finished))
-            b.observe(finished, obs, masks)
+            infos["_final_obs"] = ended
+            infos["final_info"] = b.final_info(finished, ended)
+            infos["_final_info"] = ended
+        if len(left):
+            b.reset_rows(left, [None] * len(left))
+            b.observe(left, obs, masks)
         return terminated, truncated
 
     def _single_obs(self, vector: np.ndarray) -> Any:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hospital_marl import BUILTIN_SCENARIOS, Hospital
-from hospital_marl.core.rng import D_COUNT, D_DYNAMICS, imagine_key, poisson, seed_key, uniform
+from hospital_marl.core.rng import D_COUNT, D_DYNAMICS, imagine_key, poisson, seed_key, seed_keys, uniform
 from hospital_marl.core.scenarios import get_scenario
 from hospital_marl.core.types import S_KEY, S_N_PATIENTS
 
@@ -72,6 +72,8 @@ def test_seed_key__takes_every_non_negative_seed_and_imagine_keys_differ() -> No
     h = Hospital("normal_day")
     h.reset(2**63 - 1)  # the largest seed the server accepts
     assert int(h.state.scalars[0, S_KEY]) == seed_key(2**63 - 1)
+    one_word = [s for s in seeds if s < 2**64]  # the batched form the vector envs use
+    assert seed_keys(np.array(one_word, np.uint64)).tolist() == [seed_key(s) for s in one_word]
 
 
 def test_imagine__with_the_episode_seed_does_not_replay_the_real_future() -> None:

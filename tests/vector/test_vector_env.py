@@ -152,3 +152,42 @@ def test_vector_step__non_integer_actions_are_invalid_not_errors() -> None:
     assert list(info["outcome"]) == [2, 2]  # invalid: -1 each, counted
     _, _, _, _, info = venv.step(np.array([-1, 39]))
     assert list(info["outcome"]) == [2, 2]
+
+
+def test_composed_vector__many_short_episodes_and_a_seedless_reset_follow_the_scalar_seed_sequence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More episodes per env than the kernel has next days drawn ahead (it restarts ended envs
+    itself, then runs out and draws more), then a seedless reset() mid-run: every day is the
+    one the scalar env's reset() would start (Gymnasium's seed sequence), bit for bit. The
+    batch starts with room for its first days only, so some later day the kernel cannot fit
+    is left to Python, which grows the state and starts that same day."""
+    import hospital_marl.envs.vector as vector_module
+
+    monkeypatch.setattr(vector_module, "patient_capacity", lambda scenario: 1)
+    shift = 2
+    venv = HospitalEDVectorEnv(2, "surge", max_cycles=shift)
+    scalars = [HospitalEDEnv(scenario="surge", max_cycles=shift) for _ in range(2)]
+    obs, _ = venv.reset(seed=SEED)
+    first_room = venv._batch.state.pat.shape[1]
+    single = [env.reset(seed=SEED + i)[0] for i, env in enumerate(scalars)]
+    episodes = 0
+    for step in range(shift * (vector_module.KEYS_AHEAD + 4)):
+        if step == shift * vector_module.KEYS_AHEAD // 2 + 1:  # mid-episode: every env starts its next day
+            obs, _ = venv.reset()
+            single = [env.reset()[0] for env in scalars]
+        for i in range(2):
+            for key, value in single[i].items():
+                np.testing.assert_array_equal(obs[key][i], value, err_msg=key)
+        obs, rewards, terminated, truncated, info = venv.step(np.zeros(2, np.int64))
+        for i, env in enumerate(scalars):
+            s_obs, s_reward, s_term, s_trunc, s_info = env.step(0)
+            assert (rewards[i], terminated[i], truncated[i]) == (s_reward, s_term, s_trunc)
+            single[i] = s_obs
+            if s_term or s_trunc:
+                episodes += 1
+                np.testing.assert_array_equal(info["final_obs"][i]["waiting_queue"], s_obs["waiting_queue"])
+                assert info["final_info"]["score"][i] == s_info["score"]
+                single[i] = env.reset()[0]
+    assert episodes >= 2 * (vector_module.KEYS_AHEAD + 2)
+    assert venv._batch.state.pat.shape[1] > first_room, "no later day outgrew the first ones"
