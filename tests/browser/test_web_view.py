@@ -7,6 +7,7 @@ scenario and seed (the web view must show the same day), never from the page.
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ from hospital_marl import SCENARIOS, HospitalEDEnv
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLES
 from hospital_marl.envs.render import FRAME_SHAPE
 from policies import HeuristicPolicy
+from policies.planner import PlannerPolicy
 from server.settings import ServerSettings
 from server.web import BOARD_SCALE
 from tests.server.live import live_server
@@ -169,7 +171,9 @@ def test_team_track_one_choice_per_role(browser: Any, web_url: str, shots: Any) 
         page.close()
 
 
-def test_each_tab_is_its_own_counted_session_and_the_api_stays_responsive(browser: Any, shots: Any) -> None:
+def test_each_tab_is_its_own_counted_session_and_the_api_stays_responsive(
+    browser: Any, shots: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with live_server(ServerSettings(web=True, max_web_sessions=2)) as url:
         first, second = open_page(browser, url), open_page(browser, url)
         try:
@@ -191,10 +195,23 @@ def test_each_tab_is_its_own_counted_session_and_the_api_stays_responsive(browse
                 timeout=EVENT_TIMEOUT_MS,
             )
             settle(second)
+            # The compiled planner finishes a shift in well under a second, so the shift is held
+            # at a gate until the API has answered: the answer provably came while the event ran.
+            gate, started = threading.Event(), threading.Event()
+            act = PlannerPolicy.act
+
+            def gated_act(self: PlannerPolicy, observation: Any, action_mask: Any) -> int:
+                started.set()
+                gate.wait(timeout=120)
+                return act(self, observation, action_mask)
+
+            monkeypatch.setattr(PlannerPolicy, "act", gated_act)
             second.locator("#agent-finish").click()
+            assert started.wait(timeout=60), "the finish event never reached the planner"
             assert httpx.get(f"{url}/health", timeout=30).status_code == 200
             # The page shows the finished shift only when the event returns: still unfinished here.
             assert tick_of(second, "agent")[0] < SCENARIOS[SCENARIO].episode_length
+            gate.set()
             second.wait_for_function(
                 "/shift over|stopped/.test(document.querySelector('#metrics-agent').innerText)",
                 timeout=120_000,
