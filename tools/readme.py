@@ -144,8 +144,12 @@ def rt_observations_section() -> str:
 
 
 def first_run_section() -> str:
+    import inspect
     import json
 
+    from policies.planner import PlannerPolicy
+
+    futures = inspect.signature(PlannerPolicy).parameters["rollouts"].default
     r = json.loads((ROOT / "docs" / "first_run.json").read_text())
     mb = r["venv_bytes"] / 1e6
     slowest = sorted(r["agents_s"].items(), key=lambda kv: -kv[1])
@@ -160,9 +164,10 @@ def first_run_section() -> str:
         f"`hospital-marl compare` **{r['compare_s']:.0f} s** ({per_agent}): "
         f"**{r['total_s']:.0f} s** together (target ≤ 180 s: {'met' if r['total_s'] <= 180 else 'not met'}). "
         "The first agent's time includes the one-time numba compile of the simulation kernel "
-        "(cached on disk for later runs); the rest is mostly the planner: per decision it makes 12 "
+        "(cached on disk for later runs); the rest is mostly the planner: per decision it makes "
+        f"{futures} "
         "imagined futures and rolls its candidates out on each with the compiled heuristic (its "
-        "own first use compiles those rollouts, ~4 s)."
+        "own first use compiles those rollouts)."
     )
 
 
