@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from grading.tables import write_marked
 from hospital_marl.core.actions import ROLE_FLAT, ROLES
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS
 from hospital_marl.envs.composed import HospitalEDEnv
 from hospital_marl.envs.observations import ROLE_BLOCKS
 from hospital_marl.envs.text import render_prompt
-from grading.tables import write_marked
 from policies import HeuristicPolicy
 from policies.llm import request_tokens
 
