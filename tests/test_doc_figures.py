@@ -58,6 +58,22 @@ def _rt_actor_layers() -> tuple[float, ...]:
     return (len(shapes), shapes[0][1], *(out for out, _ in shapes))
 
 
+def _rt_full_beams() -> tuple[float, ...]:
+    """The beam counts the score's beam term pays in full (its behaviour, not its source)."""
+    metrics, plan = _rt("metrics"), _rt("plan")
+    full = [n for n in range(plan.MAX_BEAMS + 1) if metrics.beam_term(n) == 1.0]
+    return (min(full), max(full))
+
+
+def _rng_equivalence() -> tuple[float, ...]:
+    """Episodes per scenario and the largest |z|, as ``docs/rng/equivalence.txt`` recorded them."""
+    text = (ROOT / "docs" / "rng" / "equivalence.txt").read_text()
+    episodes = re.search(r"^(\d+) episodes x", text, re.M)
+    max_z = re.search(r"max \|z\| = ([\d.]+)", text)
+    assert episodes and max_z, "docs/rng/equivalence.txt lacks its summary lines"
+    return (int(episodes.group(1)), round(float(max_z.group(1)), 1))
+
+
 def _rllib_reward_scale() -> float:
     from training.rllib.train import Args
 
@@ -195,6 +211,27 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     "radiotherapy shipped actor layers": (
         r"\((\d+) linear layers: (\d+) → (\d+) → (\d+) → (\d+), tanh\)",
         _rt_actor_layers,
+    ),
+    "radiotherapy minimum tumour": (r"tumour ≥ (\d+) voxels", lambda: (_rt("phantoms").MIN_TUMOUR_VOXELS,)),
+    "radiotherapy calibration weight": (
+        r"evenly spaced beams at weight ([\d.]+)",
+        lambda: (_rt("dose").CALIBRATION_WEIGHT,),
+    ),
+    "radiotherapy coverage alone": (
+        r"coverage alone \(([\d.]+)\)",
+        lambda: (round(_rt("metrics").SCORE_WEIGHTS["base"] + _rt("metrics").SCORE_WEIGHTS["beams"], 6),),
+    ),
+    "radiotherapy priority weights": (
+        r"priority-weighted \((\d+)/(\d+)\)",
+        lambda: (_rt("metrics").PRIORITY_WEIGHTS[2], _rt("metrics").PRIORITY_WEIGHTS[3]),
+    ),
+    "radiotherapy full beam term": (
+        r"`beams` 1 for (\d+)–(\d+) beams|= 1 for (\d+)–(\d+) beams",
+        _rt_full_beams,
+    ),
+    "counter-based draws, equivalence run": (
+        r"(\d+) episodes per scenario: every metric and counter within\s+([\d.]+) combined standard errors",
+        _rng_equivalence,
     ),
     "server sessions example": (
         r'"http": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+)\}',
