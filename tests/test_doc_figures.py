@@ -203,7 +203,6 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
         r"capped\s+at ([\d.]+), below the pass mark ([\d.]+)",
         lambda: (_rt("metrics").CRITICAL_CAP, _rt("metrics").PASS_THRESHOLD),
     ),
-    "radiotherapy pass mark": (r"pass = score ≥ ([\d.]+)", lambda: (_rt("metrics").PASS_THRESHOLD,)),
     "radiotherapy OAR falloff": (
         r"linearly to 0 at ([\d.]+) × (?:its )?limit",
         lambda: (_rt("metrics").OAR_ZERO_AT,),
