@@ -32,11 +32,13 @@ from hospital_marl.envs.observations import BLOCKS, state_space
 from hospital_marl.envs.wrappers import EMPTY_SHIFT_SCORE
 from policies.learned import FEATURE_CLIP, SEVERITY_SCALE, TICKS_SCALE, TIE_TOLERANCE
 from policies.llm import LLMConfig
+from policies.planner import PlannerPolicy
 from server.settings import ENV_VARS, ServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 R = RewardTable()
 SERVER = ServerSettings()
+PLANNER = {k: p.default for k, p in inspect.signature(PlannerPolicy).parameters.items()}
 DAY = Scenario(name="defaults")  # the dataclass defaults every built-in scenario starts from
 WORDS = {"two": 2, "three": 3, "four": 4, "five": 5}
 
@@ -162,7 +164,15 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     ),
     "automatic step-down": (r"(\d+) ticks later, automatically", lambda: (C.step_down_block_ticks,)),
     "early discharge cost": (r"costs (−\d+) × severity", lambda: (R.early_discharge_per_severity,)),
-    "bounce-back probability": (r"probability ([\d.]+) × severity", lambda: (C.bounce_back_per_severity,)),
+    "bounce-back probability": (
+        r"probability ([\d.]+) × severity|a chance of ([\d.]+) x severity",
+        lambda: (C.bounce_back_per_severity,),
+    ),
+    "planner budget": (
+        r"Budget \(defaults\): (\d+) rollouts for every candidate \+ (\d+) for the best half, horizon (\d+)",
+        lambda: (PLANNER["first"], PLANNER["rollouts"] - PLANNER["first"], PLANNER["horizon"]),
+    ),
+    "planner futures": (r"and (\d+) imagined futures per decision", lambda: (PLANNER["rollouts"],)),
     "weaning": (r"weaned after (\d+) ticks", lambda: (C.wean_ticks,)),
     "ventilator weaning, as quoted": (r"wasted for (\d+) ticks", lambda: (C.wean_ticks,)),
     "logit ties": (r"logits within ([\d.e-]+)", lambda: (TIE_TOLERANCE,)),
