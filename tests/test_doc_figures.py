@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import re
 import subprocess
 from collections.abc import Callable
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 
 from grading.grader import grade
+from grading.radiotherapy import grade_all
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL as C
 from hospital_marl.core.hospital import Hospital
@@ -33,6 +35,9 @@ from hospital_marl.envs.wrappers import EMPTY_SHIFT_SCORE
 from policies.learned import FEATURE_CLIP, SEVERITY_SCALE, TICKS_SCALE, TIE_TOLERANCE
 from policies.llm import LLMConfig
 from policies.planner import PlannerPolicy
+from policies.radiotherapy.baselines import EvenlySpacedPolicy
+from server.guards import MAX_INT_DIGITS, MAX_JSON_DEPTH
+from server.models import MAX_SEED
 from server.settings import ENV_VARS, ServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +45,7 @@ R = RewardTable()
 SERVER = ServerSettings()
 PLANNER = {k: p.default for k, p in inspect.signature(PlannerPolicy).parameters.items()}
 DAY = Scenario(name="defaults")  # the dataclass defaults every built-in scenario starts from
-WORDS = {"two": 2, "three": 3, "four": 4, "five": 5}
+WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 
 
 def _rt_actions() -> int:
@@ -241,6 +246,32 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     "counter-based draws, equivalence run": (
         r"(\d+) episodes per scenario: every metric and counter within\s+([\d.]+) combined standard errors",
         _rng_equivalence,
+    ),
+    "server guards": (
+        r"a (\d+)\+-digit integer\) anywhere in the body; nesting deeper than (\d+)",
+        lambda: (MAX_INT_DIGITS + 1, MAX_JSON_DEPTH),
+    ),
+    "server frame cap": (
+        r"frames over (\d+) MiB: close 1009",
+        lambda: (SERVER.ws_frame_limit_bytes / 2**20,),
+    ),
+    "server seed range": (r"2\*\*(\d+) − 1 \(the grader's episode seeds", lambda: (math.log2(MAX_SEED + 1),)),
+    "radiotherapy grading defaults": (
+        r"\((\d+) patients per task, seed (\d+);|n_episodes=(\d+), seed=(\d+)\)|SPEC-RT's (\d+) episodes per "
+        r"task and seed (\d+)",
+        lambda: tuple(inspect.signature(grade_all).parameters[k].default for k in ("n_episodes", "seed")),
+    ),
+    "evenly spaced baseline": (
+        r"(seven|\d+) beams 360°/(\d+) apart, weights trimmed until\s+([\d.]+) ≤ D95 ≤ ([\d.]+)\)",
+        lambda: (
+            *(inspect.signature(EvenlySpacedPolicy).parameters["n_beams"].default,) * 2,
+            inspect.signature(EvenlySpacedPolicy).parameters["low"].default,
+            _rt("metrics").OVERDOSE_START,
+        ),
+    ),
+    "automatic step-down, as quoted again": (
+        r"discharged automatically after (\d+) ticks is still a successful\s+discharge \(\+(\d+)/\+(\d+)\)",
+        lambda: (C.step_down_block_ticks, R.discharge, R.critical_discharge),
     ),
     "server sessions example": (
         r'"http": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+)\}',
