@@ -34,6 +34,7 @@ from hospital_marl.envs.observations import BLOCKS, state_space
 from hospital_marl.envs.wrappers import EMPTY_SHIFT_SCORE
 from policies.learned import FEATURE_CLIP, SEVERITY_SCALE, TICKS_SCALE, TIE_TOLERANCE
 from policies.llm import LLMConfig
+from policies.marl import OBS_CLIP
 from policies.planner import PlannerPolicy
 from policies.radiotherapy.baselines import EvenlySpacedPolicy
 from server.guards import MAX_INT_DIGITS, MAX_JSON_DEPTH
@@ -272,6 +273,17 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     "automatic step-down, as quoted again": (
         r"discharged automatically after (\d+) ticks is still a successful\s+discharge \(\+(\d+)/\+(\d+)\)",
         lambda: (C.step_down_block_ticks, R.discharge, R.critical_discharge),
+    ),
+    "grade signature": (
+        r"grading\.grade\(policy, episodes=(\d+), seed=(\d+), scenarios=None",
+        lambda: tuple(inspect.signature(grade).parameters[k].default for k in ("episodes", "seed")),
+    ),
+    "out-of-range action example": (r"\(`-1`, `(\d+)`; a role action beyond", lambda: (N_FLAT_ACTIONS,)),
+    "role encoding clip": (r"fixed scales, clipped to \[0, (\d+)\]", lambda: (OBS_CLIP,)),
+    "server sessions example, WebSocket and web": (
+        r'"websocket": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+),[^\n]*\n'
+        r'\s*"web": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+)\}',
+        lambda: (SERVER.max_sessions, SERVER.idle_timeout_s, SERVER.max_web_sessions, SERVER.idle_timeout_s),
     ),
     "server sessions example": (
         r'"http": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+)\}',
