@@ -285,6 +285,7 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
         r'\s*"web": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+)\}',
         lambda: (SERVER.max_sessions, SERVER.idle_timeout_s, SERVER.max_web_sessions, SERVER.idle_timeout_s),
     ),
+    "death on the env's reward": (r"a death is (-\d+) on\s+the env's reward", lambda: (R.death,)),
     "server sessions example": (
         r'"http": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+)\}',
         lambda: (SERVER.max_http_sessions, SERVER.http_session_ttl_s),
