@@ -141,7 +141,7 @@ class Args(TrainArgs):
     """entity network: hidden width of each shared entity head."""
     reward_scale: float = shared("reward_scale")
     """Rewards are multiplied by this for learning, to keep value targets near 1 (a death is -15 on
-    the env's reward, a few points with --reward score, where 0.3 worked)."""
+    the env's reward, 1-6 points with --reward score, where 0.3 worked)."""
     reward: str = "env"
     """env: the env's dense reward (SPEC §4); score: the graded composite, paid out per step
     (hospital_marl.envs.wrappers.ScoreReward: an episode's return is its score - 90)."""
