@@ -24,8 +24,8 @@ import numpy as np
 CONFIDENCE = 0.95
 DEFAULT_REPS = 2_000
 """Bootstrap resamples. rliable's paper figures use 50,000; its probability-of-improvement estimate
-loops in Python and takes ~40 s per 1,000 resamples on this 2-core box, so the table uses 2,000
-(the CI bounds then move by about ±0.1 point between bootstrap seeds)."""
+loops in Python and is slow at that count on a 2-core box, so the table uses fewer (the CI
+bounds then move slightly between bootstrap seeds; ``benchmarks/marl_stats.py`` prints them)."""
 
 
 def score_matrix(runs: Sequence[Mapping[str, Sequence[float]]], scenarios: Sequence[str]) -> np.ndarray:

@@ -278,7 +278,7 @@ def evaluate_candidates(
 
     ``e`` is an argument, never a constant: a kernel function called with a literal row index
     would compile (and cache) a second specialisation of itself and of every rule it calls
-    (measured: 12 s instead of 3 s at first use)."""
+    (measured once: a first use several times slower)."""
     start = buffer.copy()
     death = p.reals[R_DEATH]
     for i in range(actions.shape[0]):

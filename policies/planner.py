@@ -95,20 +95,18 @@ class PlannerPolicy(BasePolicy):
     Budget (defaults): 4 rollouts for every candidate + 8 for the best half, horizon 8:
     with ``C`` candidates (2-9; about 5 on average when there is a choice) that is
     ``(4 C + 8 ceil(C / 2)) x 8`` imagined ticks and 12 imagined futures per decision.
-    Measured (``benchmarks/grader_speed.py``, 5 scenarios x 10 episodes, seed 0, 2 cores
-    shared with load ~8): 2.3 ms of CPU per decision on average (8.2 ms wall on that load:
-    night_shift 4, normal_day 6, surge 9, ventilator_crisis 11, mass_casualty 12) vs 0.1 ms
-    for the heuristic; score 77.3 vs the heuristic's 66.1. Most of it is making the 12
-    imagined futures (``Hospital.imagine``, NumPy draws: 0.12 ms of CPU each); the compiled
-    rollouts of one future take 0.06 ms for five candidates together (in Python they took
-    14.5 ms of CPU per decision, for the same decisions). A cheaper setting,
-    ``planner:first=2,rollouts=8,keep=0.34`` (8 futures instead of 12), scores ~0.7 points
-    less on surge, mass_casualty and ventilator_crisis.
+    What a decision costs, by scenario and against the heuristic, and the score it buys:
+    ``python benchmarks/grader_speed.py`` measures both (the README's first-run block and
+    scoreboard show the planner's share of a full grade and its score). Most of the cost is
+    making the imagined futures (``Hospital.imagine``, NumPy draws); the compiled rollouts on
+    them are a small part (in Python they dominated). A cheaper setting,
+    ``planner:first=2,rollouts=8,keep=0.34`` (fewer futures), scored a little less on surge,
+    mass_casualty and ventilator_crisis when it was compared (a one-off comparison, not kept
+    as figures here).
 
-    Horizon: SPEC §9's prototype used 16. Here 8 scored the same (paired, 5 episodes each of
-    surge, mass_casualty and ventilator_crisis: 70.6 vs 70.6) at 55 % of the cost of the
-    rollouts in Python, because the horizon value carries the long run; ``horizon=16`` is a
-    kwarg away.
+    Horizon: SPEC §9's prototype used 16. Here 8 scored the same on paired episodes of surge,
+    mass_casualty and ventilator_crisis (a one-off comparison) at a fraction of the rollout cost,
+    because the horizon value carries the long run; ``horizon=16`` is a kwarg away.
 
     Args:
         rollouts: imagined futures per finalist (``first`` of them shared by every candidate).

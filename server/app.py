@@ -680,7 +680,7 @@ app = build_app()
 def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     """What :func:`serve` gives uvicorn besides host, port and logging.
 
-    No permessage-deflate: compressing a ~1 KB observation costs more CPU on
+    No permessage-deflate: compressing one small JSON observation costs more CPU on
     both ends than it saves on loopback or a LAN, and adds latency to every step.
     """
     return {"ws_max_size": settings.ws_frame_limit_bytes, "ws_per_message_deflate": False}

@@ -95,7 +95,7 @@ class HospitalMCPEnvironment(MCPEnvironment):
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, scenario: str | None = None) -> None:
-        # Not MCPEnvironment.__init__: building the ten tools costs ~25 ms, so they are built on
+        # Not MCPEnvironment.__init__: building the tools has a cost most sessions never need: built on
         # first use (``mcp_server`` / ``mcp_client``); a session that never asks for them (most
         # /ws sessions) costs what a plain HospitalEnvironment costs.
         Environment.__init__(self)
@@ -128,7 +128,7 @@ class HospitalMCPEnvironment(MCPEnvironment):
     async def mcp_session(self) -> AsyncIterator[Client | None]:
         """Hold the MCP client open, once the tools exist. OpenEnv enters this for every session at
         its start (before any tool use): then there is nothing to hold, and each tool request opens
-        its own in-memory client session (about 2 ms) instead."""
+        its own in-memory client session (cheap, in-process) instead."""
         if self._mcp is None:
             yield None
             return

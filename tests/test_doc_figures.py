@@ -10,30 +10,82 @@ generated tables (``tools/readme.py``) need no claim: they are rendered from the
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import math
 import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
+from grading.grader import grade
+from grading.radiotherapy import grade_all
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL as C
+from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.metrics import SCORE_WEIGHTS, WAIT_SCALE
 from hospital_marl.core.rewards import RewardTable
-from hospital_marl.core.scenarios import Scenario
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, Scenario
+from hospital_marl.envs.observations import BLOCKS, state_space
 from hospital_marl.envs.wrappers import EMPTY_SHIFT_SCORE
 from policies.learned import FEATURE_CLIP, SEVERITY_SCALE, TICKS_SCALE, TIE_TOLERANCE
+from policies.llm import LLMConfig
+from policies.marl import OBS_CLIP
+from policies.planner import PlannerPolicy
+from policies.radiotherapy.baselines import EvenlySpacedPolicy
+from server.guards import MAX_INT_DIGITS, MAX_JSON_DEPTH
+from server.models import MAX_SEED
+from server.settings import ENV_VARS, ServerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 R = RewardTable()
+SERVER = ServerSettings()
+PLANNER = {k: p.default for k, p in inspect.signature(PlannerPolicy).parameters.items()}
 DAY = Scenario(name="defaults")  # the dataclass defaults every built-in scenario starts from
-WORDS = {"two": 2, "three": 3, "four": 4, "five": 5}
+WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 
 
 def _rt_actions() -> int:
     from hospital_marl.radiotherapy.core.plan import ACTIONS
 
     return len(ACTIONS)
+
+
+def _rt(module: str) -> Any:
+    return importlib.import_module(f"hospital_marl.radiotherapy.core.{module}")
+
+
+def _rt_actor_layers() -> tuple[float, ...]:
+    """The shipped numpy actor's layer sizes, read from its weights (``w_i`` is ``(out, in)``)."""
+    with np.load(ROOT / "policies" / "radiotherapy" / "checkpoints" / "rt_ppo.npz") as weights:
+        shapes = [weights[f"w{i}"].shape for i in range(sum(k.startswith("w") for k in weights.files))]
+    return (len(shapes), shapes[0][1], *(out for out, _ in shapes))
+
+
+def _rt_full_beams() -> tuple[float, ...]:
+    """The beam counts the score's beam term pays in full (its behaviour, not its source)."""
+    metrics, plan = _rt("metrics"), _rt("plan")
+    full = [n for n in range(plan.MAX_BEAMS + 1) if metrics.beam_term(n) == 1.0]
+    return (min(full), max(full))
+
+
+def _rng_equivalence() -> tuple[float, ...]:
+    """Episodes per scenario and the largest |z|, as ``docs/rng/equivalence.txt`` recorded them."""
+    text = (ROOT / "docs" / "rng" / "equivalence.txt").read_text()
+    episodes = re.search(r"^(\d+) episodes x", text, re.M)
+    max_z = re.search(r"max \|z\| = ([\d.]+)", text)
+    assert episodes and max_z, "docs/rng/equivalence.txt lacks its summary lines"
+    return (int(episodes.group(1)), round(float(max_z.group(1)), 1))
+
+
+def _rllib_reward_scale() -> float:
+    from training.rllib.train import Args
+
+    return Args().reward_scale
 
 
 def _number(text: str) -> float:
@@ -52,7 +104,48 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
         r"(?:flat|composed|one|masked|composed env's)\W{0,4}`{0,2}Discrete\((\d+)\)",
         lambda: (N_FLAT_ACTIONS,),
     ),
-    "flat action ids": (r"(?:an int |`n` in |flat action \()0\.\.(\d+)", lambda: (N_FLAT_ACTIONS - 1,)),
+    "flat action ids": (r"(?:an int |`n` in |flat action \()0(?:\.\.|–)(\d+)", lambda: (N_FLAT_ACTIONS - 1,)),
+    "flat mask length": (r"the (\d+)-long `action_mask`|\(1024, (\d+)\) bool", lambda: (N_FLAT_ACTIONS,)),
+    "team mask length": (
+        r"concatenated (\d+)-long mask|the team id gives \(B, (\d+)\)",
+        lambda: (sum(ROLE_ACTION_COUNTS.values()),),
+    ),
+    "team mask split": (
+        r"np\.split\(mask, \[(\d+), (\d+)\]\)",
+        lambda: tuple(np.cumsum([ROLE_ACTION_COUNTS[r] for r in ROLES])[:-1].tolist()),
+    ),
+    "state size": (
+        r"all (\d+) observation numbers|`state\(\)` `\(B, (\d+)\)`|``\(B, (\d+)\)`` float32 block",
+        lambda: (state_space(Hospital()).shape[0],),
+    ),
+    "waiting queue block": (
+        r"`waiting_queue` \((\d+) × (\d+)\)",
+        lambda: next(b.shape for b in BLOCKS if b.key == "waiting_queue"),
+    ),
+    "invalid action cost": (r"does nothing, costs (−\d+) and is counted", lambda: (R.invalid_action,)),
+    "arrival cycle": (r"cos\(2π\(t − peak\)/(\d+)\)", lambda: (DAY.episode_length,)),
+    "graded episodes": (
+        r"(\d+) scenarios × (\d+) episodes\)",
+        lambda: (len(BUILTIN_SCENARIOS), inspect.signature(grade).parameters["episodes"].default),
+    ),
+    "score formula": (
+        r"overall = (\d+)\*survival_rate\s+\+ (\d+)\*critical_patient_survival\s+"
+        r"\+ (\d+)\*\(1 - min\(avg_wait_time/(\d+), 1\)\)\s+\+ (\d+)\*resource_utilization\s+"
+        r"\+ (\d+)\*\(1 - invalid_action_rate\)",
+        lambda: (
+            *(SCORE_WEIGHTS[k] for k in ("survival_rate", "critical_patient_survival", "avg_wait_time")),
+            WAIT_SCALE,
+            *(SCORE_WEIGHTS[k] for k in ("resource_utilization", "invalid_action_rate")),
+        ),
+    ),
+    "LLM agent defaults": (
+        r"`--max-tokens` \((\d+)\), `--timeout` \((\d+) s per request\), `--retries` \((\d+)\)",
+        lambda: (LLMConfig.max_tokens, LLMConfig.timeout_s, LLMConfig.max_retries),
+    ),
+    "RLlib reward scale": (
+        r"`--reward-scale` \(([\d.]+)\) for learning only",
+        lambda: (_rllib_reward_scale(),),
+    ),
     "one of the flat actions": (r"one of the (\d+) actions", lambda: (N_FLAT_ACTIONS,)),
     "team action space": (
         r"MultiDiscrete\(\[(\d+), (\d+), (\d+)\]\)",
@@ -77,7 +170,15 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     ),
     "automatic step-down": (r"(\d+) ticks later, automatically", lambda: (C.step_down_block_ticks,)),
     "early discharge cost": (r"costs (−\d+) × severity", lambda: (R.early_discharge_per_severity,)),
-    "bounce-back probability": (r"probability ([\d.]+) × severity", lambda: (C.bounce_back_per_severity,)),
+    "bounce-back probability": (
+        r"probability ([\d.]+) × severity|a chance of ([\d.]+) x severity",
+        lambda: (C.bounce_back_per_severity,),
+    ),
+    "planner budget": (
+        r"Budget \(defaults\): (\d+) rollouts for every candidate \+ (\d+) for the best half, horizon (\d+)",
+        lambda: (PLANNER["first"], PLANNER["rollouts"] - PLANNER["first"], PLANNER["horizon"]),
+    ),
+    "planner futures": (r"and (\d+) imagined futures per decision", lambda: (PLANNER["rollouts"],)),
     "weaning": (r"weaned after (\d+) ticks", lambda: (C.wean_ticks,)),
     "ventilator weaning, as quoted": (r"wasted for (\d+) ticks", lambda: (C.wean_ticks,)),
     "logit ties": (r"logits within ([\d.e-]+)", lambda: (TIE_TOLERANCE,)),
@@ -98,8 +199,105 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
         r"|uniform over the (\d+) actions",
         lambda: (_rt_actions(),),
     ),
+    "radiotherapy action ids": (r"n in 0\.\.(\d+) from", lambda: (_rt_actions() - 1,)),
+    "radiotherapy grid": (r"on a (\d+) × (\d+)\s", lambda: (_rt("phantoms").GRID,) * 2),
+    "radiotherapy pencil beam width": (
+        r"σ = (\d+)(?: voxels| pencil beams| beams)",
+        lambda: (_rt("dose").SIGMA,),
+    ),
+    "radiotherapy attenuation": (r"exp\(−([\d.]+) · d\)", lambda: (_rt("dose").MU,)),
+    "radiotherapy score weights": (
+        r"clip\(coverage ?[·*] ?\(([\d.]+) \+ ([\d.]+) ?[·*] ?oar \+ ([\d.]+) ?[·*] ?beams\) "
+        r"[−-] ([\d.]+) ?[·*] ?overdose",
+        lambda: tuple(_rt("metrics").SCORE_WEIGHTS[k] for k in ("base", "oar", "beams", "overdose")),
+    ),
+    "radiotherapy overdose": (
+        r"clip\(\(D95 ?[−-] ?([\d.]+)\) ?/ ?([\d.]+), 0, 1\)",
+        lambda: (_rt("metrics").OVERDOSE_START, _rt("metrics").OVERDOSE_SPAN),
+    ),
+    "radiotherapy cap and pass mark": (
+        r"capped\s+at ([\d.]+), below the pass mark ([\d.]+)",
+        lambda: (_rt("metrics").CRITICAL_CAP, _rt("metrics").PASS_THRESHOLD),
+    ),
+    "radiotherapy OAR falloff": (
+        r"linearly to 0 at ([\d.]+) × (?:its )?limit",
+        lambda: (_rt("metrics").OAR_ZERO_AT,),
+    ),
+    "radiotherapy shipped actor layers": (
+        r"\((\d+) linear layers: (\d+) → (\d+) → (\d+) → (\d+), tanh\)",
+        _rt_actor_layers,
+    ),
+    "radiotherapy minimum tumour": (r"tumour ≥ (\d+) voxels", lambda: (_rt("phantoms").MIN_TUMOUR_VOXELS,)),
+    "radiotherapy calibration weight": (
+        r"evenly spaced beams at weight ([\d.]+)",
+        lambda: (_rt("dose").CALIBRATION_WEIGHT,),
+    ),
+    "radiotherapy coverage alone": (
+        r"coverage alone \(([\d.]+)\)",
+        lambda: (round(_rt("metrics").SCORE_WEIGHTS["base"] + _rt("metrics").SCORE_WEIGHTS["beams"], 6),),
+    ),
+    "radiotherapy priority weights": (
+        r"priority-weighted \((\d+)/(\d+)\)",
+        lambda: (_rt("metrics").PRIORITY_WEIGHTS[2], _rt("metrics").PRIORITY_WEIGHTS[3]),
+    ),
+    "radiotherapy full beam term": (
+        r"`beams` 1 for (\d+)–(\d+) beams|= 1 for (\d+)–(\d+) beams",
+        _rt_full_beams,
+    ),
+    "counter-based draws, equivalence run": (
+        r"(\d+) episodes per scenario: every metric and counter within\s+([\d.]+) combined standard errors",
+        _rng_equivalence,
+    ),
+    "server guards": (
+        r"a (\d+)\+-digit integer\) anywhere in the body; nesting deeper than (\d+)",
+        lambda: (MAX_INT_DIGITS + 1, MAX_JSON_DEPTH),
+    ),
+    "server frame cap": (
+        r"frames over (\d+) MiB: close 1009",
+        lambda: (SERVER.ws_frame_limit_bytes / 2**20,),
+    ),
+    "server seed range": (r"2\*\*(\d+) − 1 \(the grader's episode seeds", lambda: (math.log2(MAX_SEED + 1),)),
+    "radiotherapy grading defaults": (
+        r"\((\d+) patients per task, seed (\d+);|n_episodes=(\d+), seed=(\d+)\)|SPEC-RT's (\d+) episodes per "
+        r"task and seed (\d+)",
+        lambda: tuple(inspect.signature(grade_all).parameters[k].default for k in ("n_episodes", "seed")),
+    ),
+    "evenly spaced baseline": (
+        r"(seven|\d+) beams 360°/(\d+) apart, weights trimmed until\s+([\d.]+) ≤ D95 ≤ ([\d.]+)\)",
+        lambda: (
+            *(inspect.signature(EvenlySpacedPolicy).parameters["n_beams"].default,) * 2,
+            inspect.signature(EvenlySpacedPolicy).parameters["low"].default,
+            _rt("metrics").OVERDOSE_START,
+        ),
+    ),
+    "automatic step-down, as quoted again": (
+        r"discharged automatically after (\d+) ticks is still a successful\s+discharge \(\+(\d+)/\+(\d+)\)",
+        lambda: (C.step_down_block_ticks, R.discharge, R.critical_discharge),
+    ),
+    "grade signature": (
+        r"grading\.grade\(policy, episodes=(\d+), seed=(\d+), scenarios=None",
+        lambda: tuple(inspect.signature(grade).parameters[k].default for k in ("episodes", "seed")),
+    ),
+    "out-of-range action example": (r"\(`-1`, `(\d+)`; a role action beyond", lambda: (N_FLAT_ACTIONS,)),
+    "role encoding clip": (r"fixed scales, clipped to \[0, (\d+)\]", lambda: (OBS_CLIP,)),
+    "server sessions example, WebSocket and web": (
+        r'"websocket": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+),[^\n]*\n'
+        r'\s*"web": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+)\}',
+        lambda: (SERVER.max_sessions, SERVER.idle_timeout_s, SERVER.max_web_sessions, SERVER.idle_timeout_s),
+    ),
+    "death on the env's reward": (r"a death is (-\d+) on\s+the env's reward", lambda: (R.death,)),
+    "server sessions example": (
+        r'"http": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+)\}',
+        lambda: (SERVER.max_http_sessions, SERVER.http_session_ttl_s),
+    ),
 }
 """Claim -> (pattern whose groups quote figures, the package's figures in group order)."""
+for _field, _var in ENV_VARS.items():  # the defaults tables of server/README.md and server/settings.py
+    if type(getattr(SERVER, _field)) in (int, float):
+        CLAIMS[f"server default {_var}"] = (
+            rf"`{_var}` \|[^|\n]*\| (\d+) \||``{_var}``[ \t][^\n]*?[ \t](\d+)$",
+            lambda f=_field: (getattr(SERVER, f),),
+        )
 
 
 def documentation() -> dict[str, str]:
@@ -116,7 +314,7 @@ DOCS = documentation()
 @pytest.mark.parametrize("claim", sorted(CLAIMS))
 def test_prose_figures__agree_with_the_package_tables(claim: str) -> None:
     pattern, expected = CLAIMS[claim]
-    found = [(path, m) for path, text in DOCS.items() for m in re.finditer(pattern, text)]
+    found = [(path, m) for path, text in DOCS.items() for m in re.finditer(pattern, text, re.M)]
     assert found, f"no text quotes the {claim} any more: update or remove its claim"
     want = expected()
     for path, match in found:

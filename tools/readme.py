@@ -34,6 +34,14 @@ SCOREBOARD_COMMANDS = {
 }
 """Marker -> the one documented command whose output the section shows."""
 
+SCOREBOARD_DOCUMENTS = {
+    ROOT / "policies" / "radiotherapy" / "checkpoints" / "README.md": {
+        "rt-heldout": "hospital-marl -q compare --env radiotherapy --agents evenly_spaced ppo planner "
+        "--markdown",
+    },
+}
+"""Other documents' grader sections (slow, like the scoreboards): path -> marker -> command."""
+
 
 from grading.tables import replace_marked  # noqa: E402
 
@@ -144,8 +152,12 @@ def rt_observations_section() -> str:
 
 
 def first_run_section() -> str:
+    import inspect
     import json
 
+    from policies.planner import PlannerPolicy
+
+    futures = inspect.signature(PlannerPolicy).parameters["rollouts"].default
     r = json.loads((ROOT / "docs" / "first_run.json").read_text())
     mb = r["venv_bytes"] / 1e6
     slowest = sorted(r["agents_s"].items(), key=lambda kv: -kv[1])
@@ -160,9 +172,10 @@ def first_run_section() -> str:
         f"`hospital-marl compare` **{r['compare_s']:.0f} s** ({per_agent}): "
         f"**{r['total_s']:.0f} s** together (target ≤ 180 s: {'met' if r['total_s'] <= 180 else 'not met'}). "
         "The first agent's time includes the one-time numba compile of the simulation kernel "
-        "(cached on disk for later runs); the rest is mostly the planner: per decision it makes 12 "
+        "(cached on disk for later runs); the rest is mostly the planner: per decision it makes "
+        f"{futures} "
         "imagined futures and rolls its candidates out on each with the compiled heuristic (its "
-        "own first use compiles those rollouts, ~4 s)."
+        "own first use compiles those rollouts)."
     )
 
 
@@ -263,15 +276,52 @@ def ppo_defaults_section() -> str:
     return "\n".join(parts)
 
 
+def rt_ppo_section() -> str:
+    """policies/radiotherapy/checkpoints/README.md's recipe, cost and selection, from ``rt_ppo.json``."""
+    import json
+
+    r = json.loads((ROOT / "policies" / "radiotherapy" / "checkpoints" / "rt_ppo.json").read_text())
+    a, sel = r["args"], r["selected"]
+    tasks = ("prostate", "head_neck", "pediatric_brain")
+
+    def scores(by_task: dict[str, float]) -> str:
+        return " / ".join(f"{by_task[t]:.3f}" for t in tasks)
+
+    baselines = ", ".join(f"`{name}` {scores(b)}" for name, b in r["validation_baselines"].items())
+    cost = f"{r['cpu_s']:.0f} s of CPU ({r['wall_s'] / 60:.0f} min wall on the shared 2-core machine)"
+    recipe = (
+        f"{a['timesteps']:,} steps, n_steps {a['n_steps']}, batch {a['batch_size']}, {a['n_epochs']} epochs, "
+        f"Adam {a['learning_rate']:g}, γ {a['gamma']:g}, GAE λ {a['gae_lambda']:g}, "
+        f"entropy {a['ent_coef']:g}, hidden layers of {a['hidden']}"
+    )
+    evaluation = (
+        f"An evaluation every {a['eval_freq']:,} steps on {a['eval_episodes']} patients per task from seed "
+        f"**{a['eval_seed']}** selected it at {sel['timesteps'] / 1000:.0f}k steps"
+    )
+    return "\n".join(
+        [
+            f"*Generated from `rt_ppo.json` by `python tools/readme.py`.* {a['n_envs']} `DummyVecEnv` envs "
+            "each cycling prostate → head & neck → paediatric brain episode by episode,",
+            f"{recipe}. The shipped run (seed {a['seed']}) took {cost}.",
+            f"{evaluation}: worst-task validation margin {sel['margin']:+.3f}, validation prostate / "
+            f"head & neck / brain {scores(sel['task_scores'])}.",
+            f"Validation baselines (same patients): {baselines}.",
+        ]
+    )
+
+
 DOCUMENTS = {
     ROOT / "server" / "README.md": {"server-load": server_load_section},
     ROOT / "policies" / "checkpoints" / "README.md": {"ppo-defaults": ppo_defaults_section},
+    ROOT / "policies" / "radiotherapy" / "checkpoints" / "README.md": {"rt-ppo": rt_ppo_section},
 }
 """Other documents with generated sections: path -> marker -> its renderer (README.md's: above)."""
 
 
 def scoreboard_section(marker: str) -> str:
-    command = SCOREBOARD_COMMANDS[marker]
+    command = SCOREBOARD_COMMANDS.get(marker) or next(
+        c[marker] for c in SCOREBOARD_DOCUMENTS.values() if marker in c
+    )
     argv = [sys.executable, "-m", "hospital_marl", *command.split()[1:]]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
     return f"`{command}`\n\n{out}"
@@ -304,15 +354,23 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the static sections are stale")
     parser.add_argument("--scoreboards", action="store_true", help="also rerun the (slow) scoreboards")
     parser.add_argument(
-        "--scoreboard", action="append", choices=tuple(SCOREBOARD_COMMANDS), help="rerun only this scoreboard"
+        "--scoreboard",
+        action="append",
+        choices=(*SCOREBOARD_COMMANDS, *(m for c in SCOREBOARD_DOCUMENTS.values() for m in c)),
+        help="rerun only this scoreboard",
     )
     args = parser.parse_args()
     text = README.read_text()
-    new = {README: (text, render(text, True if args.scoreboards else (args.scoreboard or [])))}
-    for path, sections in DOCUMENTS.items():
+    wanted = set(args.scoreboard or [])
+    readme_boards = True if args.scoreboards else sorted(wanted & set(SCOREBOARD_COMMANDS))
+    new = {README: (text, render(text, readme_boards))}
+    for path in {*DOCUMENTS, *SCOREBOARD_DOCUMENTS}:
         old = body = path.read_text()
-        for marker, make in sections.items():
+        for marker, make in DOCUMENTS.get(path, {}).items():
             body = replace_section(body, marker, make(), str(path.relative_to(ROOT)))
+        for marker in SCOREBOARD_DOCUMENTS.get(path, {}):
+            if args.scoreboards or marker in wanted:
+                body = replace_section(body, marker, scoreboard_section(marker), str(path.relative_to(ROOT)))
         new[path] = (old, body)
     stale = [path for path, (old, body) in new.items() if old != body]
     if args.check:

@@ -114,7 +114,7 @@ def export_checkpoint(run_dir: Path, out: Path) -> Path:
     learning curve, the whole run's cost, and the exact command, re-derived from the recorded args).
 
     The zip is ``best_model.zip`` with the optimizer's state emptied: inference needs no Adam
-    moments, and the file shrinks from ~670 kB to ~250 kB. The weights are untouched.
+    moments, and the file shrinks several-fold. The weights are untouched.
     """
     meta = json.loads((run_dir / "best_model.json").read_text())
     meta["command"] = Args.from_json(meta["args"]).command_line()

@@ -244,7 +244,7 @@ class EarlyDischargeCost(gym.Wrapper):
 
     The score prices an early discharge only through the deaths of patients who bounce
     back; a policy trained on it alone carried the habit from full wards (surge) to empty
-    ones (night_shift: ~10 a shift, each a 10-30 % chance (0.1 x severity) of a sicker return).
+    ones (night_shift: many a shift, each a chance of 0.1 x severity of a sicker return).
     """
 
     def __init__(self, env: gym.Env, points: float) -> None:

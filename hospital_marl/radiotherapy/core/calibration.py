@@ -6,11 +6,12 @@ D95 of the 6-beam and the 7-beam plans over :data:`CALIBRATION_PHANTOMS`
 phantoms is exactly 1 after calibration.
 
 k is per task, like a clinical plan normalisation: with σ = 4 pencil beams the
-same k gives a small paediatric tumour (r 3–5) a D95 40 % higher than a large
-prostate (r 5–8), because the lateral falloff covers less of a larger target.
+same k gives a small paediatric tumour (r 3–5) a markedly higher D95 than a large
+prostate (r 5–8), because the lateral falloff covers less of a larger target (the tasks'
+stored k differ accordingly).
 The built-in tasks store their k (``Task.dose_scale``, recomputed by
 ``python -m hospital_marl.radiotherapy.core.calibration``); a user task with
-``dose_scale=None`` is calibrated on first use (≈ 0.2 s, cached).
+``dose_scale=None`` is calibrated on first use (a fraction of a second, cached).
 """
 
 from __future__ import annotations
