@@ -322,17 +322,19 @@ def targets(data: dict[str, Any], result: dict[str, Any]) -> list[str]:
     flat = data.get("flat")
     if flat:
         learner, base = (flat["policies"][k] for k in FLAT)
-        cells, ahead = [], 0
+        cells, ahead, close = [], 0, []
         for s in scenarios:
             diff = np.asarray(learner[s], np.float64) - np.asarray(base[s], np.float64)
             ahead += diff.mean() > 0
+            close += [f"`{s}`"] if -1 < diff.mean() <= 0 else []
             cells.append(f"`{s}` {diff.mean():+.1f} ± {np.std(diff, ddof=1) / np.sqrt(len(diff)):.1f}")
         overall = np.mean([np.mean(learner[s]) for s in scenarios])
         out.append(
             "- **The shipped flat `ppo` beats `heuristic` on every scenario on held-out days: "
             f"{_verdict(ahead == len(scenarios))}.** Paired margins over `heuristic` on the same days "
             f"(flat track, ± s.e. over episodes): {', '.join(cells)}; `ppo` {overall:.1f} overall, "
-            f"ahead on {ahead} of {len(scenarios)}."
+            f"ahead on {ahead} of {len(scenarios)}"
+            + (f"; behind by less than 1 point on {', '.join(close)}." if close else ".")
         )
     return out
 
