@@ -10,13 +10,17 @@ Three steps, so that the table and figures regenerate from committed artefacts a
    (grader base seed :data:`training.benchmarl.train.HELDOUT_SEED`, ``--episodes`` per
    scenario, never seen in training or selection), grades ``team_heuristic`` on the same
    days, and writes ``docs/marl/benchmarl_runs.json``: per-seed, per-episode held-out
-   scores, each run's validation learning curve, its cost and command. Nothing is cached:
+   scores, each run's validation learning curve, its cost and command. Runs trained with
+   ``--reward score`` are their own rows (``mappo_score``, ``ippo_score``) beside the dense-reward
+   ones. It also grades the shipped flat ``ppo`` and ``heuristic`` on the same held-out days (flat
+   track), for the issue's flat target. Nothing is cached:
    a change to the simulator (e.g. how it draws its random numbers) changes the concrete
    held-out days, and ``collect`` then re-grades everything on the new ones.
 2. the default step reads that JSON only and prints (``--write``: writes into README.md
    between the ``marl-stats`` markers) the table: per-scenario mean ± s.e. over seeds,
    paired margins against ``team_heuristic``, the IQM and mean over (seeds x scenarios)
-   with stratified-bootstrap 95 % CIs, the probability of improvement over the heuristic;
+   with stratified-bootstrap 95 % CIs, the probability of improvement over the heuristic,
+   and each issue target's figures (met or not, computed here, never typed into the prose);
    and writes the figures (``docs/marl/*.png``) and marl-eval's JSON (``docs/marl/marl_eval.json``).
 
     python benchmarks/marl_stats.py publish --runs runs/benchmarl    # after training
@@ -50,7 +54,31 @@ COMMITTED = ROOT / "policies" / "checkpoints" / "marl" / "benchmarl"
 """The committed home of the runs in the table (what ``publish`` copies, what ``collect`` grades)."""
 START, END = "<!-- BEGIN marl-stats -->", "<!-- END marl-stats -->"
 REFERENCE = "team_heuristic"
-LABELS = {"mappo": "MAPPO (BenchMARL)", "ippo": "IPPO (BenchMARL)", REFERENCE: "team_heuristic (rules)"}
+ORDER = ("mappo", "ippo", "mappo_score", "ippo_score")
+"""Row order: ``<algorithm>`` trained on the env's dense reward, ``<algorithm>_score`` on the score."""
+LABELS = {
+    "mappo": "MAPPO (BenchMARL), env reward",
+    "ippo": "IPPO (BenchMARL), env reward",
+    "mappo_score": "MAPPO (BenchMARL), score reward",
+    "ippo_score": "IPPO (BenchMARL), score reward",
+    REFERENCE: "team_heuristic (rules)",
+}
+PAIRS = {
+    ("mappo", "ippo"): "MAPPO − IPPO (env reward)",
+    ("mappo_score", "ippo_score"): "MAPPO − IPPO (score reward)",
+    ("mappo_score", "mappo"): "MAPPO: score − env reward",
+    ("ippo_score", "ippo"): "IPPO: score − env reward",
+}
+"""Differences between rows (independent seeds, the same days) the margins table shows when both exist."""
+FLAT = ("ppo", "heuristic")
+"""The flat track's shipped learner and its reference, graded on the same held-out days (issue target)."""
+CPU_LIMIT_S = 20 * 60
+"""The issue's training budget per seed on this 2-core box."""
+
+
+def row_name(meta: dict[str, Any]) -> str:
+    """A run's row: its algorithm, ``_score`` appended when trained with ``--reward score``."""
+    return meta["algorithm"] + ("_score" if meta["args"].get("reward", "env") == "score" else "")
 
 
 # ------------------------------------------------------------------ collect
@@ -60,8 +88,8 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
     from policies.benchmarl import METADATA_FILE, load_benchmarl_policy
     from training.benchmarl.train import HELDOUT_SEED
 
-    def heldout(policy: Any) -> dict[str, list[float]]:
-        report = grade(policy, episodes=episodes, seed=HELDOUT_SEED, track="team")
+    def heldout(policy: Any, track: str = "team") -> dict[str, list[float]]:
+        report = grade(policy, episodes=episodes, seed=HELDOUT_SEED, track=track)
         return {s: [round(v, 4) for v in report["scenarios"][s]["episode_scores"]] for s in BUILTIN_SCENARIOS}
 
     algorithms: dict[str, list[dict[str, Any]]] = {}
@@ -73,10 +101,11 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
         t0 = time.perf_counter()
         scores = heldout(load_benchmarl_policy(run_dir))
         curve = json.loads((run_dir / "curve.json").read_text())
-        algorithms.setdefault(meta["algorithm"], []).append(
+        algorithms.setdefault(row_name(meta), []).append(
             {
                 "seed": meta["args"]["seed"],
                 "run": run_dir.name,
+                "reward": meta["args"].get("reward", "env"),
                 "frames": meta["frames"],
                 "role_decisions": meta["role_decisions"],
                 "wall_time_s": meta["wall_time_s"],
@@ -94,13 +123,15 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
         print(f"  graded {run_dir.name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     for runs in algorithms.values():
         runs.sort(key=lambda r: r["seed"])
-    algorithms = dict(sorted(algorithms.items(), key=lambda item: ("mappo", "ippo").index(item[0])))
+    algorithms = dict(sorted(algorithms.items(), key=lambda item: ORDER.index(item[0])))
+    flat = {name: heldout(name, track="flat") for name in FLAT}
     return {
         "heldout": {"grader_seed": HELDOUT_SEED, "episodes_per_scenario": episodes, "track": "team"},
         "validation": {"grader_seed": 1000, "note": "checkpoint selection and the learning curves"},
         "scenarios": list(BUILTIN_SCENARIOS),
         "reference": {REFERENCE: heldout(REFERENCE)},
         "algorithms": algorithms,
+        "flat": {"track": "flat", "policies": flat},
     }
 
 
@@ -214,8 +245,8 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
         "",
     ]
     names = list(data["algorithms"])
-    both = {"mappo", "ippo"} <= set(names)
-    head = [f"{LABELS.get(n, n)} − team_heuristic" for n in names] + (["MAPPO − IPPO"] if both else [])
+    pairs = {pair: label for pair, label in PAIRS.items() if set(pair) <= set(names)}
+    head = [f"{LABELS.get(n, n)} − team_heuristic" for n in names] + list(pairs.values())
     lines.append("| scenario | " + " | ".join(head) + " |")
     lines.append("|" + "---|" * (len(head) + 1))
     wins = {n: 0 for n in names}
@@ -225,8 +256,8 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
             m, se = stats.paired_margin([r["heldout"] for r in data["algorithms"][n]], ref, s)
             wins[n] += m > 0
             cells.append(f"{m:+.1f} ± {se:.1f}")
-        if both:  # same days, independent seeds: the two between-seed errors add in quadrature
-            a, b = ([r["heldout"] for r in data["algorithms"][k]] for k in ("mappo", "ippo"))
+        for pair in pairs:  # same days, independent seeds: the two between-seed errors add in quadrature
+            a, b = ([r["heldout"] for r in data["algorithms"][k]] for k in pair)
             diff = np.mean([np.mean(h[s]) for h in a]) - np.mean([np.mean(h[s]) for h in b])
             cells.append(f"{diff:+.1f} ± {np.hypot(stats.run_stderr(a, s), stats.run_stderr(b, s)):.1f}")
         lines.append(f"| `{s}` | " + " | ".join(cells) + " |")
@@ -257,9 +288,59 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
         "![validation IQM vs frames, 95 % CI bands](docs/marl/sample_efficiency.png)",
         "",
         "marl-eval's JSON of the same runs: `docs/marl/marl_eval.json`.",
+        "",
+        *targets(data, result),
         END,
     ]
     return "\n".join(lines)
+
+
+def targets(data: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """The issue's targets against the figures above, each verdict computed from the same JSON."""
+    scenarios, ref = data["scenarios"], data["reference"][REFERENCE]
+    verdicts, met = [], False
+    for n, runs in data["algorithms"].items():
+        margins = {s: stats.paired_margin([r["heldout"] for r in runs], ref, s) for s in scenarios}
+        behind = [f"`{s}` {m:+.1f} ± {se:.1f}" for s, (m, se) in margins.items() if m <= 0]
+        met = met or not behind
+        verdicts.append(
+            f"{LABELS.get(n, n)} ahead on {len(scenarios) - len(behind)} of {len(scenarios)}"
+            + (f" (behind or level: {', '.join(behind)})" if behind else "")
+            + f", P(improvement) {result['improvement'][n]['p']:.2f}"
+        )
+    every = [r for runs in data["algorithms"].values() for r in runs]
+    cpu, wall = max(r["cpu_time_s"] for r in every), max(r["wall_time_s"] for r in every)
+    out = [
+        "**Against the issue's targets** (held-out days as above; verdicts computed by the same command):",
+        "",
+        f"- **A MAPPO or IPPO team beats `team_heuristic` on every scenario: {_verdict(met)}.** "
+        + "; ".join(verdicts)
+        + ".",
+        f"- **Trained in ≤ 20 minutes per seed: {_verdict(cpu <= CPU_LIMIT_S)}.** The costliest seed above "
+        f"took {cpu / 60:.1f} min of CPU ({wall / 60:.1f} min of wall time on this shared 2-core box).",
+    ]
+    flat = data.get("flat")
+    if flat:
+        learner, base = (flat["policies"][k] for k in FLAT)
+        cells, ahead, close = [], 0, []
+        for s in scenarios:
+            diff = np.asarray(learner[s], np.float64) - np.asarray(base[s], np.float64)
+            ahead += diff.mean() > 0
+            close += [f"`{s}`"] if -1 < diff.mean() <= 0 else []
+            cells.append(f"`{s}` {diff.mean():+.1f} ± {np.std(diff, ddof=1) / np.sqrt(len(diff)):.1f}")
+        overall = np.mean([np.mean(learner[s]) for s in scenarios])
+        out.append(
+            "- **The shipped flat `ppo` beats `heuristic` on every scenario on held-out days: "
+            f"{_verdict(ahead == len(scenarios))}.** Paired margins over `heuristic` on the same days "
+            f"(flat track, ± s.e. over episodes): {', '.join(cells)}; `ppo` {overall:.1f} overall, "
+            f"ahead on {ahead} of {len(scenarios)}"
+            + (f"; behind by less than 1 point on {', '.join(close)}." if close else ".")
+        )
+    return out
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "not met"
 
 
 def _seedless(command: str) -> str:

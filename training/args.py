@@ -68,6 +68,9 @@ class Hyperparameters:
     """PPO clipping."""
     entropy: float = 0.003
     """Entropy bonus."""
+    reward: str = "env"
+    """env: the env's dense reward (SPEC §4); score: the graded composite, paid out per step
+    (hospital_marl.envs.wrappers.ScoreReward: an episode's return is its score - 90)."""
     reward_overrides: str = ""
     """Training-only RewardTable changes, e.g. "critical_unattended_per_tick=-2" (comma-separated)."""
     value_loss: float = 0.5
@@ -90,6 +93,8 @@ class Hyperparameters:
     """Show a progress bar on stderr while training."""
 
 
+REWARDS = ("env", "score")
+"""The values of the shared ``reward`` option: the env's dense reward, or the graded score."""
 SHARED_DEFAULTS = Hyperparameters()
 SHARED_KEY = "shared"
 """The field metadata key naming the :class:`Hyperparameters` field a trainer's field is."""

@@ -58,7 +58,7 @@ from policies.learned import (
     require_train_extra,
 )
 from policies.pruning import prune_dominated
-from training.args import TrainArgs, shared
+from training.args import REWARDS, TrainArgs, shared
 from training.common import (
     Clock,
     Evaluate,
@@ -72,7 +72,7 @@ from training.common import (
 CHOICES: dict[str, tuple[str, ...]] = {
     "track": ("flat", "team"),
     "network": ("entity", "mlp"),
-    "reward": ("env", "score"),
+    "reward": REWARDS,
     "select": ("score", "margin"),
 }
 """The fields of :class:`Args` that take one of a few names."""
@@ -142,9 +142,7 @@ class Args(TrainArgs):
     reward_scale: float = shared("reward_scale")
     """Rewards are multiplied by this for learning, to keep value targets near 1 (a death is -15 on
     the env's reward, 1-6 points with --reward score, where 0.3 worked)."""
-    reward: str = "env"
-    """env: the env's dense reward (SPEC §4); score: the graded composite, paid out per step
-    (hospital_marl.envs.wrappers.ScoreReward: an episode's return is its score - 90)."""
+    reward: str = shared("reward")
     early_discharge_points: float = 0.0
     """--reward score: also charge this many score points per early discharge (training only)."""
     reward_overrides: str = shared("reward_overrides")

@@ -56,9 +56,11 @@ from hospital_marl.core.types import (
     COUNTER_FIELDS,
     F_CUMULATIVE_REWARD,
     F_OCCUPANCY_SUM,
+    PAT_ARRIVAL_SEVERITY,
     S_BOUNCE_CURSOR,
     S_COUNTERS,
     S_KEY,
+    S_N_PATIENTS,
     S_TERMINATED,
     S_TICK,
     S_TRUNCATED,
@@ -292,6 +294,19 @@ class _VectorBase(VectorEnv):
     def flat_masks(self) -> np.ndarray:
         """``(B, 39)`` bool validity of the flat actions of every env's current state."""
         return self._masks.copy()
+
+    def episode_counters(self) -> dict[str, np.ndarray]:
+        """Every env's episode so far, ``(B,)`` copies: each :class:`EpisodeCounters` number but
+        ``cumulative_reward``, and the day's ``day_patients``, ``day_critical`` (arriving at severity
+        >= 4) and ``max_ticks``: what a per-step score reward reads (``wrappers.VectorScoreReward``)."""
+        st = self._batch.state
+        out = {name: st.scalars[:, S_COUNTERS + i].copy() for i, name in enumerate(COUNTER_FIELDS)}
+        out["occupancy_sum"] = st.floats[:, F_OCCUPANCY_SUM].copy()
+        out["day_patients"] = st.scalars[:, S_N_PATIENTS].copy()
+        of_day = np.arange(st.pat.shape[1]) < out["day_patients"][:, None]
+        out["day_critical"] = ((st.pat[:, :, PAT_ARRIVAL_SEVERITY] >= 4) & of_day).sum(axis=1)
+        out["max_ticks"] = np.full(self.num_envs, self._batch.template.max_ticks, np.int64)
+        return out
 
     def _reset(self, seed: int | list[int] | None, options: dict[str, Any] | None) -> None:
         VectorEnv.reset(self, seed=seed if isinstance(seed, int) else None)  # seeds self.np_random

@@ -2,15 +2,20 @@
 
 :class:`ScoreReward` pays out the graded composite score (SPEC §7) tick by tick,
 for learners that should optimise what the benchmark grades rather than the
-env's dense reward (SPEC §4). The env's own reward stays the default everywhere.
+env's dense reward (SPEC §4); :class:`VectorScoreReward` does the same for the batched
+envs (:mod:`hospital_marl.envs.vector`). Both pay :func:`score_step`, the rule written
+once over arrays. The env's own reward stays the default everywhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
+from gymnasium.vector import VectorEnv, VectorWrapper
 
 from hospital_marl.core.metrics import (
     SCORE_WEIGHTS,
@@ -22,6 +27,40 @@ from hospital_marl.core.metrics import (
 
 EMPTY_SHIFT_SCORE = composite_score(episode_metrics(EpisodeCounters()))
 """The composite of a shift with no patients and no actions (90): the zero of :class:`ScoreReward`."""
+
+
+def score_step(
+    now: Any,
+    prev: Any,
+    arrivals: Any,
+    critical: Any,
+    ticks: Any,
+    weights: Mapping[str, float] = SCORE_WEIGHTS,
+) -> Any:
+    """What one step changes in the composite score (:class:`ScoreReward`'s rule), elementwise.
+
+    ``now`` / ``prev``: the counters after / before the step, as attributes (an
+    :class:`EpisodeCounters`, or a namespace of ``(B,)`` arrays); ``arrivals`` and
+    ``critical``: the day's arrivals and critical arrivals (at least 1); ``ticks``: the
+    episode's length. Scalars in, a scalar out; arrays in, an array out.
+    """
+    actions = np.maximum(1, now.actions - prev.actions)  # 1 on the flat track, 3 on the team track
+    w = weights
+    return (
+        -w["survival_rate"] * (now.deaths - prev.deaths) / arrivals
+        - w["critical_patient_survival"]
+        * (now.critical_deaths - prev.critical_deaths)
+        / np.maximum(critical, now.critical_total)
+        - w["avg_wait_time"] * (now.wait_ticks - prev.wait_ticks) / (WAIT_SCALE * arrivals)
+        + w["resource_utilization"] * (now.occupancy_sum - prev.occupancy_sum) / ticks
+        - w["invalid_action_rate"] * (now.invalid_actions - prev.invalid_actions) / (ticks * actions)
+    )
+
+
+def _checked_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    if set(weights) != set(SCORE_WEIGHTS):
+        raise ValueError(f"weights must name exactly {sorted(SCORE_WEIGHTS)}, got {sorted(weights)}")
+    return dict(weights)
 
 
 class ScoreReward(gym.Wrapper):
@@ -52,9 +91,7 @@ class ScoreReward(gym.Wrapper):
 
     def __init__(self, env: gym.Env, weights: Mapping[str, float] = SCORE_WEIGHTS) -> None:
         super().__init__(env)
-        if set(weights) != set(SCORE_WEIGHTS):
-            raise ValueError(f"weights must name exactly {sorted(SCORE_WEIGHTS)}, got {sorted(weights)}")
-        self.weights = dict(weights)
+        self.weights = _checked_weights(weights)
         self.empty_shift_score = composite_score(episode_metrics(EpisodeCounters()), self.weights)
         self._prev = EpisodeCounters()
         self._arrivals = self._critical = self._ticks = 1
@@ -72,20 +109,84 @@ class ScoreReward(gym.Wrapper):
 
     def step(self, action: Any):
         obs, _, terminated, truncated, info = self.env.step(action)
-        now, prev = self.env.unwrapped.hospital.counters, self._prev
-        actions = max(1, now.actions - prev.actions)  # 1 on the flat track, 3 on the team track
-        w, arrivals, ticks = self.weights, self._arrivals, self._ticks
-        reward = (
-            -w["survival_rate"] * (now.deaths - prev.deaths) / arrivals
-            - w["critical_patient_survival"]
-            * (now.critical_deaths - prev.critical_deaths)
-            / max(self._critical, now.critical_total)
-            - w["avg_wait_time"] * (now.wait_ticks - prev.wait_ticks) / (WAIT_SCALE * arrivals)
-            + w["resource_utilization"] * (now.occupancy_sum - prev.occupancy_sum) / ticks
-            - w["invalid_action_rate"] * (now.invalid_actions - prev.invalid_actions) / (ticks * actions)
-        )
+        now = self.env.unwrapped.hospital.counters
+        reward = float(score_step(now, self._prev, self._arrivals, self._critical, self._ticks, self.weights))
         self._paid += reward
         if terminated or truncated:
-            reward += composite_score(episode_metrics(now), w) - self.empty_shift_score - self._paid
+            reward += (
+                composite_score(episode_metrics(now), self.weights) - self.empty_shift_score - self._paid
+            )
         self._prev = now.copy()
         return obs, reward, terminated, truncated, info
+
+
+class VectorScoreReward(VectorWrapper):
+    """:class:`ScoreReward` for B envs at once: a batched env of :mod:`hospital_marl.envs.vector`.
+
+    Each env's reward is :func:`score_step` (the same rule, vectorised over the batch) and
+    its episode's last step adds what the estimates missed, so env ``i``'s undiscounted
+    return over an episode is its graded score minus the empty shift's, and its rewards
+    equal the scalar wrapper's on the scalar env with the same seed and actions. With
+    the vector env's same-step autoreset, a finished episode's counters come from
+    ``infos["final_info"]`` and the next day's start from the env. On
+    :class:`~hospital_marl.envs.vector.HospitalMARLVectorEnv` every role gets the team's
+    score reward (the score is the team's).
+    """
+
+    def __init__(self, env: VectorEnv, weights: Mapping[str, float] = SCORE_WEIGHTS) -> None:
+        super().__init__(env)
+        self.weights = _checked_weights(weights)
+        self.empty_shift_score = composite_score(episode_metrics(EpisodeCounters()), self.weights)
+        self._prev: dict[str, np.ndarray] = {}
+        self._paid = np.zeros(env.num_envs)
+
+    def _counters(self) -> dict[str, np.ndarray]:
+        return self.env.unwrapped.episode_counters()
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        out = self.env.reset(seed=seed, options=options)
+        self._prev = self._counters()
+        self._paid = np.zeros(self.num_envs)
+        return out
+
+    def step(self, actions: Any):
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        ended = _ended(terminated) | _ended(truncated)
+        started = self._counters()  # a finished row: its next day's start
+        now = dict(started)
+        if ended.any():
+            final = infos["final_info"]["counters"]
+            for name in self._prev:
+                if name in final:
+                    now[name] = np.where(ended, final[name], started[name])
+        prev = self._prev
+        reward = score_step(
+            SimpleNamespace(**now),
+            SimpleNamespace(**prev),
+            np.maximum(1, prev["day_patients"]),
+            np.maximum(1, prev["day_critical"]),
+            prev["max_ticks"],
+            self.weights,
+        ).astype(np.float64)
+        self._paid += reward
+        for e in np.flatnonzero(ended).tolist():
+            counters = EpisodeCounters(
+                **{k: type(v)(now[k][e]) for k, v in EpisodeCounters().as_dict().items() if k in now}
+            )
+            reward[e] += (
+                composite_score(episode_metrics(counters), self.weights)
+                - self.empty_shift_score
+                - self._paid[e]
+            )
+            self._paid[e] = 0.0
+        self._prev = started
+        if isinstance(rewards, dict):
+            return obs, {agent: reward.copy() for agent in rewards}, terminated, truncated, infos
+        return obs, reward, terminated, truncated, infos
+
+
+def _ended(flags: Any) -> np.ndarray:
+    """``(B,)`` bool from a batched env's terminations (an array, or one array per agent)."""
+    if isinstance(flags, dict):
+        return np.logical_or.reduce([np.asarray(f, bool) for f in flags.values()])
+    return np.asarray(flags, bool)

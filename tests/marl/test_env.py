@@ -156,6 +156,33 @@ def test_a_reward_table_that_pays_only_deaths_pays_minus_one_per_death() -> None
         reward_table("death_penalty=-1")
 
 
+def test_score_reward_day_return_is_the_graded_score_minus_an_empty_shift() -> None:
+    """``reward="score"`` (``train benchmarl --reward score``): every role gets the team's score
+    change, and each finished day's return (reward_scale 1) is its graded composite minus 90,
+    across the autoreset and in both scenarios of a mixed batch."""
+    env = HospitalTorchEnv(num_envs=2, scenarios=("night_shift", "mass_casualty"), seed=4, reward="score")
+    gen = torch.Generator().manual_seed(1)
+    td, running, days = env.reset(), np.zeros(2), []
+    for _ in range(2 * EPISODE_TICKS + 5):
+        masked_random(td, gen)
+        out = env.step(td)
+        rewards = [out["next", role, "reward"].reshape(-1).double().numpy() for role in SPEC_ACTIONS]
+        assert all(np.array_equal(r, rewards[0]) for r in rewards)  # the team's score, every role
+        running += rewards[0]
+        for e in np.flatnonzero(out["next", "done"].reshape(-1).numpy()).tolist():
+            days.append((e, running[e]))
+            running[e] = 0.0
+        td = env.step_mdp(out)
+    assert len(days) == len(env.finished) >= 4
+    for (e, paid), day in zip(days, env.finished):
+        assert day["scenario"] == env.scenarios[e]
+        assert paid + 90.0 == pytest.approx(day["score"], abs=1e-3)  # float32 rewards
+    with pytest.raises(ValueError, match="reward_mode"):
+        HospitalTorchEnv(num_envs=1, reward="score", reward_mode="role")
+    with pytest.raises(ValueError, match="reward must be"):
+        HospitalTorchEnv(num_envs=1, reward="points")
+
+
 def test_bad_input_is_refused_clearly() -> None:
     with pytest.raises(ValueError, match="at least the number of scenarios"):
         HospitalTorchEnv(num_envs=2, scenarios=BUILTIN_SCENARIOS)

@@ -120,7 +120,7 @@ def test_ippo_in_process_uses_the_evaluation_function_given(tmp_path: Path) -> N
     args = Args(
         algorithm="ippo", frames=400, n_envs=2, steps_per_batch=100, minibatch_size=100, epochs=1,
         hidden=(16,), eval_interval=200, eval_episodes=1, scenario="ventilator_crisis", seed=1,
-        save=str(tmp_path / "ippo"), progress=False,
+        save=str(tmp_path / "ippo"), progress=False, reward="score", reward_scale=0.3,
     )  # fmt: skip
     run_dir = train(args, evaluate=evaluate)
     assert len(calls) == 2  # after each of the two 200-frame iterations
@@ -129,6 +129,7 @@ def test_ippo_in_process_uses_the_evaluation_function_given(tmp_path: Path) -> N
     assert all({**c, "scenarios": tuple(c["scenarios"])} == expected for c in calls)
     meta = json.loads((run_dir / "benchmarl.json").read_text())
     assert meta["algorithm"] == "ippo" and meta["validation"]["seed"] == 1000
+    assert meta["args"]["reward"] == "score" and "--reward score" in meta["command"]
     policy = load(str(run_dir))
     obs = np.zeros(28, np.float32)
     mask = np.array([1, 0, 0, 0], np.int8)  # only the no-op allowed
@@ -142,6 +143,12 @@ def test_bad_arguments_are_refused() -> None:
         Args(algorithm="qmix")
     with pytest.raises(ValueError, match="n_envs"):
         Args(all_scenarios=True, n_envs=len(BUILTIN_SCENARIOS) - 1)
+    with pytest.raises(ValueError, match="replaces"):
+        Args(reward="score", reward_overrides="death=-20")
+    with pytest.raises(ValueError, match="reward-mode team"):
+        Args(reward="score", reward_mode="role")
+    with pytest.raises(ValueError, match="reward must be"):
+        Args(reward="points")
     done = subprocess.run(
         [sys.executable, "-m", "hospital_marl", "train", "benchmarl", "--algorithm", "qmix"],
         capture_output=True, text=True, timeout=120,

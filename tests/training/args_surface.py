@@ -6,7 +6,8 @@ flag, default, help text and recorded command exactly as it was. Deliberate chan
 ``python -m training.radiotherapy run --help`` now shows each field's docstring (it showed no help);
 its flags and defaults are as recorded; and that command moved to the CLI layer, as
 ``hospital-marl train radiotherapy`` (the same parser: training no longer holds a command line that
-would import the grader).
+would import the grader). ``train benchmarl`` gained ``--reward env|score`` (the shared ``reward``
+option of ``train ppo``, whose surface is unchanged) and a narrower ``--reward-scale`` help.
 """
 
 from __future__ import annotations

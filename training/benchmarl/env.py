@@ -8,7 +8,8 @@ roles have different action spaces, so each is its own *group* of one agent:
 - ``(role, "observation")`` ``(B, 1, d_role)`` float32 -- the role's AEC vector, encoded as the
   other learned team policies see it (:func:`policies.marl.encode_role`: fixed scales, clipped);
 - ``(role, "action_mask")`` ``(B, 1, n_role)`` bool and ``(role, "action")`` ``(B, 1)`` ints;
-- ``(role, "reward")`` ``(B, 1, 1)``: the team reward (or the role's own, ``reward_mode="role"``)
+- ``(role, "reward")`` ``(B, 1, 1)``: the team reward (or the role's own, ``reward_mode="role"``;
+  or with ``reward="score"`` the graded score's per-step change, :class:`VectorScoreReward`)
   times ``reward_scale``;
 - ``"state"`` ``(B, 106)``: the global state (every observation block), for centralised critics;
 - ``"done"`` / ``"terminated"`` / ``"truncated"`` ``(B, 1)``: the day is over (shared by the roles).
@@ -52,6 +53,7 @@ from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import get_scenario
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
+from hospital_marl.envs.wrappers import VectorScoreReward
 from policies.marl import OBS_CLIP, ROLE_SCALES
 
 NOOP = 0
@@ -95,6 +97,9 @@ class HospitalTorchEnv(EnvBase):
         reward_mode: ``"team"`` (every role gets the team reward) or ``"role"``.
         reward_scale: rewards are multiplied by this (a death is -15; 0.02 keeps values near 1).
         rewards: the env's dense reward table (default: the env's own), e.g. training-only shaping.
+        reward: ``"env"`` (the env's reward) or ``"score"``: what each step changes in the graded
+            composite (:class:`~hospital_marl.envs.wrappers.VectorScoreReward`; a day's return is
+            its score - 90), the team's, given to every role.
         encode: observations and state scaled as the learned policies see them; False: raw.
         device: torch device of the tensors (the simulation runs on the CPU).
     """
@@ -109,6 +114,7 @@ class HospitalTorchEnv(EnvBase):
         reward_mode: str = "team",
         reward_scale: float = 1.0,
         rewards: RewardTable | None = None,
+        reward: str = "env",
         encode: bool = True,
         device: Any = "cpu",
     ) -> None:
@@ -117,6 +123,10 @@ class HospitalTorchEnv(EnvBase):
             raise ValueError("scenarios must name at least one scenario")
         for name in names:
             get_scenario(name)  # raises on an unknown name, listing the valid ones
+        if reward not in ("env", "score"):
+            raise ValueError(f"reward must be 'env' or 'score', got {reward!r}")
+        if reward == "score" and reward_mode != "team":
+            raise ValueError("reward='score' is the team's score: it needs reward_mode='team'")
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
         self.scenarios = names
         self.rows = split_rows(num_envs, names)
@@ -126,6 +136,9 @@ class HospitalTorchEnv(EnvBase):
             _FullFinalObs(n, scenario=name, reward_mode=reward_mode, rewards=rewards)
             for n, name in zip(self.rows, names)
         ]
+        self.reward = reward
+        self.steppers: list[Any] = [VectorScoreReward(vec) if reward == "score" else vec for vec in self.vecs]
+        """What ``reset``/``step`` call: the vector envs, or their score-reward wrappers."""
         self._seed = seed
         self._started = False
         self.finished: list[dict[str, Any]] = []
@@ -226,8 +239,8 @@ class HospitalTorchEnv(EnvBase):
                     "reset the whole batch to start over"
                 )
         first = 0
-        for vec, n in zip(self.vecs, self.rows):
-            vec.reset(seed=None if self._seed is None or self._started else self._seed + first)
+        for stepper, n in zip(self.steppers, self.rows):
+            stepper.reset(seed=None if self._seed is None or self._started else self._seed + first)
             first += n
         self._started = True
         self._fresh = np.ones(self.batch_size[0], bool)
@@ -241,8 +254,10 @@ class HospitalTorchEnv(EnvBase):
         rewards = {role: [] for role in ROLES}
         terminated, truncated = [], []
         start = 0
-        for vec, n, name in zip(self.vecs, self.rows, self.scenarios):
-            _, rew, term, trunc, infos = vec.step({role: actions[role][start : start + n] for role in ROLES})
+        for vec, stepper, n, name in zip(self.vecs, self.steppers, self.rows, self.scenarios):
+            _, rew, term, trunc, infos = stepper.step(
+                {role: actions[role][start : start + n] for role in ROLES}
+            )
             state = vec.state_vectors.copy()
             masks = {role: vec.flat_masks()[:, ROLE_COLUMNS[role]] for role in ROLES}
             ended = term[ROLES[0]] | trunc[ROLES[0]]

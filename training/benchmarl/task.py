@@ -34,7 +34,8 @@ def _base(env: EnvBase) -> HospitalTorchEnv:
 
 class HospitalTaskClass(TaskClass):
     """Config keys: ``reward_mode`` ("team"), ``reward_scale`` (learning scale of the reward),
-    ``reward_overrides`` (training-only reward-table changes, ``"field=number,..."``)."""
+    ``reward_overrides`` (training-only reward-table changes, ``"field=number,..."``), ``reward``
+    ("env": the env's dense reward; "score": the graded score, paid per step)."""
 
     @property
     def scenarios(self) -> tuple[str, ...]:
@@ -54,6 +55,7 @@ class HospitalTaskClass(TaskClass):
             reward_mode=config.get("reward_mode", "team"),
             reward_scale=config.get("reward_scale", 1.0),
             rewards=reward_table(config.get("reward_overrides", "")),
+            reward=config.get("reward", "env"),
             device=device,
         )
 
@@ -116,12 +118,18 @@ class HospitalTask(Task):
 
 
 def make_task(
-    scenario: str, reward_mode: str = "team", reward_scale: float = 1.0, reward_overrides: str = ""
+    scenario: str,
+    reward_mode: str = "team",
+    reward_scale: float = 1.0,
+    reward_overrides: str = "",
+    reward: str = "env",
 ) -> HospitalTaskClass:
     """The task for a scenario name (or ``"all_scenarios"``), configured without BenchMARL's YAML."""
     task = HospitalTask[scenario.upper()]
-    return task.get_task(config={
-            "reward_mode": reward_mode,
-            "reward_scale": reward_scale,
-            "reward_overrides": reward_overrides,
-        })  # type: ignore[return-value]
+    config = {
+        "reward_mode": reward_mode,
+        "reward_scale": reward_scale,
+        "reward_overrides": reward_overrides,
+        "reward": reward,
+    }
+    return task.get_task(config=config)  # type: ignore[return-value]
