@@ -47,7 +47,7 @@ R = RewardTable()
 SERVER = ServerSettings()
 PLANNER = {k: p.default for k, p in inspect.signature(PlannerPolicy).parameters.items()}
 DAY = Scenario(name="defaults")  # the dataclass defaults every built-in scenario starts from
-WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "twelve": 12}
 
 
 def _rt_actions() -> int:
@@ -168,6 +168,7 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
             SCENARIOS["ventilator_crisis"].ventilators,
         ),
     ),
+    "observation views per buffer": (r"recycled buffers whose (\w+)\s+views", lambda: (len(BLOCKS),)),
     "vector env keys drawn ahead": (r"\((\d+) at a time, the keys the scalar", lambda: (KEYS_AHEAD,)),
     "death rates": (
         r"severity 5 dies at ([\d.]+)/tick waiting, ([\d.]+) in a bed",
