@@ -208,7 +208,12 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     return out
 
 
-def prose(team: dict[str, dict[str, Any]], missing: list[str], runs: dict[str, Path]) -> list[str]:
+def prose(
+    team: dict[str, dict[str, Any]],
+    missing: list[str],
+    runs: dict[str, Path],
+    costs: dict[str, dict[str, Any] | None],
+) -> list[str]:
     ref = team["team_heuristic"]
     ranked = sorted(team.items(), key=lambda kv: -kv[1]["overall_score"])
     best_name, best = ranked[0]
@@ -219,13 +224,24 @@ def prose(team: dict[str, dict[str, Any]], missing: list[str], runs: dict[str, P
         m, se = overall_paired(team[n], ref)
         parts.append(f"`{n}` {m:+.1f} ± {se:.1f}")
     m_tp, se_tp = overall_paired(team["team_ppo"], ref)
+    steps = sorted(c["steps"] for n in learned if (c := costs.get(n)))
+    team_ppo_steps = costs["team_ppo"]["steps"] if costs.get("team_ppo") else None
+    budget = ""
+    if steps and team_ppo_steps:
+        span = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
+        budget = (
+            f"The per-role learners trained on {span} role decisions each (wall times above, this 2-core "
+            f"machine); `team_ppo` (joint action from the composed observation) on {team_ppo_steps:,} "
+            f"({team_ppo_steps / steps[-1]:.1f}× as many). "
+        )
     lines.append(
         f"On the team track `{best_name}` scores highest overall ({best['overall_score']:.1f}). "
         f"Against `team_heuristic` ({ref['overall_score']:.1f}), paired over the same days: "
-        f"`team_ppo` {m_tp:+.1f} ± {se_tp:.1f}" + ("; " + ", ".join(parts) if parts else "") + ". "
-        "The per-role learners trained on ~60k role decisions each (wall times above, this 2-core "
-        "machine); `team_ppo` (joint action from the composed observation) trained on ten times as "
-        "many, and a margin within about two standard errors is not a win."
+        f"`team_ppo` {m_tp:+.1f} ± {se_tp:.1f}"
+        + ("; " + ", ".join(parts) if parts else "")
+        + ". "
+        + budget
+        + "A margin within about two standard errors is not a win."
     )
     for name, key in (("marl_ibr", "ibr"), ("marl_shared", "shared")):
         curve_file = runs[key] / "curve.json" if name in team else None
@@ -325,7 +341,7 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         "",
         *per_scenario_margins(team, "team_heuristic"),
         "",
-        *prose(team, missing, runs),
+        *prose(team, missing, runs, costs),
         "",
         "Commands of the learned runs:",
         "",

@@ -29,8 +29,9 @@ from hospital_marl.core.clinical import DEFAULT_CLINICAL as C
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.metrics import SCORE_WEIGHTS, WAIT_SCALE
 from hospital_marl.core.rewards import RewardTable
-from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, Scenario
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, CONDITIONS, SCENARIOS, Scenario
 from hospital_marl.envs.observations import BLOCKS, state_space
+from hospital_marl.envs.vector import KEYS_AHEAD
 from hospital_marl.envs.wrappers import EMPTY_SHIFT_SCORE
 from policies.learned import FEATURE_CLIP, SEVERITY_SCALE, TICKS_SCALE, TIE_TOLERANCE
 from policies.llm import LLMConfig
@@ -46,7 +47,7 @@ R = RewardTable()
 SERVER = ServerSettings()
 PLANNER = {k: p.default for k, p in inspect.signature(PlannerPolicy).parameters.items()}
 DAY = Scenario(name="defaults")  # the dataclass defaults every built-in scenario starts from
-WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "twelve": 12}
 
 
 def _rt_actions() -> int:
@@ -160,6 +161,15 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
         r"(\d+) general\s+beds, (\d+) ICU beds and (\d+) ventilators",
         lambda: (DAY.general_beds, DAY.icu_beds, DAY.ventilators),
     ),
+    "ventilator_crisis description": (
+        r"(\d+)% respiratory, mostly severity >= 3: the (\d+) ventilators bind",
+        lambda: (
+            round(100 * SCENARIOS["ventilator_crisis"].condition_mix[CONDITIONS.index("respiratory")], 6),
+            SCENARIOS["ventilator_crisis"].ventilators,
+        ),
+    ),
+    "observation views per buffer": (r"recycled buffers whose (\w+)\s+views", lambda: (len(BLOCKS),)),
+    "vector env keys drawn ahead": (r"\((\d+) at a time, the keys the scalar", lambda: (KEYS_AHEAD,)),
     "death rates": (
         r"severity 5 dies at ([\d.]+)/tick waiting, ([\d.]+) in a bed",
         lambda: (C.death_waiting, C.death_in_bed),

@@ -145,10 +145,10 @@ class TickResult(NamedTuple):
 class _Direct:
     """A kernel function called through its compiled entry point, past numba's dispatcher.
 
-    The dispatcher types every argument on every call (~3 µs for the state's arrays, more
-    than a whole tick); the Hospital always passes the same types (its own state, int
+    The dispatcher types every argument on every call (for the state's arrays that costs
+    more than a whole tick); the Hospital always passes the same types (its own state, int
     indices, float32 observations, bool masks), so after the first call resolves the one
-    signature, later calls go straight to the machine code (~0.5 µs)."""
+    signature, later calls go straight to the machine code."""
 
     __slots__ = ("dispatcher", "entry")
 

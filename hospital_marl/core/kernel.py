@@ -188,7 +188,7 @@ _jit = njit(cache=True, nogil=True, _nrt=False)
 # numba types a bare literal as ``Literal[int](3)`` and compiles the callee once per value,
 # which the cold compile (every fresh clone, CI) pays for; wrapped, one specialisation serves all.
 """No reference counting: a call passing the state's arrays would otherwise incref and decref
-each of them (~0.3 µs a call, more than most rules cost). Safe because no rule allocates
+each of them, which costs more than most rules do. Safe because no rule allocates
 (``State.scratch`` is their working space) and every array outlives the call."""
 
 

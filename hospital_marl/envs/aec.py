@@ -165,8 +165,8 @@ class _OrderEnforcing(wrappers.OrderEnforcingWrapper):
     """PettingZoo's ``OrderEnforcingWrapper`` with the per-step loop's calls forwarded in one hop.
 
     Inherited, ``last()``, ``step()`` and ``agent_iter()`` read about eight attributes per
-    role-step through the wrapper's ``__getattr__`` (two levels of checks each): 40% of a
-    wrapped role-step. Here they make PettingZoo's own checks (before reset, after the end,
+    role-step through the wrapper's ``__getattr__`` (two levels of checks each): a large
+    share of a wrapped role-step. Here they make PettingZoo's own checks (before reset, after the end,
     step() between turns) and then read the wrapped env directly."""
 
     def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:

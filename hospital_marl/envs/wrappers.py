@@ -69,8 +69,8 @@ class ScoreReward(gym.Wrapper):
     Why: the env's dense reward and the score weigh things differently. The
     ICU-busy bonus is worth up to +10 a shift in every scenario, while what a
     death costs in score points grows as arrivals get fewer: on ``night_shift``
-    (~35 arrivals) a critical death costs ~6 points and keeping mild patients in
-    the ICU earns well under 1, so a learner on the dense reward learns to fill
+    (the fewest arrivals) a critical death costs many times what keeping mild
+    patients in the ICU earns, so a learner on the dense reward learns to fill
     the ICU and then has no bed for the next critical arrival.
 
     Each step pays what it changes in the composite, using the episode's final
