@@ -1,6 +1,7 @@
 """``hospital-marl train benchmarl`` end to end: a tiny MAPPO run through the CLI (in a subprocess),
 a tiny IPPO run through :func:`training.benchmarl.train.train` with an evaluation function passed
-in, tiny QMIX and VDN runs, then loading the saved actors with ``policies.load`` and grading them on the team track."""
+in, tiny QMIX and VDN runs, then loading the saved actors with ``policies.load`` and grading them
+on the team track."""
 
 from __future__ import annotations
 
