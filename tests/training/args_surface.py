@@ -6,7 +6,8 @@ flag, default, help text and recorded command exactly as it was. Deliberate chan
 ``python -m training.radiotherapy run --help`` now shows each field's docstring (it showed no help);
 its flags and defaults are as recorded; and that command moved to the CLI layer, as
 ``hospital-marl train radiotherapy`` (the same parser: training no longer holds a command line that
-would import the grader).
+would import the grader). ``train benchmarl`` gained ``--algorithm qmix|vdn`` and the off-policy
+flags ``--optimizer-steps``, ``--replay-batch``, ``--replay-size`` (re-recorded; nothing else moved).
 """
 
 from __future__ import annotations
