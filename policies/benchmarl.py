@@ -1,14 +1,16 @@
-"""Team-track policies trained with BenchMARL (``hospital-marl train benchmarl``: MAPPO, IPPO).
+"""Team-track policies trained with BenchMARL (``hospital-marl train benchmarl``: MAPPO, IPPO, QMIX, VDN).
 
 A run directory holds ``benchmarl.json`` (``format: hospital_marl.benchmarl/1``: algorithm,
 the ONNX actor of each role for the best validation evaluation and for the end of
 training, the learning curve's last row, args, command) and the actors themselves
-(``best/<role>.onnx``, ``final/<role>.onnx``: encoded role observation -> action logits; the
+(``best/<role>.onnx``, ``final/<role>.onnx``: encoded role observation -> action logits, or
+action values for QMIX / VDN; the
 runs committed under ``policies/checkpoints/marl/benchmarl/`` keep ``best/`` only).
 :func:`load_benchmarl_policy` plays them with onnxruntime -- no torch, TorchRL or
 BenchMARL needed to grade or play a trained team -- as a :class:`~policies.marl.MarlTeamPolicy`:
 each role takes the most probable action its mask allows (BenchMARL's deterministic
-evaluation of a masked categorical policy).
+evaluation of a masked categorical policy), or for QMIX / VDN the highest-valued one (TorchRL's
+``QValueModule`` greedy masked argmax: the same rule on the Q-network's output).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from policies.marl import MarlTeamPolicy, RoleAct, has_run_format, logits_role
 
 FORMAT = "hospital_marl.benchmarl/1"
 METADATA_FILE = "benchmarl.json"
-ALGORITHMS = ("mappo", "ippo")
+ALGORITHMS = ("mappo", "ippo", "qmix", "vdn")
+OFF_POLICY = ("qmix", "vdn")
+"""The Q-learning algorithms: off-policy collection, their actors output action values."""
 
 
 def is_benchmarl_run(path: str | Path) -> bool:

@@ -7,7 +7,9 @@ flag, default, help text and recorded command exactly as it was. Deliberate chan
 its flags and defaults are as recorded; and that command moved to the CLI layer, as
 ``hospital-marl train radiotherapy`` (the same parser: training no longer holds a command line that
 would import the grader). ``train benchmarl`` gained ``--reward env|score`` (the shared ``reward``
-option of ``train ppo``, whose surface is unchanged) and a narrower ``--reward-scale`` help.
+option of ``train ppo``, whose surface is unchanged), a narrower ``--reward-scale`` help,
+``--algorithm qmix|vdn`` and the off-policy flags ``--optimizer-steps``, ``--replay-batch``,
+``--replay-size`` (re-recorded; nothing else moved).
 """
 
 from __future__ import annotations

@@ -1,12 +1,17 @@
-"""MAPPO and IPPO from BenchMARL on the batched ED: ``hospital-marl train benchmarl``.
+"""MAPPO, IPPO, QMIX and VDN from BenchMARL on the batched ED: ``hospital-marl train benchmarl``.
 
-Run it as ``hospital-marl train benchmarl --algorithm mappo|ippo [--frames N] [--scenario S |
+Run it as ``hospital-marl train benchmarl --algorithm mappo|ippo|qmix|vdn [--frames N] [--scenario S |
 --all-scenarios] [--seed S] [--save DIR]`` (every field of :class:`Args` is a flag) or
 ``training.benchmarl.train.train(Args(...), grading.grade)``. The algorithms are BenchMARL's own
 (``MappoConfig`` / ``IppoConfig``, TorchRL's ``ClipPPOLoss`` with masked categorical actors),
 run by BenchMARL's ``Experiment`` on :class:`~training.benchmarl.task.HospitalTaskClass`:
 one group (one actor) per role; MAPPO's critics read the global state, IPPO's each role's
-own observation. Nothing of PPO is written here.
+own observation. Nothing of PPO is written here. QMIX / VDN are BenchMARL's ``QmixConfig`` /
+``VdnConfig`` (TorchRL's ``QMixerLoss`` over a masked ``QValueModule``, epsilon-greedy collection
+that respects the masks) with off-policy collection of whole days (``n_envs`` x
+``steps_per_batch`` frames per batch into a replay buffer). BenchMARL mixes the agents *within*
+a group; with one role per group the mixer has a single input, so here both amount to
+independent per-role deep Q-learning on the team reward (no mixing across roles).
 
 Frames are BenchMARL's: env steps summed over the batch, one step = one tick = three role
 decisions (``role_decisions = 3 * frames``, comparable with ``train marl`` and RLlib).
@@ -35,7 +40,7 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.scenarios import get_scenario
-from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, load_benchmarl_policy
+from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, OFF_POLICY, load_benchmarl_policy
 from policies.learned import ONNX_INPUT, ONNX_OUTPUT
 from policies.marl import ROLE_SCALES
 from training.args import REWARDS, TrainArgs, shared
@@ -73,7 +78,8 @@ class Args(TrainArgs):
     ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("algorithm", "frames", "seed")
 
     algorithm: str = "mappo"
-    """mappo: critics on the global state (centralised); ippo: each role's critic on its own observation."""
+    """mappo: critics on the global state (centralised); ippo: each role's critic on its own observation;
+    qmix / vdn: Q-learning per role (one role per group: nothing to mix across roles)."""
     frames: int = 256_000
     """Env steps to train on, summed over the batch (one step = one tick = three role decisions)."""
     scenario: str = shared("scenario")
@@ -91,6 +97,12 @@ class Args(TrainArgs):
     """Frames per PPO minibatch."""
     epochs: int = 4
     """Passes over each iteration's frames (BenchMARL's on_policy_n_minibatch_iters)."""
+    optimizer_steps: int = 1000
+    """QMIX / VDN: gradient steps per collected batch (BenchMARL's off_policy_n_optimizer_steps)."""
+    replay_batch: int = 128
+    """QMIX / VDN: frames sampled from the replay buffer per gradient step (BenchMARL's default)."""
+    replay_size: int = 100_000
+    """QMIX / VDN: frames the replay buffer keeps (capped at the run's frames)."""
     lr: float = shared("learning_rate")
     gamma: float = shared("gamma")
     """Discount per tick (as in train ppo|marl)."""
@@ -122,7 +134,8 @@ class Args(TrainArgs):
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         get_scenario(self.scenario)
         self.require_at_least(
-            1, "frames", "n_envs", "steps_per_batch", "minibatch_size", "epochs", "eval_episodes"
+            1, "frames", "n_envs", "steps_per_batch", "minibatch_size", "epochs", "eval_episodes",
+            "optimizer_steps", "replay_batch", "replay_size",
         )
         if self.eval_interval < 0 or self.seed < 0:
             raise ValueError("eval_interval and seed must be >= 0")
@@ -162,7 +175,8 @@ class Args(TrainArgs):
 
 # ------------------------------------------------------------------ actors
 def actor_nets(experiment: Any) -> dict[str, Any]:
-    """Each role's actor MLP (encoded observation -> logits) as a plain torch module (a copy)."""
+    """Each role's actor MLP (encoded observation -> logits, or action values for QMIX / VDN) as a
+    plain torch module (a copy)."""
     from torchrl.modules import MultiAgentMLP
 
     nets = {}
@@ -211,7 +225,8 @@ def export_actors(experiment: Any, out: Path) -> dict[str, str]:
 
 
 def benchmarl_logits(experiment: Any, role: str, features: np.ndarray) -> np.ndarray:
-    """The logits BenchMARL's own ``role`` actor computes for one encoded observation."""
+    """The logits (QMIX / VDN: action values) BenchMARL's own ``role`` actor computes for one encoded
+    observation."""
     import torch
     from tensordict import TensorDict
 
@@ -226,9 +241,10 @@ def benchmarl_logits(experiment: Any, role: str, features: np.ndarray) -> np.nda
         batch_size=(1,),
     )
     td[(role, "action_mask")] = torch.ones(1, 1, ROLE_ACTION_COUNTS[role], dtype=torch.bool)
+    net = actor.module[0]  # the MLP (the distribution / Q-value / epsilon-greedy modules only pick from it)
     with torch.no_grad():
-        actor.module[0](td)  # the logits module (the distribution module only samples from it)
-    return td.get((role, "logits")).reshape(-1).numpy()
+        net(td)
+    return td.get(net.out_keys[0]).reshape(-1).numpy()
 
 
 # ------------------------------------------------------------------ the run
@@ -247,6 +263,11 @@ def experiment_config(args: Args, run_dir: Path) -> Any:
     config.on_policy_n_envs_per_worker = args.n_envs
     config.on_policy_n_minibatch_iters = args.epochs
     config.on_policy_minibatch_size = min(args.minibatch_size, args.frames_per_batch)
+    config.off_policy_collected_frames_per_batch = args.frames_per_batch
+    config.off_policy_n_envs_per_worker = args.n_envs
+    config.off_policy_n_optimizer_steps = args.optimizer_steps
+    config.off_policy_train_batch_size = args.replay_batch
+    config.off_policy_memory_size = min(args.replay_size, config.max_n_frames)
     # BenchMARL's own evaluation (training-return logs) runs when ours does.
     config.evaluation = True
     config.evaluation_interval = (args.eval_every or args.iterations) * args.frames_per_batch
@@ -263,8 +284,10 @@ def experiment_config(args: Args, run_dir: Path) -> Any:
 
 
 def algorithm_config(args: Args) -> Any:
-    from benchmarl.algorithms import IppoConfig, MappoConfig
+    from benchmarl.algorithms import IppoConfig, MappoConfig, QmixConfig, VdnConfig
 
+    if args.algorithm in OFF_POLICY:  # BenchMARL's own YAML (target network, L2 TD(0) loss)
+        return (QmixConfig if args.algorithm == "qmix" else VdnConfig).get_from_yaml()
     cls = MappoConfig if args.algorithm == "mappo" else IppoConfig
     config = cls.get_from_yaml()
     config.clip_epsilon = args.clip_epsilon
