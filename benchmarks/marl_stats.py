@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from grading import stats  # noqa: E402
 from grading.tables import write_marked  # noqa: E402
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS  # noqa: E402
+from policies.benchmarl import ALGORITHMS  # noqa: E402
 
 OUT = ROOT / "docs" / "marl"
 RESULTS = OUT / "benchmarl_runs.json"
@@ -54,13 +55,15 @@ COMMITTED = ROOT / "policies" / "checkpoints" / "marl" / "benchmarl"
 """The committed home of the runs in the table (what ``publish`` copies, what ``collect`` grades)."""
 START, END = "<!-- BEGIN marl-stats -->", "<!-- END marl-stats -->"
 REFERENCE = "team_heuristic"
-ORDER = ("mappo", "ippo", "mappo_score", "ippo_score")
-"""Row order: ``<algorithm>`` trained on the env's dense reward, ``<algorithm>_score`` on the score."""
+ORDER = tuple(f"{algorithm}{suffix}" for suffix in ("", "_score") for algorithm in ALGORITHMS)
+"""Row order: ``<algorithm>`` trained on the env's dense reward, ``<algorithm>_score`` on the score
+(every algorithm ``train benchmarl`` offers, so any published run has a row)."""
 LABELS = {
-    "mappo": "MAPPO (BenchMARL), env reward",
-    "ippo": "IPPO (BenchMARL), env reward",
-    "mappo_score": "MAPPO (BenchMARL), score reward",
-    "ippo_score": "IPPO (BenchMARL), score reward",
+    **{
+        f"{algorithm}{suffix}": f"{algorithm.upper()} (BenchMARL), {reward} reward"
+        for suffix, reward in (("", "env"), ("_score", "score"))
+        for algorithm in ALGORITHMS
+    },
     REFERENCE: "team_heuristic (rules)",
 }
 PAIRS = {
