@@ -27,6 +27,7 @@ from grading.radiotherapy import grade_all
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL as C
 from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.kernel import ready_for_step_down
 from hospital_marl.core.metrics import SCORE_WEIGHTS, WAIT_SCALE
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, CONDITIONS, SCENARIOS, Scenario
@@ -87,6 +88,12 @@ def _rllib_reward_scale() -> float:
     from training.rllib.train import Args
 
     return Args().reward_scale
+
+
+def _ray_minor() -> float:
+    import ray
+
+    return float(".".join(ray.__version__.split(".")[:2]))
 
 
 def _number(text: str) -> float:
@@ -300,6 +307,11 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
         r'"http": \{"active": \d+, "max": (\d+), "idle_timeout_s": ([\d.]+)\}',
         lambda: (SERVER.max_http_sessions, SERVER.http_session_ttl_s),
     ),
+    "step-down severity": (
+        r"treatment is done and(?: whose)? severity (?:≤|<=|is <=) (\d)",
+        lambda: (max(s for s in range(1, 6) if ready_for_step_down(0, s)),),
+    ),
+    "Ray version": (r"\bRay (\d+\.\d+) authenticates", lambda: (_ray_minor(),)),
 }
 """Claim -> (pattern whose groups quote figures, the package's figures in group order)."""
 for _field, _var in ENV_VARS.items():  # the defaults tables of server/README.md and server/settings.py
