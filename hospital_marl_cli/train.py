@@ -31,7 +31,7 @@ from training.marl import trainer as marl
 from training.rllib import train as rllib
 
 
-def run_args(cls: type[TrainArgs], args: argparse.Namespace) -> Any:
+def run_args(cls: type[TrainArgs] | type[rt.Args], args: argparse.Namespace) -> Any:
     """The namespace as the trainer's ``Args`` (its validation errors as one line)."""
     try:
         values = cls.from_namespace(args)
@@ -112,7 +112,7 @@ def cmd_train_rllib(args: argparse.Namespace) -> int:
 
 
 def cmd_train_benchmarl(args: argparse.Namespace) -> int:
-    """Train MAPPO/IPPO with BenchMARL, then print a JSON summary; exit 1 if a masked action was taken."""
+    """Train with BenchMARL (MAPPO, IPPO, QMIX, VDN), print a JSON summary; exit 1 on a masked action."""
     values = run_args(benchmarl.Args, args)
     run_dir = run(benchmarl.train, values, grade)
     summary = benchmarl.summary(run_dir)
@@ -127,11 +127,7 @@ def cmd_train_benchmarl(args: argparse.Namespace) -> int:
 
 def cmd_train_radiotherapy(args: argparse.Namespace) -> int:
     """Train the radiotherapy planner (:mod:`training.radiotherapy`); print the run directory."""
-    try:
-        values = rt.Args.from_namespace(args)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-    print(run(rt.train, values, grade_all))
+    print(run(rt.train, run_args(rt.Args, args), grade_all))
     return 0
 
 
@@ -214,9 +210,11 @@ def add_commands(sub: Any) -> None:
 
     p = train_sub.add_parser(
         "benchmarl",
-        help="MAPPO or IPPO from BenchMARL (TorchRL) on the batched env, one actor per role (`marl` extra)",
-        description="Train BenchMARL's MAPPO (critics on the global state) or IPPO (critics on each role's "
-        "observation) on a natively batched TorchRL env; grades on validation days periodically, keeps the "
+        help="MAPPO, IPPO, QMIX or VDN from BenchMARL (TorchRL) on the batched env, one actor per role "
+        "(`marl` extra)",
+        description="Train BenchMARL's MAPPO (critics on the global state), IPPO (critics on each role's "
+        "observation), or QMIX / VDN (Q-learning per role) on a natively batched TorchRL env; grades on "
+        "validation days periodically, keeps the "
         "best actors as ONNX, and writes benchmarl.json and a learning curve (see training/benchmarl/).",
     )
     benchmarl.Args.add_flags(p)
