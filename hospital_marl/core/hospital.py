@@ -40,7 +40,6 @@ from hospital_marl.core.types import (
     BEDS_VENT_IDLE,
     BOARD_DISCHARGE_SLOTS,
     BOARD_TRANSFER_SLOTS,
-    BOUNCE_BLOCK,
     BOUNCE_PID,
     BOUNCE_TICK,
     COUNTER_FIELDS,
@@ -76,11 +75,11 @@ from hospital_marl.core.types import (
     copy_state,
     counters_of,
     empty_state,
-    grow_bounce,
     grow_patients,
     make_params,
     packed_buffer,
     patient_capacity,
+    with_bounce_room,
     with_buffer,
     write_day,
 )
@@ -517,10 +516,9 @@ class Hospital:
         """Make room now for what ``actions`` more actions may need (one bounce-back slot each,
         for an early discharge), so compiled code can act that often on :attr:`state` without
         returning to Python (the planner's rollouts). The draws themselves come from the key."""
-        slots = self.state.bounce.shape[2]
-        needed = int(self._sc[S_BOUNCE_CURSOR]) + actions
-        if needed > slots:
-            self.state = grow_bounce(self.state, max(needed, slots + BOUNCE_BLOCK))
+        state = with_bounce_room(self.state, actions)
+        if state is not self.state:
+            self.state = state
             self._bind()
 
     def _check_running(self) -> None:

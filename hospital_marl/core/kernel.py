@@ -417,7 +417,7 @@ def _early_discharge(st, p, e, pid, role) -> None:
     st.pat[e, pid, PAT_AWAY_SINCE] = st.scalars[e, S_TICK]
     st.scalars[e, C_EARLY_DISCHARGES] += 1
     _reward(st, e, p.reals[R_EARLY_PER_SEVERITY] * sev, role)
-    k = st.scalars[e, S_BOUNCE_CURSOR]  # the caller guarantees a schedule slot (see ensure_bounce_draws)
+    k = st.scalars[e, S_BOUNCE_CURSOR]  # the caller guarantees a schedule slot (see types.with_bounce_room)
     st.scalars[e, S_BOUNCE_CURSOR] = k + 1
     key = st.scalars[e, S_KEY]  # the k-th early discharge's draws: the same on every branch
     if uniform(key, np.int64(D_BOUNCE), k, np.int64(0)) < p.reals[P_BOUNCE_PER_SEVERITY] * sev:
@@ -920,7 +920,7 @@ def step_flat_row(st, p, e, flat, offsets, obs, mask) -> int:
     return outcome
 
 
-STEP_NOT_RUNNING, STEP_NEEDS_DRAWS = -2, -3
+STEP_NOT_RUNNING, STEP_NEEDS_ROOM = -2, -3
 """Codes of :func:`step_flat_report` when it did nothing (the caller fixes the cause)."""
 
 
@@ -928,13 +928,13 @@ STEP_NOT_RUNNING, STEP_NEEDS_DRAWS = -2, -3
 def step_flat_report(st, p, e, flat, offsets, obs, mask):
     """:func:`step_flat_row` for a Python caller, with what it reads next in one return:
     ``(outcome, team reward, tick, terminated, truncated)``. Does nothing and returns
-    outcome :data:`STEP_NOT_RUNNING` if the episode has ended, :data:`STEP_NEEDS_DRAWS` if
+    outcome :data:`STEP_NOT_RUNNING` if the episode has ended, :data:`STEP_NEEDS_ROOM` if
     no bounce-back schedule slot is free for an early discharge (the caller makes room, calls again)."""
     sc = st.scalars
     if sc[e, S_TERMINATED] or sc[e, S_TRUNCATED]:
         return STEP_NOT_RUNNING, 0.0, sc[e, S_TICK], True, True
     if sc[e, S_BOUNCE_CURSOR] >= st.bounce.shape[2]:
-        return STEP_NEEDS_DRAWS, 0.0, sc[e, S_TICK], False, False
+        return STEP_NEEDS_ROOM, 0.0, sc[e, S_TICK], False, False
     outcome = act_flat(st, p, e, flat)  # step_flat_row's body (calling it would compile it twice)
     tick(st, p, e)
     observe_row(st, p, e, offsets, obs, mask)

@@ -273,6 +273,15 @@ def grow_bounce(state: State, slots: int) -> State:
     return _repacked(state, state.pat.shape[1], slots)
 
 
+def with_bounce_room(state: State, actions: int) -> State:
+    """``state``, or a grown copy, in which every row has a free bounce-back schedule slot for each
+    of ``actions`` more actions (one early discharge each): compiled code can then act that often
+    without returning to Python. Grows by at least :data:`BOUNCE_BLOCK` slots at a time."""
+    slots = state.bounce.shape[2]
+    need = int(state.scalars[:, S_BOUNCE_CURSOR].max()) + actions
+    return grow_bounce(state, max(need, slots + BOUNCE_BLOCK)) if need > slots else state
+
+
 # ------------------------------------------------------------------ parameters
 (
     I_GENERAL_BEDS,

@@ -52,12 +52,10 @@ from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.rng import seed_key, seed_keys
 from hospital_marl.core.scenarios import Scenario, get_scenario
 from hospital_marl.core.types import (
-    BOUNCE_BLOCK,
     COUNTER_FIELDS,
     F_CUMULATIVE_REWARD,
     F_OCCUPANCY_SUM,
     PAT_ARRIVAL_SEVERITY,
-    S_BOUNCE_CURSOR,
     S_COUNTERS,
     S_KEY,
     S_N_PATIENTS,
@@ -67,10 +65,10 @@ from hospital_marl.core.types import (
     State,
     counters_of,
     empty_state,
-    grow_bounce,
     grow_patients,
     make_params,
     patient_capacity,
+    with_bounce_room,
     write_day,
 )
 from hospital_marl.envs._common import EpisodeSeeder, check_reward_mode
@@ -196,12 +194,9 @@ class _Batch:
         self.key_cursor[e] = c + 1
         return int(self.keys[e, c])
 
-    def ensure_bounce_draws(self, actions_per_env: int) -> None:
+    def ensure_bounce_room(self, actions_per_env: int) -> None:
         """Every row has a free bounce-back schedule slot for each early discharge this step could make."""
-        st = self.state
-        need = int(st.scalars[:, S_BOUNCE_CURSOR].max()) + actions_per_env
-        if need > st.bounce.shape[2]:
-            self.state = grow_bounce(st, need + BOUNCE_BLOCK)
+        self.state = with_bounce_room(self.state, actions_per_env)
 
     def observe(self, rows: np.ndarray, obs: np.ndarray, masks: np.ndarray) -> None:
         for e in rows.tolist():
@@ -384,7 +379,7 @@ class HospitalEDVectorEnv(_VectorBase):
         self._check_reset()
         b = self._batch
         actions = _int_actions(actions, (b.n,))
-        b.ensure_bounce_draws(1)
+        b.ensure_bounce_room(1)
         obs = np.empty((b.n, STATE_SIZE), np.float32)
         masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
         rewards = np.zeros(b.n, np.float64)
@@ -406,7 +401,7 @@ class _JointVectorBase(_VectorBase):
     def _joint_step(self, actions: np.ndarray) -> tuple:
         self._check_reset()
         b = self._batch
-        b.ensure_bounce_draws(3)
+        b.ensure_bounce_room(3)
         obs = np.empty((b.n, STATE_SIZE), np.float32)
         masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
         rewards = np.zeros(b.n, np.float64)
