@@ -31,13 +31,12 @@ from typing import Any
 
 import policies
 from grading import grade
+from grading.common import NO_HEADROOM, beats
 from grading.tables import write_marked
 from policies.learned import CHECKPOINT_DIR, SHIPPED, read_metadata
 
 README = CHECKPOINT_DIR / "README.md"
 START, END = "<!-- ppo-table:start -->", "<!-- ppo-table:end -->"
-NO_HEADROOM = 2.0  # planner - heuristic below this: "beats" means "within WITHIN points"
-WITHIN = 1.0
 
 
 def paired(a: dict[str, Any], b: dict[str, Any], scenario: str) -> tuple[float, float]:
@@ -80,9 +79,9 @@ def grade_timed(agent: str, track: str, episodes: int, seed: int) -> dict[str, A
 
 
 def verdict(margin: float, headroom: float | None) -> str:
-    if headroom is not None and headroom < NO_HEADROOM:
-        return "yes (within 1)" if margin >= -WITHIN else "**no**"
-    return "yes" if margin > 0 else "**no**"
+    if not beats(margin, headroom):
+        return "**no**"
+    return "yes (within 1)" if headroom is not None and headroom < NO_HEADROOM else "yes"
 
 
 def margin_cells(a: dict[str, Any], b: dict[str, Any], scenario: str, headroom: float | None) -> list[str]:

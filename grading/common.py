@@ -3,7 +3,7 @@
 The ED grader (:mod:`grading.grader`) and the radiotherapy grader
 (:mod:`grading.radiotherapy`) both seed episode *i* of a scenario or task from
 (base seed, name, i) and the agent's randomness from the episode seed, and both
-report a mean with its standard error.
+report a mean with its standard error. SPEC §7's "beats" (:func:`beats`) is written here once.
 """
 
 from __future__ import annotations
@@ -44,3 +44,18 @@ def check_count(name: str, value: object, low: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         kind = "a positive int" if low == 1 else "a non-negative int"
         raise ValueError(f"{name} must be {kind}, got {value!r}")
+
+
+NO_HEADROOM = 2.0
+"""SPEC §7: a scenario where planner − heuristic is below this many points leaves no headroom."""
+WITHIN = 1.0
+"""SPEC §7: where a scenario leaves no headroom, "beats" means "is within this many points of"."""
+
+
+def beats(margin: float, headroom: float | None) -> bool:
+    """SPEC §7's "beats" for a paired margin (learner − reference): ahead, or within
+    :data:`WITHIN` points where the planner's headroom over the heuristic is below
+    :data:`NO_HEADROOM` (``headroom=None``: not measured, so strictly ahead)."""
+    if headroom is not None and headroom < NO_HEADROOM:
+        return margin >= -WITHIN
+    return margin > 0

@@ -27,6 +27,7 @@ from numba import njit
 
 from hospital_marl.core.actions import FLAT_OF, NOOP, ROLES, Kind
 from hospital_marl.core.kernel import (
+    CRITICAL_SEVERITY,
     O_BED_OCCUPANCY,
     O_CAPACITY,
     O_ICU_NEEDS_VENT,
@@ -132,7 +133,7 @@ def triage(obs, off, mask) -> tuple[int, float]:
         if best != NOOP and (sev < best_sev or (sev == best_sev and wait <= best_wait)):
             continue
         general = FLAT[K_ADMIT_GENERAL, slot]
-        if sev >= 4:
+        if sev >= CRITICAL_SEVERITY:
             icu = FLAT[K_ADMIT_ICU, slot]
             if mask[icu]:
                 action, priority = icu, ADMIT_CRITICAL_ICU + sev

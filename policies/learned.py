@@ -39,6 +39,7 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.kernel import CRITICAL_SEVERITY
 from hospital_marl.core.scenarios import CONDITIONS
 from hospital_marl.envs.observations import ObservationBuilder
 from policies.base import BasePolicy
@@ -130,7 +131,7 @@ class FeatureEncoder:
         board[:, 0] /= SEVERITY_SCALE
         board[:, 1] = obs["board_remaining"]
         board[:, 1] /= TICKS_SCALE
-        board[:, 2] = board_sev >= 4
+        board[:, 2] = board_sev >= CRITICAL_SEVERITY
         n_board = int(np.count_nonzero(board_sev))
         k = min(n_board, EARLY_DISCHARGE_SLOTS)
         if k:

@@ -16,7 +16,7 @@ import numpy as np
 
 from hospital_marl.core.actions import FLAT_OF, N_FLAT_ACTIONS, NOOP, Kind
 from hospital_marl.core.hospital import DEAD, Hospital, SimulatorHandle
-from hospital_marl.core.kernel import needs_ventilator
+from hospital_marl.core.kernel import CRITICAL_SEVERITY, needs_ventilator
 from hospital_marl.core.types import Params, State, packed_buffer
 from hospital_marl.envs.observations import OFFSETS, STATE_SIZE, ObservationBuilder
 from policies import heuristic_kernel as hk
@@ -253,7 +253,7 @@ def candidate_actions(observation: Mapping[str, np.ndarray], mask: np.ndarray, h
             general_seen.add(sev)
             add(FLAT_OF[(Kind.ADMIT_GENERAL, slot)])
         kind = (sev, needs_ventilator(sev, cond))
-        if sev >= 4 and kind not in icu_seen:
+        if sev >= CRITICAL_SEVERITY and kind not in icu_seen:
             icu_seen.add(kind)
             add(FLAT_OF[(Kind.ADMIT_ICU, slot)])
     for v in range(3):

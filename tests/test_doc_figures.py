@@ -27,7 +27,7 @@ from grading.radiotherapy import grade_all
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL as C
 from hospital_marl.core.hospital import Hospital
-from hospital_marl.core.kernel import ready_for_step_down
+from hospital_marl.core.kernel import CRITICAL_SEVERITY, ready_for_step_down
 from hospital_marl.core.metrics import SCORE_WEIGHTS, WAIT_SCALE
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, CONDITIONS, SCENARIOS, Scenario
@@ -310,6 +310,10 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     "step-down severity": (
         r"treatment is done and(?: whose)? severity (?:≤|<=|is <=) (\d)",
         lambda: (max(s for s in range(1, 6) if ready_for_step_down(0, s)),),
+    ),
+    "adequate care in a general bed": (
+        r"a general bed for\s+severity (?:≤|<=) (\d)",
+        lambda: (CRITICAL_SEVERITY - 1,),
     ),
     "Ray version": (r"\bRay (\d+\.\d+) authenticates", lambda: (_ray_minor(),)),
 }

@@ -193,16 +193,23 @@ each of them, which costs more than most rules do. Safe because no rule allocate
 
 
 # ------------------------------------------------------------------ the rules
+CRITICAL_SEVERITY = 4
+"""SPEC §2: a patient is critical from the first tick their severity reaches this. Below it a
+general bed is adequate care, early discharge is allowed, and a treated ICU patient can step
+down; every rule reads the threshold from here (numba freezes it at compile time, and this
+file's cache is invalidated with the file)."""
+
+
 @_jit
 def needs_ventilator(severity: int, condition: int) -> bool:
-    """SPEC §2: (respiratory and severity >= 4) or severity == 5."""
-    return severity == 5 or (severity == 4 and condition == 2)
+    """SPEC §2: (respiratory and critical) or severity == 5."""
+    return severity == 5 or (severity >= CRITICAL_SEVERITY and condition == 2)
 
 
 @_jit
 def ready_for_step_down(remaining: int, severity: int) -> bool:
-    """SPEC §2: an ICU patient whose treatment is done and whose severity is <= 3."""
-    return remaining <= 0 and severity <= 3
+    """SPEC §2: an ICU patient whose treatment is done and who is no longer critical."""
+    return remaining <= 0 and severity < CRITICAL_SEVERITY
 
 
 @_jit
@@ -342,13 +349,13 @@ def valid_given(st, p, e, kind: int, index: int, brd, facts) -> bool:
     if kind == K_EARLY_DISCHARGE:
         if index >= n_board or index >= BOARD_DISCHARGE_SLOTS:
             return False
-        return st.pat[e, brd[n_board - 1 - index], PAT_SEVERITY] <= 3  # critical patients never go home
+        return st.pat[e, brd[n_board - 1 - index], PAT_SEVERITY] < CRITICAL_SEVERITY  # never the critical
     if kind == K_DISCHARGE_ICU:
         if index >= p.ints[I_ICU_BEDS]:
             return False
         pid = st.beds[e, BEDS_ICU, index]
-        # "ready or non-critical": ready implies severity <= 3, so this is severity <= 3.
-        return pid != EMPTY and st.pat[e, pid, PAT_SEVERITY] <= 3
+        # "ready or non-critical": ready implies non-critical, so this is "non-critical".
+        return pid != EMPTY and st.pat[e, pid, PAT_SEVERITY] < CRITICAL_SEVERITY
     return False
 
 
@@ -383,7 +390,7 @@ def _reward(st, e, value: float, role: int) -> None:
 
 @_jit
 def _mark_critical(st, e, pid) -> None:
-    if st.pat[e, pid, PAT_WAS_CRITICAL] == 0 and st.pat[e, pid, PAT_SEVERITY] >= 4:
+    if st.pat[e, pid, PAT_WAS_CRITICAL] == 0 and st.pat[e, pid, PAT_SEVERITY] >= CRITICAL_SEVERITY:
         st.pat[e, pid, PAT_WAS_CRITICAL] = 1
         st.scalars[e, C_CRITICAL_TOTAL] += 1
 
@@ -654,14 +661,14 @@ def tick(st, p, e) -> None:
         if pat[e, pid, PAT_LOCATION] == DEAD:
             beds[e, BEDS_ICU, bed] = EMPTY
 
-    # General beds: adequate for severity <= 3; critical patients make no progress.
+    # General beds: adequate for the non-critical; critical patients make no progress.
     n_crit_general = 0
     for bed in range(n_general):
         pid = beds[e, BEDS_GENERAL, bed]
         if pid == EMPTY:
             continue
         u = dynamics_uniform(st, e, t, pid)
-        if pat[e, pid, PAT_SEVERITY] <= 3:
+        if pat[e, pid, PAT_SEVERITY] < CRITICAL_SEVERITY:
             _treat(st, p, e, pid, u, np.int64(0))
             if pat[e, pid, PAT_REMAINING] <= 0:
                 beds[e, BEDS_GENERAL, bed] = EMPTY
@@ -695,7 +702,7 @@ def tick(st, p, e) -> None:
         if pat[e, pid, PAT_LOCATION] == DEAD:
             continue
         pat[e, pid, PAT_WAIT] += 1
-        if pat[e, pid, PAT_SEVERITY] >= 4:
+        if pat[e, pid, PAT_SEVERITY] >= CRITICAL_SEVERITY:
             n_crit_waiting += 1
         st.queue[e, kept] = pid
         kept += 1

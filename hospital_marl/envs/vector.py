@@ -299,7 +299,8 @@ class _VectorBase(VectorEnv):
         out["occupancy_sum"] = st.floats[:, F_OCCUPANCY_SUM].copy()
         out["day_patients"] = st.scalars[:, S_N_PATIENTS].copy()
         of_day = np.arange(st.pat.shape[1]) < out["day_patients"][:, None]
-        out["day_critical"] = ((st.pat[:, :, PAT_ARRIVAL_SEVERITY] >= 4) & of_day).sum(axis=1)
+        critical = st.pat[:, :, PAT_ARRIVAL_SEVERITY] >= kernel.CRITICAL_SEVERITY
+        out["day_critical"] = (critical & of_day).sum(axis=1)
         out["max_ticks"] = np.full(self.num_envs, self._batch.template.max_ticks, np.int64)
         return out
 

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
 
+from hospital_marl.core.kernel import CRITICAL_SEVERITY
 from hospital_marl.core.metrics import (
     SCORE_WEIGHTS,
     WAIT_SCALE,
@@ -102,7 +103,7 @@ class ScoreReward(gym.Wrapper):
         hospital = self.env.unwrapped.hospital
         self._ticks = hospital.max_ticks
         self._arrivals = max(1, hospital.day.n_patients)
-        self._critical = max(1, sum(severity >= 4 for severity in hospital.day.severity))
+        self._critical = max(1, sum(severity >= CRITICAL_SEVERITY for severity in hospital.day.severity))
         self._prev = hospital.counters.copy()
         self._paid = 0.0
         return obs, info

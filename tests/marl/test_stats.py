@@ -118,3 +118,46 @@ def test_collect_regrades_the_committed_runs_on_the_tables_days() -> None:
         assert fresh["reference"]["team_heuristic"][s] == pytest.approx(
             data["reference"]["team_heuristic"][s][:1], abs=1e-3
         )
+        for name, scores in data["flat"]["policies"].items():  # ppo, heuristic, planner (flat track)
+            assert fresh["flat"]["policies"][name][s] == pytest.approx(scores[s][:1], abs=1e-3), name
+
+
+def test_targets_apply_spec_7_where_the_planner_finds_no_headroom() -> None:
+    """A team 0.5 behind the heuristic on a scenario where the planner is only 1 point ahead of the
+    heuristic beats it there (within 1 point); 1.5 behind does not; on a scenario with headroom,
+    only a positive margin counts. Synthetic days, so the verdicts are known by hand."""
+    module = marl_stats()
+    days = 4
+    ref = {"a": [80.0] * days, "b": [70.0] * days}
+    flat = {
+        "ppo": {"a": [81.0] * days, "b": [70.5] * days},
+        "heuristic": {"a": [80.0] * days, "b": [70.0] * days},
+        "planner": {"a": [81.0] * days, "b": [80.0] * days},
+    }
+
+    def data(margin_a: float) -> dict[str, Any]:
+        runs = [
+            {
+                "heldout": {"a": [80.0 + margin_a + 0.01 * k] * days, "b": [71.0 + 0.01 * k] * days},
+                "cpu_time_s": 60.0,
+                "wall_time_s": 90.0,
+            }
+            for k in range(5)
+        ]
+        return {
+            "scenarios": ["a", "b"],
+            "reference": {module.REFERENCE: ref},
+            "algorithms": {"mappo": runs},
+            "flat": {"track": "flat", "policies": flat},
+        }
+
+    result = {"improvement": {"mappo": {"p": 0.5}}}
+    assert module.headroom(data(0.0)) == pytest.approx({"a": 1.0, "b": 10.0})
+    within = "\n".join(module.targets(data(-0.5), result))
+    assert "on every scenario: met." in within and "`a` +1.0" in within
+    behind = "\n".join(module.targets(data(-1.5), result))
+    assert "on every scenario: not met." in behind and "(not on: `a` -1.5" in behind
+    assert "The shipped flat `ppo` beats `heuristic` on every scenario on held-out days: met." in behind
+    no_planner = data(-0.5)
+    del no_planner["flat"]["policies"]["planner"]
+    assert "on every scenario: not met." in "\n".join(module.targets(no_planner, result))
