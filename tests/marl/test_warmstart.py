@@ -51,7 +51,9 @@ def test_demonstrations_are_training_days_never_grader_days(demos) -> None:
     assert demos.days >= args.n_envs and len(demos.day_seeds) > demos.days  # the cut-off days listed too
     assert not grader & set(demos.day_seeds)
     # the listed seeds are the days played: each env's first day is the scalar env's day of its seed
-    scenarios = [s for s, n in zip(BUILTIN_SCENARIOS, split_rows(args.n_envs, BUILTIN_SCENARIOS)) for _ in range(n)]
+    scenarios = [
+        s for s, n in zip(BUILTIN_SCENARIOS, split_rows(args.n_envs, BUILTIN_SCENARIOS)) for _ in range(n)
+    ]
     firsts = iter(demos.day_seeds)
     for row, scenario in enumerate(scenarios):
         seed = next(firsts)
@@ -59,7 +61,9 @@ def test_demonstrations_are_training_days_never_grader_days(demos) -> None:
             seed = next(firsts)
         env = hospital_marl.parallel_env(scenario=scenario)
         env.reset(seed=seed)
-        expected = np.clip(env.state() / STATE_SCALES, 0.0, OBS_CLIP).astype(np.float32)  # as the critic reads it
+        expected = np.clip(env.state() / STATE_SCALES, 0.0, OBS_CLIP).astype(
+            np.float32
+        )  # as the critic reads it
         np.testing.assert_array_equal(demos.state[row].numpy(), expected)
 
 

@@ -182,7 +182,9 @@ def actor_logits(experiment: Any, role: str, observations: torch.Tensor) -> torc
     return td.get(net.out_keys[0])[:, 0]
 
 
-def critic_values(experiment: Any, role: str, observations: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+def critic_values(
+    experiment: Any, role: str, observations: torch.Tensor, state: torch.Tensor
+) -> torch.Tensor:
     """``role``'s critic in BenchMARL's PPO loss (with the parameters that loss optimises): (N,)."""
     loss = experiment.losses[role]
     td = _actor_td(role, observations)
@@ -216,7 +218,12 @@ class CloneReport:
 
 
 def clone_into(
-    experiment: Any, demos: Demonstrations, epochs: int, lr: float = 1e-3, minibatch: int = CLONE_MINIBATCH, seed: int = 0
+    experiment: Any,
+    demos: Demonstrations,
+    epochs: int,
+    lr: float = 1e-3,
+    minibatch: int = CLONE_MINIBATCH,
+    seed: int = 0,
 ) -> CloneReport:
     """Fit every role's actor (masked cross-entropy) and critic (squared error to the returns) of
     ``experiment`` to ``demos``, in place: PPO then starts from these parameters."""
