@@ -77,7 +77,7 @@ LABELS = {
         for warm, started in (
             ("", ""),
             ("_warm", ", warm-started from team_heuristic"),
-            ("_clone", " warm start: the clone of team_heuristic alone, before PPO"),
+            ("_clone", ": the warm start's clone of team_heuristic, before PPO"),
         )
         for algorithm in ALGORITHMS
     },
@@ -152,9 +152,11 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
             }
         )
         if "clone" in meta["actors"]:  # a warm start: its cloned actors alone, before PPO (frame 0)
-            clone = {**algorithms[row_name(meta)][-1], "best_validation": None, "curve": []}
+            (start,) = (row for row in curve if row["frames"] == 0)  # cost: demonstrations, cloning, grading
+            clone = {**algorithms[row_name(meta)][-1], "best_validation": None, "frames": 0}
+            clone.update(role_decisions=0, wall_time_s=start["wall_time_s"], cpu_time_s=start["cpu_time_s"])
             clone["heldout"] = heldout(load_benchmarl_policy(run_dir, which="clone"))
-            clone["curve"] = [row for row in algorithms[row_name(meta)][-1]["curve"] if row["frames"] == 0]
+            clone["curve"] = [row for row in clone["curve"] if row["frames"] == 0]
             algorithms.setdefault(row_name(meta).replace("_warm", "_clone"), []).append(clone)
         print(f"  graded {run_dir.name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     for runs in algorithms.values():
