@@ -23,6 +23,10 @@ to :func:`train` (:class:`training.common.Evaluate`; the CLI gives the project's
 (1000). The best row's actors are kept (``best/``). Held-out days (grader seed :data:`HELDOUT_SEED`) are never
 seen here: ``benchmarks/marl_stats.py`` grades the saved runs on them.
 
+``--warm-start team_heuristic`` (MAPPO / IPPO) first clones the team heuristic into the actors and
+fits the critics to its returns (:mod:`training.benchmarl.warmstart`); the cloned actors are
+graded at frame 0 (a checkpoint candidate) and kept in ``clone/``.
+
 A run directory gets ``benchmarl.json`` (what :func:`policies.benchmarl.load_benchmarl_policy`
 reads), ``best/<role>.onnx`` and ``final/<role>.onnx`` (torch-free actors), ``curve.json`` /
 ``curve.csv`` (one row per validation grading, the columns of ``train ppo``), and BenchMARL's
@@ -132,7 +136,8 @@ class Args(TrainArgs):
     (masked cross-entropy) and fit the critics to its discounted returns (training/benchmarl/warmstart.py);
     mappo / ippo only."""
     warm_start_days: int = 256
-    """Warm start: days of demonstrations (rounded up to whole batches of n_envs), on the training seeds."""
+    """Warm start: days of demonstrations, played n_envs at a time on the training seeds (each env keeps
+    its whole days)."""
     warm_start_epochs: int = 10
     """Warm start: passes over the demonstrations when fitting actors and critics."""
     warm_start_lr: float = 1e-3
