@@ -106,7 +106,8 @@ class HeuristicPolicy(BasePolicy):
         return flat_heuristic_action(observation, action_mask)
 
     def act_role(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
-        return ROLE_FLAT[role].index(team_heuristic_action(role, observation, action_mask))
+        flat = team_heuristic_action(role, observation, action_mask)  # checks the role first
+        return ROLE_FLAT[role].index(flat)
 
 
 class TeamHeuristicPolicy(HeuristicPolicy):
