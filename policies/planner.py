@@ -1,4 +1,5 @@
-"""A model-based lookahead planner: the reference upper bound for learned policies (SPEC §9).
+"""A model-based lookahead planner: the reference upper bound for learned policies (SPEC §9),
+``planner`` on the flat track and ``team_planner`` (one role at a time) on the team track.
 
 The planner looks ahead only through ``Hospital.imagine(seed)`` copies, whose
 unrevealed future (later arrivals, the patients' dynamics from now on,

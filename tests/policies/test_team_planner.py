@@ -13,13 +13,14 @@ import pytest
 
 import policies
 from grading.grader import grade
-from hospital_marl.core.actions import FLAT_OF, ROLE_FLAT, ROLES, Kind
+from hospital_marl.core.actions import FLAT_OF, NOOP, ROLE_FLAT, ROLES, Kind
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS
 from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.observations import ObservationBuilder
+from policies.base import flat_mask_from_role, role_blocks
 from policies.heuristic import TeamHeuristicPolicy
-from policies.planner import TEAM_DEATH_BY_PLACE, TeamPlannerPolicy, measure_death_by_place
+from policies.planner import TEAM_DEATH_BY_PLACE, TeamPlannerPolicy, candidate_actions, measure_death_by_place
 from tests.helpers import scripted_hospital
 
 TINY_BUDGET: dict[str, Any] = {"rollouts": 2, "horizon": 3, "first": 1}
@@ -221,3 +222,31 @@ def test_team_planner__rollout_plays_the_team_heuristic_in_aec_order(role: str) 
     assert played.tick_count == env.hospital.tick_count + horizon
     assert compiled.counters.as_dict() == played.counters.as_dict()
     assert compiled.census() == played.census()
+
+
+def test_candidate_actions__per_role_are_the_flat_candidates_of_that_role_from_its_own_blocks() -> None:
+    """A role's candidates are its own actions (and the no-op) among the flat planner's, read from
+    the role's AEC observation alone: together the roles propose exactly the flat candidates."""
+    env = HospitalAECEnv(scenario=SCENARIO)
+    env.reset(seed=6)
+    heuristic = TeamHeuristicPolicy()
+    checked = 0
+    for _ in range(30):
+        h = env.hospital
+        composed, flat_mask = ObservationBuilder(h).composed(), h.flat_mask_array()
+        union = {NOOP}
+        for role in ROLES:
+            role_mask = flat_mask_from_role(role, h.role_mask_array(role))
+            own = candidate_actions(
+                role_blocks(role, env.observe(role)["observation"]), role_mask, NOOP, (role,)
+            )
+            assert set(own) <= set(ROLE_FLAT[role]), f"{role} proposed another role's action: {own}"
+            union |= set(own)
+        assert union == set(candidate_actions(composed, flat_mask, NOOP))
+        checked += len(union) > 2
+        for agent in ROLES:
+            obs = env.observe(agent)
+            env.step(heuristic.act_role(agent, obs["observation"], obs["action_mask"]))
+    assert checked, "no state had candidates of two roles: the test compared nothing"
+    with pytest.raises(ValueError, match="unknown roles"):
+        candidate_actions(composed, flat_mask, NOOP, ("surgeon",))
