@@ -140,8 +140,9 @@ def per_scenario_margins(reports: dict[str, dict[str, Any]], ref: str) -> list[s
 
 
 def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Path) -> Path:
-    """Graded evaluation score vs role decisions of IBR, shared, team PPO (+ RLlib's final grade,
-    and RLlib's training team return on a second panel: its curve logs no graded evaluations)."""
+    """Graded evaluation score vs role decisions of IBR, shared, team PPO and RLlib; on a second
+    panel RLlib's validation gradings with their standard errors, the shipped modules' table grade,
+    and its training team return."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -166,23 +167,39 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     rllib = runs.get("rllib")
     if rllib and (rllib / "curve.json").exists():
         rows = json.loads((rllib / "curve.json").read_text())
-        steps = [r["env_steps"] for r in rows]
-        if "rllib" in team_reports:
+        graded = [r for r in rows if "eval_score" in r]
+        if graded:  # validation gradings (runs before session 6 logged training returns only)
             ax.plot(
-                [steps[-1]],
+                [r["env_steps"] for r in graded], [r["eval_score"] for r in graded], "o-", ms=3, label="RLlib"
+            )
+            ax2.errorbar(
+                [r["env_steps"] for r in graded],
+                [r["eval_score"] for r in graded],
+                yerr=[r["eval_stderr"] for r in graded],
+                fmt="o-",
+                ms=3,
+                color="tab:red",
+                label="validation score (± mean per-scenario s.e.)",
+            )
+        if "rllib" in team_reports:
+            ax2.plot(
+                [_rllib_shipped_steps(rllib, rows)],
                 [team_reports["rllib"]["overall_score"]],
                 "*",
                 ms=12,
-                label="RLlib (final model, graded seed 0)",
+                color="black",
+                label="shipped modules, graded seed 0 (table)",
             )
-        ax2.plot(
-            steps,
+        twin = ax2.twinx()
+        twin.plot(
+            [r["env_steps"] for r in rows],
             [r["team_return_mean"] for r in rows],
-            "o-",
-            ms=3,
-            color="tab:red",
-            label="RLlib: training team return",
+            "-",
+            lw=0.8,
+            color="tab:grey",
+            alpha=0.6,
         )
+        twin.set_ylabel("mean training episode team return (raw, grey)")
     if "team_heuristic" in team_reports:
         ax.axhline(
             team_reports["team_heuristic"]["overall_score"],
@@ -196,9 +213,9 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     ax.set_title("periodic evaluations (eval seed 1000, all scenarios)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    ax2.set_xlabel("env steps (role turns)")
-    ax2.set_ylabel("mean training episode team return (raw)")
-    ax2.set_title("RLlib curve (training returns only)")
+    ax2.set_xlabel("training role decisions (env steps: role turns)")
+    ax2.set_ylabel("graded team-track score (0–100)")
+    ax2.set_title("RLlib run: validation gradings (eval seed 1000) and training return")
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=7)
     fig.tight_layout()
@@ -206,6 +223,80 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def _rllib_shipped_steps(run_dir: Path, rows: list[dict[str, Any]]) -> int:
+    """Role decisions behind the modules a run plays: its best grading's, else its last iteration's."""
+    best = json.loads((run_dir / "rllib.json").read_text()).get("best")
+    return best["env_steps"] if best else rows[-1]["env_steps"]
+
+
+def convergence(graded: list[dict[str, Any]]) -> dict[str, float]:
+    """The last third of a run's validation gradings against the middle third (means, their
+    difference ± its standard error from the gradings' spread), and the last third's least-squares
+    slope per 100k role decisions ± its standard error: a curve that has levelled off shows a
+    difference and a slope within about two standard errors of 0."""
+    import numpy as np
+
+    k = len(graded) // 3
+    if k < 3:
+        raise ValueError(f"{len(graded)} validation gradings: too few to judge convergence (need 9)")
+    middle = np.array([r["eval_score"] for r in graded[-2 * k : -k]])
+    last = np.array([r["eval_score"] for r in graded[-k:]])
+    x = np.array([r["env_steps"] for r in graded[-k:]], float) / 1e5
+    slope, intercept = np.polyfit(x, last, 1)
+    resid = last - (slope * x + intercept)
+    slope_se = float(np.sqrt(resid @ resid / (k - 2) / ((x - x.mean()) @ (x - x.mean()))))
+    return {
+        "k": k,
+        "from_steps": int(graded[-k]["env_steps"]),
+        "middle": float(middle.mean()),
+        "last": float(last.mean()),
+        "diff": float(last.mean() - middle.mean()),
+        "diff_se": float(np.sqrt(last.var(ddof=1) / k + middle.var(ddof=1) / k)),
+        "slope": float(slope),
+        "slope_se": slope_se,
+    }
+
+
+def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> list[str]:
+    """What the RLlib run's validation curve shows: its peak, its end, whether it levelled off."""
+    meta = json.loads((run_dir / "rllib.json").read_text())
+    graded = [r for r in json.loads((run_dir / "curve.json").read_text()) if "eval_score" in r]
+    if not meta.get("best") or not graded:
+        return ["`rllib`'s run predates validation grading: it ships its final modules."]
+    best, validation = meta["best"], meta["validation"]
+    episodes, every = validation["episodes_per_scenario"], meta["args"]["eval_interval"]
+    batch = meta["args"]["train_batch_size"]
+    minutes = f"{meta['wall_time_s'] / 60:.0f} min wall, {meta['cpu_time_s'] / 60:.0f} min CPU"
+    lines = [
+        f"`rllib`'s validation grading (eval seed {validation['seed']}, {episodes} episodes per scenario, "
+        f"every {every} iterations of {batch:,} role decisions) peaked at {best['eval_score']:.1f} "
+        f"(iteration {best['iteration']}, {best['env_steps']:,} role decisions) and ended at "
+        f"{graded[-1]['eval_score']:.1f} after {meta['iterations']} iterations "
+        f"({meta['env_steps']:,} role decisions, {minutes} of the training process); the run ships "
+        "(and the table grades) the modules of that best grading."
+    ]
+    try:
+        c = convergence(graded)
+    except ValueError as exc:
+        return [*lines, f"Convergence not judged: {exc}."]
+    levelled = abs(c["diff"]) <= 2 * c["diff_se"] and abs(c["slope"]) <= 2 * c["slope_se"]
+    m, se = overall_paired(report, ref)
+    verdict = (
+        "the curve has levelled off: the last third is within two standard errors of the middle third "
+        "and its slope is within two standard errors of 0"
+        if levelled
+        else "the curve has not levelled off"
+    )
+    lines.append(
+        f"Over the last third of the run ({c['k']} gradings from {c['from_steps']:,} role decisions) the "
+        f"validation score averaged {c['last']:.1f}, against {c['middle']:.1f} over the middle third "
+        f"({c['diff']:+.1f} ± {c['diff_se']:.1f}), with a slope of {c['slope']:+.2f} ± {c['slope_se']:.2f} "
+        f"points per 100k role decisions: {verdict}. The remaining gap to `team_heuristic` on the "
+        f"reported days is {m:+.1f} ± {se:.1f}."
+    )
+    return lines
 
 
 def prose(
@@ -262,6 +353,8 @@ def prose(
                 f"`{name}`'s periodic evaluation (eval seed 1000) peaked at {peak['eval_score']:.1f} "
                 f"({where} {peak['timesteps']:,}) and ended at {curve[-1]['eval_score']:.1f}; {shipped}."
             )
+    if "rllib" in team:
+        lines += rllib_prose(runs["rllib"], team["rllib"], ref)
     if missing:
         lines.append("Missing from this table: " + ", ".join(missing) + ".")
     return lines
@@ -375,9 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rllib-iterations",
         type=int,
-        default=15,
+        default=250,
         metavar="K",
-        help="`train rllib --iterations K` when --train trains RLlib (default 15)",
+        help="`train rllib --iterations K` when --train trains RLlib (default 250)",
     )
     parser.add_argument(
         "--write", action="store_true", help=f"replace the table in {README} and write {PLOT}"

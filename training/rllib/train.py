@@ -1,7 +1,7 @@
 """Train one masked PPO policy per role with Ray RLlib (new API stack) on the AEC env.
 
 Run it as ``hospital-marl train rllib [--address auto] [--num-env-runners N] ...``
-(every field of :class:`Args` is a flag) or ``training.rllib.train.train(Args(...))``.
+(every field of :class:`Args` is a flag) or ``training.rllib.train.train(Args(...), grading.grade)``.
 Local by default: a private Ray instance in this process
 (``ray.init(address="local")``, no dashboard); ``--address auto`` (or
 ``HOST:PORT``) joins a running cluster instead, and ``--num-env-runners`` spreads
