@@ -177,6 +177,25 @@ def test_load_rllib_policy__restores_every_role_without_a_ray_cluster(trained_ru
     assert json.loads((trained_run / "rllib.json").read_text())["encoding"] == DEFAULT_ENCODING
 
 
+def test_train_export__ships_the_best_and_the_final_modules_without_optimizer_state(
+    trained_run: Path, tmp_path: Path
+) -> None:
+    from policies.rllib import load_rllib_policy
+
+    shipped = tmp_path / "shipped"
+    done = subprocess.run(
+        [sys.executable, "-m", "hospital_marl", "train", "export", str(trained_run), str(shipped)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(load_rllib_policy(shipped).modules) == set(ROLES)  # the best grading's
+    assert set(load_rllib_policy(shipped / "checkpoint").modules) == set(ROLES)  # the last iteration's
+    assert not (shipped / "checkpoint" / "learner_group" / "learner" / "state.pkl").exists()
+    assert {p.name for p in (shipped / "checkpoint" / "learner_group").iterdir()} == {"learner"}
+
+
 def _day_of_role_observations(n_ticks: int = 40):
     """(role, raw observation, mask) of every turn of the first ``n_ticks`` of a heuristic-played day."""
     import hospital_marl
