@@ -307,7 +307,7 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
     if not levelled and c["slope"] > 2 * c["slope_se"] and gap > 0:
         closing = (
             f"; at the last third's slope the curve would reach it after about "
-            f"{gap / c['slope'] * 1e5:,.0f} more role decisions (a straight-line extrapolation; a "
+            f"{round(gap / c['slope'] * 1e5, -4):,.0f} more role decisions (a straight-line extrapolation; a "
             "curve that keeps flattening takes longer)"
         )
     side = "above" if gap > 0 else "below"
