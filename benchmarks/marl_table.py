@@ -146,6 +146,7 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     panel RLlib's validation gradings with their standard errors, the shipped modules' table grade,
     and its training team return."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -174,14 +175,22 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
             ax.plot(
                 [r["env_steps"] for r in graded], [r["eval_score"] for r in graded], "o-", ms=3, label="RLlib"
             )
-            ax2.errorbar(
-                [r["env_steps"] for r in graded],
-                [r["eval_score"] for r in graded],
-                yerr=[r["eval_stderr"] for r in graded],
-                fmt="o-",
-                ms=3,
-                color="tab:red",
-                label="validation score (± mean per-scenario s.e.)",
+            x = [r["env_steps"] for r in graded]
+            y = np.array([r["eval_score"] for r in graded])
+            band = np.array([r["eval_stderr"] for r in graded])
+            ax2.plot(x, y, "o-", ms=3, color="tab:red", label="validation score")
+            ax2.fill_between(
+                x, y - band, y + band, color="tab:red", alpha=0.15, label="± mean per-scenario s.e."
+            )
+            heuristic = grade_timed(
+                "team_heuristic (validation days)", "team_heuristic", "team", **days(rllib)
+            )
+            ax2.axhline(
+                heuristic["overall_score"],
+                color="grey",
+                ls="--",
+                lw=1,
+                label="team_heuristic, same validation days",
             )
         if "rllib" in team_reports:
             ax2.plot(
@@ -219,7 +228,7 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     ax2.set_ylabel("graded team-track score (0–100)")
     ax2.set_title("RLlib run: validation gradings (eval seed 1000) and training return")
     ax2.grid(alpha=0.3)
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
@@ -231,6 +240,18 @@ def _rllib_shipped_steps(run_dir: Path, rows: list[dict[str, Any]]) -> int:
     """Role decisions behind the modules a run plays: its best grading's, else its last iteration's."""
     best = json.loads((run_dir / "rllib.json").read_text()).get("best")
     return best["env_steps"] if best else rows[-1]["env_steps"]
+
+
+def days(run_dir: Path) -> dict[str, Any]:
+    """The grader arguments of a run's validation days (its seed, episodes and scenarios)."""
+    meta = json.loads((run_dir / "rllib.json").read_text())
+    args = meta["args"]
+    scenarios = None if args["all_scenarios"] else [args["scenario"]]
+    return {
+        "episodes": meta["validation"]["episodes_per_scenario"],
+        "seed": meta["validation"]["seed"],
+        "scenarios": scenarios,
+    }
 
 
 def convergence(graded: list[dict[str, Any]]) -> dict[str, float]:
@@ -284,12 +305,19 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
     except ValueError as exc:
         return [*lines, f"Convergence not judged: {exc}."]
     levelled = abs(c["diff"]) <= 2 * c["diff_se"] and abs(c["slope"]) <= 2 * c["slope_se"]
-    verdict = (
-        "the curve has levelled off: the last third is within two standard errors of the middle third "
-        "and its slope is within two standard errors of 0"
-        if levelled
-        else "the curve has not levelled off"
-    )
+    if levelled:
+        verdict = (
+            "the curve has levelled off: the last third is within two standard errors of the middle third "
+            "and its slope within two standard errors of 0"
+        )
+    elif abs(c["slope"]) <= 2 * c["slope_se"]:
+        verdict = (
+            "the curve is flattening (the last third's slope is within two standard errors of 0) but has "
+            "not levelled off (the last third still sits more than two standard errors above the middle "
+            "third)"
+        )
+    else:
+        verdict = "the curve has not levelled off: it is still rising through the last third"
     lines.append(
         f"Over the last third of the run ({c['k']} gradings from {c['from_steps']:,} role decisions) the "
         f"validation score averaged {c['last']:.1f}, against {c['middle']:.1f} over the middle third "
@@ -297,10 +325,7 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
         f"points per 100k role decisions: {verdict}."
     )
     # team_heuristic on the run's own validation days: the gap the curve would have to close.
-    args = meta["args"]
-    days = {"episodes": episodes, "seed": validation["seed"]}
-    days["scenarios"] = None if args["all_scenarios"] else [args["scenario"]]
-    heuristic = grade_timed("team_heuristic (validation days)", "team_heuristic", "team", **days)
+    heuristic = grade_timed("team_heuristic (validation days)", "team_heuristic", "team", **days(run_dir))
     gap = heuristic["overall_score"] - c["last"]
     m, se = overall_paired(report, ref)
     closing = ""
@@ -340,10 +365,14 @@ def prose(
     budget = ""
     if steps and team_ppo_steps:
         span = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
+        lo, hi = team_ppo_steps / steps[0], team_ppo_steps / steps[-1]
+        ratio = (
+            f"{hi:.1f}× as many" if lo == hi else f"{lo:.1f}× the smallest of those, {hi:.1f}× the largest"
+        )
         budget = (
             f"The per-role learners trained on {span} role decisions each (wall times above, this 2-core "
             f"machine); `team_ppo` (joint action from the composed observation) on {team_ppo_steps:,} "
-            f"({team_ppo_steps / steps[-1]:.1f}× as many). "
+            f"({ratio}). "
         )
     lines.append(
         f"On the team track `{best_name}` scores highest overall ({best['overall_score']:.1f}). "
