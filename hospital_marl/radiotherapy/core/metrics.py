@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -69,6 +70,16 @@ SCORE_FORMULA = (
 def _rank(percent: float, n: int) -> int:
     """1-based rank, high to low, of ``D_x`` among n voxel doses: ``ceil(x·n/100)`` within [1, n]."""
     return min(n, max(1, math.ceil(percent * n / 100 - 1e-9)))
+
+
+@lru_cache(maxsize=256)
+def _rank_positions(n: int) -> np.ndarray:
+    """Where D95, D98, D50 and D2 sit among n doses sorted low to high (per tumour size, once)."""
+    return np.array([n - _rank(p, n) for p in (95, 98, 50, 2)])
+
+
+_LEVELS = np.array([1.0, 0.95, 1.07])
+"""The tumour dose levels counted per plan: Rx (conformity), V95, V107."""
 
 
 def dose_at_volume(doses: np.ndarray, percent: float) -> float:
@@ -166,18 +177,19 @@ def plan_metrics(
     """Every metric of a plan from the tumour's and the body's voxel doses and the OAR statistics."""
     ordered = np.sort(tumour_dose)  # low to high
     n = ordered.size
-    d95, d98, d50, d2 = ordered[[n - _rank(p, n) for p in (95, 98, 50, 2)]].tolist()
+    d95, d98, d50, d2 = ordered[_rank_positions(n)].tolist()
     means = tuple(oar_mean.tolist())
     above_rx = int(np.count_nonzero(body_dose >= 1.0))
-    tv_piv = n - int(np.searchsorted(ordered, 1.0, side="left"))
+    below_rx, below_95, below_107 = np.searchsorted(ordered, _LEVELS, side="left").tolist()
+    tv_piv = n - below_rx
     return PlanMetrics(
         d95=d95,
         d98=d98,
         d50=d50,
         d2=d2,
         mean=float(ordered.sum() / n),
-        v95=(n - int(np.searchsorted(ordered, 0.95, side="left"))) / n,
-        v107=(n - int(np.searchsorted(ordered, 1.07, side="left"))) / n,
+        v95=(n - below_95) / n,
+        v107=(n - below_107) / n,
         ci=tv_piv**2 / (n * above_rx) if above_rx else 0.0,
         hi=(d2 - d98) / d50 if d50 > 0 else 0.0,
         oar_mean=means,

@@ -99,20 +99,26 @@ class Plan:
         self.locked = False
         self.score = 0.0
         self.metrics: PlanMetrics | None = None
+        self.cache: BeamCache | None = None
+        # a structure's DVH bin width: tumour over 0–2 Rx, each OAR over 0–2 × its limit
+        self._dvh_inv = DVH_BINS / np.array([TUMOUR_DVH_MAX] + [2.0 * o.limit for o in self.task.oars])
 
     # ------------------------------------------------------------ episode
     def reset(self, rng: np.random.Generator, phantom: Phantom | None = None) -> None:
         """A new patient (drawn from ``rng`` unless given) and an empty plan."""
         task = self.task
         self.phantom = phantom or draw_phantom(task.generator, rng, task.oar_names, task.envelopes)
-        self.cache = BeamCache(self.phantom, self.dose_scale)
+        if self.cache is None or not self.cache.renew(self.phantom):
+            self.cache = BeamCache(self.phantom, self.dose_scale)
+        body_index = self.cache.body_index
         position = np.full(self.phantom.body.size, -1, np.int64)
-        position[self.cache.body_index] = np.arange(self.cache.body_index.size)
+        position[body_index] = np.arange(body_index.size)
         self.tumour_index = position[np.flatnonzero(self.phantom.tumour)]  # (n_tumour,) into body voxels
-        self.oar_index = [position[np.flatnonzero(m)] for m in self.phantom.oars]  # each (n_j,)
-        self._oar_voxels = np.concatenate(self.oar_index)  # all OARs' body-voxel indices, OAR by OAR
-        self._oar_starts = np.cumsum([0] + [i.size for i in self.oar_index[:-1]])  # (n_oars,)
-        self._oar_sizes = np.array([i.size for i in self.oar_index], float)
+        size = position.size
+        stacked = np.flatnonzero(self.phantom.oars)  # voxel v of OAR j at j·size + v, OAR by OAR
+        self._oar_voxels = position[stacked % size]  # all OARs' body-voxel indices, OAR by OAR
+        self._oar_starts = np.searchsorted(stacked, np.arange(len(self.phantom.oars)) * size)  # (n_oars,)
+        self._oar_sizes = np.diff(self._oar_starts, append=stacked.size).astype(float)
         self._dvh_setup()
         self.n_beams, self.active, self.steps, self.invalid_actions = 0, -1, 0, 0
         self.angles[:] = 0
@@ -122,13 +128,12 @@ class Plan:
 
     def _dvh_setup(self) -> None:
         """Index arrays for all structures' DVHs in one bincount (tumour, then OAR slots)."""
-        parts = [self.tumour_index, *self.oar_index]
-        scales = [TUMOUR_DVH_MAX] + [2.0 * o.limit for o in self.task.oars]
-        self._dvh_voxels = np.concatenate(parts)
-        self._dvh_inv_bin = np.concatenate([np.full(p.size, DVH_BINS / s) for p, s in zip(parts, scales)])
-        self._dvh_offset = np.concatenate([np.full(p.size, i * (DVH_BINS + 1)) for i, p in enumerate(parts)])
-        self._dvh_sizes = np.array([p.size for p in parts], float)
-        self._n_structures = len(parts)
+        sizes = np.concatenate(([self.tumour_index.size], self._oar_sizes.astype(np.int64)))
+        self._dvh_voxels = np.concatenate((self.tumour_index, self._oar_voxels))
+        self._dvh_inv_bin = np.repeat(self._dvh_inv, sizes)
+        self._dvh_offset = np.repeat(np.arange(sizes.size) * (DVH_BINS + 1), sizes)
+        self._dvh_sizes = sizes.astype(float)
+        self._n_structures = sizes.size
 
     # --------------------------------------------------------------- rules
     @property
@@ -219,33 +224,47 @@ class Plan:
         dose = (
             self.cache.dose(angles, weights / 10.0) if len(angles) else np.zeros(self.cache.body_index.size)
         )
-        return self._assess(dose, len(angles))
+        return self._assess(dose, dose[self._dvh_voxels], len(angles))
 
-    def _assess(self, dose: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
-        oar_dose = dose[self._oar_voxels]
+    def _assess(self, dose: np.ndarray, structures: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
+        """``structures``: ``dose`` on the tumour's voxels, then every OAR's (``_dvh_voxels``)."""
+        n_tumour = self.tumour_index.size
+        oar_dose = structures[n_tumour:]
         oar_mean = np.add.reduceat(oar_dose, self._oar_starts) / self._oar_sizes
         oar_max = np.maximum.reduceat(oar_dose, self._oar_starts)
-        metrics = plan_metrics(dose[self.tumour_index], dose, oar_mean, oar_max, self.task.oars, n_beams)
+        metrics = plan_metrics(structures[:n_tumour], dose, oar_mean, oar_max, self.task.oars, n_beams)
         return metrics, plan_score(metrics, self.task.oars)
 
     def _evaluate(self) -> None:
         self._dose = self.body_dose()
-        self.metrics, self.score = self._assess(self._dose, self.n_beams)
+        self._structure_dose = self._dose[self._dvh_voxels]
+        self.metrics, self.score = self._assess(self._dose, self._structure_dose, self.n_beams)
 
-    def dvhs(self) -> np.ndarray:
+    def dvhs(self, out: np.ndarray | None = None) -> np.ndarray:
         """(1 + n_oars, 50) cumulative DVHs: tumour over 0–2 Rx, each OAR over 0–2 × its limit.
 
         Column i is the fraction of the structure receiving at least (i + 1)/50 of the span.
+        Written into ``out`` (any float dtype, e.g. an observation's float32 rows) if given.
         """
-        scaled = self._dose[self._dvh_voxels]
-        scaled *= self._dvh_inv_bin
+        scaled = self._structure_dose * self._dvh_inv_bin
         np.minimum(scaled, DVH_BINS, out=scaled)
         bins = scaled.astype(np.int64)  # floor: doses are >= 0
         bins += self._dvh_offset
         counts = np.bincount(bins, minlength=self._n_structures * (DVH_BINS + 1))
         counts = counts.reshape(self._n_structures, DVH_BINS + 1)
         at_least = np.cumsum(counts[:, ::-1], axis=1)[:, ::-1]  # [:, j] = voxels in bin >= j
-        return at_least[:, 1:] / self._dvh_sizes[:, None]
+        return np.divide(at_least[:, 1:], self._dvh_sizes[:, None], out=out)
+
+    def oar_centroids(self) -> np.ndarray:
+        """(n_oars, 2) float64: each OAR's centroid (row, column), as ``phantom.centroid`` of its mask.
+
+        Summed over the voxel coordinates in one pass for all OARs: sums of whole numbers are
+        exact in float64, so this is bit for bit the mean of each mask's ``np.nonzero``.
+        """
+        voxels = self._oar_voxels
+        rows = np.add.reduceat(self.cache.voxel_rows[voxels], self._oar_starts)
+        cols = np.add.reduceat(self.cache.voxel_cols[voxels], self._oar_starts)
+        return np.stack((rows, cols), axis=1) / self._oar_sizes[:, None]
 
     def beams(self) -> list[tuple[int, float]]:
         """The beams as (angle in degrees, weight), in slot order."""

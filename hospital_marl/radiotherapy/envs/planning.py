@@ -47,14 +47,17 @@ def observation_space() -> spaces.Dict:
 def anatomy(plan: Plan) -> np.ndarray:
     """(7, 3) float32: where each OAR lies from the isocentre (:data:`OBSERVATION_KEYS` ``anatomy``)."""
     out = np.zeros((MAX_OARS, 3), np.float32)
-    iso = np.array(plan.phantom.isocentre)
-    for slot, mask in enumerate(plan.phantom.oars):
-        rows, cols = np.nonzero(mask)
-        d_row, d_col = rows.mean() - iso[0], cols.mean() - iso[1]
-        distance = float(np.hypot(d_row, d_col))
-        # a beam at gantry θ comes from (−cos θ, sin θ) in (row, column): aim that at the OAR
-        cos_t, sin_t = (-d_row / distance, d_col / distance) if distance > 0 else (1.0, 0.0)
-        out[slot] = [(1 + cos_t) / 2, (1 + sin_t) / 2, min(1.0, distance / 32)]
+    offset = plan.oar_centroids() - np.array(plan.phantom.isocentre)  # (n_oars, 2): rows, columns
+    distance = np.hypot(offset[:, 0], offset[:, 1])
+    # a beam at gantry θ comes from (−cos θ, sin θ) in (row, column): aim that at the OAR
+    away = distance > 0
+    cos_t, sin_t = np.ones_like(distance), np.zeros_like(distance)
+    cos_t[away] = -offset[away, 0] / distance[away]
+    sin_t[away] = offset[away, 1] / distance[away]
+    n = distance.size
+    out[:n, 0] = (1 + cos_t) / 2
+    out[:n, 1] = (1 + sin_t) / 2
+    out[:n, 2] = np.minimum(1.0, distance / 32)
     return out
 
 
