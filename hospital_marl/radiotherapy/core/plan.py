@@ -117,8 +117,9 @@ class Plan:
         size = position.size
         stacked = np.flatnonzero(self.phantom.oars)  # voxel v of OAR j at j·size + v, OAR by OAR
         self._oar_voxels = position[stacked % size]  # all OARs' body-voxel indices, OAR by OAR
-        self._oar_starts = np.searchsorted(stacked, np.arange(len(self.phantom.oars)) * size)  # (n_oars,)
-        self._oar_sizes = np.diff(self._oar_starts, append=stacked.size).astype(float)
+        bounds = np.searchsorted(stacked, np.arange(len(self.phantom.oars) + 1) * size)
+        self._oar_starts = bounds[:-1]  # (n_oars,) where each OAR's voxels start
+        self._oar_sizes = (bounds[1:] - self._oar_starts).astype(float)
         self._dvh_setup()
         self.n_beams, self.active, self.steps, self.invalid_actions = 0, -1, 0, 0
         self.angles[:] = 0
