@@ -44,6 +44,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from hospital_marl.radiotherapy.core.kernels import tumour_statistics
 from hospital_marl.radiotherapy.core.tasks import OAR
 
 DVH_BINS = 50
@@ -80,6 +81,7 @@ def _rank_positions(n: int) -> np.ndarray:
 
 _LEVELS = np.array([1.0, 0.95, 1.07])
 """The tumour dose levels counted per plan: Rx (conformity), V95, V107."""
+_N_TUMOUR_STATISTICS = 4 + 1 + _LEVELS.size + 1  # D95 D98 D50 D2, sum, below each level, body >= Rx
 
 
 def dose_at_volume(doses: np.ndarray, percent: float) -> float:
@@ -175,19 +177,25 @@ def plan_metrics(
     n_beams: int,
 ) -> PlanMetrics:
     """Every metric of a plan from the tumour's and the body's voxel doses and the OAR statistics."""
-    ordered = np.sort(tumour_dose)  # low to high
-    n = ordered.size
-    d95, d98, d50, d2 = ordered[_rank_positions(n)].tolist()
+    n = tumour_dose.size
+    stats = np.empty(_N_TUMOUR_STATISTICS)
+    tumour_statistics(
+        np.ascontiguousarray(tumour_dose, np.float64).ravel(),
+        np.ascontiguousarray(body_dose, np.float64).ravel(),
+        _rank_positions(n),
+        _LEVELS,
+        stats,
+    )
+    d95, d98, d50, d2, total, *counts = stats.tolist()
+    below_rx, below_95, below_107, above_rx = (int(c) for c in counts)
     means = tuple(oar_mean.tolist())
-    above_rx = int(np.count_nonzero(body_dose >= 1.0))
-    below_rx, below_95, below_107 = np.searchsorted(ordered, _LEVELS, side="left").tolist()
     tv_piv = n - below_rx
     return PlanMetrics(
         d95=d95,
         d98=d98,
         d50=d50,
         d2=d2,
-        mean=float(ordered.sum() / n),
+        mean=total / n,
         v95=(n - below_95) / n,
         v107=(n - below_107) / n,
         ci=tv_piv**2 / (n * above_rx) if above_rx else 0.0,

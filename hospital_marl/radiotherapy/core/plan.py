@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, N_ANGLES, BeamCache
+from hospital_marl.radiotherapy.core.kernels import cumulative_dvhs, structure_statistics
 from hospital_marl.radiotherapy.core.metrics import (
     DVH_BINS,
     TUMOUR_DVH_MAX,
@@ -56,6 +57,32 @@ ACTIONS: tuple[Action, ...] = (
 N_ACTIONS = len(ACTIONS)
 ADD, TURN_CW, TURN_CCW, WEIGHT_UP, WEIGHT_DOWN, REMOVE, NEXT, LOCK = range(N_ACTIONS)
 ACTION_NAMES = tuple(a.name for a in ACTIONS)
+
+
+def valid_actions(n_beams: int, active_weight: int) -> tuple[bool, ...]:
+    """THE mask rule (:data:`ACTIONS` ``valid_when``): which actions change a plan with ``n_beams``
+    beams whose active beam has weight ``active_weight`` (tenths; anything when there is none)."""
+    n, w = n_beams, active_weight
+    return (
+        n < MAX_BEAMS,
+        n > 0,
+        n > 0,
+        n > 0 and w < MAX_WEIGHT,
+        n > 0 and w > MIN_WEIGHT,
+        n > 0,
+        n >= 2,
+        n > 0,
+    )
+
+
+_MASKS = tuple(
+    tuple(np.array(valid_actions(n, w), dtype=bool) for w in range(MAX_WEIGHT + 1))
+    for n in range(MAX_BEAMS + 1)
+)
+"""Every plan state's mask, [n_beams][active weight], built once from :func:`valid_actions`."""
+for _row in _MASKS:
+    for _mask in _row:
+        _mask.setflags(write=False)
 
 
 def default_angle_index(existing: np.ndarray) -> int:
@@ -120,6 +147,10 @@ class Plan:
         bounds = np.searchsorted(stacked, np.arange(len(self.phantom.oars) + 1) * size)
         self._oar_starts = bounds[:-1]  # (n_oars,) where each OAR's voxels start
         self._oar_sizes = (bounds[1:] - self._oar_starts).astype(float)
+        if not self._oar_sizes.all():
+            empty = [name for name, size in zip(task.oar_names, self._oar_sizes) if not size]
+            raise ValueError(f"the phantom's OAR masks {empty} are empty (inside the body): nothing to dose")
+        self._oar_mean, self._oar_max = np.empty(self._oar_starts.size), np.empty(self._oar_starts.size)
         self._dvh_setup()
         self.n_beams, self.active, self.steps, self.invalid_actions = 0, -1, 0, 0
         self.angles[:] = 0
@@ -135,6 +166,8 @@ class Plan:
         self._dvh_offset = np.repeat(np.arange(sizes.size) * (DVH_BINS + 1), sizes)
         self._dvh_sizes = sizes.astype(float)
         self._n_structures = sizes.size
+        self._structure_dose = np.empty(self._dvh_voxels.size)  # the plan's dose on them
+        self._dvh_counts = np.empty((sizes.size, DVH_BINS + 1), np.int64)
 
     # --------------------------------------------------------------- rules
     @property
@@ -147,21 +180,12 @@ class Plan:
 
     def action_mask(self) -> np.ndarray:
         """(8,) bool: exactly the actions that change the plan (or lock it)."""
+        return self._mask().copy()
+
+    def _mask(self) -> np.ndarray:
+        """The mask of this state from :data:`_MASKS` (read-only: shared by every plan)."""
         n = self.n_beams
-        w = self.weights[self.active] if n else 0
-        return np.array(
-            [
-                n < MAX_BEAMS,
-                n > 0,
-                n > 0,
-                n > 0 and w < MAX_WEIGHT,
-                n > 0 and w > MIN_WEIGHT,
-                n > 0,
-                n >= 2,
-                n > 0,
-            ],
-            dtype=bool,
-        )
+        return _MASKS[n][int(self.weights[self.active]) if n else 0]
 
     def step(self, action: int) -> tuple[float, bool]:
         """Apply one action; returns (reward = change in score, valid). Invalid actions change nothing."""
@@ -176,7 +200,7 @@ class Plan:
         ):
             raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
         self.steps += 1
-        valid = bool(self.action_mask()[action])
+        valid = bool(self._mask()[action])
         if not valid:
             self.invalid_actions += 1
             return 0.0, False
@@ -225,20 +249,22 @@ class Plan:
         dose = (
             self.cache.dose(angles, weights / 10.0) if len(angles) else np.zeros(self.cache.body_index.size)
         )
-        return self._assess(dose, dose[self._dvh_voxels], len(angles))
+        return self._assess(dose, np.empty(self._dvh_voxels.size), len(angles))
 
     def _assess(self, dose: np.ndarray, structures: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
-        """``structures``: ``dose`` on the tumour's voxels, then every OAR's (``_dvh_voxels``)."""
+        """Metrics and score of ``dose``; ``structures`` receives it on the tumour's voxels, then
+        every OAR's (``_dvh_voxels``)."""
         n_tumour = self.tumour_index.size
-        oar_dose = structures[n_tumour:]
-        oar_mean = np.add.reduceat(oar_dose, self._oar_starts) / self._oar_sizes
-        oar_max = np.maximum.reduceat(oar_dose, self._oar_starts)
-        metrics = plan_metrics(structures[:n_tumour], dose, oar_mean, oar_max, self.task.oars, n_beams)
+        structure_statistics(
+            dose, self._dvh_voxels, n_tumour, self._oar_starts, structures, self._oar_mean, self._oar_max
+        )
+        metrics = plan_metrics(
+            structures[:n_tumour], dose, self._oar_mean, self._oar_max, self.task.oars, n_beams
+        )
         return metrics, plan_score(metrics, self.task.oars)
 
     def _evaluate(self) -> None:
         self._dose = self.body_dose()
-        self._structure_dose = self._dose[self._dvh_voxels]
         self.metrics, self.score = self._assess(self._dose, self._structure_dose, self.n_beams)
 
     def dvhs(self, out: np.ndarray | None = None) -> np.ndarray:
@@ -247,14 +273,14 @@ class Plan:
         Column i is the fraction of the structure receiving at least (i + 1)/50 of the span.
         Written into ``out`` (any float dtype, e.g. an observation's float32 rows) if given.
         """
-        scaled = self._structure_dose * self._dvh_inv_bin
-        np.minimum(scaled, DVH_BINS, out=scaled)
-        bins = scaled.astype(np.int64)  # floor: doses are >= 0
-        bins += self._dvh_offset
-        counts = np.bincount(bins, minlength=self._n_structures * (DVH_BINS + 1))
-        counts = counts.reshape(self._n_structures, DVH_BINS + 1)
-        at_least = np.cumsum(counts[:, ::-1], axis=1)[:, ::-1]  # [:, j] = voxels in bin >= j
-        return np.divide(at_least[:, 1:], self._dvh_sizes[:, None], out=out)
+        dvhs = np.empty((self._n_structures, DVH_BINS))
+        cumulative_dvhs(
+            self._structure_dose, self._dvh_inv_bin, self._dvh_offset, self._dvh_sizes, self._dvh_counts, dvhs
+        )
+        if out is None:
+            return dvhs
+        out[...] = dvhs
+        return out
 
     def oar_centroids(self) -> np.ndarray:
         """(n_oars, 2) float64: each OAR's centroid (row, column), as ``phantom.centroid`` of its mask.

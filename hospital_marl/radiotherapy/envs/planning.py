@@ -38,6 +38,23 @@ OBSERVATION_KEYS: dict[str, tuple[tuple[int, ...], str]] = {
 """THE observation layout: key -> (shape, meaning). Every value is float32 in [0, 1]."""
 
 
+_LAYOUT: list[tuple[str, int, int, tuple[int, ...]]] = []  # key, start, stop, shape in one vector
+for _key, (_shape, _) in OBSERVATION_KEYS.items():
+    _start = _LAYOUT[-1][2] if _LAYOUT else 0
+    _LAYOUT.append((_key, _start, _start + int(np.prod(_shape)), _shape))
+OBSERVATION_SIZE = _LAYOUT[-1][2]
+"""Floats in one observation: its arrays are views of one float32 vector, in :data:`OBSERVATION_KEYS`
+order (so the tumour DVH and the OAR DVHs are one (8, 50) block, written in one go)."""
+
+
+def observation_views(vector: np.ndarray) -> dict[str, np.ndarray]:
+    """The Dict observation as views of one (:data:`OBSERVATION_SIZE`,) float32 vector."""
+    return {
+        key: vector[start:stop] if len(shape) == 1 else vector[start:stop].reshape(shape)
+        for key, start, stop, shape in _LAYOUT
+    }
+
+
 def observation_space() -> spaces.Dict:
     return spaces.Dict(
         {k: spaces.Box(0.0, 1.0, shape, np.float32) for k, (shape, _) in OBSERVATION_KEYS.items()}
@@ -136,9 +153,12 @@ class RadiotherapyPlanningEnv(gym.Env):
             raise RuntimeError("step before reset")
         if self.plan.done:
             raise RuntimeError("the episode is over: call reset()")
-        if isinstance(action, np.ndarray) and action.shape == ():
-            action = action.item()
-        if not self.action_space.contains(action) or isinstance(action, bool):
+        if type(action) is not int:  # NumPy integers, 0-d arrays, bools, anything else: the full check
+            if isinstance(action, np.ndarray) and action.shape == ():
+                action = action.item()
+            if not self.action_space.contains(action) or isinstance(action, bool):
+                raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
+        elif not 0 <= action < N_ACTIONS:
             raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
         reward, _ = self.plan.step(int(action))
         self._last_action = int(action)
@@ -155,18 +175,19 @@ class RadiotherapyPlanningEnv(gym.Env):
     # -------------------------------------------------------------- views
     def _observation(self) -> dict[str, np.ndarray]:
         plan, m = self.plan, self.plan.metrics
-        n_oars = len(plan.task.oars)
-        dvhs = plan.dvhs().astype(np.float32)  # in [0, 1] by construction
-        oar_dvh = np.zeros((MAX_OARS, DVH_BINS), np.float32)
-        oar_dvh[:n_oars] = dvhs[1:]
-        status = np.zeros((MAX_OARS, 4), np.float32)
+        n_oars = len(m.oar_mean)
+        vector = np.zeros(OBSERVATION_SIZE, np.float32)  # absent OAR slots and beams stay 0
+        obs = observation_views(vector)
+        plan.dvhs(out=vector[: (1 + n_oars) * DVH_BINS].reshape(1 + n_oars, DVH_BINS))  # in [0, 1]
+        obs["oar_present"][:] = self._present
+        status = obs["oar_status"]
         status[:, 0] = self._priority
         status[:n_oars, 1] = m.oar_mean
         status[:n_oars, 2] = m.oar_max
         status[:n_oars, 1:3] *= self._status_scale
         status[:n_oars, 3] = [not p for p in m.oar_pass]
         np.minimum(status, 1.0, out=status)
-        beams = np.zeros((MAX_BEAMS, 4), np.float32)
+        beams = obs["beams"]
         n = plan.n_beams
         beams[:n, 0] = plan.angles[:n]
         beams[:n, 0] /= 36.0
@@ -176,17 +197,10 @@ class RadiotherapyPlanningEnv(gym.Env):
         if plan.active >= 0:
             beams[plan.active, 3] = 1.0
         overdose = min(1.0, max(0.0, (m.d95 - OVERDOSE_START) / OVERDOSE_SPAN))
-        tumour = np.array([1.0 - m.v95, max(0.0, 1.0 - m.d95), overdose, m.v107], np.float32)
-        return {
-            "tumour_dvh": dvhs[0],
-            "oar_dvh": oar_dvh,
-            "oar_present": self._present.copy(),
-            "oar_status": status,
-            "tumour_status": tumour,
-            "beams": beams,
-            "anatomy": self._anatomy.copy(),
-            "step_fraction": np.array([min(1.0, plan.steps / plan.task.max_steps)], np.float32),
-        }
+        obs["tumour_status"][:] = (1.0 - m.v95, max(0.0, 1.0 - m.d95), overdose, m.v107)
+        obs["anatomy"][:] = self._anatomy
+        obs["step_fraction"][0] = min(1.0, plan.steps / plan.task.max_steps)
+        return obs
 
     def _info(self) -> dict[str, Any]:
         plan = self.plan
