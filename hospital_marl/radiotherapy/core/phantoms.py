@@ -97,6 +97,17 @@ def make_phantom(body: np.ndarray, tumour: np.ndarray, oars: list[np.ndarray]) -
     return Phantom(body.astype(bool), tumour.astype(bool), stack, iso)
 
 
+_ABOVE_ONE = {np.dtype(np.uint64): np.uint64(0xFEFE_FEFE_FEFE_FEFE), np.dtype(np.uint8): np.uint8(0xFE)}
+"""Every byte's bits above its lowest: set where a bytewise sum of masks counts 2 or more."""
+
+
+def _words(masks: np.ndarray, voxels: int) -> np.ndarray:
+    """Bool masks of ``voxels`` each, flat, as 64-bit words (8 voxels each) when a mask divides
+    evenly into them, else as bytes."""
+    flat = np.ascontiguousarray(masks, dtype=bool).reshape(-1)
+    return flat.view(np.uint64) if voxels % 8 == 0 else flat.view(np.uint8)
+
+
 def phantom_problems(
     phantom: Phantom, oar_names: tuple[str, ...], envelopes: frozenset[str] = frozenset()
 ) -> list[str]:
@@ -115,21 +126,24 @@ def phantom_problems(
     if len(oar_names) != len(phantom.oars):
         problems.append(f"{len(phantom.oars)} OAR masks for {len(oar_names)} OARs")
         return problems
-    # every OAR voxel in one array, OAR by OAR: voxel v of OAR j is j · size + v
-    n, size = len(oar_names), body.size
-    owner, voxel = np.divmod(np.flatnonzero(phantom.oars), size)
-    voxels = np.bincount(owner, minlength=n)
-    outside = np.bincount(owner[~body.ravel()[voxel]], minlength=n)
-    on_tumour = np.bincount(owner[tumour.ravel()[voxel]], minlength=n)
+    # whole-mask tests eight voxels at a time: bool bytes are 0 or 1, so 64-bit words of them
+    # can be and-ed (a 1 byte in both), or-ed, and summed bytewise (no carry below 256 masks)
+    n = len(oar_names)
+    words = _words(phantom.oars, body.size).reshape(n, -1)
+    body_words, tumour_words = _words(body, body.size), _words(tumour, body.size)
+    present = words.any(axis=1)
+    outside = (words & ~body_words).any(axis=1)
+    on_tumour = (words & tumour_words).any(axis=1)
     for j, name in enumerate(oar_names):
-        if not voxels[j]:
+        if not present[j]:
             problems.append(f"OAR {name} is empty")
         if outside[j]:
             problems.append(f"OAR {name} extends outside the body")
         if on_tumour[j]:
             problems.append(f"OAR {name} overlaps the tumour")
-    plain = np.array([name not in envelopes for name in oar_names])
-    if np.bincount(voxel[plain[owner]], minlength=size).max(initial=0) > 1:  # some voxel in two of them
+    plain = [j for j, name in enumerate(oar_names) if name not in envelopes]
+    shared = len(plain) > 255 or (words[plain].sum(axis=0, dtype=words.dtype) & _ABOVE_ONE[words.dtype]).any()
+    if shared:  # a voxel lies in two OARs that must not overlap: name the pairs
         for i, (a, mask_a) in enumerate(zip(oar_names, phantom.oars)):
             for b, mask_b in zip(oar_names[i + 1 :], phantom.oars[i + 1 :]):
                 if a not in envelopes and b not in envelopes and (mask_a & mask_b).any():

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from hospital_marl.envs.buffers import RecycledBuffers
 from hospital_marl.radiotherapy.core.metrics import DVH_BINS, OVERDOSE_SPAN, OVERDOSE_START, PASS_THRESHOLD
 from hospital_marl.radiotherapy.core.plan import MAX_BEAMS, MAX_WEIGHT, N_ACTIONS, Plan
 from hospital_marl.radiotherapy.core.tasks import MAX_OARS, Task
@@ -122,6 +123,7 @@ class RadiotherapyPlanningEnv(gym.Env):
         self.action_space = spaces.Discrete(N_ACTIONS)
         self.observation_space = observation_space()
         self._last_action: int | None = None
+        self._buffers = RecycledBuffers(OBSERVATION_SIZE, observation_views)
         self._priority = np.zeros(MAX_OARS, np.float32)
         self._present = np.zeros(MAX_OARS, np.float32)
         self._limit = np.ones(MAX_OARS)
@@ -176,8 +178,8 @@ class RadiotherapyPlanningEnv(gym.Env):
     def _observation(self) -> dict[str, np.ndarray]:
         plan, m = self.plan, self.plan.metrics
         n_oars = len(m.oar_mean)
-        vector = np.zeros(OBSERVATION_SIZE, np.float32)  # absent OAR slots and beams stay 0
-        obs = observation_views(vector)
+        vector, obs = self._buffers.take()
+        vector.fill(0.0)  # absent OAR slots and beams stay 0
         plan.dvhs(out=vector[: (1 + n_oars) * DVH_BINS].reshape(1 + n_oars, DVH_BINS))  # in [0, 1]
         obs["oar_present"][:] = self._present
         status = obs["oar_status"]
