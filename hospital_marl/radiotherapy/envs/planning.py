@@ -9,6 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from hospital_marl.envs.buffers import RecycledBuffers
+from hospital_marl.radiotherapy.core.dose import N_ANGLES
 from hospital_marl.radiotherapy.core.metrics import DVH_BINS, OVERDOSE_SPAN, OVERDOSE_START, PASS_THRESHOLD
 from hospital_marl.radiotherapy.core.plan import MAX_BEAMS, MAX_WEIGHT, N_ACTIONS, Plan
 from hospital_marl.radiotherapy.core.tasks import MAX_OARS, Task
@@ -46,6 +47,12 @@ for _key, (_shape, _) in OBSERVATION_KEYS.items():
 OBSERVATION_SIZE = _LAYOUT[-1][2]
 """Floats in one observation: its arrays are views of one float32 vector, in :data:`OBSERVATION_KEYS`
 order (so the tumour DVH and the OAR DVHs are one (8, 50) block, written in one go)."""
+
+
+_ANGLE_FRACTIONS = np.arange(N_ANGLES, dtype=np.float32) / np.float32(N_ANGLES)
+"""A beam's observed angle (angle / 360) by grid index, as float32 arithmetic gives it."""
+_WEIGHT_FRACTIONS = np.arange(MAX_WEIGHT + 1, dtype=np.float32) / np.float32(MAX_WEIGHT)
+"""A beam's observed weight by tenths (the weight itself, 0.1–1.0)."""
 
 
 def observation_views(vector: np.ndarray) -> dict[str, np.ndarray]:
@@ -147,7 +154,7 @@ class RadiotherapyPlanningEnv(gym.Env):
         super().reset(seed=seed)
         self.plan.reset(self.np_random)
         self._last_action = None
-        self._anatomy = anatomy(self.plan)
+        self._episode = self._episode_constants()
         return self._observation(), self._info()
 
     def step(self, action: int):
@@ -179,30 +186,34 @@ class RadiotherapyPlanningEnv(gym.Env):
         plan, m = self.plan, self.plan.metrics
         n_oars = len(m.oar_mean)
         vector, obs = self._buffers.take()
-        vector.fill(0.0)  # absent OAR slots and beams stay 0
+        vector[:] = self._episode  # the episode's constants; absent OAR slots and beams are 0
         plan.dvhs(out=vector[: (1 + n_oars) * DVH_BINS].reshape(1 + n_oars, DVH_BINS))  # in [0, 1]
-        obs["oar_present"][:] = self._present
-        status = obs["oar_status"]
-        status[:, 0] = self._priority
-        status[:n_oars, 1] = m.oar_mean
-        status[:n_oars, 2] = m.oar_max
-        status[:n_oars, 1:3] *= self._status_scale
-        status[:n_oars, 3] = [not p for p in m.oar_pass]
+        status = obs["oar_status"][:n_oars]
+        status[:, 1] = m.oar_mean
+        status[:, 2] = m.oar_max
+        status[:, 1:3] *= self._status_scale
         np.minimum(status, 1.0, out=status)
-        beams = obs["beams"]
+        status[:, 3] = [not p for p in m.oar_pass]
         n = plan.n_beams
-        beams[:n, 0] = plan.angles[:n]
-        beams[:n, 0] /= 36.0
-        beams[:n, 1] = plan.weights[:n]
-        beams[:n, 1] /= MAX_WEIGHT
-        beams[:n, 2] = 1.0
-        if plan.active >= 0:
+        if n:
+            beams = obs["beams"]
+            beams[:n, 0] = _ANGLE_FRACTIONS[plan.angles[:n]]
+            beams[:n, 1] = _WEIGHT_FRACTIONS[plan.weights[:n]]
+            beams[:n, 2] = 1.0
             beams[plan.active, 3] = 1.0
         overdose = min(1.0, max(0.0, (m.d95 - OVERDOSE_START) / OVERDOSE_SPAN))
         obs["tumour_status"][:] = (1.0 - m.v95, max(0.0, 1.0 - m.d95), overdose, m.v107)
-        obs["anatomy"][:] = self._anatomy
         obs["step_fraction"][0] = min(1.0, plan.steps / plan.task.max_steps)
         return obs
+
+    def _episode_constants(self) -> np.ndarray:
+        """The observation's values fixed for the episode (OAR slots, priorities, anatomy), else 0."""
+        vector = np.zeros(OBSERVATION_SIZE, np.float32)
+        obs = observation_views(vector)
+        obs["oar_present"][:] = self._present
+        obs["oar_status"][:, 0] = self._priority
+        obs["anatomy"][:] = anatomy(self.plan)
+        return vector
 
     def _info(self) -> dict[str, Any]:
         plan = self.plan
