@@ -19,6 +19,8 @@ then costs one weighted sum over the body voxels.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom
@@ -100,18 +102,30 @@ def depth_from_surface(body: np.ndarray, angle_deg: float, voxels: np.ndarray | 
 
 _DEPTHS: dict[tuple[bytes, int], np.ndarray] = {}
 _DEPTHS_MAX = 8 * N_ANGLES  # a few bodies' worth: the built-in tasks each have one body
-_BODIES: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_BODIES: dict[bytes, BodyVoxels] = {}
 _BODIES_MAX = 8
 
 
-def body_voxels(body: np.ndarray, body_key: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(flat indices, rows, columns) of the body voxels, memoised per body like the depths (read-only)."""
+class BodyVoxels(NamedTuple):
+    """Where a body's voxels are (read-only arrays, shared by every episode on that body)."""
+
+    index: np.ndarray  # (n_body,) flat grid indices, ``np.flatnonzero(body)``
+    rows: np.ndarray  # (n_body,) float64 grid row of each
+    cols: np.ndarray  # (n_body,) float64 grid column of each
+    position: np.ndarray  # (64 · 64,) int64 body-voxel number of each grid voxel, −1 outside
+
+
+def body_voxels(body: np.ndarray, body_key: bytes) -> BodyVoxels:
+    """:class:`BodyVoxels` of a body, memoised per body like the depths."""
     hit = _BODIES.get(body_key)
     if hit is None:
         if len(_BODIES) >= _BODIES_MAX:
             _BODIES.clear()
         index = np.flatnonzero(body)
-        hit = (index, _VOXEL_ROWS[index], _VOXEL_COLS[index])
+        position = np.full(body.size, -1, np.int64)
+        position[index] = np.arange(index.size)
+        rows, cols = _VOXEL_ROWS[index], _VOXEL_COLS[index]
+        hit = BodyVoxels(index, rows, cols, position)
         for a in hit:
             a.setflags(write=False)
         _BODIES[body_key] = hit
@@ -191,14 +205,16 @@ class BeamCache:
 
     ``rows[a]`` is the dose of the beam at ``a × ANGLE_STEP`` degrees on the
     body voxels (``body_index = np.flatnonzero(phantom.body)`` order, at grid rows
-    ``voxel_rows`` and columns ``voxel_cols``), computed on first use.
+    ``voxel_rows`` and columns ``voxel_cols``; ``voxels``: :class:`BodyVoxels`), computed on
+    first use.
     :meth:`renew` starts the next episode on the same body in the same memory.
     """
 
     def __init__(self, phantom: Phantom, k: float) -> None:
         self.k = k
         self._body_key = phantom.body.tobytes()
-        self.body_index, self.voxel_rows, self.voxel_cols = body_voxels(phantom.body, self._body_key)
+        self.voxels = body_voxels(phantom.body, self._body_key)
+        self.body_index, self.voxel_rows, self.voxel_cols = self.voxels[:3]
         self.rows = np.zeros((N_ANGLES, self.body_index.size))  # (36, n_body) float64
         self._done = np.zeros(N_ANGLES, bool)
         self.phantom = phantom

@@ -14,6 +14,7 @@ anterior, the last row posterior; columns run from the patient's right to left.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,11 +44,28 @@ class Phantom:
             getattr(self, name).setflags(write=False)
 
 
+def _box(centre: tuple[float, float], reach: float) -> tuple[slice, slice] | None:
+    """The grid rows and columns within ``reach`` of ``centre`` (a shape that fits in a circle of
+    radius ``reach − 1`` about it has no voxel beyond, even after rounding); None if not finite."""
+    if not (math.isfinite(centre[0]) and math.isfinite(centre[1]) and math.isfinite(reach)):
+        return None
+    return (
+        slice(max(0, math.floor(centre[0] - reach)), max(0, min(GRID, math.ceil(centre[0] + reach) + 1))),
+        slice(max(0, math.floor(centre[1] - reach)), max(0, min(GRID, math.ceil(centre[1] + reach) + 1))),
+    )
+
+
 def disc(centre: tuple[float, float], radius: float) -> np.ndarray:
     """Voxels whose centre lies within ``radius`` of ``centre`` (row, column)."""
-    # squared offsets per row and per column, summed on the grid by broadcasting (same values
-    # as on two full grids, at a fraction of the cost: phantoms are drawn at every reset)
-    return ((_AXIS - centre[0]) ** 2)[:, None] + ((_AXIS - centre[1]) ** 2)[None, :] <= radius**2
+    # evaluated only near the centre (phantoms are drawn at every reset), each voxel as on the
+    # whole grid: squared offsets per row and per column, summed by broadcasting
+    box = _box(centre, abs(radius) + 1)
+    rows, cols = box or (slice(None), slice(None))
+    mask = np.zeros((GRID, GRID), bool)
+    mask[rows, cols] = ((_AXIS[rows] - centre[0]) ** 2)[:, None] + ((_AXIS[cols] - centre[1]) ** 2)[
+        None, :
+    ] <= radius**2
+    return mask
 
 
 def ellipse(
@@ -55,10 +73,14 @@ def ellipse(
 ) -> np.ndarray:
     """An ellipse with semi-axes along rows and columns, rotated by ``angle_deg``."""
     a = np.deg2rad(angle_deg)
-    dr, dc = _AXIS - centre[0], _AXIS - centre[1]  # per row, per column
+    box = _box(centre, max(abs(semi_rows), abs(semi_cols)) + 1)  # as in disc
+    rows, cols = box or (slice(None), slice(None))
+    dr, dc = _AXIS[rows] - centre[0], _AXIS[cols] - centre[1]  # per row, per column
     u = (dr * np.cos(a))[:, None] + (dc * np.sin(a))[None, :]
     v = (-dr * np.sin(a))[:, None] + (dc * np.cos(a))[None, :]
-    return (u / semi_rows) ** 2 + (v / semi_cols) ** 2 <= 1.0
+    mask = np.zeros((GRID, GRID), bool)
+    mask[rows, cols] = (u / semi_rows) ** 2 + (v / semi_cols) ** 2 <= 1.0
+    return mask
 
 
 def rectangle(rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:

@@ -127,6 +127,7 @@ class Plan:
         self.score = 0.0
         self.metrics: PlanMetrics | None = None
         self.cache: BeamCache | None = None
+        self._empty_plan: tuple[PlanMetrics, float] | None = None
         # a structure's DVH bin width: tumour over 0–2 Rx, each OAR over 0–2 × its limit
         self._dvh_inv = DVH_BINS / np.array([TUMOUR_DVH_MAX] + [2.0 * o.limit for o in self.task.oars])
 
@@ -137,37 +138,34 @@ class Plan:
         self.phantom = phantom or draw_phantom(task.generator, rng, task.oar_names, task.envelopes)
         if self.cache is None or not self.cache.renew(self.phantom):
             self.cache = BeamCache(self.phantom, self.dose_scale)
-        body_index = self.cache.body_index
-        position = np.full(self.phantom.body.size, -1, np.int64)
-        position[body_index] = np.arange(body_index.size)
-        self.tumour_index = position[np.flatnonzero(self.phantom.tumour)]  # (n_tumour,) into body voxels
+        position = self.cache.voxels.position
         size = position.size
+        tumour = np.flatnonzero(self.phantom.tumour)
         stacked = np.flatnonzero(self.phantom.oars)  # voxel v of OAR j at j·size + v, OAR by OAR
-        self._oar_voxels = position[stacked % size]  # all OARs' body-voxel indices, OAR by OAR
+        # every structure's body-voxel indices: the tumour's, then each OAR's in turn
+        self._dvh_voxels = position[np.concatenate((tumour, stacked % size))]
+        self.tumour_index = self._dvh_voxels[: tumour.size]  # (n_tumour,)
+        self._oar_voxels = self._dvh_voxels[tumour.size :]
         bounds = np.searchsorted(stacked, np.arange(len(self.phantom.oars) + 1) * size)
-        self._oar_starts = bounds[:-1]  # (n_oars,) where each OAR's voxels start
-        self._oar_sizes = (bounds[1:] - self._oar_starts).astype(float)
-        if not self._oar_sizes.all():
-            empty = [name for name, size in zip(task.oar_names, self._oar_sizes) if not size]
+        self._oar_starts = bounds[:-1]  # (n_oars,) where each OAR's voxels start in _oar_voxels
+        sizes = np.diff(bounds, prepend=-tumour.size)  # (1 + n_oars,) voxels per structure
+        if not sizes.all():
+            empty = [name for name, size in zip(task.oar_names, sizes[1:]) if not size]
             raise ValueError(f"the phantom's OAR masks {empty} are empty (inside the body): nothing to dose")
+        self._dvh_sizes = sizes.astype(float)
+        self._oar_sizes = self._dvh_sizes[1:]
         self._oar_mean, self._oar_max = np.empty(self._oar_starts.size), np.empty(self._oar_starts.size)
-        self._dvh_setup()
+        # DVH bins of every structure voxel, in one bincount: each structure's row and bin width
+        self._dvh_inv_bin = np.repeat(self._dvh_inv, sizes)
+        self._dvh_offset = np.repeat(np.arange(sizes.size) * (DVH_BINS + 1), sizes)
+        self._n_structures = sizes.size
+        self._structure_dose = np.empty(self._dvh_voxels.size)  # the plan's dose on them
+        self._dvh_counts = np.empty((sizes.size, DVH_BINS + 1), np.int64)
         self.n_beams, self.active, self.steps, self.invalid_actions = 0, -1, 0, 0
         self.angles[:] = 0
         self.weights[:] = 0
         self.locked = False
         self._evaluate()
-
-    def _dvh_setup(self) -> None:
-        """Index arrays for all structures' DVHs in one bincount (tumour, then OAR slots)."""
-        sizes = np.concatenate(([self.tumour_index.size], self._oar_sizes.astype(np.int64)))
-        self._dvh_voxels = np.concatenate((self.tumour_index, self._oar_voxels))
-        self._dvh_inv_bin = np.repeat(self._dvh_inv, sizes)
-        self._dvh_offset = np.repeat(np.arange(sizes.size) * (DVH_BINS + 1), sizes)
-        self._dvh_sizes = sizes.astype(float)
-        self._n_structures = sizes.size
-        self._structure_dose = np.empty(self._dvh_voxels.size)  # the plan's dose on them
-        self._dvh_counts = np.empty((sizes.size, DVH_BINS + 1), np.int64)
 
     # --------------------------------------------------------------- rules
     @property
@@ -265,6 +263,12 @@ class Plan:
 
     def _evaluate(self) -> None:
         self._dose = self.body_dose()
+        if self.n_beams == 0:  # no dose anywhere: the same metrics on every phantom, assessed once
+            self._structure_dose.fill(0.0)
+            if self._empty_plan is None:
+                self._empty_plan = self._assess(self._dose, self._structure_dose, 0)
+            self.metrics, self.score = self._empty_plan
+            return
         self.metrics, self.score = self._assess(self._dose, self._structure_dose, self.n_beams)
 
     def dvhs(self, out: np.ndarray | None = None) -> np.ndarray:

@@ -75,11 +75,10 @@ def anatomy(plan: Plan) -> np.ndarray:
     offset = plan.oar_centroids() - np.array(plan.phantom.isocentre)  # (n_oars, 2): rows, columns
     distance = np.hypot(offset[:, 0], offset[:, 1])
     # a beam at gantry θ comes from (−cos θ, sin θ) in (row, column): aim that at the OAR
-    away = distance > 0
-    cos_t, sin_t = np.ones_like(distance), np.zeros_like(distance)
-    cos_t[away] = -offset[away, 0] / distance[away]
-    sin_t[away] = offset[away, 1] / distance[away]
     n = distance.size
+    away = distance > 0  # an OAR centred on the isocentre points at 0°
+    cos_t = np.divide(-offset[:, 0], distance, out=np.ones(n), where=away)
+    sin_t = np.divide(offset[:, 1], distance, out=np.zeros(n), where=away)
     out[:n, 0] = (1 + cos_t) / 2
     out[:n, 1] = (1 + sin_t) / 2
     out[:n, 2] = np.minimum(1.0, distance / 32)
