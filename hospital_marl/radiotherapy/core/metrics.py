@@ -74,14 +74,14 @@ def _rank(percent: float, n: int) -> int:
 
 
 @lru_cache(maxsize=256)
-def _rank_positions(n: int) -> np.ndarray:
+def rank_positions(n: int) -> np.ndarray:
     """Where D95, D98, D50 and D2 sit among n doses sorted low to high (per tumour size, once)."""
     return np.array([n - _rank(p, n) for p in (95, 98, 50, 2)])
 
 
-_LEVELS = np.array([1.0, 0.95, 1.07])
+LEVELS = np.array([1.0, 0.95, 1.07])
 """The tumour dose levels counted per plan: Rx (conformity), V95, V107."""
-_N_TUMOUR_STATISTICS = 4 + 1 + _LEVELS.size + 1  # D95 D98 D50 D2, sum, below each level, body >= Rx
+N_TUMOUR_STATISTICS = 4 + 1 + LEVELS.size + 1  # D95 D98 D50 D2, sum, below each level, body >= Rx
 
 
 def dose_at_volume(doses: np.ndarray, percent: float) -> float:
@@ -152,9 +152,17 @@ class PlanMetrics:
     def as_dict(self, oars: tuple[OAR, ...]) -> dict[str, object]:
         """JSON-able: tumour metrics, then ``oars`` by name (mean, max, limit, priority, pass)."""
         out: dict[str, object] = {
-            k: getattr(self, k) for k in ("d95", "d98", "d50", "d2", "mean", "v95", "v107", "ci", "hi")
+            "d95": self.d95,
+            "d98": self.d98,
+            "d50": self.d50,
+            "d2": self.d2,
+            "mean": self.mean,
+            "v95": self.v95,
+            "v107": self.v107,
+            "ci": self.ci,
+            "hi": self.hi,
+            "n_beams": self.n_beams,
         }
-        out["n_beams"] = self.n_beams
         out["oars"] = {
             o.name: {"mean": m, "max": x, "limit": o.limit, "priority": o.priority, "pass": p}
             for o, m, x, p in zip(oars, self.oar_mean, self.oar_max, self.oar_pass)
@@ -177,15 +185,28 @@ def plan_metrics(
     n_beams: int,
 ) -> PlanMetrics:
     """Every metric of a plan from the tumour's and the body's voxel doses and the OAR statistics."""
-    n = tumour_dose.size
-    stats = np.empty(_N_TUMOUR_STATISTICS)
+    tumour = np.ascontiguousarray(tumour_dose, np.float64).ravel()
+    stats = np.empty(N_TUMOUR_STATISTICS)
     tumour_statistics(
-        np.ascontiguousarray(tumour_dose, np.float64).ravel(),
+        tumour,
         np.ascontiguousarray(body_dose, np.float64).ravel(),
-        _rank_positions(n),
-        _LEVELS,
+        rank_positions(tumour.size),
+        LEVELS,
         stats,
     )
+    return metrics_from_statistics(stats, tumour.size, oar_mean, oar_max, oars, n_beams)
+
+
+def metrics_from_statistics(
+    stats: np.ndarray,
+    n: int,
+    oar_mean: np.ndarray,
+    oar_max: np.ndarray,
+    oars: tuple[OAR, ...],
+    n_beams: int,
+) -> PlanMetrics:
+    """The metrics from :func:`~hospital_marl.radiotherapy.core.kernels.tumour_statistics` of ``n``
+    tumour voxels (at :func:`rank_positions`, :data:`LEVELS`) and the OAR statistics."""
     d95, d98, d50, d2, total, *counts = stats.tolist()
     below_rx, below_95, below_107, above_rx = (int(c) for c in counts)
     means = tuple(oar_mean.tolist())

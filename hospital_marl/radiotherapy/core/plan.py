@@ -14,13 +14,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, N_ANGLES, BeamCache
-from hospital_marl.radiotherapy.core.kernels import cumulative_dvhs, structure_statistics
+from hospital_marl.radiotherapy.core.kernels import cumulative_dvhs, structure_statistics, tumour_statistics
 from hospital_marl.radiotherapy.core.metrics import (
     DVH_BINS,
+    LEVELS,
+    N_TUMOUR_STATISTICS,
     TUMOUR_DVH_MAX,
     PlanMetrics,
-    plan_metrics,
+    metrics_from_statistics,
     plan_score,
+    rank_positions,
 )
 from hospital_marl.radiotherapy.core.phantoms import Phantom, draw_phantom
 from hospital_marl.radiotherapy.core.tasks import Task, get_task
@@ -155,6 +158,7 @@ class Plan:
         self._dvh_sizes = sizes.astype(float)
         self._oar_sizes = self._dvh_sizes[1:]
         self._oar_mean, self._oar_max = np.empty(self._oar_starts.size), np.empty(self._oar_starts.size)
+        self._ranks, self._tumour_statistics = rank_positions(tumour.size), np.empty(N_TUMOUR_STATISTICS)
         # DVH bins of every structure voxel, in one bincount: each structure's row and bin width
         self._dvh_inv_bin = np.repeat(self._dvh_inv, sizes)
         self._dvh_offset = np.repeat(np.arange(sizes.size) * (DVH_BINS + 1), sizes)
@@ -256,8 +260,9 @@ class Plan:
         structure_statistics(
             dose, self._dvh_voxels, n_tumour, self._oar_starts, structures, self._oar_mean, self._oar_max
         )
-        metrics = plan_metrics(
-            structures[:n_tumour], dose, self._oar_mean, self._oar_max, self.task.oars, n_beams
+        tumour_statistics(structures[:n_tumour], dose, self._ranks, LEVELS, self._tumour_statistics)
+        metrics = metrics_from_statistics(
+            self._tumour_statistics, n_tumour, self._oar_mean, self._oar_max, self.task.oars, n_beams
         )
         return metrics, plan_score(metrics, self.task.oars)
 
@@ -277,13 +282,15 @@ class Plan:
         Column i is the fraction of the structure receiving at least (i + 1)/50 of the span.
         Written into ``out`` (any float dtype, e.g. an observation's float32 rows) if given.
         """
-        dvhs = np.empty((self._n_structures, DVH_BINS))
+        if out is None or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous:
+            dvhs = np.empty((self._n_structures, DVH_BINS))
+            if out is not None:
+                out[...] = self.dvhs(dvhs)
+                return out
+            out = dvhs
         cumulative_dvhs(
-            self._structure_dose, self._dvh_inv_bin, self._dvh_offset, self._dvh_sizes, self._dvh_counts, dvhs
+            self._structure_dose, self._dvh_inv_bin, self._dvh_offset, self._dvh_sizes, self._dvh_counts, out
         )
-        if out is None:
-            return dvhs
-        out[...] = dvhs
         return out
 
     def oar_centroids(self) -> np.ndarray:
