@@ -91,12 +91,11 @@ def pairwise_sum(values: np.ndarray, start: int, stop: int) -> float:
 
 @_jit
 def tumour_statistics(
-    tumour_dose: np.ndarray, body_dose: np.ndarray, ranks: np.ndarray, levels: np.ndarray, out: np.ndarray
+    ordered: np.ndarray, body_dose: np.ndarray, ranks: np.ndarray, levels: np.ndarray, out: np.ndarray
 ) -> None:
-    """``out`` = [the tumour's doses at positions ``ranks`` when sorted low to high, their sum
-    (``ndarray.sum`` of the sorted doses), how many lie below each of ``levels``, how many body
-    voxels receive ≥ 1 Rx]."""
-    ordered = np.sort(tumour_dose)
+    """``out`` = [the tumour's doses ``ordered`` (sorted low to high) at positions ``ranks``, their
+    sum (``ndarray.sum``'s), how many lie below each of ``levels``, how many body voxels receive
+    ≥ 1 Rx]. The caller sorts (NumPy's sort: compiling numba's would cost seconds on first use)."""
     k = 0
     for r in ranks:
         out[k] = ordered[r]
@@ -104,7 +103,10 @@ def tumour_statistics(
     out[k] = pairwise_sum(ordered, 0, ordered.size)
     k += 1
     for level in levels:
-        out[k] = np.searchsorted(ordered, level)  # voxels below the level
+        below = 0
+        while below < ordered.size and ordered[below] < level:
+            below += 1
+        out[k] = below
         k += 1
     above = 0
     for d in body_dose:

@@ -185,16 +185,11 @@ def plan_metrics(
     n_beams: int,
 ) -> PlanMetrics:
     """Every metric of a plan from the tumour's and the body's voxel doses and the OAR statistics."""
-    tumour = np.ascontiguousarray(tumour_dose, np.float64).ravel()
+    ordered = np.sort(np.asarray(tumour_dose, np.float64), axis=None)  # low to high
+    body = np.ascontiguousarray(body_dose, np.float64).ravel()
     stats = np.empty(N_TUMOUR_STATISTICS)
-    tumour_statistics(
-        tumour,
-        np.ascontiguousarray(body_dose, np.float64).ravel(),
-        rank_positions(tumour.size),
-        LEVELS,
-        stats,
-    )
-    return metrics_from_statistics(stats, tumour.size, oar_mean, oar_max, oars, n_beams)
+    tumour_statistics(ordered, body, rank_positions(ordered.size), LEVELS, stats)
+    return metrics_from_statistics(stats, ordered.size, oar_mean, oar_max, oars, n_beams)
 
 
 def metrics_from_statistics(

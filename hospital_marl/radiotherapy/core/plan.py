@@ -260,7 +260,8 @@ class Plan:
         structure_statistics(
             dose, self._dvh_voxels, n_tumour, self._oar_starts, structures, self._oar_mean, self._oar_max
         )
-        tumour_statistics(structures[:n_tumour], dose, self._ranks, LEVELS, self._tumour_statistics)
+        ordered = np.sort(structures[:n_tumour])  # low to high
+        tumour_statistics(ordered, dose, self._ranks, LEVELS, self._tumour_statistics)
         metrics = metrics_from_statistics(
             self._tumour_statistics, n_tumour, self._oar_mean, self._oar_max, self.task.oars, n_beams
         )
