@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -167,7 +168,7 @@ class PlanMetrics:
             o.name: {"mean": m, "max": x, "limit": o.limit, "priority": o.priority, "pass": p}
             for o, m, x, p in zip(oars, self.oar_mean, self.oar_max, self.oar_pass)
         }
-        out["critical_pass"] = all(p for o, p in zip(oars, self.oar_pass) if o.critical)
+        out["critical_pass"] = all(self.oar_pass[j] for j in _oar_table(oars).critical)
         return out
 
 
@@ -223,13 +224,35 @@ def metrics_from_statistics(
     )
 
 
+class _OarTable(NamedTuple):
+    graded: tuple[tuple[int, float, float], ...]  # (index, weight, limit) of each non-critical OAR
+    total: float  # their weights' sum
+    critical: tuple[int, ...]  # indices of the priority-1 OARs
+
+
+_OAR_TABLES: dict[int, tuple[tuple[OAR, ...], _OarTable]] = {}
+
+
+def _oar_table(oars: tuple[OAR, ...]) -> _OarTable:
+    """What the score reads from a task's OARs, worked out once per OAR tuple (kept alive here,
+    so its id is not reused while cached)."""
+    hit = _OAR_TABLES.get(id(oars))
+    if hit is None or hit[0] is not oars:
+        graded = tuple(
+            (j, PRIORITY_WEIGHTS[o.priority], o.limit) for j, o in enumerate(oars) if not o.critical
+        )
+        critical = tuple(j for j, o in enumerate(oars) if o.critical)
+        if len(_OAR_TABLES) >= 64:
+            _OAR_TABLES.clear()
+        hit = _OAR_TABLES[id(oars)] = (oars, _OarTable(graded, sum(w for _, w, _ in graded), critical))
+    return hit[1]
+
+
 def score_terms(m: PlanMetrics, oars: tuple[OAR, ...]) -> dict[str, float]:
     """The score's terms (coverage, oar, beams, overdose), each in [0, 1]."""
-    graded = [
-        (PRIORITY_WEIGHTS[o.priority], mean, o.limit) for o, mean in zip(oars, m.oar_mean) if not o.critical
-    ]
-    total = sum(w for w, _, _ in graded)
-    oar = sum(w * oar_fraction(mean, limit) for w, mean, limit in graded) / total if total else 1.0
+    table, means = _oar_table(oars), m.oar_mean
+    total = table.total
+    oar = sum(w * oar_fraction(means[j], limit) for j, w, limit in table.graded) / total if total else 1.0
     return {
         "coverage": 0.5 * min(m.d95, 1.0) + 0.5 * m.v95,
         "oar": oar,
@@ -247,6 +270,6 @@ def plan_score(m: PlanMetrics, oars: tuple[OAR, ...]) -> float:
         - w["overdose"] * t["overdose"]
     )
     score = min(1.0, max(0.0, score))
-    if any(o.critical and not p for o, p in zip(oars, m.oar_pass)):
+    if not all(m.oar_pass[j] for j in _oar_table(oars).critical):
         score = min(score, CRITICAL_CAP)
     return score
