@@ -222,8 +222,9 @@ class Plan:
             self.angles[n - 1] = self.weights[n - 1] = 0
             self.n_beams = n - 1
             self.active = (i - 1) % (n - 1) if n > 1 else -1
-        elif a == NEXT:
+        elif a == NEXT:  # the same beams, so the same dose, metrics and score: nothing to evaluate
             self.active = (self.active + 1) % n
+            return 0.0, True
         elif a == LOCK:
             self.locked = True
             return 0.0, True
