@@ -159,7 +159,7 @@ class Plan:
         self._oar_sizes = self._dvh_sizes[1:]
         self._oar_mean, self._oar_max = np.empty(self._oar_starts.size), np.empty(self._oar_starts.size)
         self._ranks, self._tumour_statistics = rank_positions(tumour.size), np.empty(N_TUMOUR_STATISTICS)
-        # DVH bins of every structure voxel, in one bincount: each structure's row and bin width
+        # DVH bins of every structure voxel, counted in one pass: each structure's row and bin width
         self._dvh_inv_bin = np.repeat(self._dvh_inv, sizes)
         self._dvh_offset = np.repeat(np.arange(sizes.size) * (DVH_BINS + 1), sizes)
         self._n_structures = sizes.size
