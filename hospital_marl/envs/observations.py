@@ -7,7 +7,9 @@ so they read directly; normalise in the learner (e.g. ``VecNormalize``).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -15,7 +17,6 @@ from gymnasium import spaces
 from hospital_marl.core import kernel
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.hospital import QUEUE_SLOTS, Hospital
-from hospital_marl.envs.buffers import RecycledBuffers
 
 MAX_GENERAL_BEDS = 20
 MAX_ICU_BEDS = 5
@@ -183,18 +184,51 @@ def composed_views(vector: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-class ComposedBuffers(RecycledBuffers):
-    """Where the composed env's kernel step writes its observation (the whole state vector),
-    and the Dict of views of it that the step returns (:class:`RecycledBuffers`: twelve fresh
-    views per step would cost more than the step's simulation)."""
+class ComposedBuffers:
+    """Where the composed env's kernel step writes its observation, and the Dict of views of
+    it that the step returns, without rebuilding twelve views every step (they cost more than
+    the step's simulation).
 
-    __slots__ = ()
+    Observations behave as fresh: a buffer is written again only when nothing outside this
+    object refers to it or to any of its views (CPython reference counts, checked on every
+    reuse), e.g. the usual loop that drops the observation from two steps ago. An observation
+    someone keeps (in a list, a frame stack, a replay buffer, a tensor made from it) is never
+    overwritten: its buffer is retired and a new one made. Each call returns a new dict.
+    """
+
+    __slots__ = ("_next", "_slots")
 
     def __init__(self, slots: int = 2) -> None:
-        super().__init__(STATE_SIZE, composed_views, slots)
+        self._slots = [self._new() for _ in range(slots)]  # two: the loop holds the last one
+        self._next = 0
+
+    @staticmethod
+    def _references(slot: list[Any]) -> int:
+        return sys.getrefcount(slot[0]) + sum(map(sys.getrefcount, slot[2]))
+
+    @classmethod
+    def _new(cls) -> list[Any]:
+        vector = np.empty(STATE_SIZE, np.float32)
+        views = composed_views(vector)
+        slot: list[Any] = [vector, views, tuple(views.values())]
+        del vector, views  # the baseline counts only the slot's own references
+        slot.append(cls._references(slot))
+        return slot
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ComposedBuffers:
+        return ComposedBuffers(len(self._slots))  # copies of views would not be views of the copy
 
     def __reduce__(self) -> tuple[type, tuple[int]]:
         return ComposedBuffers, (len(self._slots),)
+
+    def take(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """A state vector to write the next observation into, and the Dict of views of it."""
+        i = self._next
+        self._next = (i + 1) % len(self._slots)
+        slot = self._slots[i]
+        if self._references(slot) != slot[3]:  # still referenced from outside: leave it to them
+            self._slots[i] = slot = self._new()
+        return slot[0], slot[1].copy()
 
 
 class ObservationBuilder:
