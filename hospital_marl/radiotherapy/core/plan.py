@@ -153,8 +153,8 @@ class Plan:
         self._oar_starts = bounds[:-1]  # (n_oars,) where each OAR's voxels start in _oar_voxels
         sizes = np.diff(bounds, prepend=-tumour.size)  # (1 + n_oars,) voxels per structure
         if not sizes.all():
-            empty = [name for name, size in zip(task.oar_names, sizes[1:]) if not size]
-            raise ValueError(f"the phantom's OAR masks {empty} are empty (inside the body): nothing to dose")
+            empty = [name for name, size in zip(("tumour", *task.oar_names), sizes) if not size]
+            raise ValueError(f"the phantom's masks {empty} are empty (inside the body): nothing to dose")
         self._dvh_sizes = sizes.astype(float)
         self._oar_sizes = self._dvh_sizes[1:]
         self._oar_mean, self._oar_max = np.empty(self._oar_starts.size), np.empty(self._oar_starts.size)
