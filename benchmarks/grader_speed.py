@@ -1,9 +1,10 @@
 """How long the full grade takes, per agent: wall time, decisions/s and ms per decision.
 
 What is measured: ``grading.grade(agent, episodes=N, seed=0)`` over the five
-built-in scenarios on the flat track (one decision per tick), exactly as the
-grading CLI runs it. Decisions are the graded ticks (the report's
-``counts.ticks``). CPU time (``time.process_time``) is printed next to wall
+built-in scenarios, exactly as the grading CLI runs it: on the flat track (default)
+a decision is a graded tick (the report's ``counts.ticks``); on the team track
+(``--track team``: ``team_heuristic`` and ``team_planner`` by default) a decision is
+one role's action (``counts.actions``: three a tick). CPU time (``time.process_time``) is printed next to wall
 time because the machine may be shared: wall time includes other processes'
 load, CPU time mostly does not.
 
@@ -17,6 +18,7 @@ in Python took 14.5 ms).
 This is a script, not a test. Run from the repository root::
 
     python benchmarks/grader_speed.py [--episodes 10] [--agents heuristic planner]
+    python benchmarks/grader_speed.py --track team [--episodes 4]
 """
 
 from __future__ import annotations
@@ -34,9 +36,12 @@ from grading.grader import grade
 
 HEURISTIC_TARGET_S = 5.0
 TARGET_EPISODES = 10
+DECISION_COUNT = {"flat": "ticks", "team": "actions"}
+"""The report count that is one decision: a tick on the flat track, a role's action on the team track."""
+DEFAULT_AGENTS = {"flat": ["heuristic", "planner"], "team": ["team_heuristic", "team_planner"]}
 
 
-def time_grade(agent: str, episodes: int, seed: int) -> dict[str, Any]:
+def time_grade(agent: str, episodes: int, seed: int, track: str = "flat") -> dict[str, Any]:
     """Grade once and time it (loading the policy, imports included, is not timed).
 
     Per-scenario wall time comes from the grader's ``progress`` callback (called after each episode).
@@ -52,12 +57,13 @@ def time_grade(agent: str, episodes: int, seed: int) -> dict[str, Any]:
 
     wall, cpu = time.perf_counter(), time.process_time()
     last[0] = wall
-    report = grade(policy, episodes=episodes, seed=seed, progress=progress)
+    report = grade(policy, episodes=episodes, seed=seed, progress=progress, track=track)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    decisions = sum(s["counts"]["ticks"] for s in report["scenarios"].values())
+    unit = DECISION_COUNT[track]
+    decisions = sum(s["counts"][unit] for s in report["scenarios"].values())
     return {
         "scenario_ms_per_decision": {
-            name: 1e3 * scenario_wall[name] / s["counts"]["ticks"] for name, s in report["scenarios"].items()
+            name: 1e3 * scenario_wall[name] / s["counts"][unit] for name, s in report["scenarios"].items()
         },
         "wall_s": wall,
         "cpu_s": cpu,
@@ -72,19 +78,23 @@ def time_grade(agent: str, episodes: int, seed: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=TARGET_EPISODES, help="episodes per scenario")
-    parser.add_argument("--agents", nargs="+", default=["heuristic", "planner"],
-                        help="policy specs for policies.load, e.g. heuristic 'planner:rollouts=8'")
+    parser.add_argument("--agents", nargs="+", default=None,
+                        help="policy specs for policies.load, e.g. heuristic 'planner:rollouts=8' "
+                             "(default: heuristic planner; on the team track team_heuristic team_planner)")
     parser.add_argument("--seed", type=int, default=0, help="the grader's base seed")
+    parser.add_argument("--track", choices=sorted(DECISION_COUNT), default="flat")
     args = parser.parse_args(argv)
+    agents = args.agents or DEFAULT_AGENTS[args.track]
 
-    print(f"full grade: 5 scenarios x {args.episodes} episodes, seed {args.seed}, flat track")
+    print(f"full grade: 5 scenarios x {args.episodes} episodes, seed {args.seed}, {args.track} track"
+          + (" (a decision: one role's action)" if args.track == "team" else ""))
     header = (f"{'agent':<28} {'score':>6} {'wall s':>8} {'cpu s':>8} {'decisions':>9} "
               f"{'dec/s':>9} {'ms/dec':>8} {'cpu ms/dec':>10}")
     print(header)
     print("-" * len(header))
     results = {}
-    for agent in args.agents:
-        r = results[agent] = time_grade(agent, args.episodes, args.seed)
+    for agent in agents:
+        r = results[agent] = time_grade(agent, args.episodes, args.seed, args.track)
         print(f"{agent:<28} {r['overall_score']:6.2f} {r['wall_s']:8.2f} {r['cpu_s']:8.2f} "
               f"{r['decisions']:9d} {r['decisions_per_s']:9.1f} {r['ms_per_decision']:8.3f} "
               f"{r['cpu_ms_per_decision']:10.3f}")
@@ -94,17 +104,18 @@ def main(argv: list[str] | None = None) -> None:
     for agent, r in results.items():
         print(f"{agent:<28} " + " ".join(f"{r['scenario_ms_per_decision'][n]:17.3f}" for n in names))
 
-    if "heuristic" in results:
-        wall = results["heuristic"]["wall_s"]
+    reference = "heuristic" if args.track == "flat" else "team_heuristic"
+    if args.track == "flat" and reference in results:
+        wall = results[reference]["wall_s"]
         scaled = wall * TARGET_EPISODES / args.episodes
         met = "met" if scaled <= HEURISTIC_TARGET_S else "NOT met"
         note = "" if args.episodes == TARGET_EPISODES else f" (scaled to {TARGET_EPISODES} episodes)"
-        print(f"\ntarget heuristic full grade <= {HEURISTIC_TARGET_S:g} s: {met} "
-              f"({scaled:.2f} s{note})")
+        print(f"\ntarget heuristic full grade <= {HEURISTIC_TARGET_S:g} s: {met} ({scaled:.2f} s{note})")
+    if reference in results:
         for agent, r in results.items():
-            if agent != "heuristic":
-                ratio = r["ms_per_decision"] / results["heuristic"]["ms_per_decision"]
-                print(f"{agent}: {ratio:,.0f}x the heuristic's time per decision")
+            if agent != reference:
+                ratio = r["ms_per_decision"] / results[reference]["ms_per_decision"]
+                print(f"{agent}: {ratio:,.0f}x the {reference}'s time per decision")
 
 
 if __name__ == "__main__":

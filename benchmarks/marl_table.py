@@ -47,11 +47,13 @@ PLOT = ROOT / "docs" / "marl_curves.png"
 START, END = "<!-- BEGIN marl-table -->", "<!-- END marl-table -->"
 
 
-def grade_timed(label: str, policy: Any, track: str, episodes: int, seed: int) -> dict[str, Any]:
+def grade_timed(
+    label: str, policy: Any, track: str, episodes: int, seed: int, scenarios: Any = None
+) -> dict[str, Any]:
     from grading import grade
 
     t0 = time.perf_counter()
-    report = grade(policy, episodes=episodes, seed=seed, track=track)
+    report = grade(policy, episodes=episodes, seed=seed, track=track, scenarios=scenarios)
     report["wall_time_s"] = time.perf_counter() - t0
     print(
         f"  graded {label} ({track}): {report['overall_score']:.2f} in {report['wall_time_s']:.1f} s",
@@ -140,9 +142,11 @@ def per_scenario_margins(reports: dict[str, dict[str, Any]], ref: str) -> list[s
 
 
 def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Path) -> Path:
-    """Graded evaluation score vs role decisions of IBR, shared, team PPO (+ RLlib's final grade,
-    and RLlib's training team return on a second panel: its curve logs no graded evaluations)."""
+    """Graded evaluation score vs role decisions of IBR, shared, team PPO and RLlib; on a second
+    panel RLlib's validation gradings with their standard errors, the shipped modules' table grade,
+    and its training team return."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -166,23 +170,47 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     rllib = runs.get("rllib")
     if rllib and (rllib / "curve.json").exists():
         rows = json.loads((rllib / "curve.json").read_text())
-        steps = [r["env_steps"] for r in rows]
-        if "rllib" in team_reports:
+        graded = [r for r in rows if "eval_score" in r]
+        if graded:  # validation gradings (runs before session 6 logged training returns only)
             ax.plot(
-                [steps[-1]],
+                [r["env_steps"] for r in graded], [r["eval_score"] for r in graded], "o-", ms=3, label="RLlib"
+            )
+            x = [r["env_steps"] for r in graded]
+            y = np.array([r["eval_score"] for r in graded])
+            band = np.array([r["eval_stderr"] for r in graded])
+            ax2.plot(x, y, "o-", ms=3, color="tab:red", label="validation score")
+            ax2.fill_between(
+                x, y - band, y + band, color="tab:red", alpha=0.15, label="± mean per-scenario s.e."
+            )
+            heuristic = grade_timed(
+                "team_heuristic (validation days)", "team_heuristic", "team", **days(rllib)
+            )
+            ax2.axhline(
+                heuristic["overall_score"],
+                color="grey",
+                ls="--",
+                lw=1,
+                label="team_heuristic, same validation days",
+            )
+        if "rllib" in team_reports:
+            ax2.plot(
+                [_rllib_shipped_steps(rllib, rows)],
                 [team_reports["rllib"]["overall_score"]],
                 "*",
                 ms=12,
-                label="RLlib (final model, graded seed 0)",
+                color="black",
+                label="shipped modules, graded seed 0 (table)",
             )
-        ax2.plot(
-            steps,
+        twin = ax2.twinx()
+        twin.plot(
+            [r["env_steps"] for r in rows],
             [r["team_return_mean"] for r in rows],
-            "o-",
-            ms=3,
-            color="tab:red",
-            label="RLlib: training team return",
+            "-",
+            lw=0.8,
+            color="tab:grey",
+            alpha=0.6,
         )
+        twin.set_ylabel("mean training episode team return (raw, grey)")
     if "team_heuristic" in team_reports:
         ax.axhline(
             team_reports["team_heuristic"]["overall_score"],
@@ -196,16 +224,124 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     ax.set_title("periodic evaluations (eval seed 1000, all scenarios)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    ax2.set_xlabel("env steps (role turns)")
-    ax2.set_ylabel("mean training episode team return (raw)")
-    ax2.set_title("RLlib curve (training returns only)")
+    ax2.set_xlabel("training role decisions (env steps: role turns)")
+    ax2.set_ylabel("graded team-track score (0–100)")
+    ax2.set_title("RLlib run: validation gradings (eval seed 1000) and training return")
     ax2.grid(alpha=0.3)
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def _rllib_shipped_steps(run_dir: Path, rows: list[dict[str, Any]]) -> int:
+    """Role decisions behind the modules a run plays: its best grading's, else its last iteration's."""
+    best = json.loads((run_dir / "rllib.json").read_text()).get("best")
+    return best["env_steps"] if best else rows[-1]["env_steps"]
+
+
+def days(run_dir: Path) -> dict[str, Any]:
+    """The grader arguments of a run's validation days (its seed, episodes and scenarios)."""
+    meta = json.loads((run_dir / "rllib.json").read_text())
+    args = meta["args"]
+    scenarios = None if args["all_scenarios"] else [args["scenario"]]
+    return {
+        "episodes": meta["validation"]["episodes_per_scenario"],
+        "seed": meta["validation"]["seed"],
+        "scenarios": scenarios,
+    }
+
+
+def convergence(graded: list[dict[str, Any]]) -> dict[str, float]:
+    """The last third of a run's validation gradings against the middle third (means, their
+    difference ± its standard error from the gradings' spread), and the last third's least-squares
+    slope per 100k role decisions ± its standard error: a curve that has levelled off shows a
+    difference and a slope within about two standard errors of 0."""
+    import numpy as np
+
+    k = len(graded) // 3
+    if k < 3:
+        raise ValueError(f"{len(graded)} validation gradings: too few to judge convergence (need 9)")
+    middle = np.array([r["eval_score"] for r in graded[-2 * k : -k]])
+    last = np.array([r["eval_score"] for r in graded[-k:]])
+    x = np.array([r["env_steps"] for r in graded[-k:]], float) / 1e5
+    slope, intercept = np.polyfit(x, last, 1)
+    resid = last - (slope * x + intercept)
+    slope_se = float(np.sqrt(resid @ resid / (k - 2) / ((x - x.mean()) @ (x - x.mean()))))
+    return {
+        "k": k,
+        "from_steps": int(graded[-k]["env_steps"]),
+        "middle": float(middle.mean()),
+        "last": float(last.mean()),
+        "diff": float(last.mean() - middle.mean()),
+        "diff_se": float(np.sqrt(last.var(ddof=1) / k + middle.var(ddof=1) / k)),
+        "slope": float(slope),
+        "slope_se": slope_se,
+    }
+
+
+def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> list[str]:
+    """What the RLlib run's validation curve shows: its peak, its end, whether it levelled off."""
+    meta = json.loads((run_dir / "rllib.json").read_text())
+    graded = [r for r in json.loads((run_dir / "curve.json").read_text()) if "eval_score" in r]
+    if not meta.get("best") or not graded:
+        return ["`rllib`'s run predates validation grading: it ships its final modules."]
+    best, validation = meta["best"], meta["validation"]
+    episodes, every = validation["episodes_per_scenario"], meta["args"]["eval_interval"]
+    batch = meta["args"]["train_batch_size"]
+    minutes = f"{meta['wall_time_s'] / 60:.0f} min wall, {meta['cpu_time_s'] / 60:.0f} min CPU"
+    lines = [
+        f"`rllib`'s validation grading (eval seed {validation['seed']}, {episodes} episodes per scenario, "
+        f"every {every} iterations of {batch:,} role decisions) peaked at {best['eval_score']:.1f} "
+        f"(iteration {best['iteration']}, {best['env_steps']:,} role decisions) and ended at "
+        f"{graded[-1]['eval_score']:.1f} after {meta['iterations']} iterations "
+        f"({meta['env_steps']:,} role decisions, {minutes} of the training process); the run ships "
+        "(and the table grades) the modules of that best grading."
+    ]
+    try:
+        c = convergence(graded)
+    except ValueError as exc:
+        return [*lines, f"Convergence not judged: {exc}."]
+    levelled = abs(c["diff"]) <= 2 * c["diff_se"] and abs(c["slope"]) <= 2 * c["slope_se"]
+    if levelled:
+        verdict = (
+            "the curve has levelled off: the last third is within two standard errors of the middle third "
+            "and its slope within two standard errors of 0"
+        )
+    elif abs(c["slope"]) <= 2 * c["slope_se"]:
+        verdict = (
+            "the curve is flattening (the last third's slope is within two standard errors of 0) but has "
+            "not levelled off (the last third still sits more than two standard errors above the middle "
+            "third)"
+        )
+    else:
+        verdict = "the curve has not levelled off: it is still rising through the last third"
+    lines.append(
+        f"Over the last third of the run ({c['k']} gradings from {c['from_steps']:,} role decisions) the "
+        f"validation score averaged {c['last']:.1f}, against {c['middle']:.1f} over the middle third "
+        f"({c['diff']:+.1f} ± {c['diff_se']:.1f}), with a slope of {c['slope']:+.2f} ± {c['slope_se']:.2f} "
+        f"points per 100k role decisions: {verdict}."
+    )
+    # team_heuristic on the run's own validation days: the gap the curve would have to close.
+    heuristic = grade_timed("team_heuristic (validation days)", "team_heuristic", "team", **days(run_dir))
+    gap = heuristic["overall_score"] - c["last"]
+    m, se = overall_paired(report, ref)
+    closing = ""
+    if not levelled and c["slope"] > 2 * c["slope_se"] and gap > 0:
+        closing = (
+            f"; at the last third's slope the curve would reach it after about "
+            f"{round(gap / c['slope'] * 1e5, -4):,.0f} more role decisions (a straight-line extrapolation; a "
+            "curve that keeps flattening takes longer)"
+        )
+    side = "above" if gap > 0 else "below"
+    lines.append(
+        f"On the same validation days `team_heuristic` scores {heuristic['overall_score']:.1f}, "
+        f"{abs(gap):.1f} {side} the last third's mean{closing}. On the reported days the shipped modules are "
+        f"{m:+.1f} ± {se:.1f} from `team_heuristic`."
+    )
+    return lines
 
 
 def prose(
@@ -229,10 +365,14 @@ def prose(
     budget = ""
     if steps and team_ppo_steps:
         span = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
+        lo, hi = team_ppo_steps / steps[0], team_ppo_steps / steps[-1]
+        ratio = (
+            f"{hi:.1f}× as many" if lo == hi else f"{lo:.1f}× the smallest of those, {hi:.1f}× the largest"
+        )
         budget = (
             f"The per-role learners trained on {span} role decisions each (wall times above, this 2-core "
             f"machine); `team_ppo` (joint action from the composed observation) on {team_ppo_steps:,} "
-            f"({team_ppo_steps / steps[-1]:.1f}× as many). "
+            f"({ratio}). "
         )
     lines.append(
         f"On the team track `{best_name}` scores highest overall ({best['overall_score']:.1f}). "
@@ -262,6 +402,8 @@ def prose(
                 f"`{name}`'s periodic evaluation (eval seed 1000) peaked at {peak['eval_score']:.1f} "
                 f"({where} {peak['timesteps']:,}) and ended at {curve[-1]['eval_score']:.1f}; {shipped}."
             )
+    if "rllib" in team:
+        lines += rllib_prose(runs["rllib"], team["rllib"], ref)
     if missing:
         lines.append("Missing from this table: " + ", ".join(missing) + ".")
     return lines
@@ -375,9 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rllib-iterations",
         type=int,
-        default=15,
+        default=250,
         metavar="K",
-        help="`train rllib --iterations K` when --train trains RLlib (default 15)",
+        help="`train rllib --iterations K` when --train trains RLlib (default 250)",
     )
     parser.add_argument(
         "--write", action="store_true", help=f"replace the table in {README} and write {PLOT}"

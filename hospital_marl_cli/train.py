@@ -87,21 +87,13 @@ def cmd_train_marl(args: argparse.Namespace) -> int:
 
 
 def cmd_train_rllib(args: argparse.Namespace) -> int:
-    """Train, then print a JSON summary; exit 1 if the masked-action audit is not 0."""
+    """Train (graded on validation days), then print a JSON summary; exit 1 if the masked-action
+    audit is not 0."""
     values = run_args(rllib.Args, args)
-    started = time.perf_counter()
-    run_dir = run(rllib.train, values)
-    meta = json.loads((run_dir / rllib.METADATA_FILE).read_text())
-    summary = {
-        "run_dir": str(run_dir),
-        "iterations": values.iterations,
-        "env_steps": meta["env_steps"],
-        "wall_time_s": round(time.perf_counter() - started, 1),
-        "audit": meta["audit"],
-        "command": meta["command"],
-    }
+    run_dir = run(rllib.train, values, grade)
+    summary = rllib.summary(run_dir)
     print(json.dumps(summary, indent=2))
-    audit = meta["audit"]
+    audit = summary["audit"]
     if audit["masked_actions_taken"] or audit["env_invalid_actions"]:
         raise SystemExit(
             "hospital-marl: masked-action audit FAILED: "

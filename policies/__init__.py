@@ -39,9 +39,10 @@ def _lazy_registry() -> dict[str, Callable[..., Policy]]:
     """Policies whose imports are heavy (planner: none; learned: torch) load on demand."""
     registry = dict(_REGISTRY)
     try:
-        from policies.planner import PlannerPolicy
+        from policies.planner import PlannerPolicy, TeamPlannerPolicy
 
         registry.setdefault("planner", PlannerPolicy)
+        registry.setdefault("team_planner", TeamPlannerPolicy)
     except ImportError:  # pragma: no cover - planner ships with the package
         pass
     try:

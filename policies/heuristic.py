@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from hospital_marl.core.actions import N_FLAT_ACTIONS, NOOP, ROLE_FLAT, ROLES
+from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_FLAT, ROLES
 from hospital_marl.envs.observations import BLOCK_BY_KEY, BLOCKS, OFFSETS, ROLE_BLOCKS
 from policies import heuristic_kernel as hk
 from policies.base import BasePolicy, flat_mask_from_role
@@ -74,6 +74,25 @@ def flat_heuristic_action(blocks: Blocks, mask: np.ndarray) -> int:
     return int(hk.flat_action(_vector(blocks, _COMPOSED_KEYS), OFFSETS, _mask(mask)))
 
 
+def role_vector(role: str, observation: np.ndarray) -> np.ndarray:
+    """A role's AEC observation as the compiled rules read it (float32, contiguous), checked."""
+    if role not in hk.ROLE_NUMBER:
+        raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+    vector = np.ascontiguousarray(observation, np.float32)  # the role's AEC vector, as laid out
+    if vector.shape != (_SIZE[ROLE_BLOCKS[role]],):
+        raise ValueError(f"{role}'s observation has {_SIZE[ROLE_BLOCKS[role]]} entries, got {vector.shape}")
+    return vector
+
+
+def team_heuristic_action(role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
+    """The role's rule on its AEC observation vector and role mask: a flat action (the no-op
+    or one of the role's own; ``ROLE_FLAT[role].index`` maps it to the role's action)."""
+    vector = role_vector(role, observation)
+    mask = flat_mask_from_role(role, action_mask)
+    flat, _ = hk.role_rule(hk.ROLE_NUMBER[role], vector, hk.ROLE_OFFSETS[role], mask)
+    return int(flat)
+
+
 class HeuristicPolicy(BasePolicy):
     """Flat track: per-role rules, the highest-priority proposal wins the tick.
 
@@ -87,16 +106,8 @@ class HeuristicPolicy(BasePolicy):
         return flat_heuristic_action(observation, action_mask)
 
     def act_role(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
-        if role not in hk.ROLE_NUMBER:
-            raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
-        vector = np.ascontiguousarray(observation, np.float32)  # the role's AEC vector, as laid out
-        if vector.shape != (_SIZE[ROLE_BLOCKS[role]],):
-            raise ValueError(
-                f"{role}'s observation has {_SIZE[ROLE_BLOCKS[role]]} entries, got {vector.shape}"
-            )
-        mask = flat_mask_from_role(role, action_mask)
-        flat, _ = hk.role_rule(hk.ROLE_NUMBER[role], vector, hk.ROLE_OFFSETS[role], mask)
-        return ROLE_FLAT[role].index(int(flat)) if flat != NOOP else 0
+        flat = team_heuristic_action(role, observation, action_mask)  # checks the role first
+        return ROLE_FLAT[role].index(flat)
 
 
 class TeamHeuristicPolicy(HeuristicPolicy):

@@ -37,6 +37,7 @@ from hospital_marl.core.kernel import (
     O_WAITING_QUEUE,
     OBS_BLOCKS,
     act_flat,
+    carry_out,
     expected_deaths,
     needs_ventilator,
     survival_rate,
@@ -111,6 +112,7 @@ def _role_offsets(role: str) -> np.ndarray:
 ROLE_OFFSETS: dict[str, np.ndarray] = {role: _role_offsets(role) for role in ROLES}
 """Block offsets of each role's AEC observation vector (for :func:`role_rule`)."""
 ROLE_NUMBER = {role: r for r, role in enumerate(ROLES)}
+N_ROLES = len(ROLES)
 TRIAGE, BED_MANAGER, VENTILATOR_OFFICER = (
     ROLE_NUMBER[r] for r in ("triage", "bed_manager", "ventilator_officer")
 )
@@ -267,21 +269,35 @@ def horizon_value(st, p, e, death_by_place) -> float:
 
 
 @_jit
+def valued_tick(st, p, e, total) -> tuple[float, bool]:
+    """The tick, after the actions: ``total`` plus its reward with deaths at their expected
+    value (the sampled death penalties added back, ``death x expected deaths`` charged) and,
+    when the shift ends, without the survival bonus (driven by sampled deaths); and whether
+    it ended."""
+    risk = expected_deaths(st, p, e)
+    deaths = st.scalars[e, C_DEATHS]
+    tick(st, p, e)
+    total += st.floats[e, F_LAST_REWARD] + p.reals[R_DEATH] * (risk - (st.scalars[e, C_DEATHS] - deaths))
+    if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+        total -= p.reals[R_SURVIVAL_BONUS] * survival_rate(st, e)
+        return total, True
+    return total, False
+
+
+@_jit
 def evaluate_candidates(
     st, p, e, buffer, actions, horizon, offsets, obs, mask, death_by_place, values
 ) -> None:
     """One imagined future (row ``e`` of ``st``, whose mutable fields live in ``buffer``): each of
     ``actions``, then the heuristic, for ``horizon`` ticks from the same start (restored in
-    between), valued into ``values``: the tick rewards with deaths at their expected value
-    (sampled death penalties added back, ``death x expected deaths`` charged), the survival
-    bonus removed at the end of the shift, else plus the horizon value. The caller has drawn
-    the bounce-back pairs ``horizon`` actions may need.
+    between), valued into ``values``: the ticks' :func:`valued_tick` rewards, plus the
+    horizon value unless the shift ended. The caller has drawn the bounce-back pairs
+    ``horizon`` actions may need.
 
     ``e`` is an argument, never a constant: a kernel function called with a literal row index
     would compile (and cache) a second specialisation of itself and of every rule it calls
     (measured once: a first use several times slower)."""
     start = buffer.copy()
-    death = p.reals[R_DEATH]
     for i in range(actions.shape[0]):
         if i:
             buffer[:] = start
@@ -290,13 +306,8 @@ def evaluate_candidates(
         ended = False
         for _ in range(horizon):
             act_flat(st, p, e, action)
-            risk = expected_deaths(st, p, e)
-            deaths = st.scalars[e, C_DEATHS]
-            tick(st, p, e)
-            total += st.floats[e, F_LAST_REWARD] + death * (risk - (st.scalars[e, C_DEATHS] - deaths))
-            if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
-                total -= p.reals[R_SURVIVAL_BONUS] * survival_rate(st, e)
-                ended = True
+            total, ended = valued_tick(st, p, e, total)
+            if ended:
                 break
             write_observation(st, p, e, offsets, obs)
             write_mask(st, p, e, mask)
@@ -304,6 +315,41 @@ def evaluate_candidates(
             for a in range(mask.shape[0]):
                 valid += mask[a]
             action = NOOP if valid == 1 else flat_action(obs, offsets, mask)
+        values[i] = total if ended else total + horizon_value(st, p, e, death_by_place)
+
+
+@_jit
+def play_roles(st, p, e, first, offsets, obs, mask) -> None:
+    """Roles ``first`` .. the last, in AEC order, each playing its rule on the state the one
+    before it left (observation and mask rewritten after every action), as the team track does."""
+    for role in range(first, N_ROLES):
+        write_observation(st, p, e, offsets, obs)
+        write_mask(st, p, e, mask)
+        action, _ = role_rule(role, obs, offsets, mask)
+        carry_out(st, p, e, role, action, np.bool_(False))
+
+
+@_jit
+def evaluate_role_candidates(
+    st, p, e, buffer, role, actions, horizon, offsets, obs, mask, death_by_place, values
+) -> None:
+    """:func:`evaluate_candidates` for the team track: each of ``actions`` (flat actions of
+    ``role``), then the roles after it this tick playing their rules, the tick, then
+    ``horizon - 1`` ticks of every role's rule in AEC order; valued the same way
+    (:func:`valued_tick`, :func:`horizon_value`). The caller has drawn the bounce-back pairs
+    ``3 x horizon`` actions may need."""
+    start = buffer.copy()
+    for i in range(actions.shape[0]):
+        if i:
+            buffer[:] = start
+        carry_out(st, p, e, role, actions[i], np.bool_(False))
+        play_roles(st, p, e, role + 1, offsets, obs, mask)
+        total, ended = valued_tick(st, p, e, 0.0)
+        for _ in range(horizon - 1):
+            if ended:
+                break
+            play_roles(st, p, e, 0, offsets, obs, mask)
+            total, ended = valued_tick(st, p, e, total)
         values[i] = total if ended else total + horizon_value(st, p, e, death_by_place)
 
 
@@ -318,7 +364,7 @@ DEPENDENCIES: tuple[str, ...] = (
 checks only the file that defines a function, so an edit to the kernel alone would leave
 these functions running the old rules from the cache; :func:`check_cache` prevents that."""
 _DISPATCHERS = (triage, bed_manager, ventilator_officer, role_rule, flat_action, place, write_places)
-_DISPATCHERS += (horizon_value, evaluate_candidates)
+_DISPATCHERS += (horizon_value, evaluate_candidates, valued_tick, play_roles, evaluate_role_candidates)
 
 
 def dependencies_digest() -> str:
@@ -361,6 +407,7 @@ __all__ = [
     "ROLE_OFFSETS",
     "check_cache",
     "evaluate_candidates",
+    "evaluate_role_candidates",
     "flat_action",
     "horizon_value",
     "role_rule",

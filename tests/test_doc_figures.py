@@ -90,6 +90,12 @@ def _rllib_reward_scale() -> float:
     return Args().reward_scale
 
 
+def _rllib_validation() -> tuple[float, ...]:
+    from training.rllib.train import Args
+
+    return (Args().eval_interval, Args().eval_episodes, Args().eval_seed)
+
+
 def _ray_minor() -> float:
     import ray
 
@@ -153,6 +159,11 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     "RLlib reward scale": (
         r"`--reward-scale` \(([\d.]+)\) for learning only",
         lambda: (_rllib_reward_scale(),),
+    ),
+    "RLlib validation grading defaults": (
+        r"`--eval-interval` iterations \((\d+)\)[\s\S]{0,300}?`--eval-episodes` \((\d+)\) episodes per "
+        r"scenario from base seed `--eval-seed`\s+\((\d+)\)",
+        _rllib_validation,
     ),
     "one of the flat actions": (r"one of the (\d+) actions", lambda: (N_FLAT_ACTIONS,)),
     "team action space": (

@@ -52,28 +52,32 @@ def test_readme__shows_the_action_table_verbatim() -> None:
     assert action_table_markdown() in README
 
 
+SLOW_AGENTS = ("planner", "team_planner")
+"""Scoreboard rows re-graded on one scenario only (their full grades take minutes)."""
+
+
 @pytest.mark.parametrize(("marker", "track"), [("scoreboard-flat", "flat"), ("scoreboard-team", "team")])
 def test_readme__scoreboard_rows_match_what_the_command_prints(marker: str, track: str) -> None:
     """Re-grade the cheap agents of the documented command in full and compare their rows exactly;
-    the planner's row is checked on one scenario (its full grade takes minutes)."""
+    a planner's row is checked on one scenario (its full grade takes minutes)."""
     section = readme_tool.section(README, marker)
     command = readme_tool.SCOREBOARD_COMMANDS[marker]
     assert f"`{command}`" in section
     agents = command.split("--agents ")[1].split(" --")[0].split()
-    cheap = [a for a in agents if a != "planner"]
+    cheap = [a for a in agents if a not in SLOW_AGENTS]
     reports = [grade(a, episodes=10, seed=0, track=track) for a in cheap]
     for line in comparison_markdown(reports).splitlines():
         if line.startswith(("| agent", "|---")) or not line.strip():
             continue
         assert line in section, f"README {marker} row drifted: expected {line!r}"
-    if "planner" in agents:
-        planner = grade("planner", episodes=10, seed=0, scenarios=["night_shift"], track=track)
-        night = planner["scenarios"]["night_shift"]
+    for planner in (a for a in agents if a in SLOW_AGENTS):
+        report = grade(planner, episodes=10, seed=0, scenarios=["night_shift"], track=track)
+        night = report["scenarios"]["night_shift"]
         cell = f"{night['score']:.2f} ± {night['score_stderr']:.2f}"
         planner_row = next(
-            line for line in section.splitlines() if line.startswith("| planner |") and "±" in line
+            line for line in section.splitlines() if line.startswith(f"| {planner} |") and "±" in line
         )
-        assert cell in planner_row.split(" | ")[4], f"planner night_shift cell drifted: expected {cell}"
+        assert cell in planner_row.split(" | ")[4], f"{planner} night_shift cell drifted: expected {cell}"
 
 
 # ------------------------------------------------------------------ the checkpoints README's figures

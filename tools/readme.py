@@ -28,7 +28,7 @@ SCOREBOARD_COMMANDS = {
     "scoreboard-flat": "hospital-marl -q compare --agents random masked_random heuristic ppo ppo_pruned "
     "planner --markdown",
     "scoreboard-team": "hospital-marl -q compare --track team --agents random masked_random team_heuristic "
-    "team_ppo --markdown",
+    "team_ppo team_planner --markdown",
     "scoreboard-rt": "hospital-marl -q compare --env radiotherapy --agents random masked_random six_full "
     "evenly_spaced ppo planner --markdown",
 }

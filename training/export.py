@@ -81,8 +81,9 @@ def export_run(run_dir: Path, out: Path) -> Path:
     """A ``train marl`` or ``train rllib`` run as a small directory that loads the same way.
 
     marl: ``model.json``, ``curve.json`` and every model it names, optimizer state emptied.
-    rllib: ``rllib.json``, ``curve.json`` and the per-role module checkpoints (what
-    :func:`policies.rllib.load_rllib_policy` reads; not the learner's optimizer or env runners).
+    rllib: ``rllib.json``, ``curve.json`` and the per-role module checkpoints (``modules``, what
+    :func:`policies.rllib.load_rllib_policy` reads, and the last iteration's ``final_modules``,
+    loadable from ``OUT_DIR/checkpoint``; not the learner's optimizer or env runners).
     """
     from policies.marl import METADATA_FILE, is_marl_run
     from policies.rllib import METADATA_FILE as RLLIB_FILE
@@ -97,7 +98,7 @@ def export_run(run_dir: Path, out: Path) -> Path:
         shutil.copy2(run_dir / METADATA_FILE, out / METADATA_FILE)
     elif (run_dir / RLLIB_FILE).is_file() and is_rllib_run(run_dir):
         meta = json.loads((run_dir / RLLIB_FILE).read_text())
-        for module in meta["modules"].values():
+        for module in {*meta["modules"].values(), *meta.get("final_modules", {}).values()}:
             shutil.copytree(run_dir / module, out / module, dirs_exist_ok=True)
         shutil.copy2(run_dir / RLLIB_FILE, out / RLLIB_FILE)
     else:

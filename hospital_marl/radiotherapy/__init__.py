@@ -3,8 +3,8 @@
 ``gymnasium.make("hospital_marl/RadiotherapyPlanning-v0", task="head_neck")``, or one id
 per built-in task (:func:`task_env_id`: ``hospital_marl/RadiotherapyProstate-v0``, ...).
 
-Layers: ``core/`` (numpy only: tasks, phantoms, dose, metrics, the plan) ← ``envs/``
-(the Gymnasium env, rendering). Policies live in ``policies/radiotherapy/`` and the
+Layers: ``core/`` (numpy, numba for the per-step kernels: tasks, phantoms, dose, metrics, the
+plan) ← ``envs/`` (the Gymnasium env, rendering). Policies live in ``policies/radiotherapy/`` and the
 grader in ``grading/radiotherapy.py``, as for the emergency department.
 """
 

@@ -119,30 +119,35 @@ def test_collect_regrades_the_committed_runs_on_the_tables_days() -> None:
     assert run["seed"] == first["seed"] and run["curve"] == first["curve"]
     for s in data["scenarios"]:
         assert run["heldout"][s] == pytest.approx(first["heldout"][s][:1], abs=1e-3)
-        assert fresh["reference"]["team_heuristic"][s] == pytest.approx(
-            data["reference"]["team_heuristic"][s][:1], abs=1e-3
-        )
+        for name, scores in data["reference"].items():  # team_heuristic, team_planner (team track)
+            assert fresh["reference"][name][s] == pytest.approx(scores[s][:1], abs=1e-3), name
         for name, scores in data["flat"]["policies"].items():  # ppo, heuristic, planner (flat track)
             assert fresh["flat"]["policies"][name][s] == pytest.approx(scores[s][:1], abs=1e-3), name
 
 
 def test_targets_apply_spec_7_where_the_planner_finds_no_headroom() -> None:
-    """A team 0.5 behind the heuristic on a scenario where the planner is only 1 point ahead of the
-    heuristic beats it there (within 1 point); 1.5 behind does not; on a scenario with headroom,
-    only a positive margin counts. Synthetic days, so the verdicts are known by hand."""
+    """A team 0.5 behind the heuristic on a scenario where the team planner is only 1 point ahead of
+    the heuristic beats it there (within 1 point); 1.5 behind does not; on a scenario with headroom,
+    only a positive margin counts. The flat verdict reads the flat planner's headroom. The gap
+    target is the overall margin over the planner's overall margin. Synthetic days: the verdicts
+    and shares are known by hand."""
     module = marl_stats()
     days = 4
-    ref = {"a": [80.0] * days, "b": [70.0] * days}
+    team = {"a": [80.0] * days, "b": [70.0] * days}
+    planner = {"a": [81.0] * days, "b": [80.0] * days}  # headroom: a +1 (none), b +10; gap 5.5 overall
     flat = {
-        "ppo": {"a": [81.0] * days, "b": [70.5] * days},
+        "ppo": {"a": [81.0] * days, "b": [69.5] * days},
         "heuristic": {"a": [80.0] * days, "b": [70.0] * days},
-        "planner": {"a": [81.0] * days, "b": [80.0] * days},
+        "planner": {"a": [90.0] * days, "b": [71.0] * days},  # flat headroom: a +10, b +1 (none)
     }
 
-    def data(margin_a: float) -> dict[str, Any]:
-        runs = [
+    def data(margin_a: float, margin_b: float = 1.0) -> dict[str, Any]:
+        runs = [  # five seeds 0.01 apart: mean margins margin_a + 0.02, margin_b + 0.02
             {
-                "heldout": {"a": [80.0 + margin_a + 0.01 * k] * days, "b": [71.0 + 0.01 * k] * days},
+                "heldout": {
+                    "a": [80.0 + margin_a + 0.01 * k] * days,
+                    "b": [70.0 + margin_b + 0.01 * k] * days,
+                },
                 "cpu_time_s": 60.0,
                 "wall_time_s": 90.0,
             }
@@ -150,18 +155,24 @@ def test_targets_apply_spec_7_where_the_planner_finds_no_headroom() -> None:
         ]
         return {
             "scenarios": ["a", "b"],
-            "reference": {module.REFERENCE: ref},
+            "reference": {module.REFERENCE: team, module.PLANNER: planner},
             "algorithms": {"mappo": runs},
             "flat": {"track": "flat", "policies": flat},
         }
 
     result = {"improvement": {"mappo": {"p": 0.5}}}
     assert module.headroom(data(0.0)) == pytest.approx({"a": 1.0, "b": 10.0})
+    assert module.headroom(data(0.0), "flat") == pytest.approx({"a": 10.0, "b": 1.0})
     within = "\n".join(module.targets(data(-0.5), result))
     assert "on every scenario: met." in within and "`a` +1.0" in within
+    assert "The shipped flat `ppo` beats `heuristic` on every scenario on held-out days: met." in within
     behind = "\n".join(module.targets(data(-1.5), result))
     assert "on every scenario: not met." in behind and "(not on: `a` -1.5" in behind
-    assert "The shipped flat `ppo` beats `heuristic` on every scenario on held-out days: met." in behind
+    assert "gap overall: not met." in behind
+    assert module.gap_closed(data(-1.5), "mappo") == pytest.approx((-1.48 + 1.02) / 2 / 5.5)
+    assert module.gap_closed(data(-0.5, 6.0), "mappo") == pytest.approx((-0.48 + 6.02) / 2 / 5.5)
+    assert "gap overall: met." in "\n".join(module.targets(data(-0.5, 6.0), result))
     no_planner = data(-0.5)
-    del no_planner["flat"]["policies"]["planner"]
-    assert "on every scenario: not met." in "\n".join(module.targets(no_planner, result))
+    del no_planner["reference"][module.PLANNER]
+    text = "\n".join(module.targets(no_planner, result))
+    assert "on every scenario: not met." in text and "gap overall: not measured." in text

@@ -20,6 +20,7 @@ from hospital_marl.core.scenarios import BUILTIN_SCENARIOS
 from policies import load
 from policies.benchmarl import load_benchmarl_policy
 from policies.marl import OBS_CLIP
+from tests.marl.test_stats import marl_stats
 from training.benchmarl.env import STATE_SCALES, split_rows
 from training.benchmarl.train import HELDOUT_SEED, VALIDATION_SEED, Args, train
 from training.benchmarl.warmstart import clone_into, collect_demonstrations
@@ -124,7 +125,7 @@ def test_warm_started_run_saves_loads_and_grades(tmp_path: Path) -> None:
     report = grade(policy, episodes=1, seed=HELDOUT_SEED, scenarios=["mass_casualty"], track="team")
     assert report["invalid_action_rate"] == 0.0
     # published beside the other runs: its own table row, the clone kept and graded as one more row
-    stats = _marl_stats()
+    stats = marl_stats()
     assert stats.row_name(meta) == "mappo_warm" and "mappo_clone" in stats.ORDER
     (out,) = stats.publish(run_dir.parent, dest=tmp_path / "published", only=(run_dir.name,))
     assert set(json.loads((out / "benchmarl.json").read_text())["actors"]) == {"best", "clone"}
@@ -134,16 +135,6 @@ def test_warm_started_run_saves_loads_and_grades(tmp_path: Path) -> None:
         grade(published, **days)["scenarios"]["surge"]["episode_scores"]
         == (grade(clone, **days)["scenarios"]["surge"]["episode_scores"])
     )
-
-
-def _marl_stats():
-    import importlib.util
-
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("marl_stats", root / "benchmarks" / "marl_stats.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
 
 def test_bad_warm_start_arguments_are_refused() -> None:

@@ -26,10 +26,7 @@ pytest.importorskip("ray", reason="ray[rllib] not installed: pip install 'hospit
 pytestmark = [pytest.mark.rllib, pytest.mark.xdist_group("rllib")]
 
 SCENARIO = "normal_day"
-COMMITTED = Path(__file__).resolve().parents[2] / "policies" / "checkpoints" / "marl" / "rllib"
-"""The committed RLlib run (README multi-agent table), saved before modules recorded their encoding."""
-TRAIN_FLAGS = [
-    "--iterations", "2",
+TINY = [
     "--num-env-runners", "0",
     "--train-batch-size", "200",
     "--minibatch-size", "100",
@@ -40,31 +37,32 @@ TRAIN_FLAGS = [
     "--no-progress",
 ]  # fmt: skip
 """200 role turns per iteration: the first 100-tick shift (300 turns) ends in iteration 2."""
+TRAIN_FLAGS = ["--iterations", "2", "--eval-episodes", "1", *TINY]
+"""Two iterations, graded (by the CLI's real grader) once, after the last (--eval-interval 5)."""
 
 
 def _train_command() -> list[str]:
     return [sys.executable, "-m", "hospital_marl", "train", "rllib"]
 
 
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One tiny local RLlib training run; its run directory."""
-    work = tmp_path_factory.mktemp("rllib")
-    run_dir = work / "run"
+def _ray_subprocess(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``command`` (which starts a local Ray instance) outside the pytest process."""
     env = dict(os.environ)
     # Ray 2.60 turns token auth on for a new local instance and would otherwise write
     # a fresh token to ~/.ray/auth_token; a per-run token keeps the test out of $HOME.
     env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run(
-        [*_train_command(), *TRAIN_FLAGS, "--save", str(run_dir)],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny local RLlib training run through the CLI (graded by the real grader); its run directory."""
+    work = tmp_path_factory.mktemp("rllib")
+    run_dir = work / "run"
+    _ray_subprocess([*_train_command(), *TRAIN_FLAGS, "--save", str(run_dir)], work)
     return run_dir
 
 
@@ -82,6 +80,81 @@ def test_train_rllib__two_iterations_take_no_masked_action(trained_run: Path) ->
     assert curve[-1]["env_steps"] >= 400
     assert curve[-1]["team_return_mean"] is not None
     assert meta["track"] == "team" and meta["roles"] == list(ROLES)
+
+
+def test_train_rllib_cli__plays_the_modules_it_graded_on_validation_days(trained_run: Path) -> None:
+    """The CLI hands the trainer the real grader: the run's best grading is the validation-day
+    (seed 1000) grade of the modules the run directory plays."""
+    from grading import grade
+    from policies.rllib import load_rllib_policy
+
+    meta = json.loads((trained_run / "rllib.json").read_text())
+    curve = json.loads((trained_run / "curve.json").read_text())
+    assert meta["validation"] == {"seed": 1000, "episodes_per_scenario": 1}
+    assert "eval_score" not in curve[0] and "eval_score" in curve[1]  # --eval-interval 5: after the last only
+    assert meta["best"]["iteration"] == meta["final_eval"]["iteration"] == 2
+    assert meta["modules"] == {role: f"best/{role}" for role in ROLES}
+    report = grade(load_rllib_policy(trained_run), episodes=1, seed=1000, scenarios=[SCENARIO], track="team")
+    assert round(report["overall_score"], 3) == meta["best"]["eval_score"] == curve[1]["eval_score"]
+
+
+STUB_RUN = """
+import json, sys
+import numpy as np
+from hospital_marl.core.actions import ROLES
+from policies.rllib.policy import ModuleLogits
+from training.rllib.train import Args, train
+
+scores = iter([50.0, 70.0, 60.0])
+calls = []
+
+
+def evaluate(policy, *, episodes, seed, scenarios, track):
+    probe = {
+        role: ModuleLogits(module)(np.full(module.observation_space["observation"].shape, 0.5)).tolist()
+        for role, module in policy.modules.items()
+    }
+    call = {"episodes": episodes, "seed": seed, "scenarios": list(scenarios), "track": track}
+    calls.append({**call, "logits": probe})
+    score = next(scores)
+    per_scenario = {s: {"score_stderr": 0.0} for s in scenarios}
+    return {"overall_score": score, "scenario_scores": dict.fromkeys(scenarios, score),
+            "scenarios": per_scenario, "invalid_action_rate": 0.0}
+
+
+flags = dict(iterations=3, eval_interval=1, eval_episodes=2, eval_seed=1000, train_batch_size=200,
+             minibatch_size=100, num_epochs=1, hidden=(16, 16), scenario="normal_day", progress=False)
+run = train(Args(save=sys.argv[1], **flags), evaluate)
+(run / "calls.json").write_text(json.dumps(calls))
+"""
+
+
+def test_train_rllib__keeps_the_best_validation_grading_as_what_the_run_plays(tmp_path: Path) -> None:
+    """Scripted validation scores 50, 70, 60 (iterations 1-3): the run directory plays the modules
+    graded at iteration 2; the algorithm checkpoint holds the last iteration's (graded 60)."""
+    from policies.rllib import load_rllib_policy
+    from policies.rllib.policy import ModuleLogits
+
+    run = tmp_path / "run"
+    _ray_subprocess([sys.executable, "-c", STUB_RUN, str(run)], tmp_path)
+    calls = json.loads((run / "calls.json").read_text())
+    assert [{k: c[k] for k in ("episodes", "seed", "scenarios", "track")} for c in calls] == [
+        {"episodes": 2, "seed": 1000, "scenarios": [SCENARIO], "track": "team"}
+    ] * 3
+
+    def probe(policy) -> dict[str, list[float]]:
+        return {
+            role: ModuleLogits(m)(np.full(m.observation_space["observation"].shape, 0.5)).tolist()
+            for role, m in policy.modules.items()
+        }
+
+    best, final = probe(load_rllib_policy(run)), probe(load_rllib_policy(run / "checkpoint"))
+    assert best == calls[1]["logits"] and final == calls[2]["logits"]
+    assert best != final  # the two gradings saw different weights: the check can tell them apart
+    curve = json.loads((run / "curve.json").read_text())
+    assert [row["eval_score"] for row in curve] == [50.0, 70.0, 60.0]
+    meta = json.loads((run / "rllib.json").read_text())
+    assert (meta["best"]["iteration"], meta["final_eval"]["iteration"], meta["iterations"]) == (2, 3, 3)
 
 
 def test_load_rllib_policy__restores_every_role_without_a_ray_cluster(trained_run: Path) -> None:
@@ -104,6 +177,25 @@ def test_load_rllib_policy__restores_every_role_without_a_ray_cluster(trained_ru
     assert json.loads((trained_run / "rllib.json").read_text())["encoding"] == DEFAULT_ENCODING
 
 
+def test_train_export__ships_the_best_and_the_final_modules_without_optimizer_state(
+    trained_run: Path, tmp_path: Path
+) -> None:
+    from policies.rllib import load_rllib_policy
+
+    shipped = tmp_path / "shipped"
+    done = subprocess.run(
+        [sys.executable, "-m", "hospital_marl", "train", "export", str(trained_run), str(shipped)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(load_rllib_policy(shipped).modules) == set(ROLES)  # the best grading's
+    assert set(load_rllib_policy(shipped / "checkpoint").modules) == set(ROLES)  # the last iteration's
+    assert not (shipped / "checkpoint" / "learner_group" / "learner" / "state.pkl").exists()
+    assert {p.name for p in (shipped / "checkpoint" / "learner_group").iterdir()} == {"learner"}
+
+
 def _day_of_role_observations(n_ticks: int = 40):
     """(role, raw observation, mask) of every turn of the first ``n_ticks`` of a heuristic-played day."""
     import hospital_marl
@@ -118,14 +210,43 @@ def _day_of_role_observations(n_ticks: int = 40):
         env.step(rule.act_role(role, obs["observation"], obs["action_mask"]))
 
 
-def test_committed_run__plays_its_actor_on_the_log1p_encoding_it_was_trained_on() -> None:
+@pytest.fixture(scope="module")
+def legacy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run directory as ``train rllib`` wrote it before validation grading and recorded
+    encodings (the RLlib run committed until session 6): ``rllib.json`` without ``best`` /
+    ``encoding``, ``modules`` in the algorithm checkpoint, modules without ``model_config["encoding"]``."""
+    import torch
+
+    from policies.rllib import module_dir
+    from policies.rllib.module import MaskedRoleModule
+    from training.rllib.env import make_rllib_env
+
+    run = tmp_path_factory.mktemp("legacy")
+    env = make_rllib_env({"scenarios": [SCENARIO]})
+    torch.manual_seed(0)
+    for role in ROLES:
+        module = MaskedRoleModule(
+            observation_space=env.get_observation_space(role),
+            action_space=env.get_action_space(role),
+            model_config={"hidden": [16]},
+        )
+        with torch.no_grad():
+            module.pi[-1].weight.mul_(100.0)  # spread the logits: the argmax must not hinge on rounding
+        module.save_to_path(str(module_dir(run / "checkpoint", role)))
+    modules = {role: module_dir(Path("checkpoint"), role).as_posix() for role in ROLES}
+    meta = {"format": "hospital_marl.rllib/1", "name": "rllib", "track": "team", "roles": list(ROLES)}
+    (run / "rllib.json").write_text(json.dumps({**meta, "checkpoint": "checkpoint", "modules": modules}))
+    return run
+
+
+def test_legacy_run__plays_its_actor_on_the_log1p_encoding_it_was_trained_on(legacy_run: Path) -> None:
     """Modules saved without ``model_config["encoding"]`` were trained on log1p of the raw vector
     (the module applied it itself then): the shared per-role path must play exactly that actor."""
     import torch
 
     from policies.rllib import load_rllib_policy
 
-    policy = load_rllib_policy(COMMITTED)
+    policy = load_rllib_policy(legacy_run)
     assert {m.encoding for m in policy.modules.values()} == {"log1p"}
     policy.reset(seed=0)
     for role, obs, mask in _day_of_role_observations():
@@ -135,11 +256,11 @@ def test_committed_run__plays_its_actor_on_the_log1p_encoding_it_was_trained_on(
         assert policy.act_role(role, obs, mask) == expected
 
 
-def test_rllib_team_policy__unknown_encoding_is_refused_by_name() -> None:
+def test_rllib_team_policy__unknown_encoding_is_refused_by_name(legacy_run: Path) -> None:
     from policies.rllib import load_rllib_policy
     from policies.rllib.policy import RLlibTeamPolicy
 
-    modules = load_rllib_policy(COMMITTED).modules
+    modules = load_rllib_policy(legacy_run).modules
     modules["triage"].model_config = {**dict(modules["triage"].model_config or {}), "encoding": "zscore"}
     with pytest.raises(ValueError, match="zscore"):
         RLlibTeamPolicy(modules)

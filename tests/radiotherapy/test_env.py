@@ -12,8 +12,9 @@ import pytest
 import hospital_marl  # noqa: F401  (registers the ids)
 from hospital_marl.radiotherapy import BUILTIN_TASKS, RT_ENV_ID, RadiotherapyPlanningEnv, task_env_id
 from hospital_marl.radiotherapy.core.metrics import CRITICAL_CAP, PASS_THRESHOLD, score_terms
+from hospital_marl.radiotherapy.core.phantoms import disc, make_phantom
 from hospital_marl.radiotherapy.core.plan import ACTIONS, ADD, LOCK, MAX_BEAMS, N_ACTIONS, WEIGHT_UP, Plan
-from tests.radiotherapy.conftest import rollout
+from tests.radiotherapy.conftest import CENTRE, rollout
 
 
 @pytest.mark.parametrize("task", BUILTIN_TASKS)
@@ -198,6 +199,14 @@ def test_critical_gating__covered_tumour_with_a_broken_critical_organ_fails() ->
     uncapped = terms["coverage"] * (0.35 + 0.55 * terms["oar"] + 0.10 * terms["beams"])
     assert uncapped > PASS_THRESHOLD  # a good plan but for the rectum ...
     assert score <= CRITICAL_CAP < PASS_THRESHOLD  # ... fails
+
+
+def test_plan_reset__a_given_phantom_with_an_empty_oar_is_a_clear_error() -> None:
+    body, tumour = disc(CENTRE, 25), disc(CENTRE, 5)
+    rectum = disc((CENTRE[0] + 10, CENTRE[1]), 3)
+    phantom = make_phantom(body, tumour, [rectum, np.zeros_like(body)])  # prostate: rectum, bladder
+    with pytest.raises(ValueError, match="bladder"):
+        Plan("prostate").reset(np.random.default_rng(0), phantom)
 
 
 def test_render__rgb_array_and_ansi() -> None:

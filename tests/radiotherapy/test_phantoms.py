@@ -59,6 +59,26 @@ def test_phantom_problems__names_each_fault() -> None:
     assert any("tumour has" in p for p in small)
 
 
+def test_phantom_problems__names_overlapping_oars_but_lets_an_envelope_contain_them() -> None:
+    body, tumour = disc(CENTRE, 25), disc(CENTRE, 4)
+    a = disc((CENTRE[0] + 10, CENTRE[1]), 3)
+    b = disc((CENTRE[0] + 12, CENTRE[1]), 3)  # shares voxels with a
+    c = disc((CENTRE[0] - 10, CENTRE[1]), 3)  # apart from both
+    brain = disc(CENTRE, 20) & ~tumour  # holds a, b and c
+    names, envelopes = ("a", "b", "c", "brain"), frozenset({"brain"})
+    assert phantom_problems(make_phantom(body, tumour, [a, b, c, brain]), names, envelopes) == [
+        "OARs a and b overlap"
+    ]
+    assert phantom_problems(make_phantom(body, tumour, [a, c, c, brain]), names, envelopes) == [
+        "OARs b and c overlap"  # the second and third masks are the same disc
+    ]
+    assert phantom_problems(make_phantom(body, tumour, [a, c, brain]), ("a", "c", "brain"), envelopes) == []
+    assert phantom_problems(make_phantom(body, tumour, [a, c, brain]), ("a", "c", "brain")) == [
+        "OARs a and brain overlap",
+        "OARs c and brain overlap",
+    ]
+
+
 def test_task__validates_with_the_bad_value_in_the_message() -> None:
     gen = TASKS["prostate"].generator
     with pytest.raises(ValueError, match="priority"):

@@ -24,12 +24,14 @@ def _trainer(name: str) -> Any:
         from training.marl import trainer as module
     elif name == "benchmarl":
         from training.benchmarl import train as module
+    elif name == "rllib":
+        from training.rllib import train as module
     else:
         from training import radiotherapy as module
     return module
 
 
-@pytest.mark.parametrize("name", ["ppo", "marl", "benchmarl", "radiotherapy"])
+@pytest.mark.parametrize("name", ["ppo", "marl", "rllib", "benchmarl", "radiotherapy"])
 def test_train__without_an_evaluation_function_is_refused_before_anything_is_written(
     name: str, tmp_path: Path
 ) -> None:

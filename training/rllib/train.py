@@ -1,7 +1,7 @@
 """Train one masked PPO policy per role with Ray RLlib (new API stack) on the AEC env.
 
 Run it as ``hospital-marl train rllib [--address auto] [--num-env-runners N] ...``
-(every field of :class:`Args` is a flag) or ``training.rllib.train.train(Args(...))``.
+(every field of :class:`Args` is a flag) or ``training.rllib.train.train(Args(...), grading.grade)``.
 Local by default: a private Ray instance in this process
 (``ray.init(address="local")``, no dashboard); ``--address auto`` (or
 ``HOST:PORT``) joins a running cluster instead, and ``--num-env-runners`` spreads
@@ -9,9 +9,20 @@ sampling over it. A run directory gets:
 
 - ``checkpoint/``: RLlib's algorithm checkpoint (``Algorithm.from_checkpoint``
   resumes it); the per-role modules are under ``checkpoint/learner_group/learner/rl_module/<role>/``;
-- ``rllib.json``: the run's metadata (arguments, module directories, the audit
-  totals, the reproducing command) -- what :func:`policies.rllib.load_rllib_policy` reads;
-- ``curve.json``: one row per iteration: env steps, episode return means, the masked-action audit.
+- ``best/<role>/``: the modules of the best validation grading (RLModule checkpoints): what
+  :func:`policies.rllib.load_rllib_policy` plays;
+- ``rllib.json``: the run's metadata (arguments, module directories -- ``modules`` the best,
+  ``final_modules`` the last --, the best and final validation gradings, the audit totals, the
+  reproducing command) -- what :func:`policies.rllib.load_rllib_policy` reads;
+- ``curve.json`` / ``curve.csv``: one row per iteration: env steps, episode return means, the
+  masked-action audit, and on graded iterations the validation columns of ``train ppo``'s curve.
+
+Checkpoint selection uses *validation* days only: every ``--eval-interval`` iterations (and
+after the last) the team is graded with the evaluation function :func:`train` is given (the CLI
+passes :func:`grading.grade`), ``--eval-episodes`` per scenario from base seed ``--eval-seed``
+(1000), never the days the README reports (seed 0). Each grading first saves the algorithm
+checkpoint (so a long run can be resumed from its last grading) and grades the modules as
+loaded from it, the way the run will be graded.
 
 Reads top to bottom: the arguments, the RLlib config, then :func:`train`. Ray and
 torch are imported inside the functions, so the CLI lists this command without them.
@@ -20,7 +31,8 @@ torch are imported inside the functions, so the CLI lists this command without t
 from __future__ import annotations
 
 import math
-import time
+import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,9 +42,11 @@ from hospital_marl.core.scenarios import get_scenario
 from policies.marl import DEFAULT_ENCODING
 from policies.rllib import CHECKPOINT_DIR, METADATA_FILE, module_dir, require_rllib
 from training.args import TrainArgs, shared
-from training.common import write_json
+from training.common import Clock, Evaluate, eval_row, require_evaluate, write_curve, write_json
 
 CURVE_FILE = "curve.json"
+BEST_DIR = "best"
+"""The best validation grading's modules (one RLModule checkpoint per role) inside a run directory."""
 FORMAT = "hospital_marl.rllib/1"
 
 
@@ -81,6 +95,10 @@ class Args(TrainArgs):
     """Hidden layers of each role's actor and critic MLPs."""
     reward_scale: float = shared("reward_scale")
     """Rewards are multiplied by this for learning (a death is -15): keeps value targets near 1."""
+    eval_interval: int = 5
+    """Grade the team on validation days every this many iterations, and after the last (0: only then)."""
+    eval_episodes: int = shared("eval_episodes", 4)
+    eval_seed: int = shared("eval_seed")
     progress: bool = shared("progress")
 
     def __post_init__(self) -> None:
@@ -88,9 +106,10 @@ class Args(TrainArgs):
         if self.reward_mode not in ("team", "role"):
             raise ValueError(f"reward_mode must be 'team' or 'role', got {self.reward_mode!r}")
         self.require_at_least(
-            1, "iterations", "num_envs_per_runner", "train_batch_size", "minibatch_size", "num_epochs"
-        )
-        self.require_at_least(0, "num_env_runners", "num_learners", "seed")
+            1, "iterations", "num_envs_per_runner", "train_batch_size", "minibatch_size", "num_epochs",
+            "eval_episodes",
+        )  # fmt: skip
+        self.require_at_least(0, "num_env_runners", "num_learners", "seed", "eval_interval")
         if self.num_cpus is not None and self.num_cpus < 1:
             raise ValueError(f"num_cpus must be >= 1, got {self.num_cpus!r}")
         if not self.hidden or min(self.hidden) < 1:
@@ -177,7 +196,7 @@ def init_ray(args: Args) -> bool:
     return True
 
 
-def curve_row(iteration: int, result: dict[str, Any], elapsed: float) -> dict[str, Any]:
+def curve_row(iteration: int, result: dict[str, Any], clock: Clock) -> dict[str, Any]:
     """One learning-curve row from an ``Algorithm.train()`` result."""
     from training.rllib import callbacks as audit
 
@@ -200,45 +219,65 @@ def curve_row(iteration: int, result: dict[str, Any], elapsed: float) -> dict[st
         "masked_actions_taken": int(number(audit.MASKED_ACTIONS_TAKEN, 0) or 0),
         "audited_actions": int(number(audit.AUDITED_ACTIONS, 0) or 0),
         "env_invalid_actions": int(number(audit.ENV_INVALID_ACTIONS, 0) or 0),
-        "time_s": round(elapsed, 2),
+        "time_s": clock.wall(),
     }
 
 
-def train(args: Args) -> Path:
-    """Train, checkpoint, and write the curve and metadata; returns the run directory."""
-    require_rllib()
+class ValidationGrading:
+    """Every ``eval_interval`` iterations: checkpoint, grade the saved modules on validation days,
+    copy the best grading's modules to ``best/``."""
+
+    def __init__(self, args: Args, evaluate: Evaluate, clock: Clock) -> None:
+        self.args, self.evaluate, self.clock = args, evaluate, clock
+        self.checkpoint = (args.run_dir / CHECKPOINT_DIR).resolve()
+        self.best: dict[str, Any] | None = None
+        self.last: dict[str, Any] | None = None
+
+    def due(self, iteration: int) -> bool:
+        every = self.args.eval_interval
+        return iteration == self.args.iterations or (every > 0 and iteration % every == 0)
+
+    def __call__(self, algo: Any, row: dict[str, Any]) -> dict[str, Any]:
+        """Grade after ``row``'s iteration; the validation columns to add to the row."""
+        from policies.rllib import load_rllib_policy
+
+        args = self.args
+        algo.save_to_path(str(self.checkpoint))
+        report = self.evaluate(
+            load_rllib_policy(self.checkpoint),
+            episodes=args.eval_episodes,
+            seed=args.eval_seed,
+            scenarios=args.scenarios,
+            track="team",
+        )
+        graded = eval_row(report, row["env_steps"], self.clock)
+        graded["role_decisions"] = graded.pop("timesteps")
+        self.last = {"iteration": row["iteration"], "env_steps": row["env_steps"], **graded}
+        if self.best is None or graded["eval_score"] > self.best["eval_score"]:
+            self.best = self.last
+            best = args.run_dir / BEST_DIR
+            shutil.rmtree(best, ignore_errors=True)
+            for role in ROLES:
+                shutil.copytree(module_dir(self.checkpoint, role), best / role)
+        if args.progress:
+            print(
+                f"\n[rllib s{args.seed}] iteration {row['iteration']} ({row['env_steps']:,} role decisions): "
+                f"validation score {graded['eval_score']:.2f} (best {self.best['eval_score']:.2f}), "
+                f"{graded['wall_time_s']:.0f} s",
+                file=sys.stderr,
+            )
+        return graded
+
+
+def write_metadata(args: Args, rows: list[dict[str, Any]], grading: ValidationGrading, clock: Clock) -> None:
+    """``rllib.json``: written after every grading, so a run stopped between gradings is a complete
+    run directory (its best modules, curve and metadata so far)."""
     import ray
     import torch
-    from tqdm import tqdm
 
-    run_dir = args.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    torch.set_num_threads(1)  # tiny MLPs: more threads only contend with the env runners
-    owns_ray = init_ray(args)
-    algo = None
-    try:
-        algo = build_config(args).build_algo()
-        rows: list[dict[str, Any]] = []
-        bar = tqdm(range(1, args.iterations + 1), desc="rllib ppo", unit="it", disable=not args.progress)
-        for iteration in bar:
-            rows.append(curve_row(iteration, algo.train(), time.perf_counter() - started))
-            write_json(run_dir / CURVE_FILE, rows)
-            last = rows[-1]
-            bar.set_postfix(
-                steps=last["env_steps"],
-                team_return=_fmt(last["team_return_mean"]),
-                masked=sum(r["masked_actions_taken"] for r in rows),
-            )
-        checkpoint = algo.save_to_path(str((run_dir / CHECKPOINT_DIR).resolve()))
-    finally:
-        if algo is not None:
-            algo.stop()
-        if owns_ray:
-            ray.shutdown()
     masked = sum(r["masked_actions_taken"] for r in rows)
     write_json(
-        run_dir / METADATA_FILE,
+        args.run_dir / METADATA_FILE,
         {
             "format": FORMAT,
             "name": "rllib",
@@ -247,23 +286,82 @@ def train(args: Args) -> Path:
             "encoding": DEFAULT_ENCODING,
             "roles": list(ROLES),
             "checkpoint": CHECKPOINT_DIR,
-            "modules": {role: module_dir(Path(CHECKPOINT_DIR), role).as_posix() for role in ROLES},
+            "modules": {role: f"{BEST_DIR}/{role}" for role in ROLES},
+            "final_modules": {role: module_dir(Path(CHECKPOINT_DIR), role).as_posix() for role in ROLES},
+            "best": grading.best,
+            "final_eval": grading.last,
+            "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
             "audit": {
                 "masked_actions_taken": masked,
                 "audited_actions": sum(r["audited_actions"] for r in rows),
                 "env_invalid_actions": sum(r["env_invalid_actions"] for r in rows),
                 "episodes": sum(r["episodes"] for r in rows),
             },
-            "env_steps": rows[-1]["env_steps"] if rows else 0,
-            "wall_time_s": round(time.perf_counter() - started, 1),
+            "iterations": rows[-1]["iteration"],
+            "env_steps": rows[-1]["env_steps"],
+            "wall_time_s": clock.wall(),
+            "cpu_time_s": clock.cpu(),
             "args": args.as_json(),
             "ray_version": ray.__version__,
             "torch_version": torch.__version__,
             "command": args.command_line(),
-            "checkpoint_path": str(checkpoint),
         },
     )
+
+
+def train(args: Args, evaluate: Evaluate) -> Path:
+    """Train, grading with ``evaluate`` (:func:`grading.grade`, passed by the layer above) on
+    validation days; write the run directory (module docstring) and return it."""
+    require_evaluate(evaluate, "training.rllib.train.train(args, grading.grade)")
+    require_rllib()
+    import ray
+    import torch
+    from tqdm import tqdm
+
+    run_dir = args.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    clock = Clock()
+    torch.set_num_threads(1)  # tiny MLPs: more threads only contend with the env runners
+    grading = ValidationGrading(args, evaluate, clock)
+    owns_ray = init_ray(args)
+    algo = None
+    rows: list[dict[str, Any]] = []
+    try:
+        algo = build_config(args).build_algo()
+        bar = tqdm(range(1, args.iterations + 1), desc="rllib ppo", unit="it", disable=not args.progress)
+        for iteration in bar:
+            row = curve_row(iteration, algo.train(), clock)
+            if grading.due(iteration):
+                row.update(grading(algo, row))
+            rows.append(row)
+            write_curve(rows, run_dir)
+            if "eval_score" in row:
+                write_metadata(args, rows, grading, clock)
+            bar.set_postfix(
+                steps=row["env_steps"],
+                team_return=_fmt(row["team_return_mean"]),
+                best_val=_fmt(grading.best["eval_score"] if grading.best else None),
+                masked=sum(r["masked_actions_taken"] for r in rows),
+            )
+    finally:
+        if algo is not None:
+            algo.stop()
+        if owns_ray:
+            ray.shutdown()
     return run_dir
+
+
+def summary(run_dir: Path) -> dict[str, Any]:
+    """What the CLI prints after a run."""
+    import json
+
+    meta = json.loads((run_dir / METADATA_FILE).read_text())
+    out = {k: meta[k] for k in ("env_steps", "wall_time_s", "cpu_time_s", "audit", "command")}
+    out["run_dir"] = str(run_dir)
+    keys = ("iteration", "env_steps", "eval_score", "invalid_action_rate")
+    out["best_eval"] = {k: meta["best"][k] for k in keys}
+    out["final_eval"] = {k: meta["final_eval"][k] for k in keys}
+    return out
 
 
 def _fmt(value: float | None) -> str:

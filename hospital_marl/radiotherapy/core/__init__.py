@@ -1,4 +1,5 @@
-"""The pure radiotherapy-planning core: tasks, phantoms, dose, metrics, the plan (numpy only)."""
+"""The pure radiotherapy-planning core: tasks, phantoms, dose, metrics, the plan (numpy; the
+per-step arithmetic compiled by numba in ``kernels``)."""
 
 from hospital_marl.radiotherapy.core.metrics import PASS_THRESHOLD, PlanMetrics, plan_score
 from hospital_marl.radiotherapy.core.phantoms import Phantom

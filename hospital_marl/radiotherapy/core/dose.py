@@ -19,6 +19,8 @@ then costs one weighted sum over the body voxels.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom
@@ -100,6 +102,34 @@ def depth_from_surface(body: np.ndarray, angle_deg: float, voxels: np.ndarray | 
 
 _DEPTHS: dict[tuple[bytes, int], np.ndarray] = {}
 _DEPTHS_MAX = 8 * N_ANGLES  # a few bodies' worth: the built-in tasks each have one body
+_BODIES: dict[bytes, BodyVoxels] = {}
+_BODIES_MAX = 8
+
+
+class BodyVoxels(NamedTuple):
+    """Where a body's voxels are (read-only arrays, shared by every episode on that body)."""
+
+    index: np.ndarray  # (n_body,) flat grid indices, ``np.flatnonzero(body)``
+    rows: np.ndarray  # (n_body,) float64 grid row of each
+    cols: np.ndarray  # (n_body,) float64 grid column of each
+    position: np.ndarray  # (64 · 64,) int64 body-voxel number of each grid voxel, −1 outside
+
+
+def body_voxels(body: np.ndarray, body_key: bytes) -> BodyVoxels:
+    """:class:`BodyVoxels` of a body, memoised per body like the depths."""
+    hit = _BODIES.get(body_key)
+    if hit is None:
+        if len(_BODIES) >= _BODIES_MAX:
+            _BODIES.clear()
+        index = np.flatnonzero(body)
+        position = np.full(body.size, -1, np.int64)
+        position[index] = np.arange(index.size)
+        rows, cols = _VOXEL_ROWS[index], _VOXEL_COLS[index]
+        hit = BodyVoxels(index, rows, cols, position)
+        for a in hit:
+            a.setflags(write=False)
+        _BODIES[body_key] = hit
+    return hit
 
 
 def body_depths(body: np.ndarray, body_key: bytes, angle_index: int, body_index: np.ndarray) -> np.ndarray:
@@ -123,16 +153,36 @@ def lateral_distance(
     isocentre: tuple[float, float], angle_deg: float, voxels: np.ndarray | None = None
 ) -> np.ndarray:
     """Signed distance (voxels) of each voxel from the beam's central axis: (64, 64), or (len(voxels),)."""
-    _, n = beam_axes(angle_deg)
     vr = _VOXEL_ROWS if voxels is None else _VOXEL_ROWS[voxels]
     vc = _VOXEL_COLS if voxels is None else _VOXEL_COLS[voxels]
-    lat = (vr - isocentre[0]) * n[0] + (vc - isocentre[1]) * n[1]
+    lat = _lateral(isocentre, angle_deg, vr, vc)
     return lat.reshape(GRID, GRID) if voxels is None else lat
 
 
-def dose_from_geometry(lateral: np.ndarray, depth: np.ndarray, k: float) -> np.ndarray:
-    """THE pencil-beam formula: ``k · exp(−ℓ²/2σ²) · exp(−μ d)``."""
-    return k * np.exp(-(lateral * lateral) / (2 * SIGMA**2) - MU * depth)
+def _lateral(
+    isocentre: tuple[float, float], angle_deg: float, rows: np.ndarray, cols: np.ndarray
+) -> np.ndarray:
+    _, n = beam_axes(angle_deg)
+    return (rows - isocentre[0]) * n[0] + (cols - isocentre[1]) * n[1]
+
+
+def dose_from_geometry(
+    lateral: np.ndarray, depth: np.ndarray, k: float, out: np.ndarray | None = None
+) -> np.ndarray:
+    """THE pencil-beam formula: ``k · exp(−ℓ²/2σ²) · exp(−μ d)`` (into ``out`` if given).
+
+    Evaluated as ``k · exp(−ℓ²/2σ² − μ d)``, one operation at a time in place (``lateral`` is
+    overwritten when ``out`` is given): a cache fill costs one temporary, not six.
+    """
+    if out is None:
+        return k * np.exp(-(lateral * lateral) / (2 * SIGMA**2) - MU * depth)
+    exponent = np.multiply(lateral, lateral, out=lateral)
+    np.negative(exponent, out=exponent)
+    exponent /= 2 * SIGMA**2
+    exponent -= MU * depth
+    np.exp(exponent, out=out)
+    out *= k
+    return out
 
 
 def beam_dose(phantom: Phantom, angle_deg: float, k: float) -> np.ndarray:
@@ -154,25 +204,40 @@ class BeamCache:
     """Per-episode cache of beam doses on the body voxels, one row per grid angle.
 
     ``rows[a]`` is the dose of the beam at ``a × ANGLE_STEP`` degrees on the
-    body voxels (``np.flatnonzero(phantom.body)`` order), computed on first use.
+    body voxels (``body_index = np.flatnonzero(phantom.body)`` order, at grid rows
+    ``voxel_rows`` and columns ``voxel_cols``; ``voxels``: :class:`BodyVoxels`), computed on
+    first use.
+    :meth:`renew` starts the next episode on the same body in the same memory.
     """
 
     def __init__(self, phantom: Phantom, k: float) -> None:
-        self.phantom = phantom
         self.k = k
-        self.body_index = np.flatnonzero(phantom.body)  # (n_body,) flat indices of body voxels
+        self._body_key = phantom.body.tobytes()
+        self.voxels = body_voxels(phantom.body, self._body_key)
+        self.body_index, self.voxel_rows, self.voxel_cols = self.voxels[:3]
         self.rows = np.zeros((N_ANGLES, self.body_index.size))  # (36, n_body) float64
         self._done = np.zeros(N_ANGLES, bool)
-        self._body_key = phantom.body.tobytes()
+        self.phantom = phantom
+
+    def renew(self, phantom: Phantom) -> bool:
+        """Forget every beam and serve ``phantom`` if it has the same body (True), else change nothing."""
+        if phantom.body.tobytes() != self._body_key:
+            return False
+        self.phantom = phantom
+        self._done[:] = False
+        return True
 
     def beam(self, angle_index: int) -> np.ndarray:
         """The (n_body,) dose of the beam at grid angle ``angle_index`` (unit weight)."""
+        row = self.rows[angle_index]
         if not self._done[angle_index]:
             depth = body_depths(self.phantom.body, self._body_key, angle_index, self.body_index)
-            lateral = lateral_distance(self.phantom.isocentre, angle_index * ANGLE_STEP, self.body_index)
-            self.rows[angle_index] = dose_from_geometry(lateral, depth, self.k)
+            lateral = _lateral(
+                self.phantom.isocentre, angle_index * ANGLE_STEP, self.voxel_rows, self.voxel_cols
+            )
+            dose_from_geometry(lateral, depth, self.k, out=row)
             self._done[angle_index] = True
-        return self.rows[angle_index]
+        return row
 
     def dose(self, angle_indices: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """Σ weight × beam over the given beams, on the body voxels (n_body,)."""

@@ -40,9 +40,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
+from hospital_marl.radiotherapy.core.kernels import tumour_statistics
 from hospital_marl.radiotherapy.core.tasks import OAR
 
 DVH_BINS = 50
@@ -69,6 +72,17 @@ SCORE_FORMULA = (
 def _rank(percent: float, n: int) -> int:
     """1-based rank, high to low, of ``D_x`` among n voxel doses: ``ceil(x·n/100)`` within [1, n]."""
     return min(n, max(1, math.ceil(percent * n / 100 - 1e-9)))
+
+
+@lru_cache(maxsize=256)
+def rank_positions(n: int) -> np.ndarray:
+    """Where D95, D98, D50 and D2 sit among n doses sorted low to high (per tumour size, once)."""
+    return np.array([n - _rank(p, n) for p in (95, 98, 50, 2)])
+
+
+LEVELS = np.array([1.0, 0.95, 1.07])
+"""The tumour dose levels counted per plan: Rx (conformity), V95, V107."""
+N_TUMOUR_STATISTICS = 4 + 1 + LEVELS.size + 1  # D95 D98 D50 D2, sum, below each level, body >= Rx
 
 
 def dose_at_volume(doses: np.ndarray, percent: float) -> float:
@@ -139,14 +153,22 @@ class PlanMetrics:
     def as_dict(self, oars: tuple[OAR, ...]) -> dict[str, object]:
         """JSON-able: tumour metrics, then ``oars`` by name (mean, max, limit, priority, pass)."""
         out: dict[str, object] = {
-            k: getattr(self, k) for k in ("d95", "d98", "d50", "d2", "mean", "v95", "v107", "ci", "hi")
+            "d95": self.d95,
+            "d98": self.d98,
+            "d50": self.d50,
+            "d2": self.d2,
+            "mean": self.mean,
+            "v95": self.v95,
+            "v107": self.v107,
+            "ci": self.ci,
+            "hi": self.hi,
+            "n_beams": self.n_beams,
         }
-        out["n_beams"] = self.n_beams
         out["oars"] = {
             o.name: {"mean": m, "max": x, "limit": o.limit, "priority": o.priority, "pass": p}
             for o, m, x, p in zip(oars, self.oar_mean, self.oar_max, self.oar_pass)
         }
-        out["critical_pass"] = all(p for o, p in zip(oars, self.oar_pass) if o.critical)
+        out["critical_pass"] = all(self.oar_pass[j] for j in _oar_table(oars).critical)
         return out
 
 
@@ -164,20 +186,35 @@ def plan_metrics(
     n_beams: int,
 ) -> PlanMetrics:
     """Every metric of a plan from the tumour's and the body's voxel doses and the OAR statistics."""
-    ordered = np.sort(tumour_dose)  # low to high
-    n = ordered.size
-    d95, d98, d50, d2 = ordered[[n - _rank(p, n) for p in (95, 98, 50, 2)]].tolist()
+    ordered = np.sort(np.asarray(tumour_dose, np.float64), axis=None)  # low to high
+    body = np.ascontiguousarray(body_dose, np.float64).ravel()
+    stats = np.empty(N_TUMOUR_STATISTICS)
+    tumour_statistics(ordered, body, rank_positions(ordered.size), LEVELS, stats)
+    return metrics_from_statistics(stats, ordered.size, oar_mean, oar_max, oars, n_beams)
+
+
+def metrics_from_statistics(
+    stats: np.ndarray,
+    n: int,
+    oar_mean: np.ndarray,
+    oar_max: np.ndarray,
+    oars: tuple[OAR, ...],
+    n_beams: int,
+) -> PlanMetrics:
+    """The metrics from :func:`~hospital_marl.radiotherapy.core.kernels.tumour_statistics` of ``n``
+    tumour voxels (at :func:`rank_positions`, :data:`LEVELS`) and the OAR statistics."""
+    d95, d98, d50, d2, total, *counts = stats.tolist()
+    below_rx, below_95, below_107, above_rx = (int(c) for c in counts)
     means = tuple(oar_mean.tolist())
-    above_rx = int(np.count_nonzero(body_dose >= 1.0))
-    tv_piv = n - int(np.searchsorted(ordered, 1.0, side="left"))
+    tv_piv = n - below_rx
     return PlanMetrics(
         d95=d95,
         d98=d98,
         d50=d50,
         d2=d2,
-        mean=float(ordered.sum() / n),
-        v95=(n - int(np.searchsorted(ordered, 0.95, side="left"))) / n,
-        v107=(n - int(np.searchsorted(ordered, 1.07, side="left"))) / n,
+        mean=total / n,
+        v95=(n - below_95) / n,
+        v107=(n - below_107) / n,
         ci=tv_piv**2 / (n * above_rx) if above_rx else 0.0,
         hi=(d2 - d98) / d50 if d50 > 0 else 0.0,
         oar_mean=means,
@@ -187,13 +224,35 @@ def plan_metrics(
     )
 
 
+class _OarTable(NamedTuple):
+    graded: tuple[tuple[int, float, float], ...]  # (index, weight, limit) of each non-critical OAR
+    total: float  # their weights' sum
+    critical: tuple[int, ...]  # indices of the priority-1 OARs
+
+
+_OAR_TABLES: dict[int, tuple[tuple[OAR, ...], _OarTable]] = {}
+
+
+def _oar_table(oars: tuple[OAR, ...]) -> _OarTable:
+    """What the score reads from a task's OARs, worked out once per OAR tuple (kept alive here,
+    so its id is not reused while cached)."""
+    hit = _OAR_TABLES.get(id(oars))
+    if hit is None or hit[0] is not oars:
+        graded = tuple(
+            (j, PRIORITY_WEIGHTS[o.priority], o.limit) for j, o in enumerate(oars) if not o.critical
+        )
+        critical = tuple(j for j, o in enumerate(oars) if o.critical)
+        if len(_OAR_TABLES) >= 64:
+            _OAR_TABLES.clear()
+        hit = _OAR_TABLES[id(oars)] = (oars, _OarTable(graded, sum(w for _, w, _ in graded), critical))
+    return hit[1]
+
+
 def score_terms(m: PlanMetrics, oars: tuple[OAR, ...]) -> dict[str, float]:
     """The score's terms (coverage, oar, beams, overdose), each in [0, 1]."""
-    graded = [
-        (PRIORITY_WEIGHTS[o.priority], mean, o.limit) for o, mean in zip(oars, m.oar_mean) if not o.critical
-    ]
-    total = sum(w for w, _, _ in graded)
-    oar = sum(w * oar_fraction(mean, limit) for w, mean, limit in graded) / total if total else 1.0
+    table, means = _oar_table(oars), m.oar_mean
+    total = table.total
+    oar = sum(w * oar_fraction(means[j], limit) for j, w, limit in table.graded) / total if total else 1.0
     return {
         "coverage": 0.5 * min(m.d95, 1.0) + 0.5 * m.v95,
         "oar": oar,
@@ -211,6 +270,6 @@ def plan_score(m: PlanMetrics, oars: tuple[OAR, ...]) -> float:
         - w["overdose"] * t["overdose"]
     )
     score = min(1.0, max(0.0, score))
-    if any(o.critical and not p for o, p in zip(oars, m.oar_pass)):
+    if not all(m.oar_pass[j] for j in _oar_table(oars).critical):
         score = min(score, CRITICAL_CAP)
     return score

@@ -14,6 +14,7 @@ anterior, the last row posterior; columns run from the patient's right to left.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,6 +27,7 @@ MIN_TUMOUR_VOXELS = 30
 MAX_REDRAWS = 200
 
 _ROWS, _COLS = np.mgrid[0:GRID, 0:GRID].astype(np.float64)  # (64, 64) voxel-centre coordinates
+_AXIS = np.arange(GRID, dtype=np.float64)  # a row's (or a column's) voxel-centre coordinate
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,9 +44,28 @@ class Phantom:
             getattr(self, name).setflags(write=False)
 
 
+def _box(centre: tuple[float, float], reach: float) -> tuple[slice, slice] | None:
+    """The grid rows and columns within ``reach`` of ``centre`` (a shape that fits in a circle of
+    radius ``reach − 1`` about it has no voxel beyond, even after rounding); None if not finite."""
+    if not (math.isfinite(centre[0]) and math.isfinite(centre[1]) and math.isfinite(reach)):
+        return None
+    return (
+        slice(max(0, math.floor(centre[0] - reach)), max(0, min(GRID, math.ceil(centre[0] + reach) + 1))),
+        slice(max(0, math.floor(centre[1] - reach)), max(0, min(GRID, math.ceil(centre[1] + reach) + 1))),
+    )
+
+
 def disc(centre: tuple[float, float], radius: float) -> np.ndarray:
     """Voxels whose centre lies within ``radius`` of ``centre`` (row, column)."""
-    return (_ROWS - centre[0]) ** 2 + (_COLS - centre[1]) ** 2 <= radius**2
+    # evaluated only near the centre (phantoms are drawn at every reset), each voxel as on the
+    # whole grid: squared offsets per row and per column, summed by broadcasting
+    box = _box(centre, abs(radius) + 1)
+    rows, cols = box or (slice(None), slice(None))
+    mask = np.zeros((GRID, GRID), bool)
+    mask[rows, cols] = ((_AXIS[rows] - centre[0]) ** 2)[:, None] + ((_AXIS[cols] - centre[1]) ** 2)[
+        None, :
+    ] <= radius**2
+    return mask
 
 
 def ellipse(
@@ -52,10 +73,14 @@ def ellipse(
 ) -> np.ndarray:
     """An ellipse with semi-axes along rows and columns, rotated by ``angle_deg``."""
     a = np.deg2rad(angle_deg)
-    dr, dc = _ROWS - centre[0], _COLS - centre[1]
-    u = dr * np.cos(a) + dc * np.sin(a)
-    v = -dr * np.sin(a) + dc * np.cos(a)
-    return (u / semi_rows) ** 2 + (v / semi_cols) ** 2 <= 1.0
+    box = _box(centre, max(abs(semi_rows), abs(semi_cols)) + 1)  # as in disc
+    rows, cols = box or (slice(None), slice(None))
+    dr, dc = _AXIS[rows] - centre[0], _AXIS[cols] - centre[1]  # per row, per column
+    u = (dr * np.cos(a))[:, None] + (dc * np.sin(a))[None, :]
+    v = (-dr * np.sin(a))[:, None] + (dc * np.cos(a))[None, :]
+    mask = np.zeros((GRID, GRID), bool)
+    mask[rows, cols] = (u / semi_rows) ** 2 + (v / semi_cols) ** 2 <= 1.0
+    return mask
 
 
 def rectangle(rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
@@ -81,8 +106,10 @@ def annulus_sector(
 
 
 def centroid(mask: np.ndarray) -> tuple[float, float]:
-    rows, cols = np.nonzero(mask)
-    return float(rows.mean()), float(cols.mean())
+    """Mean (row, column) of the mask's voxels (sums of whole numbers: exact in any order)."""
+    index = np.flatnonzero(mask)
+    rows, cols = np.divmod(index, mask.shape[1])
+    return float(rows.sum() / index.size), float(cols.sum() / index.size)
 
 
 def make_phantom(body: np.ndarray, tumour: np.ndarray, oars: list[np.ndarray]) -> Phantom:
@@ -90,6 +117,17 @@ def make_phantom(body: np.ndarray, tumour: np.ndarray, oars: list[np.ndarray]) -
     iso = centroid(tumour) if tumour.any() else ((GRID - 1) / 2, (GRID - 1) / 2)
     stack = np.array(oars, dtype=bool).reshape(len(oars), GRID, GRID)
     return Phantom(body.astype(bool), tumour.astype(bool), stack, iso)
+
+
+_ABOVE_ONE = {np.dtype(np.uint64): np.uint64(0xFEFE_FEFE_FEFE_FEFE), np.dtype(np.uint8): np.uint8(0xFE)}
+"""Every byte's bits above its lowest: set where a bytewise sum of masks counts 2 or more."""
+
+
+def _words(masks: np.ndarray, voxels: int) -> np.ndarray:
+    """Bool masks of ``voxels`` each, flat, as 64-bit words (8 voxels each) when a mask divides
+    evenly into them, else as bytes."""
+    flat = np.ascontiguousarray(masks, dtype=bool).reshape(-1)
+    return flat.view(np.uint64) if voxels % 8 == 0 else flat.view(np.uint8)
 
 
 def phantom_problems(
@@ -102,25 +140,36 @@ def phantom_problems(
     """
     problems = []
     body, tumour = phantom.body, phantom.tumour
-    n_tumour = int(tumour.sum())
+    n_tumour = int(np.count_nonzero(tumour))
     if n_tumour < MIN_TUMOUR_VOXELS:
         problems.append(f"tumour has {n_tumour} voxels (< {MIN_TUMOUR_VOXELS})")
-    if (tumour & ~body).any():
+    if np.count_nonzero(tumour > body):
         problems.append("tumour extends outside the body")
     if len(oar_names) != len(phantom.oars):
         problems.append(f"{len(phantom.oars)} OAR masks for {len(oar_names)} OARs")
         return problems
-    for name, mask in zip(oar_names, phantom.oars):
-        if not mask.any():
+    # whole-mask tests eight voxels at a time: bool bytes are 0 or 1, so 64-bit words of them
+    # can be and-ed (a 1 byte in both), or-ed, and summed bytewise (no carry below 256 masks)
+    n = len(oar_names)
+    words = _words(phantom.oars, body.size).reshape(n, -1)
+    body_words, tumour_words = _words(body, body.size), _words(tumour, body.size)
+    present = words.any(axis=1)
+    outside = (words & ~body_words).any(axis=1)
+    on_tumour = (words & tumour_words).any(axis=1)
+    for j, name in enumerate(oar_names):
+        if not present[j]:
             problems.append(f"OAR {name} is empty")
-        if (mask & ~body).any():
+        if outside[j]:
             problems.append(f"OAR {name} extends outside the body")
-        if (mask & tumour).any():
+        if on_tumour[j]:
             problems.append(f"OAR {name} overlaps the tumour")
-    for i, (a, mask_a) in enumerate(zip(oar_names, phantom.oars)):
-        for b, mask_b in zip(oar_names[i + 1 :], phantom.oars[i + 1 :]):
-            if a not in envelopes and b not in envelopes and (mask_a & mask_b).any():
-                problems.append(f"OARs {a} and {b} overlap")
+    plain = [j for j, name in enumerate(oar_names) if name not in envelopes]
+    shared = len(plain) > 255 or (words[plain].sum(axis=0, dtype=words.dtype) & _ABOVE_ONE[words.dtype]).any()
+    if shared:  # a voxel lies in two OARs that must not overlap: name the pairs
+        for i, (a, mask_a) in enumerate(zip(oar_names, phantom.oars)):
+            for b, mask_b in zip(oar_names[i + 1 :], phantom.oars[i + 1 :]):
+                if a not in envelopes and b not in envelopes and (mask_a & mask_b).any():
+                    problems.append(f"OARs {a} and {b} overlap")
     r, c = (round(x) for x in phantom.isocentre)
     if not body[r, c]:
         problems.append("isocentre outside the body")

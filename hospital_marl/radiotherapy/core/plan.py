@@ -14,12 +14,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, N_ANGLES, BeamCache
+from hospital_marl.radiotherapy.core.kernels import cumulative_dvhs, structure_statistics, tumour_statistics
 from hospital_marl.radiotherapy.core.metrics import (
     DVH_BINS,
+    LEVELS,
+    N_TUMOUR_STATISTICS,
     TUMOUR_DVH_MAX,
     PlanMetrics,
-    plan_metrics,
+    metrics_from_statistics,
     plan_score,
+    rank_positions,
 )
 from hospital_marl.radiotherapy.core.phantoms import Phantom, draw_phantom
 from hospital_marl.radiotherapy.core.tasks import Task, get_task
@@ -56,6 +60,32 @@ ACTIONS: tuple[Action, ...] = (
 N_ACTIONS = len(ACTIONS)
 ADD, TURN_CW, TURN_CCW, WEIGHT_UP, WEIGHT_DOWN, REMOVE, NEXT, LOCK = range(N_ACTIONS)
 ACTION_NAMES = tuple(a.name for a in ACTIONS)
+
+
+def valid_actions(n_beams: int, active_weight: int) -> tuple[bool, ...]:
+    """THE mask rule (:data:`ACTIONS` ``valid_when``): which actions change a plan with ``n_beams``
+    beams whose active beam has weight ``active_weight`` (tenths; anything when there is none)."""
+    n, w = n_beams, active_weight
+    return (
+        n < MAX_BEAMS,
+        n > 0,
+        n > 0,
+        n > 0 and w < MAX_WEIGHT,
+        n > 0 and w > MIN_WEIGHT,
+        n > 0,
+        n >= 2,
+        n > 0,
+    )
+
+
+_MASKS = tuple(
+    tuple(np.array(valid_actions(n, w), dtype=bool) for w in range(MAX_WEIGHT + 1))
+    for n in range(MAX_BEAMS + 1)
+)
+"""Every plan state's mask, [n_beams][active weight], built once from :func:`valid_actions`."""
+for _row in _MASKS:
+    for _mask in _row:
+        _mask.setflags(write=False)
 
 
 def default_angle_index(existing: np.ndarray) -> int:
@@ -99,36 +129,47 @@ class Plan:
         self.locked = False
         self.score = 0.0
         self.metrics: PlanMetrics | None = None
+        self.cache: BeamCache | None = None
+        self._empty_plan: tuple[PlanMetrics, float] | None = None
+        # a structure's DVH bin width: tumour over 0–2 Rx, each OAR over 0–2 × its limit
+        self._dvh_inv = DVH_BINS / np.array([TUMOUR_DVH_MAX] + [2.0 * o.limit for o in self.task.oars])
 
     # ------------------------------------------------------------ episode
     def reset(self, rng: np.random.Generator, phantom: Phantom | None = None) -> None:
         """A new patient (drawn from ``rng`` unless given) and an empty plan."""
         task = self.task
         self.phantom = phantom or draw_phantom(task.generator, rng, task.oar_names, task.envelopes)
-        self.cache = BeamCache(self.phantom, self.dose_scale)
-        position = np.full(self.phantom.body.size, -1, np.int64)
-        position[self.cache.body_index] = np.arange(self.cache.body_index.size)
-        self.tumour_index = position[np.flatnonzero(self.phantom.tumour)]  # (n_tumour,) into body voxels
-        self.oar_index = [position[np.flatnonzero(m)] for m in self.phantom.oars]  # each (n_j,)
-        self._oar_voxels = np.concatenate(self.oar_index)  # all OARs' body-voxel indices, OAR by OAR
-        self._oar_starts = np.cumsum([0] + [i.size for i in self.oar_index[:-1]])  # (n_oars,)
-        self._oar_sizes = np.array([i.size for i in self.oar_index], float)
-        self._dvh_setup()
+        if self.cache is None or not self.cache.renew(self.phantom):
+            self.cache = BeamCache(self.phantom, self.dose_scale)
+        position = self.cache.voxels.position
+        size = position.size
+        tumour = np.flatnonzero(self.phantom.tumour)
+        stacked = np.flatnonzero(self.phantom.oars)  # voxel v of OAR j at j·size + v, OAR by OAR
+        # every structure's body-voxel indices: the tumour's, then each OAR's in turn
+        self._dvh_voxels = position[np.concatenate((tumour, stacked % size))]
+        self.tumour_index = self._dvh_voxels[: tumour.size]  # (n_tumour,)
+        self._oar_voxels = self._dvh_voxels[tumour.size :]
+        bounds = np.searchsorted(stacked, np.arange(len(self.phantom.oars) + 1) * size)
+        self._oar_starts = bounds[:-1]  # (n_oars,) where each OAR's voxels start in _oar_voxels
+        sizes = np.diff(bounds, prepend=-tumour.size)  # (1 + n_oars,) voxels per structure
+        if not sizes.all():
+            empty = [name for name, size in zip(("tumour", *task.oar_names), sizes) if not size]
+            raise ValueError(f"the phantom's masks {empty} are empty (inside the body): nothing to dose")
+        self._dvh_sizes = sizes.astype(float)
+        self._oar_sizes = self._dvh_sizes[1:]
+        self._oar_mean, self._oar_max = np.empty(self._oar_starts.size), np.empty(self._oar_starts.size)
+        self._ranks, self._tumour_statistics = rank_positions(tumour.size), np.empty(N_TUMOUR_STATISTICS)
+        # DVH bins of every structure voxel, counted in one pass: each structure's row and bin width
+        self._dvh_inv_bin = np.repeat(self._dvh_inv, sizes)
+        self._dvh_offset = np.repeat(np.arange(sizes.size) * (DVH_BINS + 1), sizes)
+        self._n_structures = sizes.size
+        self._structure_dose = np.empty(self._dvh_voxels.size)  # the plan's dose on them
+        self._dvh_counts = np.empty((sizes.size, DVH_BINS + 1), np.int64)
         self.n_beams, self.active, self.steps, self.invalid_actions = 0, -1, 0, 0
         self.angles[:] = 0
         self.weights[:] = 0
         self.locked = False
         self._evaluate()
-
-    def _dvh_setup(self) -> None:
-        """Index arrays for all structures' DVHs in one bincount (tumour, then OAR slots)."""
-        parts = [self.tumour_index, *self.oar_index]
-        scales = [TUMOUR_DVH_MAX] + [2.0 * o.limit for o in self.task.oars]
-        self._dvh_voxels = np.concatenate(parts)
-        self._dvh_inv_bin = np.concatenate([np.full(p.size, DVH_BINS / s) for p, s in zip(parts, scales)])
-        self._dvh_offset = np.concatenate([np.full(p.size, i * (DVH_BINS + 1)) for i, p in enumerate(parts)])
-        self._dvh_sizes = np.array([p.size for p in parts], float)
-        self._n_structures = len(parts)
 
     # --------------------------------------------------------------- rules
     @property
@@ -141,21 +182,12 @@ class Plan:
 
     def action_mask(self) -> np.ndarray:
         """(8,) bool: exactly the actions that change the plan (or lock it)."""
+        return self._mask().copy()
+
+    def _mask(self) -> np.ndarray:
+        """The mask of this state from :data:`_MASKS` (read-only: shared by every plan)."""
         n = self.n_beams
-        w = self.weights[self.active] if n else 0
-        return np.array(
-            [
-                n < MAX_BEAMS,
-                n > 0,
-                n > 0,
-                n > 0 and w < MAX_WEIGHT,
-                n > 0 and w > MIN_WEIGHT,
-                n > 0,
-                n >= 2,
-                n > 0,
-            ],
-            dtype=bool,
-        )
+        return _MASKS[n][int(self.weights[self.active]) if n else 0]
 
     def step(self, action: int) -> tuple[float, bool]:
         """Apply one action; returns (reward = change in score, valid). Invalid actions change nothing."""
@@ -170,7 +202,7 @@ class Plan:
         ):
             raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
         self.steps += 1
-        valid = bool(self.action_mask()[action])
+        valid = bool(self._mask()[action])
         if not valid:
             self.invalid_actions += 1
             return 0.0, False
@@ -190,8 +222,9 @@ class Plan:
             self.angles[n - 1] = self.weights[n - 1] = 0
             self.n_beams = n - 1
             self.active = (i - 1) % (n - 1) if n > 1 else -1
-        elif a == NEXT:
+        elif a == NEXT:  # the same beams, so the same dose, metrics and score: nothing to evaluate
             self.active = (self.active + 1) % n
+            return 0.0, True
         elif a == LOCK:
             self.locked = True
             return 0.0, True
@@ -219,33 +252,59 @@ class Plan:
         dose = (
             self.cache.dose(angles, weights / 10.0) if len(angles) else np.zeros(self.cache.body_index.size)
         )
-        return self._assess(dose, len(angles))
+        return self._assess(dose, np.empty(self._dvh_voxels.size), len(angles))
 
-    def _assess(self, dose: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
-        oar_dose = dose[self._oar_voxels]
-        oar_mean = np.add.reduceat(oar_dose, self._oar_starts) / self._oar_sizes
-        oar_max = np.maximum.reduceat(oar_dose, self._oar_starts)
-        metrics = plan_metrics(dose[self.tumour_index], dose, oar_mean, oar_max, self.task.oars, n_beams)
+    def _assess(self, dose: np.ndarray, structures: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
+        """Metrics and score of ``dose``; ``structures`` receives it on the tumour's voxels, then
+        every OAR's (``_dvh_voxels``)."""
+        n_tumour = self.tumour_index.size
+        structure_statistics(
+            dose, self._dvh_voxels, n_tumour, self._oar_starts, structures, self._oar_mean, self._oar_max
+        )
+        ordered = np.sort(structures[:n_tumour])  # low to high
+        tumour_statistics(ordered, dose, self._ranks, LEVELS, self._tumour_statistics)
+        metrics = metrics_from_statistics(
+            self._tumour_statistics, n_tumour, self._oar_mean, self._oar_max, self.task.oars, n_beams
+        )
         return metrics, plan_score(metrics, self.task.oars)
 
     def _evaluate(self) -> None:
         self._dose = self.body_dose()
-        self.metrics, self.score = self._assess(self._dose, self.n_beams)
+        if self.n_beams == 0:  # no dose anywhere: the same metrics on every phantom, assessed once
+            self._structure_dose.fill(0.0)
+            if self._empty_plan is None:
+                self._empty_plan = self._assess(self._dose, self._structure_dose, 0)
+            self.metrics, self.score = self._empty_plan
+            return
+        self.metrics, self.score = self._assess(self._dose, self._structure_dose, self.n_beams)
 
-    def dvhs(self) -> np.ndarray:
+    def dvhs(self, out: np.ndarray | None = None) -> np.ndarray:
         """(1 + n_oars, 50) cumulative DVHs: tumour over 0–2 Rx, each OAR over 0–2 × its limit.
 
         Column i is the fraction of the structure receiving at least (i + 1)/50 of the span.
+        Written into ``out`` (any float dtype, e.g. an observation's float32 rows) if given.
         """
-        scaled = self._dose[self._dvh_voxels]
-        scaled *= self._dvh_inv_bin
-        np.minimum(scaled, DVH_BINS, out=scaled)
-        bins = scaled.astype(np.int64)  # floor: doses are >= 0
-        bins += self._dvh_offset
-        counts = np.bincount(bins, minlength=self._n_structures * (DVH_BINS + 1))
-        counts = counts.reshape(self._n_structures, DVH_BINS + 1)
-        at_least = np.cumsum(counts[:, ::-1], axis=1)[:, ::-1]  # [:, j] = voxels in bin >= j
-        return at_least[:, 1:] / self._dvh_sizes[:, None]
+        if out is None or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous:
+            dvhs = np.empty((self._n_structures, DVH_BINS))
+            if out is not None:
+                out[...] = self.dvhs(dvhs)
+                return out
+            out = dvhs
+        cumulative_dvhs(
+            self._structure_dose, self._dvh_inv_bin, self._dvh_offset, self._dvh_sizes, self._dvh_counts, out
+        )
+        return out
+
+    def oar_centroids(self) -> np.ndarray:
+        """(n_oars, 2) float64: each OAR's centroid (row, column), as ``phantom.centroid`` of its mask.
+
+        Summed over the voxel coordinates in one pass for all OARs: sums of whole numbers are
+        exact in float64, so this is bit for bit the mean of each mask's ``np.nonzero``.
+        """
+        voxels = self._oar_voxels
+        rows = np.add.reduceat(self.cache.voxel_rows[voxels], self._oar_starts)
+        cols = np.add.reduceat(self.cache.voxel_cols[voxels], self._oar_starts)
+        return np.stack((rows, cols), axis=1) / self._oar_sizes[:, None]
 
     def beams(self) -> list[tuple[int, float]]:
         """The beams as (angle in degrees, weight), in slot order."""

@@ -7,7 +7,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from numba import njit
 
+from hospital_marl.radiotherapy.core.dose import N_ANGLES
 from hospital_marl.radiotherapy.core.metrics import DVH_BINS, OVERDOSE_SPAN, OVERDOSE_START, PASS_THRESHOLD
 from hospital_marl.radiotherapy.core.plan import MAX_BEAMS, MAX_WEIGHT, N_ACTIONS, Plan
 from hospital_marl.radiotherapy.core.tasks import MAX_OARS, Task
@@ -38,6 +40,54 @@ OBSERVATION_KEYS: dict[str, tuple[tuple[int, ...], str]] = {
 """THE observation layout: key -> (shape, meaning). Every value is float32 in [0, 1]."""
 
 
+_LAYOUT: list[tuple[str, int, int, tuple[int, ...]]] = []  # key, start, stop, shape in one vector
+for _key, (_shape, _) in OBSERVATION_KEYS.items():
+    _start = _LAYOUT[-1][2] if _LAYOUT else 0
+    _LAYOUT.append((_key, _start, _start + int(np.prod(_shape)), _shape))
+OBSERVATION_SIZE = _LAYOUT[-1][2]
+"""Floats in one observation: its arrays are views of one float32 vector, in :data:`OBSERVATION_KEYS`
+order (so the tumour DVH and the OAR DVHs are one (8, 50) block, written in one go)."""
+
+
+_ANGLE_FRACTIONS = np.arange(N_ANGLES, dtype=np.float32) / np.float32(N_ANGLES)
+"""A beam's observed angle (angle / 360) by grid index, as float32 arithmetic gives it."""
+_WEIGHT_FRACTIONS = np.arange(MAX_WEIGHT + 1, dtype=np.float32) / np.float32(MAX_WEIGHT)
+"""A beam's observed weight by tenths (the weight itself, 0.1–1.0)."""
+
+
+@njit(cache=True, nogil=True)
+def _write_doses_and_beams(
+    status: np.ndarray,
+    beams: np.ndarray,
+    oar_doses: np.ndarray,
+    scale: np.ndarray,
+    angles: np.ndarray,
+    weights: np.ndarray,
+    n_beams: int,
+    active: int,
+) -> None:
+    """``oar_status`` columns 1–2 (each OAR's mean and max dose from ``oar_doses``, (2, n_oars)
+    float64, as float32 × ``scale``, at most 1) and the beam rows (:data:`OBSERVATION_KEYS`) in
+    one compiled call, with NumPy's float32 arithmetic (a dozen small NumPy writes cost more)."""
+    for j in range(oar_doses.shape[1]):
+        status[j, 1] = min(np.float32(oar_doses[0, j]) * scale[j, 0], np.float32(1.0))
+        status[j, 2] = min(np.float32(oar_doses[1, j]) * scale[j, 1], np.float32(1.0))
+    for i in range(n_beams):
+        beams[i, 0] = _ANGLE_FRACTIONS[angles[i]]
+        beams[i, 1] = _WEIGHT_FRACTIONS[weights[i]]
+        beams[i, 2] = 1.0
+    if n_beams:
+        beams[active, 3] = 1.0
+
+
+def observation_views(vector: np.ndarray) -> dict[str, np.ndarray]:
+    """The Dict observation as views of one (:data:`OBSERVATION_SIZE`,) float32 vector."""
+    return {
+        key: vector[start:stop] if len(shape) == 1 else vector[start:stop].reshape(shape)
+        for key, start, stop, shape in _LAYOUT
+    }
+
+
 def observation_space() -> spaces.Dict:
     return spaces.Dict(
         {k: spaces.Box(0.0, 1.0, shape, np.float32) for k, (shape, _) in OBSERVATION_KEYS.items()}
@@ -47,14 +97,16 @@ def observation_space() -> spaces.Dict:
 def anatomy(plan: Plan) -> np.ndarray:
     """(7, 3) float32: where each OAR lies from the isocentre (:data:`OBSERVATION_KEYS` ``anatomy``)."""
     out = np.zeros((MAX_OARS, 3), np.float32)
-    iso = np.array(plan.phantom.isocentre)
-    for slot, mask in enumerate(plan.phantom.oars):
-        rows, cols = np.nonzero(mask)
-        d_row, d_col = rows.mean() - iso[0], cols.mean() - iso[1]
-        distance = float(np.hypot(d_row, d_col))
-        # a beam at gantry θ comes from (−cos θ, sin θ) in (row, column): aim that at the OAR
-        cos_t, sin_t = (-d_row / distance, d_col / distance) if distance > 0 else (1.0, 0.0)
-        out[slot] = [(1 + cos_t) / 2, (1 + sin_t) / 2, min(1.0, distance / 32)]
+    offset = plan.oar_centroids() - np.array(plan.phantom.isocentre)  # (n_oars, 2): rows, columns
+    distance = np.hypot(offset[:, 0], offset[:, 1])
+    # a beam at gantry θ comes from (−cos θ, sin θ) in (row, column): aim that at the OAR
+    n = distance.size
+    away = distance > 0  # an OAR centred on the isocentre points at 0°
+    cos_t = np.divide(-offset[:, 0], distance, out=np.ones(n), where=away)
+    sin_t = np.divide(offset[:, 1], distance, out=np.zeros(n), where=away)
+    out[:n, 0] = (1 + cos_t) / 2
+    out[:n, 1] = (1 + sin_t) / 2
+    out[:n, 2] = np.minimum(1.0, distance / 32)
     return out
 
 
@@ -125,7 +177,7 @@ class RadiotherapyPlanningEnv(gym.Env):
         super().reset(seed=seed)
         self.plan.reset(self.np_random)
         self._last_action = None
-        self._anatomy = anatomy(self.plan)
+        self._episode = self._episode_constants()
         return self._observation(), self._info()
 
     def step(self, action: int):
@@ -133,9 +185,12 @@ class RadiotherapyPlanningEnv(gym.Env):
             raise RuntimeError("step before reset")
         if self.plan.done:
             raise RuntimeError("the episode is over: call reset()")
-        if isinstance(action, np.ndarray) and action.shape == ():
-            action = action.item()
-        if not self.action_space.contains(action) or isinstance(action, bool):
+        if type(action) is not int:  # NumPy integers, 0-d arrays, bools, anything else: the full check
+            if isinstance(action, np.ndarray) and action.shape == ():
+                action = action.item()
+            if not self.action_space.contains(action) or isinstance(action, bool):
+                raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
+        elif not 0 <= action < N_ACTIONS:
             raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
         reward, _ = self.plan.step(int(action))
         self._last_action = int(action)
@@ -152,38 +207,37 @@ class RadiotherapyPlanningEnv(gym.Env):
     # -------------------------------------------------------------- views
     def _observation(self) -> dict[str, np.ndarray]:
         plan, m = self.plan, self.plan.metrics
-        n_oars = len(plan.task.oars)
-        dvhs = plan.dvhs().astype(np.float32)  # in [0, 1] by construction
-        oar_dvh = np.zeros((MAX_OARS, DVH_BINS), np.float32)
-        oar_dvh[:n_oars] = dvhs[1:]
-        status = np.zeros((MAX_OARS, 4), np.float32)
-        status[:, 0] = self._priority
-        status[:n_oars, 1] = m.oar_mean
-        status[:n_oars, 2] = m.oar_max
-        status[:n_oars, 1:3] *= self._status_scale
+        n_oars = len(m.oar_mean)
+        # a fresh vector, from the episode's constants (absent OAR slots and beams are 0): copying
+        # 489 floats and making 8 views costs less than checking who still holds a recycled one
+        vector = self._episode.copy()
+        obs = observation_views(vector)
+        plan.dvhs(out=vector[: (1 + n_oars) * DVH_BINS].reshape(1 + n_oars, DVH_BINS))  # in [0, 1]
+        status = obs["oar_status"]
         status[:n_oars, 3] = [not p for p in m.oar_pass]
-        np.minimum(status, 1.0, out=status)
-        beams = np.zeros((MAX_BEAMS, 4), np.float32)
-        n = plan.n_beams
-        beams[:n, 0] = plan.angles[:n]
-        beams[:n, 0] /= 36.0
-        beams[:n, 1] = plan.weights[:n]
-        beams[:n, 1] /= MAX_WEIGHT
-        beams[:n, 2] = 1.0
-        if plan.active >= 0:
-            beams[plan.active, 3] = 1.0
+        _write_doses_and_beams(
+            status,
+            obs["beams"],
+            np.array((m.oar_mean, m.oar_max)),
+            self._status_scale,
+            plan.angles,
+            plan.weights,
+            plan.n_beams,
+            plan.active,
+        )
         overdose = min(1.0, max(0.0, (m.d95 - OVERDOSE_START) / OVERDOSE_SPAN))
-        tumour = np.array([1.0 - m.v95, max(0.0, 1.0 - m.d95), overdose, m.v107], np.float32)
-        return {
-            "tumour_dvh": dvhs[0],
-            "oar_dvh": oar_dvh,
-            "oar_present": self._present.copy(),
-            "oar_status": status,
-            "tumour_status": tumour,
-            "beams": beams,
-            "anatomy": self._anatomy.copy(),
-            "step_fraction": np.array([min(1.0, plan.steps / plan.task.max_steps)], np.float32),
-        }
+        obs["tumour_status"][:] = (1.0 - m.v95, max(0.0, 1.0 - m.d95), overdose, m.v107)
+        obs["step_fraction"][0] = min(1.0, plan.steps / plan.task.max_steps)
+        return obs
+
+    def _episode_constants(self) -> np.ndarray:
+        """The observation's values fixed for the episode (OAR slots, priorities, anatomy), else 0."""
+        vector = np.zeros(OBSERVATION_SIZE, np.float32)
+        obs = observation_views(vector)
+        obs["oar_present"][:] = self._present
+        obs["oar_status"][:, 0] = self._priority
+        obs["anatomy"][:] = anatomy(self.plan)
+        return vector
 
     def _info(self) -> dict[str, Any]:
         plan = self.plan
