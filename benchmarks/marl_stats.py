@@ -3,8 +3,9 @@
 Three steps, so that the table and figures regenerate from committed artefacts alone:
 
 0. ``publish`` copies each finished ``train benchmarl`` run's small artefacts (``benchmarl.json``,
-   ``curve.json``, the *best validation* ONNX actors) from the ignored ``runs/`` into the committed
-   home :data:`COMMITTED` (``policies/checkpoints/marl/benchmarl/<run>/``, ~0.3 MB a run).
+   ``curve.json``, the *best validation* ONNX actors, a warm start's cloned actors) from the ignored
+   ``runs/`` into the committed home :data:`COMMITTED` (``policies/checkpoints/marl/benchmarl/<run>/``,
+   ~0.3 MB a run).
 1. ``collect`` grades every run directory under ``--runs`` (default: the committed home; its
    *best validation* actors: checkpoint selection used grader seed 1000) on **held-out days**
    (grader base seed :data:`training.benchmarl.train.HELDOUT_SEED`, ``--episodes`` per
@@ -14,7 +15,9 @@ Three steps, so that the table and figures regenerate from committed artefacts a
    "heuristic→planner gap"), and writes ``docs/marl/benchmarl_runs.json``: per-seed, per-episode held-out
    scores, each run's validation learning curve, its cost and command. Runs trained with
    ``--reward score`` are their own rows (``mappo_score``, ``ippo_score``) beside the dense-reward
-   ones. It also grades the shipped flat ``ppo``, ``heuristic`` and ``planner`` on the same held-out
+   ones; runs warm-started from ``team_heuristic`` (``--warm-start``) too (``mappo_warm``), and their
+   cloned actors before PPO as one more row (``mappo_clone``). It also grades the shipped flat
+   ``ppo``, ``heuristic`` and ``planner`` on the same held-out
    days (flat track): the issue's flat target, and each scenario's headroom (planner − heuristic),
    which decides what "beats" means there (SPEC §7, :func:`grading.common.beats`). Nothing is cached:
    a change to the simulator (e.g. how it draws its random numbers) changes the concrete
@@ -61,13 +64,25 @@ START, END = "<!-- BEGIN marl-stats -->", "<!-- END marl-stats -->"
 REFERENCE = "team_heuristic"
 PLANNER = "team_planner"
 """The team track's planner, graded on the same held-out days: the upper reference (headroom, gap)."""
-ORDER = tuple(f"{algorithm}{suffix}" for suffix in ("", "_score") for algorithm in ALGORITHMS)
+ORDER = tuple(
+    f"{algorithm}{reward}{warm}"
+    for warm in ("", "_warm", "_clone")
+    for reward in ("", "_score")
+    for algorithm in ALGORITHMS
+)
 """Row order: ``<algorithm>`` trained on the env's dense reward, ``<algorithm>_score`` on the score
-(every algorithm ``train benchmarl`` offers, so any published run has a row)."""
+(every algorithm ``train benchmarl`` offers, so any published run has a row); then the same
+warm-started from ``team_heuristic`` (``--warm-start``), ``_warm`` appended; then those runs' cloned
+actors before any PPO (their frame-0 checkpoint), ``_clone``."""
 LABELS = {
     **{
-        f"{algorithm}{suffix}": f"{algorithm.upper()} (BenchMARL), {reward} reward"
+        f"{algorithm}{suffix}{warm}": f"{algorithm.upper()}{started} (BenchMARL), {reward} reward"
         for suffix, reward in (("", "env"), ("_score", "score"))
+        for warm, started in (
+            ("", ""),
+            ("_warm", ", warm-started from team_heuristic"),
+            ("_clone", ": the warm start's clone of team_heuristic, before PPO"),
+        )
         for algorithm in ALGORITHMS
     },
     REFERENCE: "team_heuristic (rules)",
@@ -78,6 +93,10 @@ PAIRS = {
     ("mappo_score", "ippo_score"): "MAPPO − IPPO (score reward)",
     ("mappo_score", "mappo"): "MAPPO: score − env reward",
     ("ippo_score", "ippo"): "IPPO: score − env reward",
+    ("mappo_warm", "mappo"): "MAPPO: warm-started − from scratch",
+    ("ippo_warm", "ippo"): "IPPO: warm-started − from scratch",
+    ("mappo_warm", "mappo_clone"): "MAPPO warm start: fine-tuned − clone",
+    ("ippo_warm", "ippo_clone"): "IPPO warm start: fine-tuned − clone",
 }
 """Differences between rows (independent seeds, the same days) the margins table shows when both exist."""
 FLAT = ("ppo", "heuristic", "planner")
@@ -90,8 +109,14 @@ CPU_LIMIT_S = 20 * 60
 
 
 def row_name(meta: dict[str, Any]) -> str:
-    """A run's row: its algorithm, ``_score`` appended when trained with ``--reward score``."""
-    return meta["algorithm"] + ("_score" if meta["args"].get("reward", "env") == "score" else "")
+    """A run's row: its algorithm, ``_score`` appended when trained with ``--reward score``, ``_warm``
+    when warm-started (``--warm-start``: its credit is partly the rules it cloned)."""
+    args = meta["args"]
+    return (
+        meta["algorithm"]
+        + ("_score" if args.get("reward", "env") == "score" else "")
+        + ("_warm" if args.get("warm_start", "none") != "none" else "")
+    )
 
 
 # ------------------------------------------------------------------ collect
@@ -133,6 +158,13 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
                 ],
             }
         )
+        if "clone" in meta["actors"]:  # a warm start: its cloned actors alone, before PPO (frame 0)
+            (start,) = (row for row in curve if row["frames"] == 0)  # cost: demonstrations, cloning, grading
+            clone = {**algorithms[row_name(meta)][-1], "best_validation": None, "frames": 0}
+            clone.update(role_decisions=0, wall_time_s=start["wall_time_s"], cpu_time_s=start["cpu_time_s"])
+            clone["heldout"] = heldout(load_benchmarl_policy(run_dir, which="clone"))
+            clone["curve"] = [row for row in clone["curve"] if row["frames"] == 0]
+            algorithms.setdefault(row_name(meta).replace("_warm", "_clone"), []).append(clone)
         print(f"  graded {run_dir.name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     for runs in algorithms.values():
         runs.sort(key=lambda r: r["seed"])
@@ -172,7 +204,11 @@ def publish(runs_root: Path, dest: Path = COMMITTED, only: tuple[str, ...] = ())
         for rel in meta["actors"]["best"].values():
             shutil.copy2(run_dir / rel, out / rel)
         shutil.copy2(run_dir / "curve.json", out / "curve.json")
-        meta["actors"] = {"best": meta["actors"]["best"]}  # what was copied
+        kept = {k: v for k, v in meta["actors"].items() if k in ("best", "clone")}
+        for rel in kept.get("clone", {}).values():  # a warm start's clone: graded as its own row
+            (out / rel).parent.mkdir(exist_ok=True)
+            shutil.copy2(run_dir / rel, out / rel)
+        meta["actors"] = kept  # what was copied
         meta.pop("experiment_folder", None)
         (out / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         load_benchmarl_policy(out)  # the published run must load as collect will grade it
@@ -192,6 +228,8 @@ def analyse(data: dict[str, Any], reps: int) -> dict[str, Any]:
     curves = {}
     for name, runs in data["algorithms"].items():
         points = min(len(r["curve"]) for r in runs)
+        if points < 2:  # a clone row: one point (frame 0), no curve
+            continue
         curves[name] = {
             "frames": [row["frames"] for row in runs[0]["curve"][:points]],
             "scores": [[[r["curve"][k][s] for k in range(points)] for s in scenarios] for r in runs],

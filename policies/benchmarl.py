@@ -3,7 +3,8 @@
 A run directory holds ``benchmarl.json`` (``format: hospital_marl.benchmarl/1``: algorithm,
 the ONNX actor of each role for the best validation evaluation and for the end of
 training, the learning curve's last row, args, command) and the actors themselves
-(``best/<role>.onnx``, ``final/<role>.onnx``: encoded role observation -> action logits, or
+(``best/<role>.onnx``, ``final/<role>.onnx``, with ``--warm-start`` ``clone/<role>.onnx``: encoded
+role observation -> action logits, or
 action values for QMIX / VDN; the
 runs committed under ``policies/checkpoints/marl/benchmarl/`` keep ``best/`` only).
 :func:`load_benchmarl_policy` plays them with onnxruntime -- no torch, TorchRL or
@@ -39,16 +40,19 @@ def onnx_role(role: str, path: str | Path) -> RoleAct:
     return logits_role(role, OnnxLogits(path))
 
 
-def load_benchmarl_policy(path: str | Path, name: str | None = None, final: bool = False) -> MarlTeamPolicy:
+def load_benchmarl_policy(
+    path: str | Path, name: str | None = None, final: bool = False, which: str | None = None
+) -> MarlTeamPolicy:
     """A ``train benchmarl`` run directory as a team-track policy: the actors of the best
-    validation evaluation (checkpoint selection), or those at the end of training (``final=True``)."""
+    validation evaluation (checkpoint selection), or those at the end of training (``final=True``),
+    or any other set the run lists (``which="clone"``: a warm start's cloned actors, before PPO)."""
     run_dir = Path(path)
     if not is_benchmarl_run(run_dir):
         raise FileNotFoundError(
             f"{run_dir} is not a `hospital-marl train benchmarl` run (no {METADATA_FILE})"
         )
     meta = json.loads((run_dir / METADATA_FILE).read_text())
-    which = "final" if final else "best"
+    which = which or ("final" if final else "best")
     if which not in meta["actors"]:  # published runs keep only the best-validation actors
         kept = ", ".join(meta["actors"])
         raise FileNotFoundError(f"{run_dir}: this run has no {which} actors (it keeps {kept})")

@@ -108,7 +108,11 @@ def test_collect_regrades_the_committed_runs_on_the_tables_days() -> None:
     module = marl_stats()
     data = json.loads(module.RESULTS.read_text())
     committed = sorted(p.parent.name for p in module.COMMITTED.glob("*/benchmarl.json"))
-    assert committed == sorted(r["run"] for runs in data["algorithms"].values() for r in runs)
+    rows = data["algorithms"]
+    trained = (r["run"] for name, runs in rows.items() if not name.endswith("_clone") for r in runs)
+    assert committed == sorted(trained)
+    for name in (n for n in rows if n.endswith("_clone")):  # a warm start's clone: a second row of its runs
+        assert [r["run"] for r in rows[name]] == [r["run"] for r in rows[name.replace("_clone", "_warm")]]
     first = data["algorithms"]["mappo"][0]
     fresh = module.collect(module.COMMITTED, episodes=1, only=(first["run"],))
     (run,) = fresh["algorithms"]["mappo"]

@@ -23,6 +23,10 @@ to :func:`train` (:class:`training.common.Evaluate`; the CLI gives the project's
 (1000). The best row's actors are kept (``best/``). Held-out days (grader seed :data:`HELDOUT_SEED`) are never
 seen here: ``benchmarks/marl_stats.py`` grades the saved runs on them.
 
+``--warm-start team_heuristic`` (MAPPO / IPPO) first clones the team heuristic into the actors and
+fits the critics to its returns (:mod:`training.benchmarl.warmstart`); the cloned actors are
+graded at frame 0 (a checkpoint candidate) and kept in ``clone/``.
+
 A run directory gets ``benchmarl.json`` (what :func:`policies.benchmarl.load_benchmarl_policy`
 reads), ``best/<role>.onnx`` and ``final/<role>.onnx`` (torch-free actors), ``curve.json`` /
 ``curve.csv`` (one row per validation grading, the columns of ``train ppo``), and BenchMARL's
@@ -44,6 +48,7 @@ from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, OFF_POLICY, lo
 from policies.learned import ONNX_INPUT, ONNX_OUTPUT
 from policies.marl import ROLE_SCALES
 from training.args import REWARDS, TrainArgs, shared
+from training.benchmarl.warmstart import WARM_STARTS
 from training.common import Clock, Evaluate, require_evaluate, reward_table, write_json
 
 VALIDATION_SEED = 1000
@@ -74,6 +79,7 @@ class Args(TrainArgs):
         "algorithm": ALGORITHMS,
         "reward_mode": ("team", "role"),
         "reward": REWARDS,
+        "warm_start": WARM_STARTS,
     }
     ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("algorithm", "frames", "seed")
 
@@ -125,6 +131,17 @@ class Args(TrainArgs):
     """Validation episodes per scenario in each periodic evaluation."""
     eval_seed: int = VALIDATION_SEED
     """Grader base seed of the validation days (checkpoint selection; never the held-out seed)."""
+    warm_start: str = "none"
+    """team_heuristic: before PPO, clone the team heuristic's play on training days into the actors
+    (masked cross-entropy) and fit the critics to its discounted returns (training/benchmarl/warmstart.py);
+    mappo / ippo only."""
+    warm_start_days: int = 256
+    """Warm start: days of demonstrations, played n_envs at a time on the training seeds (each env keeps
+    its whole days)."""
+    warm_start_epochs: int = 10
+    """Warm start: passes over the demonstrations when fitting actors and critics."""
+    warm_start_lr: float = 1e-3
+    """Warm start: Adam learning rate of the cloning (PPO then uses --lr)."""
     torch_threads: int = shared("torch_threads")
     progress: bool = True
     """Print one line per validation grading on stderr (BenchMARL's own progress bar always shows)."""
@@ -151,6 +168,12 @@ class Args(TrainArgs):
             raise ValueError(f"reward must be one of {REWARDS}, got {self.reward!r}")
         if self.reward == "score" and self.reward_overrides:
             raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
+        if self.warm_start not in WARM_STARTS:
+            raise ValueError(f"warm_start must be one of {WARM_STARTS}, got {self.warm_start!r}")
+        if self.warm_start != "none" and self.algorithm in OFF_POLICY:
+            raise ValueError("--warm-start fits an actor and a critic: it needs --algorithm mappo or ippo")
+        if self.warm_start_days < 1 or self.warm_start_epochs < 1 or not self.warm_start_lr > 0:
+            raise ValueError("warm_start_days and warm_start_epochs must be >= 1, warm_start_lr > 0")
         if self.reward == "score" and self.reward_mode != "team":
             raise ValueError("--reward score is the team's score: it needs --reward-mode team")
 
@@ -340,6 +363,13 @@ def train(args: Args, evaluate: Evaluate) -> Path:
         config=experiment_config(args, run_dir),
         callbacks=[grading],
     )
+    cloned = None
+    if args.warm_start != "none":
+        from training.benchmarl.warmstart import warm_start
+
+        cloned = warm_start(experiment, args).as_json()
+        export_actors(experiment, run_dir / "clone")
+        grading.grade_now()  # frame 0: the cloned actors, a checkpoint candidate like any other
     experiment.run()
     grading.grade_now()  # the last iteration, if BenchMARL's interval skipped it
     audit = grading.audit
@@ -352,7 +382,9 @@ def train(args: Args, evaluate: Evaluate) -> Path:
         "actors": {
             "best": {role: f"best/{role}.onnx" for role in ROLES},
             "final": {role: f"final/{role}.onnx" for role in ROLES},
+            **({"clone": {role: f"clone/{role}.onnx" for role in ROLES}} if cloned else {}),
         },
+        "warm_start": cloned and {"from": args.warm_start, **cloned},
         "best": grading.best,
         "final_eval": grading.rows[-1],
         "frames": int(experiment.total_frames),

@@ -1,0 +1,279 @@
+"""Warm start ("kickstarting") of ``train benchmarl``: clone ``team_heuristic``, then BenchMARL's PPO.
+
+From scratch, MAPPO on the ED collapses onto "admit everyone to a general bed, then transfer to
+the ICU" before it finds the indirect payoff of admitting critical patients straight to the ICU
+and of stepping ready ICU patients down (SPEC §2 "bed blocking"). ``--warm-start team_heuristic``
+starts PPO from the rules instead, in two steps run on the experiment BenchMARL built, before
+``experiment.run()``:
+
+1. :func:`collect_demonstrations` plays ``team_heuristic`` (its compiled per-role rules, through
+   :meth:`policies.heuristic.HeuristicPolicy.act_role`) on the *training* env
+   (:class:`~training.benchmarl.env.HospitalTorchEnv`, the trainer's seed stream: ``--seed``
+   seeds env ``i``'s first day as ``reset(seed=seed + i)``, later days follow that env's own
+   seed sequence). The grader's days (validation seed 1000, held-out seed) are derived by
+   :func:`grading.common.episode_seed` from a different sequence and are never played here; the
+   days played are listed in :attr:`Demonstrations.day_seeds`. Observations, global state and
+   masks are exactly the tensors the actors and critics read in training; the rewards are the
+   training reward (``--reward``, ``--reward-mode``, ``--reward-scale``, ``--reward-overrides``).
+2. :func:`clone_into` fits each role's actor (BenchMARL's own MLP, the module PPO then trains)
+   by masked cross-entropy on the rules' actions, and each role's critic (MAPPO: the global
+   state; IPPO: the role's observation) by least squares to the demonstrations' discounted
+   returns (``--gamma``), so PPO's first advantages measure deviations from the rules rather
+   than a random critic's noise, which would undo the cloning in the first updates.
+
+The trainer grades the cloned actors on validation days at frame 0 before PPO starts: that
+row is in ``curve.json`` and is a candidate for ``best/`` like any other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hospital_marl.core.actions import ROLES
+from hospital_marl.envs._common import EpisodeSeeder
+from hospital_marl.envs.observations import ROLE_INDEX
+from policies.heuristic import TeamHeuristicPolicy
+
+if TYPE_CHECKING:
+    import torch
+
+    from training.benchmarl.train import Args
+
+WARM_STARTS = ("none", "team_heuristic")
+"""What ``--warm-start`` accepts: no warm start, or cloning the team heuristic."""
+CLONE_MINIBATCH = 128
+"""States per cloning step: small enough for ~200 Adam steps per epoch over 256 days of demonstrations."""
+
+
+@dataclass
+class Demonstrations:
+    """The team heuristic's play on training days, as the learners see it (one row per tick and env).
+
+    ``observations[role]`` (N, d_role) float32 and ``masks[role]`` (N, n_role) bool are the actor's
+    inputs; ``state`` (N, 106) the centralised critic's; ``actions[role]`` (N,) the rules' choices;
+    ``returns[role]`` (N,) the discounted training return from that tick to the day's end.
+    """
+
+    observations: dict[str, torch.Tensor]
+    masks: dict[str, torch.Tensor]
+    actions: dict[str, torch.Tensor]
+    state: torch.Tensor
+    returns: dict[str, torch.Tensor]
+    day_seeds: list[int] = field(default_factory=list)
+    """The seed of every day played, the one cut off at the end included (the scalar env's
+    ``reset(seed=...)`` that gives the same day)."""
+    days: int = 0
+    """Whole days kept (a day ended early by the ED's closure counts as whole)."""
+
+    def __len__(self) -> int:
+        return int(self.state.shape[0])
+
+
+def training_day_seeds(seed: int, days_per_env: list[int]) -> list[int]:
+    """The seeds of the days ``HospitalTorchEnv(len(days_per_env), seed=seed)`` plays, ``days_per_env[i]``
+    days in env ``i``: env ``i`` starts with ``seed + i``, then its own seed sequence (the env's
+    :class:`~hospital_marl.envs._common.EpisodeSeeder`, as the vector env draws it)."""
+    seeds = []
+    for i, days in enumerate(days_per_env):
+        seeder = EpisodeSeeder()
+        seeds.extend(seeder(seed + i) if d == 0 else seeder(None) for d in range(days))
+    return seeds
+
+
+def collect_demonstrations(args: Args, days: int) -> Demonstrations:
+    """Play ``team_heuristic`` for ``days`` days' worth of ticks on the training envs (whole batches of
+    ``args.n_envs`` x a day's ticks), keeping each env's whole days."""
+    import torch
+
+    from hospital_marl.core.scenarios import get_scenario
+    from training.benchmarl.env import HospitalTorchEnv
+    from training.common import reward_table
+
+    env = HospitalTorchEnv(
+        num_envs=args.n_envs,
+        scenarios=args.scenarios,
+        seed=args.seed,
+        reward_mode=args.reward_mode,
+        reward_scale=args.reward_scale,
+        rewards=reward_table(args.reward_overrides),
+        reward=args.reward,
+    )
+    ticks = max(get_scenario(s).episode_length for s in args.scenarios)
+    rounds = -(-days // args.n_envs)
+    rules = TeamHeuristicPolicy()
+    obs: dict[str, list[torch.Tensor]] = {role: [] for role in ROLES}
+    masks: dict[str, list[torch.Tensor]] = {role: [] for role in ROLES}
+    actions: dict[str, list[torch.Tensor]] = {role: [] for role in ROLES}
+    rewards: dict[str, list[torch.Tensor]] = {role: [] for role in ROLES}
+    states, dones = [], []
+    td = env.reset()
+    for _ in range(rounds * ticks):
+        raw = np.concatenate([vec.state_vectors for vec in env.vecs])  # the state td encodes
+        for role in ROLES:
+            mask = td.get((role, "action_mask"))[:, 0]
+            view = raw[:, ROLE_INDEX[role]]
+            chosen = [rules.act_role(role, view[e], mask[e].numpy()) for e in range(view.shape[0])]
+            td.set((role, "action"), torch.tensor(chosen, dtype=torch.int64).unsqueeze(1))
+            obs[role].append(td.get((role, "observation"))[:, 0])
+            masks[role].append(mask)
+            actions[role].append(td.get((role, "action"))[:, 0])
+        states.append(td.get("state"))
+        td, td_next = env.step_and_maybe_reset(td)
+        for role in ROLES:
+            rewards[role].append(td.get(("next", role, "reward")).reshape(-1))
+        dones.append(td.get(("next", "done")).reshape(-1))
+        td = td_next
+    done = torch.stack(dones)  # (T, B)
+    returns = {role: _discounted(torch.stack(rewards[role]), done, args.gamma) for role in ROLES}
+    # A day can end early (SPEC: the ED is closed), so rows finish days at different ticks: keep
+    # each row's whole days only (a day cut off at the end would have a truncated return).
+    steps = torch.arange(done.shape[0]).unsqueeze(1)
+    last_end = torch.where(done, steps, -1).max(0).values  # (B,), -1: no whole day yet
+    keep = (steps <= last_end).reshape(-1)
+
+    def flat(chunks: list[torch.Tensor]) -> torch.Tensor:  # (T, B, ...) -> (kept, ...), time-major
+        return torch.stack(chunks).reshape(-1, *chunks[0].shape[1:])[keep]
+
+    started = (done.sum(0) + 1).tolist()  # whole days and the one cut off, per row
+    return Demonstrations(
+        observations={role: flat(obs[role]) for role in ROLES},
+        masks={role: flat(masks[role]) for role in ROLES},
+        actions={role: flat(actions[role]) for role in ROLES},
+        state=flat(states),
+        returns={role: returns[role].reshape(-1)[keep] for role in ROLES},
+        day_seeds=training_day_seeds(args.seed, started),
+        days=int(done.sum()),
+    )
+
+
+def _discounted(rewards: torch.Tensor, done: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Discounted return from each (tick, env) to the end of its day ((T, B) in, (T, B) out)."""
+    import torch
+
+    out = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        running = rewards[t] + gamma * running * (~done[t]).float()
+        out[t] = running
+    return out
+
+
+def masked_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Forbidden actions at -inf: the categorical distribution the masked actor samples from."""
+    return logits.masked_fill(~mask, float("-inf"))
+
+
+def _actor_td(role: str, observations: torch.Tensor) -> Any:
+    from tensordict import TensorDict
+
+    n = observations.shape[0]
+    return TensorDict(
+        {role: TensorDict({"observation": observations.unsqueeze(1)}, batch_size=(n, 1))}, batch_size=(n,)
+    )
+
+
+def actor_logits(experiment: Any, role: str, observations: torch.Tensor) -> torch.Tensor:
+    """BenchMARL's ``role`` actor MLP (the module PPO trains) on (N, d) encoded observations: (N, n)."""
+    net = experiment.group_policies[role].module[0]
+    td = net(_actor_td(role, observations))
+    return td.get(net.out_keys[0])[:, 0]
+
+
+def critic_values(
+    experiment: Any, role: str, observations: torch.Tensor, state: torch.Tensor
+) -> torch.Tensor:
+    """``role``'s critic in BenchMARL's PPO loss (with the parameters that loss optimises): (N,)."""
+    loss = experiment.losses[role]
+    td = _actor_td(role, observations)
+    td.set("state", state)
+    with loss.critic_network_params.to_module(loss.critic_network):
+        out = loss.critic_network(td)
+    return out.get((role, "state_value")).reshape(-1)
+
+
+@dataclass
+class CloneReport:
+    """What cloning reached, per role: action agreement with the rules and the critic's fit."""
+
+    agreement: dict[str, float]
+    """Share of the demonstration states where the cloned actor's most likely allowed action is the rules'."""
+    critic_rmse: dict[str, float]
+    """Root-mean-square error of the fitted critic against the discounted returns (training scale)."""
+    return_std: dict[str, float]
+    """Standard deviation of those returns (what a constant critic's error would be)."""
+    states: int
+    days: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "agreement": {k: round(v, 4) for k, v in self.agreement.items()},
+            "critic_rmse": {k: round(v, 4) for k, v in self.critic_rmse.items()},
+            "return_std": {k: round(v, 4) for k, v in self.return_std.items()},
+            "states": self.states,
+            "days": self.days,
+        }
+
+
+def clone_into(
+    experiment: Any,
+    demos: Demonstrations,
+    epochs: int,
+    lr: float = 1e-3,
+    minibatch: int = CLONE_MINIBATCH,
+    seed: int = 0,
+) -> CloneReport:
+    """Fit every role's actor (masked cross-entropy) and critic (squared error to the returns) of
+    ``experiment`` to ``demos``, in place: PPO then starts from these parameters."""
+    import torch
+    from torch.nn.functional import cross_entropy, mse_loss
+
+    gen = torch.Generator().manual_seed(seed)
+    n = len(demos)
+    agreement, rmse, spread = {}, {}, {}
+    for role in ROLES:
+        obs, mask, action = demos.observations[role], demos.masks[role], demos.actions[role]
+        target = demos.returns[role]
+        loss = experiment.losses[role]
+        actor = experiment.group_policies[role].module[0]
+        critic_params = list(loss.critic_network_params.flatten_keys().values())
+        actor_opt = torch.optim.Adam(actor.parameters(), lr=lr)
+        critic_opt = torch.optim.Adam(critic_params, lr=lr)
+        for _ in range(epochs):
+            for idx in torch.randperm(n, generator=gen).split(minibatch):
+                logits = masked_logits(actor_logits(experiment, role, obs[idx]), mask[idx])
+                actor_opt.zero_grad()
+                cross_entropy(logits, action[idx]).backward()
+                actor_opt.step()
+                values = critic_values(experiment, role, obs[idx], demos.state[idx])
+                critic_opt.zero_grad()
+                mse_loss(values, target[idx]).backward()
+                critic_opt.step()
+        with torch.no_grad():
+            greedy = masked_logits(actor_logits(experiment, role, obs), mask).argmax(-1)
+            agreement[role] = float((greedy == action).float().mean())
+            values = critic_values(experiment, role, obs, demos.state)
+            rmse[role] = float((values - target).pow(2).mean().sqrt())
+            spread[role] = float(target.std())
+    return CloneReport(agreement, rmse, spread, states=n, days=demos.days)
+
+
+def warm_start(experiment: Any, args: Args) -> CloneReport:
+    """Collect ``args.warm_start_days`` days of ``team_heuristic`` play and clone it into ``experiment``."""
+    if args.warm_start != "team_heuristic":
+        raise ValueError(f"unknown warm start {args.warm_start!r}; choose from {WARM_STARTS}")
+    demos = collect_demonstrations(args, args.warm_start_days)
+    return clone_into(experiment, demos, epochs=args.warm_start_epochs, lr=args.warm_start_lr, seed=args.seed)
+
+
+__all__ = [
+    "WARM_STARTS",
+    "CloneReport",
+    "Demonstrations",
+    "clone_into",
+    "collect_demonstrations",
+    "training_day_seeds",
+    "warm_start",
+]
