@@ -66,7 +66,7 @@ PLANNER = "team_planner"
 """The team track's planner, graded on the same held-out days: the upper reference (headroom, gap)."""
 ORDER = tuple(
     f"{algorithm}{reward}{warm}"
-    for warm in ("", "_warm", "_clone", "_warm_plan", "_clone_plan")
+    for warm in ("", "_warm", "_clone", "_plan_warm", "_plan_clone")
     for reward in ("", "_score")
     for algorithm in ALGORITHMS
 )
@@ -74,7 +74,7 @@ ORDER = tuple(
 (every algorithm ``train benchmarl`` offers, so any published run has a row); then the same
 warm-started from ``team_heuristic`` (``--warm-start``), ``_warm`` appended; then those runs' cloned
 actors before any PPO (their frame-0 checkpoint), ``_clone``; then the same two warm-started from
-``team_planner`` (``--warm-start team_planner``), ``_plan`` appended."""
+``team_planner`` (``--warm-start team_planner``), ``_plan`` before ``_warm`` / ``_clone``."""
 LABELS = {
     **{
         f"{algorithm}{suffix}{warm}": f"{algorithm.upper()}{started} (BenchMARL), {reward} reward"
@@ -83,8 +83,8 @@ LABELS = {
             ("", ""),
             ("_warm", ", warm-started from team_heuristic"),
             ("_clone", ": the warm start's clone of team_heuristic, before PPO"),
-            ("_warm_plan", ", warm-started from team_planner"),
-            ("_clone_plan", ": the warm start's clone of team_planner, before PPO"),
+            ("_plan_warm", ", warm-started from team_planner"),
+            ("_plan_clone", ": the warm start's clone of team_planner, before PPO"),
         )
         for algorithm in ALGORITHMS
     },
@@ -100,8 +100,8 @@ PAIRS = {
     ("ippo_warm", "ippo"): "IPPO: warm-started − from scratch",
     ("mappo_warm", "mappo_clone"): "MAPPO warm start: fine-tuned − clone",
     ("ippo_warm", "ippo_clone"): "IPPO warm start: fine-tuned − clone",
-    ("mappo_warm_plan", "mappo_clone_plan"): "MAPPO planner warm start: fine-tuned − clone",
-    ("mappo_clone_plan", "mappo_clone"): "MAPPO clone: team_planner − team_heuristic",
+    ("mappo_plan_warm", "mappo_plan_clone"): "MAPPO planner warm start: fine-tuned − clone",
+    ("mappo_plan_clone", "mappo_clone"): "MAPPO clone: team_planner − team_heuristic",
 }
 """Differences between rows (independent seeds, the same days) the margins table shows when both exist."""
 FLAT = ("ppo", "heuristic", "planner")
@@ -115,15 +115,15 @@ CPU_LIMIT_S = 20 * 60
 
 def row_name(meta: dict[str, Any]) -> str:
     """A run's row: its algorithm, ``_score`` appended when trained with ``--reward score``, ``_warm``
-    when warm-started (``--warm-start``: its credit is partly the policy it cloned), and ``_plan``
-    after that when the cloned policy was ``team_planner``."""
+    when warm-started (``--warm-start``: its credit is partly the policy it cloned), preceded by
+    ``_plan`` when the cloned policy was ``team_planner`` (its clone row: ``_plan_clone``)."""
     args = meta["args"]
     warm = args.get("warm_start", "none")
     return (
         meta["algorithm"]
         + ("_score" if args.get("reward", "env") == "score" else "")
-        + ("_warm" if warm != "none" else "")
         + ("_plan" if warm == "team_planner" else "")
+        + ("_warm" if warm != "none" else "")
     )
 
 

@@ -239,5 +239,5 @@ def test_planner_warm_started_run_records_its_source(tmp_path: Path) -> None:
     meta = json.loads((run_dir / "benchmarl.json").read_text())
     assert meta["warm_start"]["from"] == "team_planner" and meta["warm_start"]["days"] == 5
     assert "--warm-start team_planner" in meta["command"]
-    assert marl_stats().row_name(meta) == "mappo_warm_plan"
+    assert marl_stats().row_name(meta) == "mappo_plan_warm"
     assert load(str(run_dir)).tracks == ("team",)

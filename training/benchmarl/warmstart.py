@@ -174,8 +174,8 @@ def collect_planner_demonstrations(args: Args, days: int, planner: Any = None) -
     """
     import torch
 
-    from grading.common import policy_seed
     from hospital_marl.envs.aec import HospitalAECEnv
+    from policies.base import policy_seed
     from policies.planner import TeamPlannerPolicy
     from training.benchmarl.env import encode_state, split_rows
     from training.common import reward_table
