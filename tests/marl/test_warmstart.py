@@ -37,6 +37,16 @@ def _args(**kw: object) -> Args:
     return Args(**{**base, **kw})  # type: ignore[arg-type]
 
 
+def _grader_days() -> set[int]:
+    """Every validation and held-out day's seed the grader can play (see GRADER_EPISODES)."""
+    return {
+        episode_seed(base, s, i)
+        for base in (VALIDATION_SEED, HELDOUT_SEED)
+        for s in BUILTIN_SCENARIOS
+        for i in range(GRADER_EPISODES)
+    }
+
+
 @pytest.fixture(scope="module")
 def demos():
     return collect_demonstrations(_args(), days=40)
@@ -44,12 +54,7 @@ def demos():
 
 def test_demonstrations_are_training_days_never_grader_days(demos) -> None:
     args = _args()
-    grader = {
-        episode_seed(base, s, i)
-        for base in (VALIDATION_SEED, HELDOUT_SEED)
-        for s in BUILTIN_SCENARIOS
-        for i in range(GRADER_EPISODES)
-    }
+    grader = _grader_days()
     assert demos.days >= args.n_envs and len(demos.day_seeds) > demos.days  # the cut-off days listed too
     assert not grader & set(demos.day_seeds)
     # the listed seeds are the days played: each env's first day is the scalar env's day of its seed
@@ -162,12 +167,7 @@ def planner_demos():
 
 def test_planner_demonstrations_are_training_days_never_grader_days(planner_demos) -> None:
     args = _args()
-    grader = {
-        episode_seed(base, s, i)
-        for base in (VALIDATION_SEED, HELDOUT_SEED)
-        for s in BUILTIN_SCENARIOS
-        for i in range(GRADER_EPISODES)
-    }
+    grader = _grader_days()
     assert planner_demos.days == 7 and len(planner_demos.day_seeds) == 7
     assert not grader & set(planner_demos.day_seeds)
     # rows 0 and 1 play two days (7 over 5 rows), from the training seed stream: seed + row first
