@@ -66,14 +66,15 @@ PLANNER = "team_planner"
 """The team track's planner, graded on the same held-out days: the upper reference (headroom, gap)."""
 ORDER = tuple(
     f"{algorithm}{reward}{warm}"
-    for warm in ("", "_warm", "_clone")
+    for warm in ("", "_warm", "_clone", "_plan_warm", "_plan_clone")
     for reward in ("", "_score")
     for algorithm in ALGORITHMS
 )
 """Row order: ``<algorithm>`` trained on the env's dense reward, ``<algorithm>_score`` on the score
 (every algorithm ``train benchmarl`` offers, so any published run has a row); then the same
 warm-started from ``team_heuristic`` (``--warm-start``), ``_warm`` appended; then those runs' cloned
-actors before any PPO (their frame-0 checkpoint), ``_clone``."""
+actors before any PPO (their frame-0 checkpoint), ``_clone``; then the same two warm-started from
+``team_planner`` (``--warm-start team_planner``), ``_plan`` before ``_warm`` / ``_clone``."""
 LABELS = {
     **{
         f"{algorithm}{suffix}{warm}": f"{algorithm.upper()}{started} (BenchMARL), {reward} reward"
@@ -82,6 +83,8 @@ LABELS = {
             ("", ""),
             ("_warm", ", warm-started from team_heuristic"),
             ("_clone", ": the warm start's clone of team_heuristic, before PPO"),
+            ("_plan_warm", ", warm-started from team_planner"),
+            ("_plan_clone", ": the warm start's clone of team_planner, before PPO"),
         )
         for algorithm in ALGORITHMS
     },
@@ -97,6 +100,8 @@ PAIRS = {
     ("ippo_warm", "ippo"): "IPPO: warm-started − from scratch",
     ("mappo_warm", "mappo_clone"): "MAPPO warm start: fine-tuned − clone",
     ("ippo_warm", "ippo_clone"): "IPPO warm start: fine-tuned − clone",
+    ("mappo_plan_warm", "mappo_plan_clone"): "MAPPO planner warm start: fine-tuned − clone",
+    ("mappo_plan_clone", "mappo_clone"): "MAPPO clone: team_planner − team_heuristic",
 }
 """Differences between rows (independent seeds, the same days) the margins table shows when both exist."""
 FLAT = ("ppo", "heuristic", "planner")
@@ -110,12 +115,15 @@ CPU_LIMIT_S = 20 * 60
 
 def row_name(meta: dict[str, Any]) -> str:
     """A run's row: its algorithm, ``_score`` appended when trained with ``--reward score``, ``_warm``
-    when warm-started (``--warm-start``: its credit is partly the rules it cloned)."""
+    when warm-started (``--warm-start``: its credit is partly the policy it cloned), preceded by
+    ``_plan`` when the cloned policy was ``team_planner`` (its clone row: ``_plan_clone``)."""
     args = meta["args"]
+    warm = args.get("warm_start", "none")
     return (
         meta["algorithm"]
         + ("_score" if args.get("reward", "env") == "score" else "")
-        + ("_warm" if args.get("warm_start", "none") != "none" else "")
+        + ("_plan" if warm == "team_planner" else "")
+        + ("_warm" if warm != "none" else "")
     )
 
 

@@ -20,6 +20,12 @@ from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_FLAT
 from hospital_marl.core.hospital import Hospital, SimulatorHandle
 from hospital_marl.envs.observations import role_slices
 
+
+def policy_seed(seed: int) -> int:
+    """A stochastic policy's own seed for an episode: distinct from the episode's streams (the grader
+    seeds every policy with it; a trainer replaying a policy on training days does the same)."""
+    return int(np.random.SeedSequence([seed, 0x9011C7]).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
 TRACKS = ("flat", "team")
 
 

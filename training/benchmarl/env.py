@@ -71,6 +71,12 @@ def _state_scales() -> np.ndarray:
 STATE_SCALES = _state_scales()
 
 
+def encode_state(state: np.ndarray) -> np.ndarray:
+    """Raw global state(s) (..., 106) -> what the critics read; ``[..., ROLE_INDEX[role]]`` of it is
+    what ``role``'s actor reads (the same fixed scales as :func:`policies.marl.encode_role`)."""
+    return np.clip(state / STATE_SCALES, 0.0, OBS_CLIP).astype(np.float32)
+
+
 class _FullFinalObs(HospitalMARLVectorEnv):
     """The batched MARL env keeping a finished day's whole state vector in ``final_obs``
     (the parent keeps the role views only; a centralised critic bootstraps from the state)."""
@@ -190,7 +196,7 @@ class HospitalTorchEnv(EnvBase):
     def _encode_state(self, state: np.ndarray) -> np.ndarray:
         if not self.encode:
             return state.astype(np.float32, copy=False)
-        return np.clip(state / STATE_SCALES, 0.0, OBS_CLIP).astype(np.float32)
+        return encode_state(state)
 
     def _observation_td(self, state: np.ndarray, masks: dict[str, np.ndarray]) -> dict[str, Any]:
         """Observation entries from the (B, 106) raw state and per-role (B, n) masks."""

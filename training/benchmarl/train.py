@@ -132,9 +132,10 @@ class Args(TrainArgs):
     eval_seed: int = VALIDATION_SEED
     """Grader base seed of the validation days (checkpoint selection; never the held-out seed)."""
     warm_start: str = "none"
-    """team_heuristic: before PPO, clone the team heuristic's play on training days into the actors
+    """team_heuristic / team_planner: before PPO, clone that policy's play on training days into the actors
     (masked cross-entropy) and fit the critics to its discounted returns (training/benchmarl/warmstart.py);
-    mappo / ippo only."""
+    mappo / ippo only. team_planner plays each day on the scalar AEC env (~0.4 s CPU a day; keep
+    --warm-start-days a multiple of --n-envs for an even scenario mix) and needs --reward env."""
     warm_start_days: int = 256
     """Warm start: days of demonstrations, played n_envs at a time on the training seeds (each env keeps
     its whole days)."""
@@ -172,6 +173,10 @@ class Args(TrainArgs):
             raise ValueError(f"warm_start must be one of {WARM_STARTS}, got {self.warm_start!r}")
         if self.warm_start != "none" and self.algorithm in OFF_POLICY:
             raise ValueError("--warm-start fits an actor and a critic: it needs --algorithm mappo or ippo")
+        if self.warm_start == "team_planner" and self.reward != "env":
+            raise ValueError(
+                "--warm-start team_planner fits the critics to the env's reward: it needs --reward env"
+            )
         if self.warm_start_days < 1 or self.warm_start_epochs < 1 or not self.warm_start_lr > 0:
             raise ValueError("warm_start_days and warm_start_epochs must be >= 1, warm_start_lr > 0")
         if self.reward == "score" and self.reward_mode != "team":

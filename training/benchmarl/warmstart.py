@@ -23,6 +23,14 @@ starts PPO from the rules instead, in two steps run on the experiment BenchMARL 
 
 The trainer grades the cloned actors on validation days at frame 0 before PPO starts: that
 row is in ``curve.json`` and is a candidate for ``best/`` like any other.
+
+``--warm-start team_planner`` distils the team planner instead (:class:`policies.planner.TeamPlannerPolicy`,
+which imagines futures from the episode's own simulator): step 1 is then
+:func:`collect_planner_demonstrations`, the same training days played as the grader plays them
+(scalar AEC env, one ``act_role`` per turn), encoded by the training env's own
+:func:`~training.benchmarl.env.encode_state`; step 2 is the same :func:`clone_into`. The planner's
+triage is not a function of the observation alone (its imagined futures are random draws), so
+cloning cannot reach the rules' agreement there.
 """
 
 from __future__ import annotations
@@ -42,8 +50,8 @@ if TYPE_CHECKING:
 
     from training.benchmarl.train import Args
 
-WARM_STARTS = ("none", "team_heuristic")
-"""What ``--warm-start`` accepts: no warm start, or cloning the team heuristic."""
+WARM_STARTS = ("none", "team_heuristic", "team_planner")
+"""What ``--warm-start`` accepts: no warm start, or cloning the team heuristic or the team planner."""
 CLONE_MINIBATCH = 128
 """States per cloning step: small enough for ~200 Adam steps per epoch over 256 days of demonstrations."""
 
@@ -146,6 +154,89 @@ def collect_demonstrations(args: Args, days: int) -> Demonstrations:
         returns={role: returns[role].reshape(-1)[keep] for role in ROLES},
         day_seeds=training_day_seeds(args.seed, started),
         days=int(done.sum()),
+    )
+
+
+def collect_planner_demonstrations(args: Args, days: int, planner: Any = None) -> Demonstrations:
+    """Play ``planner`` (default :class:`policies.planner.TeamPlannerPolicy`) on ``days`` training days.
+
+    The planner imagines futures from the episode's own simulator, so each day is played as the
+    grader plays it (:func:`grading.grader.run_team_episode`): the scalar AEC env reset with the
+    day's seed, the policy reset with ``policy_seed(day_seed)`` and that env's hospital, one
+    ``act_role`` per role turn. The days are the training envs' (:func:`training_day_seeds`):
+    ``days`` spread over the ``args.n_envs`` rows in turn (row ``r`` plays its scenario, as in
+    :class:`~training.benchmarl.env.HospitalTorchEnv`; a multiple of ``n_envs`` gives every row,
+    so every scenario, the same number of days). Each role's observation and mask are the ones
+    at its own turn (what the planner saw), the critic's state the one at the tick's start (the
+    triage's turn, where :class:`HospitalTorchEnv` reads it), both encoded by
+    :func:`training.benchmarl.env.encode_state`; rewards are the AEC env's (``--reward-mode``,
+    ``--reward-overrides``) times ``--reward-scale``. ``--reward score`` is refused by :class:`Args`.
+    """
+    import torch
+
+    from hospital_marl.envs.aec import HospitalAECEnv
+    from policies.base import policy_seed
+    from policies.planner import TeamPlannerPolicy
+    from training.benchmarl.env import encode_state, split_rows
+    from training.common import reward_table
+
+    if args.reward != "env":
+        raise ValueError("the team_planner warm start pays the env's reward only (--reward env)")
+    planner = TeamPlannerPolicy() if planner is None else planner
+    per_row = [days // args.n_envs + (r < days % args.n_envs) for r in range(args.n_envs)]
+    row_scenarios = [
+        s for s, n in zip(args.scenarios, split_rows(args.n_envs, args.scenarios)) for _ in range(n)
+    ]
+    seeds = iter(training_day_seeds(args.seed, per_row))
+    rows: dict[str, list[Any]] = {k: [] for k in ("obs", "mask", "action", "state", "reward", "done")}
+    played = []
+    for scenario, n in zip(row_scenarios, per_row):
+        env = HospitalAECEnv(
+            scenario=scenario, reward_mode=args.reward_mode, rewards=reward_table(args.reward_overrides)
+        )
+        for _ in range(n):
+            day = next(seeds)
+            played.append(day)
+            env.reset(seed=day)
+            planner.reset(seed=policy_seed(day), hospital=env.hospital)
+            done = False
+            while not done:
+                rows["state"].append(encode_state(env.state()))
+                obs, masks, actions = {}, {}, {}
+                for role in ROLES:
+                    if env.agent_selection != role:
+                        raise RuntimeError(f"AEC turn order changed: {env.agent_selection} before {role}")
+                    seen = env.observe(role)
+                    obs[role] = encode_state(env.state())[ROLE_INDEX[role]]
+                    masks[role] = np.asarray(seen["action_mask"], bool)
+                    actions[role] = int(planner.act_role(role, seen["observation"], seen["action_mask"]))
+                    env.step(actions[role])
+                rows["obs"].append(obs)
+                rows["mask"].append(masks)
+                rows["action"].append(actions)
+                rows["reward"].append([env.rewards[role] * args.reward_scale for role in ROLES])
+                done = any(env.terminations.values()) or any(env.truncations.values())
+                rows["done"].append(done)
+    reward = torch.tensor(rows["reward"], dtype=torch.float32)  # (N, roles): days one after another
+    done_t = torch.tensor(rows["done"]).unsqueeze(1)
+    returns = {
+        role: _discounted(reward[:, k : k + 1], done_t, args.gamma).reshape(-1)
+        for k, role in enumerate(ROLES)
+    }
+
+    def stack(key: str, role: str, dtype: Any) -> torch.Tensor:
+        return torch.as_tensor(np.stack([row[role] for row in rows[key]]), dtype=dtype)
+
+    return Demonstrations(
+        observations={role: stack("obs", role, torch.float32) for role in ROLES},
+        masks={role: stack("mask", role, torch.bool) for role in ROLES},
+        actions={
+            role: torch.tensor([row[role] for row in rows["action"]], dtype=torch.int64) for role in ROLES
+        },
+        state=torch.as_tensor(np.stack(rows["state"])),
+        returns=returns,
+        day_seeds=played,
+        days=len(played),
     )
 
 
@@ -261,10 +352,13 @@ def clone_into(
 
 
 def warm_start(experiment: Any, args: Args) -> CloneReport:
-    """Collect ``args.warm_start_days`` days of ``team_heuristic`` play and clone it into ``experiment``."""
-    if args.warm_start != "team_heuristic":
+    """Collect ``args.warm_start_days`` days of ``args.warm_start``'s play; clone it into ``experiment``."""
+    if args.warm_start == "team_heuristic":
+        demos = collect_demonstrations(args, args.warm_start_days)
+    elif args.warm_start == "team_planner":
+        demos = collect_planner_demonstrations(args, args.warm_start_days)
+    else:
         raise ValueError(f"unknown warm start {args.warm_start!r}; choose from {WARM_STARTS}")
-    demos = collect_demonstrations(args, args.warm_start_days)
     return clone_into(experiment, demos, epochs=args.warm_start_epochs, lr=args.warm_start_lr, seed=args.seed)
 
 
@@ -274,6 +368,7 @@ __all__ = [
     "Demonstrations",
     "clone_into",
     "collect_demonstrations",
+    "collect_planner_demonstrations",
     "training_day_seeds",
     "warm_start",
 ]
