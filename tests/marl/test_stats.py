@@ -172,6 +172,12 @@ def test_targets_apply_spec_7_where_the_planner_finds_no_headroom() -> None:
     assert module.gap_closed(data(-1.5), "mappo") == pytest.approx((-1.48 + 1.02) / 2 / 5.5)
     assert module.gap_closed(data(-0.5, 6.0), "mappo") == pytest.approx((-0.48 + 6.02) / 2 / 5.5)
     assert "gap overall: met." in "\n".join(module.targets(data(-0.5, 6.0), result))
+    cloned = data(-1.5)  # a clone row (behaviour cloning, no PPO) that beats everywhere is not counted
+    cloned["algorithms"]["mappo_clone"] = data(0.5, 6.0)["algorithms"]["mappo"]
+    result_cloned = {"improvement": {"mappo": {"p": 0.5}, "mappo_clone": {"p": 0.9}}}
+    assert module.trained_rows(cloned) == ["mappo"]
+    text = "\n".join(module.targets(cloned, result_cloned))
+    assert "on every scenario: not met." in text and "gap overall: not met." in text
     no_planner = data(-0.5)
     del no_planner["reference"][module.PLANNER]
     text = "\n".join(module.targets(no_planner, result))
