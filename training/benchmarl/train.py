@@ -48,7 +48,7 @@ from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, OFF_POLICY, lo
 from policies.learned import ONNX_INPUT, ONNX_OUTPUT
 from policies.marl import ROLE_SCALES
 from training.args import REWARDS, TrainArgs, shared
-from training.benchmarl.warmstart import WARM_STARTS
+from training.benchmarl.warmstart import WARM_STARTS, actor_logits
 from training.common import Clock, Evaluate, require_evaluate, reward_table, write_json
 
 VALIDATION_SEED = 1000
@@ -254,25 +254,12 @@ def export_actors(experiment: Any, out: Path) -> dict[str, str]:
 
 def benchmarl_logits(experiment: Any, role: str, features: np.ndarray) -> np.ndarray:
     """The logits (QMIX / VDN: action values) BenchMARL's own ``role`` actor computes for one encoded
-    observation."""
+    observation (:func:`~training.benchmarl.warmstart.actor_logits` on a batch of one)."""
     import torch
-    from tensordict import TensorDict
 
-    actor = experiment.group_policies[role]
-    td = TensorDict(
-        {
-            role: TensorDict(
-                {"observation": torch.as_tensor(features, dtype=torch.float32).reshape(1, 1, -1)},
-                batch_size=(1, 1),
-            )
-        },
-        batch_size=(1,),
-    )
-    td[(role, "action_mask")] = torch.ones(1, 1, ROLE_ACTION_COUNTS[role], dtype=torch.bool)
-    net = actor.module[0]  # the MLP (the distribution / Q-value / epsilon-greedy modules only pick from it)
     with torch.no_grad():
-        net(td)
-    return td.get(net.out_keys[0]).reshape(-1).numpy()
+        logits = actor_logits(experiment, role, torch.as_tensor(features, dtype=torch.float32).reshape(1, -1))
+    return logits.reshape(-1).numpy()
 
 
 # ------------------------------------------------------------------ the run

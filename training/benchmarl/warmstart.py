@@ -201,13 +201,15 @@ def collect_planner_demonstrations(args: Args, days: int, planner: Any = None) -
             planner.reset(seed=policy_seed(day), hospital=env.hospital)
             done = False
             while not done:
-                rows["state"].append(encode_state(env.state()))
                 obs, masks, actions = {}, {}, {}
                 for role in ROLES:
                     if env.agent_selection != role:
                         raise RuntimeError(f"AEC turn order changed: {env.agent_selection} before {role}")
                     seen = env.observe(role)
-                    obs[role] = encode_state(env.state())[ROLE_INDEX[role]]
+                    encoded = encode_state(env.state())  # after the earlier roles' actions
+                    if role == ROLES[0]:  # the critic's state: the tick's start, as HospitalTorchEnv reads it
+                        rows["state"].append(encoded)
+                    obs[role] = encoded[ROLE_INDEX[role]]
                     masks[role] = np.asarray(seen["action_mask"], bool)
                     actions[role] = int(planner.act_role(role, seen["observation"], seen["action_mask"]))
                     env.step(actions[role])
