@@ -46,7 +46,7 @@ from hospital_marl.envs.render import render_frame
 from server.models import MAX_SEED
 from server.sessions import SessionCapacityError, SessionStore
 
-AGENTS: tuple[str, ...] = ("heuristic", "planner", "ppo", "team_heuristic", "team_ppo")
+AGENTS: tuple[str, ...] = ("heuristic", "planner", "ppo", "team_heuristic", "team_planner", "team_ppo")
 """Agents the page offers, those :func:`policies.load` can build here. One that plays the flat
 track does (through the composed env, as the grader's flat runner); a team-only one plays
 the team track (each role in turn through the AEC env, as the grader's team runner)."""
