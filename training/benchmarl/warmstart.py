@@ -31,6 +31,16 @@ which imagines futures from the episode's own simulator): step 1 is then
 :func:`~training.benchmarl.env.encode_state`; step 2 is the same :func:`clone_into`. The planner's
 triage is not a function of the observation alone (its imagined futures are random draws), so
 cloning cannot reach the rules' agreement there.
+
+``--dagger-rounds N`` adds DAgger (Ross, Gordon & Bagnell, "A reduction of imitation learning and
+structured prediction to no-regret online learning", 2011) with the planner as the expert
+(:func:`dagger`): the cloned actors play fresh training days, the planner labels every state they
+reach, and the actors are re-fitted on every round's labels. A clone trained only on the planner's
+own states meets states the planner never steers to once it deviates (a triage error fills a bed
+the planner would have kept free); DAgger puts those states, with the planner's answer, in the data.
+The ``imitation`` library's DAgger drives one SB3 policy in a Gymnasium env; here the learners are
+BenchMARL's per-role actors and the expert needs the scalar AEC env's hospital, so the loop is
+:func:`collect_planner_demonstrations` with a student, and :func:`clone_into`.
 """
 
 from __future__ import annotations
