@@ -66,7 +66,7 @@ PLANNER = "team_planner"
 """The team track's planner, graded on the same held-out days: the upper reference (headroom, gap)."""
 ORDER = tuple(
     f"{algorithm}{reward}{warm}"
-    for warm in ("", "_warm", "_clone", "_plan_warm", "_plan_clone")
+    for warm in ("", "_warm", "_clone", "_plan_warm", "_plan_clone", "_dagger_warm", "_dagger_clone")
     for reward in ("", "_score")
     for algorithm in ALGORITHMS
 )
@@ -74,7 +74,8 @@ ORDER = tuple(
 (every algorithm ``train benchmarl`` offers, so any published run has a row); then the same
 warm-started from ``team_heuristic`` (``--warm-start``), ``_warm`` appended; then those runs' cloned
 actors before any PPO (their frame-0 checkpoint), ``_clone``; then the same two warm-started from
-``team_planner`` (``--warm-start team_planner``), ``_plan`` before ``_warm`` / ``_clone``."""
+``team_planner`` (``--warm-start team_planner``), ``_plan`` before ``_warm`` / ``_clone``; then those
+with DAgger rounds after the planner's demonstrations (``--dagger-rounds``): ``_dagger`` for ``_plan``."""
 LABELS = {
     **{
         f"{algorithm}{suffix}{warm}": f"{algorithm.upper()}{started} (BenchMARL), {reward} reward"
@@ -85,6 +86,8 @@ LABELS = {
             ("_clone", ": the warm start's clone of team_heuristic, before PPO"),
             ("_plan_warm", ", warm-started from team_planner"),
             ("_plan_clone", ": the warm start's clone of team_planner, before PPO"),
+            ("_dagger_warm", ", DAgger from team_planner, then PPO"),
+            ("_dagger_clone", ": DAgger from team_planner, before PPO"),
         )
         for algorithm in ALGORITHMS
     },
@@ -102,6 +105,9 @@ PAIRS = {
     ("ippo_warm", "ippo_clone"): "IPPO warm start: fine-tuned − clone",
     ("mappo_plan_warm", "mappo_plan_clone"): "MAPPO planner warm start: fine-tuned − clone",
     ("mappo_plan_clone", "mappo_clone"): "MAPPO clone: team_planner − team_heuristic",
+    ("mappo_dagger_warm", "mappo_plan_warm"): "MAPPO from team_planner: DAgger − demonstrations only",
+    ("mappo_dagger_clone", "mappo_plan_clone"): "MAPPO clone of team_planner: DAgger − demonstrations only",
+    ("mappo_dagger_warm", "ippo_dagger_warm"): "MAPPO − IPPO (DAgger from team_planner)",
 }
 """Differences between rows (independent seeds, the same days) the margins table shows when both exist."""
 FLAT = ("ppo", "heuristic", "planner")
@@ -116,13 +122,15 @@ CPU_LIMIT_S = 20 * 60
 def row_name(meta: dict[str, Any]) -> str:
     """A run's row: its algorithm, ``_score`` appended when trained with ``--reward score``, ``_warm``
     when warm-started (``--warm-start``: its credit is partly the policy it cloned), preceded by
-    ``_plan`` when the cloned policy was ``team_planner`` (its clone row: ``_plan_clone``)."""
+    ``_plan`` when the cloned policy was ``team_planner`` (its clone row: ``_plan_clone``), or by
+    ``_dagger`` when DAgger rounds followed the planner's demonstrations (``--dagger-rounds``)."""
     args = meta["args"]
     warm = args.get("warm_start", "none")
+    planner = "_dagger" if args.get("dagger_rounds", 0) else "_plan"
     return (
         meta["algorithm"]
         + ("_score" if args.get("reward", "env") == "score" else "")
-        + ("_plan" if warm == "team_planner" else "")
+        + (planner if warm == "team_planner" else "")
         + ("_warm" if warm != "none" else "")
     )
 

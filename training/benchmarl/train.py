@@ -143,6 +143,14 @@ class Args(TrainArgs):
     """Warm start: passes over the demonstrations when fitting actors and critics."""
     warm_start_lr: float = 1e-3
     """Warm start: Adam learning rate of the cloning (PPO then uses --lr)."""
+    dagger_rounds: int = 0
+    """--warm-start team_planner: DAgger rounds after the planner's demonstrations (each: the cloned actors
+    play --dagger-days fresh training days, the planner labels every role turn, all labels re-fitted)."""
+    dagger_days: int = 256
+    """DAgger: training days the actors play per round (a multiple of --n-envs for an even scenario mix)."""
+    dagger_beta: float = 0.0
+    """DAgger: round i plays the planner's own choice with probability dagger_beta**i per turn (0: the actors
+    alone after round 0, the planner's demonstrations)."""
     torch_threads: int = shared("torch_threads")
     progress: bool = True
     """Print one line per validation grading on stderr (BenchMARL's own progress bar always shows)."""
@@ -179,6 +187,10 @@ class Args(TrainArgs):
             )
         if self.warm_start_days < 1 or self.warm_start_epochs < 1 or not self.warm_start_lr > 0:
             raise ValueError("warm_start_days and warm_start_epochs must be >= 1, warm_start_lr > 0")
+        if self.dagger_rounds < 0 or self.dagger_days < 1 or not 0.0 <= self.dagger_beta <= 1.0:
+            raise ValueError("dagger_rounds must be >= 0, dagger_days >= 1, dagger_beta in [0, 1]")
+        if self.dagger_rounds and self.warm_start != "team_planner":
+            raise ValueError("--dagger-rounds relabels with the planner: it needs --warm-start team_planner")
         if self.reward == "score" and self.reward_mode != "team":
             raise ValueError("--reward score is the team's score: it needs --reward-mode team")
 

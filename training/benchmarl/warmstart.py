@@ -31,10 +31,21 @@ which imagines futures from the episode's own simulator): step 1 is then
 :func:`~training.benchmarl.env.encode_state`; step 2 is the same :func:`clone_into`. The planner's
 triage is not a function of the observation alone (its imagined futures are random draws), so
 cloning cannot reach the rules' agreement there.
+
+``--dagger-rounds N`` adds DAgger (Ross, Gordon & Bagnell, "A reduction of imitation learning and
+structured prediction to no-regret online learning", 2011) with the planner as the expert
+(:func:`dagger`): the cloned actors play fresh training days, the planner labels every state they
+reach, and the actors are re-fitted on every round's labels. A clone trained only on the planner's
+own states meets states the planner never steers to once it deviates (a triage error fills a bed
+the planner would have kept free); DAgger puts those states, with the planner's answer, in the data.
+The ``imitation`` library's DAgger drives one SB3 policy in a Gymnasium env; here the learners are
+BenchMARL's per-role actors and the expert needs the scalar AEC env's hospital, so the loop is
+:func:`collect_planner_demonstrations` with a student, and :func:`clone_into`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -75,20 +86,30 @@ class Demonstrations:
     ``reset(seed=...)`` that gives the same day)."""
     days: int = 0
     """Whole days kept (a day ended early by the ED's closure counts as whole)."""
+    student_actions: dict[str, torch.Tensor] | None = None
+    """DAgger rounds: what the student would have played at each row (``actions`` are the labels)."""
 
     def __len__(self) -> int:
         return int(self.state.shape[0])
 
 
-def training_day_seeds(seed: int, days_per_env: list[int]) -> list[int]:
+def training_day_seeds(seed: int, days_per_env: list[int], skip: list[int] | None = None) -> list[int]:
     """The seeds of the days ``HospitalTorchEnv(len(days_per_env), seed=seed)`` plays, ``days_per_env[i]``
     days in env ``i``: env ``i`` starts with ``seed + i``, then its own seed sequence (the env's
-    :class:`~hospital_marl.envs._common.EpisodeSeeder`, as the vector env draws it)."""
+    :class:`~hospital_marl.envs._common.EpisodeSeeder`, as the vector env draws it). ``skip[i]``:
+    env ``i``'s first days left out (those a previous DAgger round played)."""
+    skip = skip or [0] * len(days_per_env)
     seeds = []
-    for i, days in enumerate(days_per_env):
+    for i, (days, skipped) in enumerate(zip(days_per_env, skip)):
         seeder = EpisodeSeeder()
-        seeds.extend(seeder(seed + i) if d == 0 else seeder(None) for d in range(days))
+        row = [seeder(seed + i) if d == 0 else seeder(None) for d in range(skipped + days)]
+        seeds.extend(row[skipped:])
     return seeds
+
+
+def days_per_row(days: int, n_envs: int) -> list[int]:
+    """``days`` spread over ``n_envs`` training rows in turn (the first ``days % n_envs`` get one more)."""
+    return [days // n_envs + (r < days % n_envs) for r in range(n_envs)]
 
 
 def collect_demonstrations(args: Args, days: int) -> Demonstrations:
@@ -157,7 +178,19 @@ def collect_demonstrations(args: Args, days: int) -> Demonstrations:
     )
 
 
-def collect_planner_demonstrations(args: Args, days: int, planner: Any = None) -> Demonstrations:
+Student = Callable[[str, np.ndarray, np.ndarray], int]
+"""A learner playing a role: (role, encoded observation, mask) -> its action (a DAgger round's driver)."""
+
+
+def collect_planner_demonstrations(
+    args: Args,
+    days: int,
+    planner: Any = None,
+    student: Student | None = None,
+    beta: float = 1.0,
+    skip: list[int] | None = None,
+    mix_seed: int = 0,
+) -> Demonstrations:
     """Play ``planner`` (default :class:`policies.planner.TeamPlannerPolicy`) on ``days`` training days.
 
     The planner imagines futures from the episode's own simulator, so each day is played as the
@@ -166,11 +199,20 @@ def collect_planner_demonstrations(args: Args, days: int, planner: Any = None) -
     ``act_role`` per role turn. The days are the training envs' (:func:`training_day_seeds`):
     ``days`` spread over the ``args.n_envs`` rows in turn (row ``r`` plays its scenario, as in
     :class:`~training.benchmarl.env.HospitalTorchEnv`; a multiple of ``n_envs`` gives every row,
-    so every scenario, the same number of days). Each role's observation and mask are the ones
-    at its own turn (what the planner saw), the critic's state the one at the tick's start (the
-    triage's turn, where :class:`HospitalTorchEnv` reads it), both encoded by
-    :func:`training.benchmarl.env.encode_state`; rewards are the AEC env's (``--reward-mode``,
-    ``--reward-overrides``) times ``--reward-scale``. ``--reward score`` is refused by :class:`Args`.
+    so every scenario, the same number of days), after the first ``skip[r]`` days of each row. Each
+    role's observation and mask are the ones at its own turn (what the planner saw), the critic's
+    state the one at the tick's start (the triage's turn, where :class:`HospitalTorchEnv` reads it),
+    both encoded by :func:`training.benchmarl.env.encode_state`; rewards are the AEC env's
+    (``--reward-mode``, ``--reward-overrides``) times ``--reward-scale``. ``--reward score`` is
+    refused by :class:`Args`.
+
+    DAgger (``student`` given): at every role turn the planner *labels* the state (the recorded
+    action is its choice) and the student plays it, except with probability ``beta`` (per turn,
+    drawn from ``mix_seed``) where the planner's own choice is played. A label is a pure function
+    of the state and the day: the planner's generator is reseeded at each turn from
+    ``(policy_seed(day), tick, role)``, and the planner only reads the episode's hospital through
+    imagined copies, so labelling never changes the episode. ``student_actions`` records what the
+    student would have played at every turn.
     """
     import torch
 
@@ -182,13 +224,17 @@ def collect_planner_demonstrations(args: Args, days: int, planner: Any = None) -
 
     if args.reward != "env":
         raise ValueError("the team_planner warm start pays the env's reward only (--reward env)")
+    if not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta must be a probability, got {beta!r}")
     planner = TeamPlannerPolicy() if planner is None else planner
-    per_row = [days // args.n_envs + (r < days % args.n_envs) for r in range(args.n_envs)]
+    per_row = days_per_row(days, args.n_envs)
     row_scenarios = [
         s for s, n in zip(args.scenarios, split_rows(args.n_envs, args.scenarios)) for _ in range(n)
     ]
-    seeds = iter(training_day_seeds(args.seed, per_row))
-    rows: dict[str, list[Any]] = {k: [] for k in ("obs", "mask", "action", "state", "reward", "done")}
+    seeds = iter(training_day_seeds(args.seed, per_row, skip))
+    mixer = np.random.default_rng(mix_seed)
+    keys = ("obs", "mask", "action", "student", "state", "reward", "done")
+    rows: dict[str, list[Any]] = {k: [] for k in keys}
     played = []
     for scenario, n in zip(row_scenarios, per_row):
         env = HospitalAECEnv(
@@ -199,9 +245,9 @@ def collect_planner_demonstrations(args: Args, days: int, planner: Any = None) -
             played.append(day)
             env.reset(seed=day)
             planner.reset(seed=policy_seed(day), hospital=env.hospital)
-            done = False
+            done, tick = False, 0
             while not done:
-                obs, masks, actions = {}, {}, {}
+                obs, masks, actions, learner = {}, {}, {}, {}
                 for role in ROLES:
                     if env.agent_selection != role:
                         raise RuntimeError(f"AEC turn order changed: {env.agent_selection} before {role}")
@@ -211,14 +257,21 @@ def collect_planner_demonstrations(args: Args, days: int, planner: Any = None) -
                         rows["state"].append(encoded)
                     obs[role] = encoded[ROLE_INDEX[role]]
                     masks[role] = np.asarray(seen["action_mask"], bool)
-                    actions[role] = int(planner.act_role(role, seen["observation"], seen["action_mask"]))
-                    env.step(actions[role])
+                    if student is None:  # the planner plays, as the grader plays it
+                        actions[role] = int(planner.act_role(role, seen["observation"], seen["action_mask"]))
+                        env.step(actions[role])
+                        continue
+                    actions[role] = label(planner, env, role, day, tick)
+                    learner[role] = int(student(role, obs[role], masks[role]))
+                    env.step(actions[role] if beta > 0 and mixer.random() < beta else learner[role])
                 rows["obs"].append(obs)
                 rows["mask"].append(masks)
                 rows["action"].append(actions)
+                rows["student"].append(learner)
                 rows["reward"].append([env.rewards[role] * args.reward_scale for role in ROLES])
                 done = any(env.terminations.values()) or any(env.truncations.values())
                 rows["done"].append(done)
+                tick += 1
     reward = torch.tensor(rows["reward"], dtype=torch.float32)  # (N, roles): days one after another
     done_t = torch.tensor(rows["done"]).unsqueeze(1)
     returns = {
@@ -229,17 +282,69 @@ def collect_planner_demonstrations(args: Args, days: int, planner: Any = None) -
     def stack(key: str, role: str, dtype: Any) -> torch.Tensor:
         return torch.as_tensor(np.stack([row[role] for row in rows[key]]), dtype=dtype)
 
+    def chosen(key: str) -> dict[str, torch.Tensor]:
+        return {role: torch.tensor([row[role] for row in rows[key]], dtype=torch.int64) for role in ROLES}
+
     return Demonstrations(
         observations={role: stack("obs", role, torch.float32) for role in ROLES},
         masks={role: stack("mask", role, torch.bool) for role in ROLES},
-        actions={
-            role: torch.tensor([row[role] for row in rows["action"]], dtype=torch.int64) for role in ROLES
-        },
+        actions=chosen("action"),
         state=torch.as_tensor(np.stack(rows["state"])),
         returns=returns,
         day_seeds=played,
         days=len(played),
+        student_actions=chosen("student") if student is not None else None,
     )
+
+
+def label(planner: Any, env: Any, role: str, day: int, tick: int) -> int:
+    """The planner's choice for ``role`` at its turn in ``env`` (an AEC env on training day ``day``,
+    ``tick`` ticks in; the planner reset on that day's hospital): its generator reseeded from
+    ``(policy_seed(day), tick, role)`` first, so the label depends on this state and the day only,
+    not on how many draws the turns before took. The planner reads the episode's hospital only
+    through imagined copies (``Hospital.imagine``): the episode is left as it was."""
+    from policies.base import policy_seed
+
+    if env.agent_selection != role:
+        raise ValueError(f"it is {env.agent_selection}'s turn, not {role}'s")
+    planner.rng = np.random.default_rng([policy_seed(day), tick, ROLES.index(role)])
+    seen = env.observe(role)
+    return int(planner.act_role(role, seen["observation"], seen["action_mask"]))
+
+
+def aggregate(parts: list[Demonstrations]) -> Demonstrations:
+    """DAgger's data set: every round's states and labels, one after another (days kept whole)."""
+    import torch
+
+    def cat(get: Callable[[Demonstrations], torch.Tensor]) -> torch.Tensor:
+        return torch.cat([get(part) for part in parts])
+
+    return Demonstrations(
+        observations={role: cat(lambda d, r=role: d.observations[r]) for role in ROLES},
+        masks={role: cat(lambda d, r=role: d.masks[r]) for role in ROLES},
+        actions={role: cat(lambda d, r=role: d.actions[r]) for role in ROLES},
+        state=cat(lambda d: d.state),
+        returns={role: cat(lambda d, r=role: d.returns[r]) for role in ROLES},
+        day_seeds=[seed for part in parts for seed in part.day_seeds],
+        days=sum(part.days for part in parts),
+    )
+
+
+def greedy_student(experiment: Any) -> Student:
+    """BenchMARL's actors as they are graded: each role's most probable action its mask allows
+    (copies of the actor MLPs, the modules :func:`training.benchmarl.train.export_actors` exports)."""
+    import torch
+
+    from training.benchmarl.train import actor_nets
+
+    nets = actor_nets(experiment)
+
+    def act(role: str, features: np.ndarray, mask: np.ndarray) -> int:
+        with torch.no_grad():
+            logits = nets[role](torch.from_numpy(np.asarray(features, np.float32)).unsqueeze(0))[0].numpy()
+        return int(np.argmax(np.where(mask, logits, -np.inf)))
+
+    return act
 
 
 def _discounted(rewards: torch.Tensor, done: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -299,15 +404,19 @@ class CloneReport:
     """Standard deviation of those returns (what a constant critic's error would be)."""
     states: int
     days: int
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    """DAgger: one entry per round (its days, beta, the student's agreement with the planner's labels
+    on the states it visited, the fit's agreement on the aggregated data); empty without DAgger."""
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "agreement": {k: round(v, 4) for k, v in self.agreement.items()},
             "critic_rmse": {k: round(v, 4) for k, v in self.critic_rmse.items()},
             "return_std": {k: round(v, 4) for k, v in self.return_std.items()},
             "states": self.states,
             "days": self.days,
         }
+        return {**out, "dagger": self.rounds} if self.rounds else out
 
 
 def clone_into(
@@ -353,24 +462,75 @@ def clone_into(
     return CloneReport(agreement, rmse, spread, states=n, days=demos.days)
 
 
+def dagger(experiment: Any, args: Args, planner: Any = None) -> CloneReport:
+    """DAgger (Ross, Gordon & Bagnell 2011) with ``team_planner`` as the expert, into ``experiment``.
+
+    Round 0 is :func:`collect_planner_demonstrations` (the planner plays ``--warm-start-days``
+    training days) and :func:`clone_into`. Each of the ``--dagger-rounds`` later rounds ``i``: the
+    current actors (:func:`greedy_student`, as graded) play ``--dagger-days`` fresh training days
+    (each row's next days in its seed stream), the planner's own choice played instead with
+    probability ``beta_i = --dagger-beta ** i`` per turn; the planner labels every role turn; the
+    labelled states join the data set and the actors and critics are re-fitted on all of it
+    (``--warm-start-epochs``, continuing from the current parameters). The fitted critics thus
+    end on returns of the last students' play as well as the planner's."""
+    from policies.planner import TeamPlannerPolicy
+
+    planner = TeamPlannerPolicy() if planner is None else planner
+    sizes = [args.warm_start_days] + [args.dagger_days] * args.dagger_rounds
+    seen = [0] * args.n_envs  # days each training row has played so far
+    parts: list[Demonstrations] = []
+    rounds = []
+    report = None
+    for i, days in enumerate(sizes):
+        beta = args.dagger_beta**i  # 1 in round 0: the planner plays
+        student = greedy_student(experiment) if i else None
+        part = collect_planner_demonstrations(
+            args, days, planner, student=student, beta=beta, skip=seen, mix_seed=args.seed * 1000 + i
+        )
+        seen = [a + b for a, b in zip(seen, days_per_row(days, args.n_envs))]
+        parts.append(part)
+        data = aggregate(parts)
+        epochs, lr = args.warm_start_epochs, args.warm_start_lr
+        report = clone_into(experiment, data, epochs, lr=lr, seed=args.seed + i)
+        row: dict[str, Any] = {"round": i, "beta": beta, "days": part.days, "states": len(part)}
+        if part.student_actions is not None:
+            row["student_agreement"] = {
+                role: round(float((part.student_actions[role] == part.actions[role]).float().mean()), 4)
+                for role in ROLES
+            }
+        row["fit_agreement"] = {k: round(v, 4) for k, v in report.agreement.items()}
+        rounds.append(row)
+    assert report is not None
+    if args.dagger_rounds:
+        report.rounds = rounds
+    return report
+
+
 def warm_start(experiment: Any, args: Args) -> CloneReport:
-    """Collect ``args.warm_start_days`` days of ``args.warm_start``'s play; clone it into ``experiment``."""
+    """Collect ``args.warm_start_days`` days of ``args.warm_start``'s play; clone it into ``experiment``
+    (``team_planner``: then ``args.dagger_rounds`` DAgger rounds, :func:`dagger`)."""
     if args.warm_start == "team_heuristic":
         demos = collect_demonstrations(args, args.warm_start_days)
-    elif args.warm_start == "team_planner":
-        demos = collect_planner_demonstrations(args, args.warm_start_days)
-    else:
-        raise ValueError(f"unknown warm start {args.warm_start!r}; choose from {WARM_STARTS}")
-    return clone_into(experiment, demos, epochs=args.warm_start_epochs, lr=args.warm_start_lr, seed=args.seed)
+        return clone_into(
+            experiment, demos, epochs=args.warm_start_epochs, lr=args.warm_start_lr, seed=args.seed
+        )
+    if args.warm_start == "team_planner":
+        return dagger(experiment, args)
+    raise ValueError(f"unknown warm start {args.warm_start!r}; choose from {WARM_STARTS}")
 
 
 __all__ = [
     "WARM_STARTS",
     "CloneReport",
     "Demonstrations",
+    "aggregate",
     "clone_into",
     "collect_demonstrations",
     "collect_planner_demonstrations",
+    "dagger",
+    "days_per_row",
+    "greedy_student",
+    "label",
     "training_day_seeds",
     "warm_start",
 ]
