@@ -85,7 +85,9 @@ def run_cost(kind: str, run_dir: Path) -> dict[str, Any]:
     """Training steps (role decisions), wall time and command from a run's JSON."""
     if kind == "rllib":
         meta = json.loads((run_dir / "rllib.json").read_text())
-        return {"steps": meta["env_steps"], "wall": meta["wall_time_s"], "command": meta["command"]}
+        # A resumed run (`train rllib --resume`) is its first command, then each resuming one.
+        command = " && ".join([meta["command"], *(r["command"] for r in meta.get("resumed", []))])
+        return {"steps": meta["env_steps"], "wall": meta["wall_time_s"], "command": command}
     meta = json.loads((run_dir / "model.json").read_text())
     return {"steps": meta["timesteps"], "wall": meta["wall_time_s"], "command": meta["command"]}
 
@@ -297,8 +299,9 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
         f"every {every} iterations of {batch:,} role decisions) peaked at {best['eval_score']:.1f} "
         f"(iteration {best['iteration']}, {best['env_steps']:,} role decisions) and ended at "
         f"{graded[-1]['eval_score']:.1f} after {meta['iterations']} iterations "
-        f"({meta['env_steps']:,} role decisions, {minutes} of the training process); the run ships "
-        "(and the table grades) the modules of that best grading."
+        f"({meta['env_steps']:,} role decisions, {minutes} of the training process"
+        + "".join(f"; resumed from iteration {r['from_iteration']}" for r in meta.get("resumed", []))
+        + "); the run ships (and the table grades) the modules of that best grading."
     ]
     try:
         c = convergence(graded)
@@ -329,12 +332,16 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
     gap = heuristic["overall_score"] - c["last"]
     m, se = overall_paired(report, ref)
     closing = ""
-    if not levelled and c["slope"] > 2 * c["slope_se"] and gap > 0:
+    if not levelled and c["slope"] > 0 and gap > 0:
+        more = round(gap / c["slope"] * 1e5, -4)
+        weak = "" if c["slope"] > 2 * c["slope_se"] else "; that slope is within two standard errors of 0"
         closing = (
-            f"; at the last third's slope the curve would reach it after about "
-            f"{round(gap / c['slope'] * 1e5, -4):,.0f} more role decisions (a straight-line extrapolation; a "
-            "curve that keeps flattening takes longer)"
+            f"; at the last third's slope the curve would reach it after about {more:,.0f} more role "
+            f"decisions, {more / batch:,.0f} more iterations (a straight-line extrapolation: a curve that "
+            f"keeps flattening takes longer{weak})"
         )
+    elif gap > 0:
+        closing = "; the last third's slope is not positive: this curve shows no sign of closing that gap"
     side = "above" if gap > 0 else "below"
     lines.append(
         f"On the same validation days `team_heuristic` scores {heuristic['overall_score']:.1f}, "
@@ -514,12 +521,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--train", action="store_true", help="train the runs that are missing (through the CLI)"
     )
+    committed = RUNS / "rllib" / "rllib.json"
+    iterations = json.loads(committed.read_text())["iterations"] if committed.exists() else 250
     parser.add_argument(
         "--rllib-iterations",
         type=int,
-        default=250,
+        default=iterations,
         metavar="K",
-        help="`train rllib --iterations K` when --train trains RLlib (default 250)",
+        help=f"`train rllib --iterations K` when --train trains RLlib (default {iterations}, as committed)",
     )
     parser.add_argument(
         "--write", action="store_true", help=f"replace the table in {README} and write {PLOT}"
