@@ -250,12 +250,12 @@ def restore(args: Args, grading: ValidationGrading) -> tuple[Any, list[dict[str,
     start = algo.iteration
     meta = json.loads((args.run_dir / METADATA_FILE).read_text())
     rows = [r for r in json.loads((args.run_dir / CURVE_FILE).read_text()) if r["iteration"] <= start]
-    problem = None
     if not rows or rows[-1]["iteration"] != start or (meta.get("final_eval") or {}).get("iteration") != start:
-        problem = f"its curve and rllib.json have no grading at the checkpoint's iteration {start}"
-    if problem:
         algo.stop()
-        raise ValueError(f"--resume {args.run_dir}: {problem}")
+        raise ValueError(
+            f"--resume {args.run_dir}: its curve and rllib.json have no grading at the checkpoint's "
+            f"iteration {start}"
+        )
     grading.best, grading.last = meta["best"], meta["final_eval"]
     return algo, rows, meta
 
