@@ -194,6 +194,7 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
                 lw=1,
                 label="team_heuristic, same validation days",
             )
+            _plot_convergence(ax2, rllib, graded)
         if "rllib" in team_reports:
             ax2.plot(
                 [_rllib_shipped_steps(rllib, rows)],
@@ -236,6 +237,39 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def _plot_convergence(ax: Any, run_dir: Path, graded: list[dict[str, Any]]) -> None:
+    """What :func:`convergence` compares, on the gradings' panel: the middle and last thirds'
+    means, the last third's least-squares line, and where the run was resumed."""
+    import numpy as np
+
+    try:
+        c = convergence(graded)
+    except ValueError:
+        return
+    k = c["k"]
+    middle, last = graded[-2 * k : -k], graded[-k:]
+    ax.hlines(
+        [c["middle"], c["last"]],
+        [middle[0]["env_steps"], last[0]["env_steps"]],
+        [middle[-1]["env_steps"], last[-1]["env_steps"]],
+        colors="black",
+        lw=2,
+        label="middle / last third of the gradings: means",
+    )
+    x = np.array([last[0]["env_steps"], last[-1]["env_steps"]], float)
+    fit = c["last"] + c["slope"] * (x / 1e5 - np.mean([r["env_steps"] for r in last]) / 1e5)
+    ax.plot(x, fit, ":", color="black", lw=1.5, label=f"last third's slope ({c['slope']:+.2f} per 100k)")
+    steps = {r["iteration"]: r["env_steps"] for r in graded}  # a run resumes from a graded iteration
+    for i, r in enumerate(json.loads((run_dir / "rllib.json").read_text()).get("resumed", [])):
+        ax.axvline(
+            steps[r["from_iteration"]],
+            color="tab:blue",
+            ls="-.",
+            lw=0.8,
+            label="resumed from the checkpoint (--resume)" if i == 0 else None,
+        )
 
 
 def _rllib_shipped_steps(run_dir: Path, rows: list[dict[str, Any]]) -> int:
