@@ -239,6 +239,15 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     return out
 
 
+def _resumed(resumed: list[dict[str, Any]]) -> str:
+    """``; resumed from iterations 250, 700 and 850`` (``train rllib --resume``), or nothing."""
+    at = [str(r["from_iteration"]) for r in resumed]
+    if not at:
+        return ""
+    listed = at[0] if len(at) == 1 else ", ".join(at[:-1]) + " and " + at[-1]
+    return f"; resumed from iteration{'s' if len(at) > 1 else ''} {listed} (`--resume`)"
+
+
 def _plot_convergence(ax: Any, run_dir: Path, graded: list[dict[str, Any]]) -> None:
     """What :func:`convergence` compares, on the gradings' panel: the middle and last thirds'
     means, the last third's least-squares line, and where the run was resumed."""
@@ -334,7 +343,7 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
         f"(iteration {best['iteration']}, {best['env_steps']:,} role decisions) and ended at "
         f"{graded[-1]['eval_score']:.1f} after {meta['iterations']} iterations "
         f"({meta['env_steps']:,} role decisions, {minutes} of the training process"
-        + "".join(f"; resumed from iteration {r['from_iteration']}" for r in meta.get("resumed", []))
+        + _resumed(meta.get("resumed", []))
         + "); the run ships (and the table grades) the modules of that best grading."
     ]
     try:
@@ -354,7 +363,11 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
             "third)"
         )
     else:
-        verdict = "the curve has not levelled off: it is still rising through the last third"
+        span = (graded[-1]["env_steps"] - c["from_steps"]) / 1e5
+        verdict = (
+            "the curve has not levelled off: it is still rising through the last third, by "
+            f"{c['slope'] * span:+.1f} points over its {span / 10:.1f}M role decisions at that slope"
+        )
     lines.append(
         f"Over the last third of the run ({c['k']} gradings from {c['from_steps']:,} role decisions) the "
         f"validation score averaged {c['last']:.1f}, against {c['middle']:.1f} over the middle third "
