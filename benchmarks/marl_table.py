@@ -85,7 +85,9 @@ def run_cost(kind: str, run_dir: Path) -> dict[str, Any]:
     """Training steps (role decisions), wall time and command from a run's JSON."""
     if kind == "rllib":
         meta = json.loads((run_dir / "rllib.json").read_text())
-        return {"steps": meta["env_steps"], "wall": meta["wall_time_s"], "command": meta["command"]}
+        # A resumed run (`train rllib --resume`) is its first command, then each resuming one.
+        command = " && ".join([meta["command"], *(r["command"] for r in meta.get("resumed", []))])
+        return {"steps": meta["env_steps"], "wall": meta["wall_time_s"], "command": command}
     meta = json.loads((run_dir / "model.json").read_text())
     return {"steps": meta["timesteps"], "wall": meta["wall_time_s"], "command": meta["command"]}
 
@@ -192,6 +194,7 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
                 lw=1,
                 label="team_heuristic, same validation days",
             )
+            _plot_convergence(ax2, rllib, graded)
         if "rllib" in team_reports:
             ax2.plot(
                 [_rllib_shipped_steps(rllib, rows)],
@@ -234,6 +237,48 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def _resumed(resumed: list[dict[str, Any]]) -> str:
+    """``; resumed from iterations 250, 700 and 850`` (``train rllib --resume``), or nothing."""
+    at = [str(r["from_iteration"]) for r in resumed]
+    if not at:
+        return ""
+    listed = at[0] if len(at) == 1 else ", ".join(at[:-1]) + " and " + at[-1]
+    return f"; resumed from iteration{'s' if len(at) > 1 else ''} {listed} (`--resume`)"
+
+
+def _plot_convergence(ax: Any, run_dir: Path, graded: list[dict[str, Any]]) -> None:
+    """What :func:`convergence` compares, on the gradings' panel: the middle and last thirds'
+    means, the last third's least-squares line, and where the run was resumed."""
+    import numpy as np
+
+    try:
+        c = convergence(graded)
+    except ValueError:
+        return
+    k = c["k"]
+    middle, last = graded[-2 * k : -k], graded[-k:]
+    ax.hlines(
+        [c["middle"], c["last"]],
+        [middle[0]["env_steps"], last[0]["env_steps"]],
+        [middle[-1]["env_steps"], last[-1]["env_steps"]],
+        colors="black",
+        lw=2,
+        label="middle / last third of the gradings: means",
+    )
+    x = np.array([last[0]["env_steps"], last[-1]["env_steps"]], float)
+    fit = c["last"] + c["slope"] * (x / 1e5 - np.mean([r["env_steps"] for r in last]) / 1e5)
+    ax.plot(x, fit, ":", color="black", lw=1.5, label=f"last third's slope ({c['slope']:+.2f} per 100k)")
+    steps = {r["iteration"]: r["env_steps"] for r in graded}  # a run resumes from a graded iteration
+    for i, r in enumerate(json.loads((run_dir / "rllib.json").read_text()).get("resumed", [])):
+        ax.axvline(
+            steps[r["from_iteration"]],
+            color="tab:blue",
+            ls="-.",
+            lw=0.8,
+            label="resumed from the checkpoint (--resume)" if i == 0 else None,
+        )
 
 
 def _rllib_shipped_steps(run_dir: Path, rows: list[dict[str, Any]]) -> int:
@@ -297,8 +342,9 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
         f"every {every} iterations of {batch:,} role decisions) peaked at {best['eval_score']:.1f} "
         f"(iteration {best['iteration']}, {best['env_steps']:,} role decisions) and ended at "
         f"{graded[-1]['eval_score']:.1f} after {meta['iterations']} iterations "
-        f"({meta['env_steps']:,} role decisions, {minutes} of the training process); the run ships "
-        "(and the table grades) the modules of that best grading."
+        f"({meta['env_steps']:,} role decisions, {minutes} of the training process"
+        + _resumed(meta.get("resumed", []))
+        + "); the run ships (and the table grades) the modules of that best grading."
     ]
     try:
         c = convergence(graded)
@@ -317,7 +363,11 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
             "third)"
         )
     else:
-        verdict = "the curve has not levelled off: it is still rising through the last third"
+        span = (graded[-1]["env_steps"] - c["from_steps"]) / 1e5
+        verdict = (
+            "the curve has not levelled off: it is still rising through the last third, by "
+            f"{c['slope'] * span:+.1f} points over its {span / 10:.1f}M role decisions at that slope"
+        )
     lines.append(
         f"Over the last third of the run ({c['k']} gradings from {c['from_steps']:,} role decisions) the "
         f"validation score averaged {c['last']:.1f}, against {c['middle']:.1f} over the middle third "
@@ -329,12 +379,16 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
     gap = heuristic["overall_score"] - c["last"]
     m, se = overall_paired(report, ref)
     closing = ""
-    if not levelled and c["slope"] > 2 * c["slope_se"] and gap > 0:
+    if not levelled and c["slope"] > 0 and gap > 0:
+        more = round(gap / c["slope"] * 1e5, -4)
+        weak = "" if c["slope"] > 2 * c["slope_se"] else "; that slope is within two standard errors of 0"
         closing = (
-            f"; at the last third's slope the curve would reach it after about "
-            f"{round(gap / c['slope'] * 1e5, -4):,.0f} more role decisions (a straight-line extrapolation; a "
-            "curve that keeps flattening takes longer)"
+            f"; at the last third's slope the curve would reach it after about {more:,.0f} more role "
+            f"decisions, {more / batch:,.0f} more iterations (a straight-line extrapolation: a curve that "
+            f"keeps flattening takes longer{weak})"
         )
+    elif gap > 0:
+        closing = "; the last third's slope is not positive: this curve shows no sign of closing that gap"
     side = "above" if gap > 0 else "below"
     lines.append(
         f"On the same validation days `team_heuristic` scores {heuristic['overall_score']:.1f}, "
@@ -514,12 +568,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--train", action="store_true", help="train the runs that are missing (through the CLI)"
     )
+    committed = RUNS / "rllib" / "rllib.json"
+    iterations = json.loads(committed.read_text())["iterations"] if committed.exists() else 250
     parser.add_argument(
         "--rllib-iterations",
         type=int,
-        default=250,
+        default=iterations,
         metavar="K",
-        help="`train rllib --iterations K` when --train trains RLlib (default 250)",
+        help=f"`train rllib --iterations K` when --train trains RLlib (default {iterations}, as committed)",
     )
     parser.add_argument(
         "--write", action="store_true", help=f"replace the table in {README} and write {PLOT}"

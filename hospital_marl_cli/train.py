@@ -90,6 +90,10 @@ def cmd_train_rllib(args: argparse.Namespace) -> int:
     """Train (graded on validation days), then print a JSON summary; exit 1 if the masked-action
     audit is not 0."""
     values = run_args(rllib.Args, args)
+    try:
+        values = rllib.resume_args(values)  # --resume: the run's own arguments, or a clear error
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     run_dir = run(rllib.train, values, grade)
     summary = rllib.summary(run_dir)
     print(json.dumps(summary, indent=2))
@@ -227,9 +231,7 @@ def add_commands(sub: Any) -> None:
         help="ship a run: a ppo run's best model as OUTPUT.zip + .onnx + .json; a marl / rllib run "
         "as the directory OUTPUT; a radiotherapy run as OUTPUT.npz + .json + .zip (optimizer state dropped)",
     )
-    p.add_argument(
-        "run_dir", metavar="RUN_DIR", help="a `train ppo|marl|rllib|radiotherapy` run directory"
-    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a `train ppo|marl|rllib|radiotherapy` run directory")
     p.add_argument("output", metavar="OUTPUT", help="e.g. policies/checkpoints/ppo_flat.zip, or a directory")
     p.set_defaults(func=cmd_train_export)
 

@@ -28,7 +28,7 @@ from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DEFAULT_SCENARIO, SC
 
 EXCLUSIVE = ("scenario", "all_scenarios")
 """``--scenario S`` and ``--all-scenarios`` exclude each other in every trainer."""
-PATH_FIELDS = ("save", "tensorboard")
+PATH_FIELDS = ("save", "tensorboard", "resume")
 
 
 def field_docs(cls: type) -> dict[str, str]:

@@ -70,10 +70,11 @@ class ScenarioCycler:
 
 
 class Clock:
-    """Wall and CPU seconds since a run started (CPU time is less disturbed by a shared machine)."""
+    """Wall and CPU seconds since a run started (CPU time is less disturbed by a shared machine);
+    a resumed run starts from the seconds its earlier sessions took."""
 
-    def __init__(self) -> None:
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
+    def __init__(self, wall: float = 0.0, cpu: float = 0.0) -> None:
+        self._wall, self._cpu = time.perf_counter() - wall, time.process_time() - cpu
 
     def wall(self) -> float:
         return round(time.perf_counter() - self._wall, 2)

@@ -105,7 +105,7 @@ from hospital_marl.core.actions import ROLES
 from policies.rllib.policy import ModuleLogits
 from training.rllib.train import Args, train
 
-scores = iter([50.0, 70.0, 60.0])
+scores = iter(json.loads(sys.argv[2]))
 calls = []
 
 
@@ -122,11 +122,16 @@ def evaluate(policy, *, episodes, seed, scenarios, track):
             "scenarios": per_scenario, "invalid_action_rate": 0.0}
 
 
-flags = dict(iterations=3, eval_interval=1, eval_episodes=2, eval_seed=1000, train_batch_size=200,
+flags = dict(eval_interval=1, eval_episodes=2, eval_seed=1000, train_batch_size=200,
              minibatch_size=100, num_epochs=1, hidden=(16, 16), scenario="normal_day", progress=False)
-run = train(Args(save=sys.argv[1], **flags), evaluate)
+iterations = int(sys.argv[3])
+if sys.argv[4:] == ["--resume"]:
+    run = train(Args(resume=sys.argv[1], iterations=iterations, progress=False), evaluate)
+else:
+    run = train(Args(save=sys.argv[1], iterations=iterations, **flags), evaluate)
 (run / "calls.json").write_text(json.dumps(calls))
 """
+"""A run graded by a scripted evaluator (argv: run directory, the scores as JSON, iterations[, --resume])."""
 
 
 def test_train_rllib__keeps_the_best_validation_grading_as_what_the_run_plays(tmp_path: Path) -> None:
@@ -136,7 +141,7 @@ def test_train_rllib__keeps_the_best_validation_grading_as_what_the_run_plays(tm
     from policies.rllib.policy import ModuleLogits
 
     run = tmp_path / "run"
-    _ray_subprocess([sys.executable, "-c", STUB_RUN, str(run)], tmp_path)
+    _ray_subprocess([sys.executable, "-c", STUB_RUN, str(run), "[50.0, 70.0, 60.0]", "3"], tmp_path)
     calls = json.loads((run / "calls.json").read_text())
     assert [{k: c[k] for k in ("episodes", "seed", "scenarios", "track")} for c in calls] == [
         {"episodes": 2, "seed": 1000, "scenarios": [SCENARIO], "track": "team"}
@@ -155,6 +160,91 @@ def test_train_rllib__keeps_the_best_validation_grading_as_what_the_run_plays(tm
     assert [row["eval_score"] for row in curve] == [50.0, 70.0, 60.0]
     meta = json.loads((run / "rllib.json").read_text())
     assert (meta["best"]["iteration"], meta["final_eval"]["iteration"], meta["iterations"]) == (2, 3, 3)
+
+
+def test_train_rllib_resume__continues_the_curve_and_keeps_the_best_of_the_whole_run(tmp_path: Path) -> None:
+    """2 iterations graded 50, 70; resumed to 4, graded 60, 65: the curve has 4 rows whose
+    iteration and env-step counts carry on (200 role turns per iteration), the run still plays the
+    iteration-2 modules (the best of the whole run), and rllib.json records the resuming command."""
+    from policies.rllib import load_rllib_policy
+    from policies.rllib.policy import ModuleLogits
+
+    run = tmp_path / "run"
+    _ray_subprocess([sys.executable, "-c", STUB_RUN, str(run), "[50.0, 70.0]", "2"], tmp_path)
+    first = json.loads((run / "rllib.json").read_text())
+    best_before = json.loads((run / "calls.json").read_text())[1]["logits"]
+    _ray_subprocess([sys.executable, "-c", STUB_RUN, str(run), "[60.0, 65.0]", "4", "--resume"], tmp_path)
+
+    curve = json.loads((run / "curve.json").read_text())
+    assert [r["iteration"] for r in curve] == [1, 2, 3, 4]
+    assert [r["env_steps"] for r in curve] == [200, 400, 600, 800]
+    assert [r["eval_score"] for r in curve] == [50.0, 70.0, 60.0, 65.0]
+    assert [r["time_s"] for r in curve] == sorted(r["time_s"] for r in curve)  # wall time adds up
+    meta = json.loads((run / "rllib.json").read_text())
+    assert (meta["iterations"], meta["env_steps"], meta["args"]["iterations"]) == (4, 800, 4)
+    assert (meta["best"]["iteration"], meta["final_eval"]["iteration"]) == (2, 4)
+    assert meta["command"] == first["command"]
+    assert [r["from_iteration"] for r in meta["resumed"]] == [2]
+    assert (
+        f"--resume {run}" in meta["resumed"][0]["command"]
+        and "--iterations 4" in meta["resumed"][0]["command"]
+    )
+    assert meta["wall_time_s"] > first["wall_time_s"] and meta["cpu_time_s"] > first["cpu_time_s"]
+    assert meta["audit"]["audited_actions"] > first["audit"]["audited_actions"]
+    resumed_calls = json.loads((run / "calls.json").read_text())
+    assert len(resumed_calls) == 2
+
+    def probe(policy) -> list[float]:
+        return {
+            role: ModuleLogits(m)(np.full(m.observation_space["observation"].shape, 0.5)).tolist()
+            for role, m in policy.modules.items()
+        }
+
+    assert probe(load_rllib_policy(run)) == best_before  # best/ untouched: 70 still the best
+    assert probe(load_rllib_policy(run / "checkpoint")) == resumed_calls[1]["logits"]
+    assert resumed_calls[1]["logits"] != best_before  # training went on from the checkpoint
+
+
+def test_train_rllib_resume__keeps_the_runs_arguments_and_refuses_conflicting_ones(tmp_path: Path) -> None:
+    """``--resume`` takes the run's recorded arguments; a flag that differs from both its default
+    and the run's value, a target the run has already reached, another --save or a directory with
+    no checkpoint are refused with one line naming the problem (before Ray starts)."""
+    from training.rllib.train import Args, resume_args
+
+    run = tmp_path / "run"
+    (run / "checkpoint").mkdir(parents=True)
+    (run / "checkpoint" / "rllib_checkpoint.json").write_text("{}")
+    recorded = Args(iterations=2, lr=0.001, all_scenarios=True, hidden=(16, 16), save="elsewhere")
+    meta = {"args": recorded.as_json(), "final_eval": {"iteration": 2}, "command": recorded.command_line()}
+    (run / "rllib.json").write_text(json.dumps(meta))
+
+    resumed = resume_args(Args(resume=str(run), iterations=4, progress=False))
+    assert (resumed.lr, resumed.all_scenarios, resumed.hidden) == (0.001, True, (16, 16))
+    assert (resumed.iterations, resumed.progress) == (4, False)
+    assert resumed.save == resumed.resume == str(run)
+    assert resume_args(resumed) == resumed  # idempotent: the CLI and train() both call it
+    same = Args(resume=str(run), iterations=4, lr=0.001)  # the run's own value is no conflict
+    assert resume_args(same).lr == 0.001
+    with pytest.raises(ValueError, match=r"--seed 3 \(the run's: 0\), --lr 0.01 \(the run's: 0.001\)"):
+        resume_args(Args(resume=str(run), iterations=4, lr=0.01, seed=3))
+    with pytest.raises(ValueError, match="the run is at iteration 2; --iterations is the total to reach"):
+        resume_args(Args(resume=str(run), iterations=2))
+    with pytest.raises(ValueError, match="drop --save"):
+        resume_args(Args(resume=str(run), iterations=4, save=str(tmp_path / "other")))
+    with pytest.raises(ValueError, match="not a `train rllib` run with an algorithm checkpoint"):
+        resume_args(Args(resume=str(tmp_path / "nothing"), iterations=4))
+
+    cli = subprocess.run(
+        [*_train_command(), "--resume", str(run), "--iterations", "4", "--lr", "0.01"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 2
+    assert cli.stderr.strip().splitlines() == [
+        f"hospital-marl: error: --resume {run} keeps the run's arguments; these flags conflict with them: "
+        "--lr 0.01 (the run's: 0.001) (drop them, or start a new run)"
+    ]
 
 
 def test_load_rllib_policy__restores_every_role_without_a_ray_cluster(trained_run: Path) -> None:

@@ -9,7 +9,8 @@ its flags and defaults are as recorded; and that command moved to the CLI layer,
 would import the grader). ``train benchmarl`` gained ``--reward env|score`` (the shared ``reward``
 option of ``train ppo``, whose surface is unchanged), a narrower ``--reward-scale`` help,
 ``--algorithm qmix|vdn`` and the off-policy flags ``--optimizer-steps``, ``--replay-batch``,
-``--replay-size`` (re-recorded; nothing else moved).
+``--replay-size`` (re-recorded; nothing else moved). ``train rllib`` gained ``--resume PATH``
+(re-recorded; an addition only).
 """
 
 from __future__ import annotations

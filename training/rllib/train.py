@@ -24,16 +24,26 @@ passes :func:`grading.grade`), ``--eval-episodes`` per scenario from base seed `
 checkpoint (so a long run can be resumed from its last grading) and grades the modules as
 loaded from it, the way the run will be graded.
 
+``--resume RUN_DIR`` continues a run from that checkpoint (``Algorithm.from_checkpoint``: the
+modules, optimizer states and counters) up to ``--iterations`` in all: the curve and the iteration
+and env-step counts carry on, ``best/`` stays the best grading of the whole run, wall and CPU times
+add up, and ``rllib.json`` lists each resuming command under ``resumed``. The run's recorded
+arguments are kept; a flag that differs from both its default and the run's value is refused
+(only :data:`RESUMABLE` may change). Curve rows after the checkpoint's iteration (a run stopped
+between gradings) are dropped: those iterations are trained again. A resumed run is not
+bit-identical to one trained straight through (the samplers' random streams restart).
+
 Reads top to bottom: the arguments, the RLlib config, then :func:`train`. Ray and
 torch are imported inside the functions, so the CLI lists this command without them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,6 +58,8 @@ CURVE_FILE = "curve.json"
 BEST_DIR = "best"
 """The best validation grading's modules (one RLModule checkpoint per role) inside a run directory."""
 FORMAT = "hospital_marl.rllib/1"
+RESUMABLE = ("iterations", "progress", "address", "num_cpus")
+"""What ``--resume`` may change: how far the run goes and where Ray runs; the rest is the run's."""
 
 
 @dataclass
@@ -78,6 +90,9 @@ class Args(TrainArgs):
     """Seeds RLlib (torch, sampling) and the training envs' days."""
     save: str | None = None
     """Run directory (default: runs/rllib_<scenario|all>_s<seed>)."""
+    resume: str | None = None
+    """Continue the run in this directory from its last checkpoint up to --iterations in all (its
+    arguments are kept; a conflicting flag is an error)."""
     reward_mode: str = shared("reward_mode")
     train_batch_size: int = 4000
     """Env steps per iteration and learner (one step = one role's turn: a 100-tick shift is 300 steps)."""
@@ -179,6 +194,72 @@ def role_of_agent(agent_id: str, episode: Any = None, **kwargs: Any) -> str:
     return agent_id
 
 
+# ---------------------------------------------------------------- resuming
+def resume_args(args: Args) -> Args:
+    """``args`` for continuing the run in ``args.resume``: that run's recorded arguments, with the
+    :data:`RESUMABLE` ones taken from ``args``; ValueError on a missing run or a conflicting flag."""
+    if not args.resume:
+        return args
+    run_dir = Path(args.resume)
+    meta_file = run_dir / METADATA_FILE
+    if not meta_file.exists() or not (run_dir / CHECKPOINT_DIR / "rllib_checkpoint.json").exists():
+        raise ValueError(
+            f"--resume {run_dir}: not a `train rllib` run with an algorithm checkpoint "
+            f"(looked for {meta_file} and {run_dir / CHECKPOINT_DIR / 'rllib_checkpoint.json'})"
+        )
+    if args.save is not None and Path(args.save).resolve() != run_dir.resolve():
+        raise ValueError(
+            f"--resume continues the run in {run_dir}: drop --save {args.save} (or copy the run)"
+        )
+    meta = json.loads(meta_file.read_text())
+    at = (meta.get("final_eval") or {}).get("iteration", 0)
+    if args.iterations <= at:
+        raise ValueError(
+            f"--resume {run_dir}: the run is at iteration {at}; --iterations is the total to reach "
+            f"(got {args.iterations})"
+        )
+    recorded = {k: v for k, v in meta["args"].items() if k not in ("save", "resume")}
+    run = Args.from_json(recorded)
+    values, conflicts = {}, []
+    for f in fields(Args):
+        given, was = getattr(args, f.name), getattr(run, f.name)
+        if f.name in RESUMABLE:
+            values[f.name] = given
+        elif given != f.default and given != was and f.name not in ("save", "resume"):
+            conflicts.append(f"--{f.name.replace('_', '-')} {given} (the run's: {was})")
+        else:
+            values[f.name] = was
+    if conflicts:
+        raise ValueError(
+            f"--resume {run_dir} keeps the run's arguments; these flags conflict with them: "
+            + ", ".join(conflicts)
+            + " (drop them, or start a new run)"
+        )
+    return Args(**{**values, "save": str(run_dir), "resume": str(run_dir)})
+
+
+def restore(args: Args, grading: ValidationGrading) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
+    """The algorithm restored from ``args.resume``'s checkpoint, the curve rows up to its iteration,
+    and the run's metadata; ``grading`` takes up the run's best and last gradings."""
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    from training.rllib.env import register
+
+    register()  # the checkpoint's config names the env: it must be registered in this Ray instance
+    algo = Algorithm.from_checkpoint(str(grading.checkpoint))
+    start = algo.iteration
+    meta = json.loads((args.run_dir / METADATA_FILE).read_text())
+    rows = [r for r in json.loads((args.run_dir / CURVE_FILE).read_text()) if r["iteration"] <= start]
+    if not rows or rows[-1]["iteration"] != start or (meta.get("final_eval") or {}).get("iteration") != start:
+        algo.stop()
+        raise ValueError(
+            f"--resume {args.run_dir}: its curve and rllib.json have no grading at the checkpoint's "
+            f"iteration {start}"
+        )
+    grading.best, grading.last = meta["best"], meta["final_eval"]
+    return algo, rows, meta
+
+
 # ------------------------------------------------------------------- the run
 def init_ray(args: Args) -> bool:
     """Start a private local Ray instance, or join ``args.address``; False if Ray was already up."""
@@ -269,9 +350,16 @@ class ValidationGrading:
         return graded
 
 
-def write_metadata(args: Args, rows: list[dict[str, Any]], grading: ValidationGrading, clock: Clock) -> None:
+def write_metadata(
+    args: Args,
+    rows: list[dict[str, Any]],
+    grading: ValidationGrading,
+    clock: Clock,
+    history: dict[str, Any],
+) -> None:
     """``rllib.json``: written after every grading, so a run stopped between gradings is a complete
-    run directory (its best modules, curve and metadata so far)."""
+    run directory (its best modules, curve and metadata so far). ``history``: the first command
+    and the resumed ones (``{"from_iteration", "command"}``)."""
     import ray
     import torch
 
@@ -304,7 +392,8 @@ def write_metadata(args: Args, rows: list[dict[str, Any]], grading: ValidationGr
             "args": args.as_json(),
             "ray_version": ray.__version__,
             "torch_version": torch.__version__,
-            "command": args.command_line(),
+            "command": history["command"],
+            "resumed": history["resumed"],
         },
     )
 
@@ -318,17 +407,37 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     import torch
     from tqdm import tqdm
 
+    args = resume_args(args)
     run_dir = args.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    clock = Clock()
     torch.set_num_threads(1)  # tiny MLPs: more threads only contend with the env runners
-    grading = ValidationGrading(args, evaluate, clock)
+    grading = ValidationGrading(args, evaluate, Clock())
     owns_ray = init_ray(args)
     algo = None
     rows: list[dict[str, Any]] = []
+    history: dict[str, Any] = {"command": args.command_line(), "resumed": []}
     try:
-        algo = build_config(args).build_algo()
-        bar = tqdm(range(1, args.iterations + 1), desc="rllib ppo", unit="it", disable=not args.progress)
+        if args.resume:
+            algo, rows, meta = restore(args, grading)
+            grading.clock = Clock(wall=rows[-1]["wall_time_s"], cpu=rows[-1]["cpu_time_s"])
+            history = {
+                "command": meta["command"],
+                "resumed": [
+                    *meta.get("resumed", []),
+                    {"from_iteration": algo.iteration, "command": args.command_line()},
+                ],
+            }
+        else:
+            algo = build_config(args).build_algo()
+        clock, start = grading.clock, (rows[-1]["iteration"] if rows else 0)
+        bar = tqdm(
+            range(start + 1, args.iterations + 1),
+            desc="rllib ppo",
+            unit="it",
+            initial=start,
+            total=args.iterations,
+            disable=not args.progress,
+        )
         for iteration in bar:
             row = curve_row(iteration, algo.train(), clock)
             if grading.due(iteration):
@@ -336,7 +445,7 @@ def train(args: Args, evaluate: Evaluate) -> Path:
             rows.append(row)
             write_curve(rows, run_dir)
             if "eval_score" in row:
-                write_metadata(args, rows, grading, clock)
+                write_metadata(args, rows, grading, clock, history)
             bar.set_postfix(
                 steps=row["env_steps"],
                 team_return=_fmt(row["team_return_mean"]),
