@@ -165,9 +165,12 @@ def test_targets_apply_spec_7_where_the_planner_finds_no_headroom() -> None:
     assert module.headroom(data(0.0), "flat") == pytest.approx({"a": 10.0, "b": 1.0})
     within = "\n".join(module.targets(data(-0.5), result))
     assert "on every scenario: met." in within and "`a` +1.0" in within
+    assert "Met by MAPPO (BenchMARL), env reward (overall +0.27, P(improvement) 0.50)" in within
+    assert "Not the others" not in within
     assert "The shipped flat `ppo` beats `heuristic` on every scenario on held-out days: met." in within
     behind = "\n".join(module.targets(data(-1.5), result))
-    assert "on every scenario: not met." in behind and "(not on: `a` -1.5" in behind
+    assert "on every scenario: not met." in behind
+    assert "Not the others (scenarios beaten, of 2): MAPPO (BenchMARL), env reward 1." in behind
     assert "gap overall: not met." in behind
     assert module.gap_closed(data(-1.5), "mappo") == pytest.approx((-1.48 + 1.02) / 2 / 5.5)
     assert module.gap_closed(data(-0.5, 6.0), "mappo") == pytest.approx((-0.48 + 6.02) / 2 / 5.5)
@@ -182,3 +185,47 @@ def test_targets_apply_spec_7_where_the_planner_finds_no_headroom() -> None:
     del no_planner["reference"][module.PLANNER]
     text = "\n".join(module.targets(no_planner, result))
     assert "on every scenario: not met." in text and "gap overall: not measured." in text
+
+
+def test_margin_tables_and_episode_se_line_on_synthetic_days() -> None:
+    """The margins table has one row per learned row (its margins per scenario and overall, the gap
+    share, how many scenarios it beats, two decimals when it beats on all), the comparisons their
+    own table, and the episode-level s.e. line names the largest and the rows above 1 point.
+    Synthetic days (as above: headroom a +1, none; b +10; gap 5.5): every cell is known by hand."""
+    module = marl_stats()
+    days = 4
+    team, planner = {"a": [80.0] * days, "b": [70.0] * days}, {"a": [81.0] * days, "b": [80.0] * days}
+    wobble = [-2.0, 2.0, -2.0, 2.0]  # mean 0; episode s.e. sqrt(16 / 3) / 2 = 1.15
+
+    def runs(margin_a: float, noisy: bool = False) -> list[dict[str, Any]]:
+        return [  # five seeds 0.01 apart: margins margin_a + 0.02 and +1.02, s.e. between seeds 0.007
+            {
+                "heldout": {
+                    "a": [80.0 + margin_a + 0.01 * k] * days,
+                    "b": [71.0 + 0.01 * k + (w if noisy else 0.0) for w in wobble],
+                }
+            }
+            for k in range(5)
+        ]
+
+    data = {
+        "scenarios": ["a", "b"],
+        "reference": {module.REFERENCE: team, module.PLANNER: planner},
+        "algorithms": {"mappo": runs(-0.5), "ippo": runs(-1.5, noisy=True)},
+    }
+    lines = module.margin_tables(data)
+    label = module.LABELS
+    # MAPPO: within 1 point on a (no headroom), ahead on b: beats on 2 of 2, two decimals;
+    # overall (-0.48 + 1.02) / 2 = 0.27, gap closed 0.27 / 5.5 = 5 %
+    assert f"| {label['mappo']} | -0.48 ± 0.01 | +1.02 ± 0.01 | +0.27 ± 0.01 | +5% | 2 of 2 |" in lines
+    # IPPO: 1.48 behind on a: beats on 1 of 2, one decimal; overall -0.23, gap -4 %
+    assert f"| {label['ippo']} | -1.5 ± 0.0 | +1.0 ± 0.0 | -0.2 ± 0.0 | -4% | 1 of 2 |" in lines
+    assert "| comparison | `a` | `b` | overall |" in lines
+    assert f"| {module.PAIRS[('mappo', 'ippo')]} | +1.0 ± 0.0 | +0.0 ± 0.0 | +0.5 ± 0.0 |" in lines
+    line = module.episode_se_line(data)
+    assert f"largest 1.15 ({label['ippo']}, `b`)" in line and "`team_heuristic` 0.00" in line
+    assert f"above 1 point on some scenario: 1 of 2 learned rows ({label['ippo']})." in line
+    data["algorithms"]["ippo"] = runs(-1.5)  # no episode noise anywhere: within the limit
+    assert "every learned row is within 1 point on every scenario" in module.episode_se_line(data)
+    del data["algorithms"]["ippo"]  # one row: no comparison table
+    assert not any(row.startswith("| comparison") for row in module.margin_tables(data))
