@@ -30,7 +30,7 @@ Three steps, so that the table and figures regenerate from committed artefacts a
    and writes the figures (``docs/marl/*.png``) and marl-eval's JSON (``docs/marl/marl_eval.json``).
 
     python benchmarks/marl_stats.py publish --runs runs/benchmarl    # after training
-    python benchmarks/marl_stats.py collect --episodes 60            # from a fresh clone
+    python benchmarks/marl_stats.py collect --episodes 100           # from a fresh clone
     python benchmarks/marl_stats.py --write
 """
 
@@ -626,7 +626,7 @@ def main() -> int:
         help="publish: folder of fresh train benchmarl runs (default runs/benchmarl); "
         f"collect: folder of run directories (default {COMMITTED.relative_to(ROOT)})",
     )
-    parser.add_argument("--episodes", type=int, default=60, help="collect: held-out episodes per scenario")
+    parser.add_argument("--episodes", type=int, default=100, help="collect: held-out episodes per scenario")
     parser.add_argument("--only", nargs="*", default=(), help="publish/collect: only these run directories")
     parser.add_argument("--results", default=str(RESULTS), help="the collected JSON")
     parser.add_argument("--reps", type=int, default=stats.DEFAULT_REPS, help="bootstrap resamples")
