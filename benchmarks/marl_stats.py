@@ -345,7 +345,7 @@ def margin_tables(data: dict[str, Any]) -> list[str]:
     """One row per learned row: its margins over ``team_heuristic`` per scenario and overall, the
     share of the heuristic→planner gap it closes and how many scenarios it beats; then one row per
     comparison in :data:`PAIRS` (both rows present)."""
-    scenarios, ref = data["scenarios"], data["reference"][REFERENCE]
+    scenarios = data["scenarios"]
     lines = [
         "",
         "Per-scenario margins against `team_heuristic` on the held-out days (paired; ± s.e. between seeds; "
@@ -355,12 +355,10 @@ def margin_tables(data: dict[str, Any]) -> list[str]:
     ]
     head = [*(f"`{s}`" for s in scenarios), "overall", "gap closed", "beats on"]
     lines += ["| policy | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1)]
-    for n, runs in data["algorithms"].items():
+    for n in data["algorithms"]:
         per, wins = margins(data, n)
         digits = 2 if wins == len(scenarios) else 1
-        overall = stats.paired_margin(
-            [_overall(r["heldout"], scenarios) for r in runs], _overall(ref, scenarios), OVERALL
-        )
+        overall = overall_margin(data, n)
         share = gap_closed(data, n)
         cells = [f"{m:+.{digits}f} ± {se:.{digits}f}" for m, se in (*per, overall)]
         cells += ["—" if share is None else f"{share:+.0%}", f"{wins} of {len(scenarios)}"]
@@ -384,6 +382,17 @@ def margin_tables(data: dict[str, Any]) -> list[str]:
             cells.append(f"{diff:+.1f} ± {np.hypot(stats.run_stderr(x, s), stats.run_stderr(y, s)):.1f}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
+
+
+def overall_margin(data: dict[str, Any], name: str) -> tuple[float, float]:
+    """A row's overall paired margin over ``team_heuristic`` (day k averaged over the scenarios) and
+    its standard error between seeds: the one overall figure the table, the gap share and the
+    targets read."""
+    scenarios, ref = data["scenarios"], data["reference"][REFERENCE]
+    runs = data["algorithms"][name]
+    return stats.paired_margin(
+        [_overall(r["heldout"], scenarios) for r in runs], _overall(ref, scenarios), OVERALL
+    )
 
 
 def _overall(scores: dict[str, list[float]], scenarios: list[str]) -> dict[str, list[float]]:
@@ -442,14 +451,7 @@ def gap_closed(data: dict[str, Any], name: str) -> float | None:
     room = headroom(data)
     if any(v is None for v in room.values()):
         return None
-    ref = data["reference"][REFERENCE]
-    margin = np.mean(
-        [
-            np.mean([np.mean(r["heldout"][s]) - np.mean(ref[s]) for s in data["scenarios"]])
-            for r in data["algorithms"][name]
-        ]
-    )
-    return float(margin / np.mean(list(room.values())))
+    return overall_margin(data, name)[0] / float(np.mean(list(room.values())))
 
 
 def targets(data: dict[str, Any], result: dict[str, Any]) -> list[str]:
@@ -459,10 +461,10 @@ def targets(data: dict[str, Any], result: dict[str, Any]) -> list[str]:
     level = [s for s in scenarios if room[s] is not None and room[s] < NO_HEADROOM]
     meets, misses = [], []
     for n in trained_rows(data):
-        per, won = margins(data, n)
+        _, won = margins(data, n)
         if won == len(scenarios):
             meets.append(
-                f"{LABELS.get(n, n)} (overall {float(np.mean([m for m, _ in per])):+.2f}, "
+                f"{LABELS.get(n, n)} (overall {overall_margin(data, n)[0]:+.2f}, "
                 f"P(improvement) {result['improvement'][n]['p']:.2f})"
             )
         else:

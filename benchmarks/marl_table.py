@@ -26,6 +26,7 @@ repository alone. With ``--train`` a missing run is trained first through the CL
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -184,11 +185,8 @@ def plot(runs: dict[str, Path], team_reports: dict[str, dict[str, Any]], out: Pa
             ax2.fill_between(
                 x, y - band, y + band, color="tab:red", alpha=0.15, label="± mean per-scenario s.e."
             )
-            heuristic = grade_timed(
-                "team_heuristic (validation days)", "team_heuristic", "team", **days(rllib)
-            )
             ax2.axhline(
-                heuristic["overall_score"],
+                validation_heuristic(rllib),
                 color="grey",
                 ls="--",
                 lw=1,
@@ -299,6 +297,15 @@ def days(run_dir: Path) -> dict[str, Any]:
     }
 
 
+@functools.cache
+def validation_heuristic(run_dir: Path) -> float:
+    """``team_heuristic``'s overall score on a run's validation days (what its curve is read
+    against): graded once, for the figure and the prose."""
+    return grade_timed("team_heuristic (validation days)", "team_heuristic", "team", **days(run_dir))[
+        "overall_score"
+    ]
+
+
 def convergence(graded: list[dict[str, Any]]) -> dict[str, float]:
     """The last third of a run's validation gradings against the middle third (means, their
     difference ± its standard error from the gradings' spread), and the last third's least-squares
@@ -375,8 +382,8 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
         f"points per 100k role decisions: {verdict}."
     )
     # team_heuristic on the run's own validation days: the gap the curve would have to close.
-    heuristic = grade_timed("team_heuristic (validation days)", "team_heuristic", "team", **days(run_dir))
-    gap = heuristic["overall_score"] - c["last"]
+    heuristic = validation_heuristic(run_dir)
+    gap = heuristic - c["last"]
     m, se = overall_paired(report, ref)
     closing = ""
     if not levelled and c["slope"] > 0 and gap > 0:
@@ -391,7 +398,7 @@ def rllib_prose(run_dir: Path, report: dict[str, Any], ref: dict[str, Any]) -> l
         closing = "; the last third's slope is not positive: this curve shows no sign of closing that gap"
     side = "above" if gap > 0 else "below"
     lines.append(
-        f"On the same validation days `team_heuristic` scores {heuristic['overall_score']:.1f}, "
+        f"On the same validation days `team_heuristic` scores {heuristic:.1f}, "
         f"{abs(gap):.1f} {side} the last third's mean{closing}. On the reported days the shipped modules are "
         f"{m:+.1f} ± {se:.1f} from `team_heuristic`."
     )

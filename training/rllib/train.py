@@ -462,8 +462,6 @@ def train(args: Args, evaluate: Evaluate) -> Path:
 
 def summary(run_dir: Path) -> dict[str, Any]:
     """What the CLI prints after a run."""
-    import json
-
     meta = json.loads((run_dir / METADATA_FILE).read_text())
     out = {k: meta[k] for k in ("env_steps", "wall_time_s", "cpu_time_s", "audit", "command")}
     out["run_dir"] = str(run_dir)
