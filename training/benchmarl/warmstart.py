@@ -222,8 +222,6 @@ def collect_planner_demonstrations(
     from training.benchmarl.env import encode_state, split_rows
     from training.common import reward_table
 
-    if args.reward != "env":
-        raise ValueError("the team_planner warm start pays the env's reward only (--reward env)")
     if not 0.0 <= beta <= 1.0:
         raise ValueError(f"beta must be a probability, got {beta!r}")
     planner = TeamPlannerPolicy() if planner is None else planner
