@@ -28,11 +28,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.grader_speed import DECISION_COUNT
 from grading.common import NO_HEADROOM, WITHIN, stderr
 from grading.grader import grade
 
 PAIRS = {"team": ("team_planner", "team_heuristic"), "flat": ("planner", "heuristic")}
-DECISIONS = {"team": "actions", "flat": "ticks"}  # one decision: a role's action / a tick
 
 
 def graded(agent: str, track: str, episodes: int, seed: int) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def graded(agent: str, track: str, episodes: int, seed: int) -> dict[str, Any]:
     wall, cpu = time.perf_counter(), time.process_time()
     report = grade(agent, episodes=episodes, seed=seed, track=track)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    decisions = sum(s["counts"][DECISIONS[track]] for s in report["scenarios"].values())
+    decisions = sum(s["counts"][DECISION_COUNT[track]] for s in report["scenarios"].values())
     invalid = sum(s["counts"]["invalid_actions"] for s in report["scenarios"].values())
     return {
         "scores": {name: s["episode_scores"] for name, s in report["scenarios"].items()},
