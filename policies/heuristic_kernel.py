@@ -17,14 +17,10 @@ housekeeping.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import sys
-from pathlib import Path
-
 import numpy as np
 from numba import njit
 
+from hospital_marl.core import jitcache, kernel
 from hospital_marl.core.actions import FLAT_OF, NOOP, ROLES, Kind
 from hospital_marl.core.kernel import (
     CRITICAL_SEVERITY,
@@ -355,9 +351,7 @@ def evaluate_role_candidates(
 
 # ------------------------------------------------------------------ the on-disk cache
 DEPENDENCIES: tuple[str, ...] = (
-    "hospital_marl.core.kernel",
-    "hospital_marl.core.types",
-    "hospital_marl.core.actions",
+    *kernel.SOURCES,
     "hospital_marl.envs.observations",
 )
 """Modules whose code or constants the functions above compile in. numba's on-disk cache
@@ -369,34 +363,13 @@ _DISPATCHERS += (horizon_value, evaluate_candidates, valued_tick, play_roles, ev
 
 def dependencies_digest() -> str:
     """A digest of this module's and its :data:`DEPENDENCIES`' source files."""
-    digest = hashlib.blake2b(digest_size=16)
-    for name in (__name__, *DEPENDENCIES):
-        digest.update(Path(sys.modules[name].__file__ or "").read_bytes())
-    return digest.hexdigest()
+    return jitcache.sources_digest((__name__, *DEPENDENCIES))
 
 
 def check_cache(digest: str | None = None) -> bool:
     """Empty this module's numba cache when it was compiled from other sources (kernel edits,
-    a merge, a checkout); record the current ones. Returns whether it was emptied. Best
-    effort: a cache directory that cannot be written is left to numba."""
-    digest = digest or dependencies_digest()
-    caches = [getattr(d, "_cache", None) for d in _DISPATCHERS]
-    paths = {c.cache_path for c in caches if c is not None and hasattr(c, "cache_path")}
-    stale = False
-    for path in paths:
-        stamp = Path(path) / "heuristic_kernel.sources"
-        try:
-            stale |= not stamp.is_file() or stamp.read_text() != digest
-        except OSError:
-            return False
-    if stale:
-        for cache in caches:
-            if cache is not None:
-                cache.flush()
-        for path in paths:
-            with contextlib.suppress(OSError):
-                (Path(path) / "heuristic_kernel.sources").write_text(digest)
-    return stale
+    a merge, a checkout); record the current ones. Returns whether it was emptied."""
+    return jitcache.check_cache(_DISPATCHERS, "heuristic_kernel.sources", (), digest or dependencies_digest())
 
 
 check_cache()

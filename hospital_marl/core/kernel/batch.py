@@ -1,0 +1,99 @@
+"""The batch loops, compiled: the vector envs' step over a range of rows (environments), with
+ended rows restarted on the next day drawn ahead for them.
+"""
+
+from __future__ import annotations
+
+from hospital_marl.core.actions import N_FLAT_ACTIONS
+from hospital_marl.core.kernel.common import (
+    _jit,
+)
+from hospital_marl.core.kernel.dynamics import start_row, tick
+from hospital_marl.core.kernel.observe import observe_row
+from hospital_marl.core.kernel.rules import act_flat, act_role
+from hospital_marl.core.types import (
+    F_LAST_REWARD,
+    F_LAST_ROLE_REWARD,
+    S_TERMINATED,
+    S_TRUNCATED,
+)
+
+# ---------------------------------------------------------------- batches (rows = environments)
+ROW_LIVE, ROW_RESTARTED, ROW_ENDED = 0, 1, 2
+"""What a batch step reports per row (``resets``): still in its episode; ended and started
+its next day in the same call; ended, next day left to the caller (no key drawn ahead, or
+the day does not fit the row's capacity)."""
+
+
+@_jit
+def _end_row(st, p, e, offsets, obs, mask, final_obs, final_scalars, final_floats, keys, key_cursor) -> int:
+    """Row ``e``'s episode has just ended (its last observation is in ``obs``): keep what the
+    vector env reports of it (last observation, counters), then start its next day from the
+    next key drawn ahead for it (``keys[e, key_cursor[e]]``) and observe that day's start.
+    Returns :data:`ROW_RESTARTED`, or :data:`ROW_ENDED` if the caller must start it."""
+    for i in range(obs.shape[0]):  # element loops: slice copies would need numba's runtime
+        final_obs[e, i] = obs[i]
+    for i in range(st.scalars.shape[1]):
+        final_scalars[e, i] = st.scalars[e, i]
+    for i in range(st.floats.shape[1]):
+        final_floats[e, i] = st.floats[e, i]
+    c = key_cursor[e]
+    if c >= keys.shape[1]:
+        return ROW_ENDED
+    if start_row(st, p, e, keys[e, c]) > st.pat.shape[1]:
+        return ROW_ENDED  # the same key again once the state has grown
+    key_cursor[e] = c + 1
+    observe_row(st, p, e, offsets, obs, mask)
+    return ROW_RESTARTED
+
+
+@_jit
+def step_flat_batch(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcomes, ends) -> None:
+    """Rows ``lo:hi``, each live one: its flat action (out of range = invalid), the tick, the
+    next observation and mask; a row whose episode ends is restarted at once (:func:`_end_row`,
+    ``ends`` = (resets, final_obs, final_scalars, final_floats, keys, key_cursor); its code
+    in ``resets``). Rows already done are left alone. Rows are independent, so disjoint
+    ranges may run at once on several threads (no GIL)."""
+    resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
+    for e in range(lo, hi):
+        resets[e] = ROW_LIVE
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            continue
+        a = actions[e]
+        outcomes[e] = act_flat(st, p, e, a if 0 <= a < N_FLAT_ACTIONS else -1)
+        tick(st, p, e)
+        observe_row(st, p, e, offsets, obs[e], masks[e])
+        rewards[e] = st.floats[e, F_LAST_REWARD]
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            resets[e] = _end_row(
+                st, p, e, offsets, obs[e], masks[e], final_obs, final_scalars, final_floats, keys, key_cursor
+            )
+
+
+@_jit
+def step_joint_batch(
+    st, p, lo, hi, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes, ends
+) -> None:
+    """Rows ``lo:hi``, each live one: one action per role in role order (parallel resolution:
+    an action valid on the mask ``seen`` but made impossible by an earlier role is a
+    conflict), then the tick, the next observation and mask; ended rows restart as in
+    :func:`step_flat_batch`. Threads: as :func:`step_flat_batch`."""
+    resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
+    for e in range(lo, hi):
+        resets[e] = ROW_LIVE
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            continue
+        for r in range(3):
+            a = actions[e, r]
+            ok = 0 <= a < p.role_actions[r]
+            was_valid = ok and (a == 0 or seen[e, p.role_flat[r, max(a, 0)]])
+            outcomes[e, r] = act_role(st, p, e, r, a if ok else -1, was_valid)
+        tick(st, p, e)
+        observe_row(st, p, e, offsets, obs[e], masks[e])
+        rewards[e] = st.floats[e, F_LAST_REWARD]
+        for r in range(3):
+            role_rewards[e, r] = st.floats[e, F_LAST_ROLE_REWARD + r]
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            resets[e] = _end_row(
+                st, p, e, offsets, obs[e], masks[e], final_obs, final_scalars, final_floats, keys, key_cursor
+            )
