@@ -73,6 +73,10 @@ ADMIT = 60.0
 STEP_DOWN = 50.0
 EARLY_DISCHARGE_UNDER_PRESSURE = 40.0
 
+SERIOUS_SEVERITY = CRITICAL_SEVERITY - 1
+"""A waiting patient this severe or worse justifies early-discharging the mildest general-bed
+patient when the ward is full (the heuristic's and the planner's pressure rule, not a SPEC rule)."""
+
 BOARD_SLOTS = BLOCK_BY_KEY["bed_occupancy"].shape[0]  # 20
 ICU_SLOTS = BLOCK_BY_KEY["icu_occupancy"].shape[0]  # 5
 VENT_SLOTS = BLOCK_BY_KEY["ventilator_status"].shape[0]  # 3
@@ -155,11 +159,11 @@ def bed_manager(obs, off, mask) -> tuple[int, float]:
     free_general, free_icu = obs[o_c], obs[o_c + 1]
     critical_waiting, serious_waiting = False, False
     for slot in range(QUEUE_SLOTS):
-        critical_waiting |= obs[o_q + 3 * slot] >= 4
-        serious_waiting |= obs[o_q + 3 * slot] >= 3
+        critical_waiting |= obs[o_q + 3 * slot] >= CRITICAL_SEVERITY
+        serious_waiting |= obs[o_q + 3 * slot] >= SERIOUS_SEVERITY
     critical_on_board, n_board = False, 0
     for k in range(BOARD_SLOTS):
-        critical_on_board |= obs[o_b + k] >= 4
+        critical_on_board |= obs[o_b + k] >= CRITICAL_SEVERITY
         n_board += obs[o_b + k] > 0
     icu_needed = free_icu == 0 and (critical_waiting or critical_on_board)
     best, best_priority = NOOP, 0.0
@@ -170,7 +174,7 @@ def bed_manager(obs, off, mask) -> tuple[int, float]:
             break
     for k in range(BOARD_ACTIONS):
         action = FLAT[K_TRANSFER_ICU, k]
-        if obs[o_b + k] >= 4 and mask[action]:
+        if obs[o_b + k] >= CRITICAL_SEVERITY and mask[action]:
             priority = TRANSFER_CRITICAL + obs[o_b + k]
             if priority > best_priority:  # ties keep the earlier proposal
                 best, best_priority = action, priority
@@ -353,6 +357,7 @@ def evaluate_role_candidates(
 DEPENDENCIES: tuple[str, ...] = (
     *kernel.SOURCES,
     "hospital_marl.envs.observations",
+    "hospital_marl.core.constants",
 )
 """Modules whose code or constants the functions above compile in. numba's on-disk cache
 checks only the file that defines a function, so an edit to the kernel alone would leave

@@ -38,9 +38,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.constants import CONDITIONS, CRITICAL_SEVERITY, N_SEVERITIES
 from hospital_marl.core.hospital import Hospital
-from hospital_marl.core.kernel import CRITICAL_SEVERITY
-from hospital_marl.core.scenarios import CONDITIONS
+from hospital_marl.core.kernel import needs_ventilator
 from hospital_marl.envs.observations import ObservationBuilder
 from policies.base import BasePolicy
 from policies.pruning import prune_dominated
@@ -61,9 +61,7 @@ SHIPPED: dict[str, str] = {
 
 ENCODER_VERSION = 3
 FEATURE_CLIP = 5.0
-N_SEVERITIES = 5
 N_CONDITIONS = len(CONDITIONS)
-RESPIRATORY = CONDITIONS.index("respiratory") + 1
 SEVERITY_SCALE = 5.0
 TICKS_SCALE = 20.0  # waiting and treatment ticks: 20 ticks (4.8 h) is a long time here
 EARLY_DISCHARGE_SLOTS = 5
@@ -152,7 +150,8 @@ class FeatureEncoder:
         slots[:, 5:10] = self._eye_cond[cond]
         slots[:, 10] = queue[:, 2]
         slots[:, 10] /= TICKS_SCALE
-        slots[:, 11] = (sev == 5) | ((sev == 4) & (cond == RESPIRATORY))
+        # the kernel's rule, slot by slot
+        slots[:, 11] = [needs_ventilator(s, c) for s, c in zip(sev.tolist(), cond.tolist())]
         np.clip(vector, 0.0, FEATURE_CLIP, out=vector)
         return vector
 

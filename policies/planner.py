@@ -351,7 +351,7 @@ def candidate_actions(
                 icu_seen.add(kind)
                 add(FLAT_OF[(Kind.ADMIT_ICU, slot)])
     if "ventilator_officer" in roles:
-        for v in range(3):
+        for v in range(hk.VENT_SLOTS):
             if mask[FLAT_OF[(Kind.VENTILATE, v)]]:
                 add(FLAT_OF[(Kind.VENTILATE, v)])
                 break
@@ -368,20 +368,20 @@ def _bed_candidates(observation: Mapping[str, np.ndarray], add: Callable[[int], 
     icu, ready = observation["icu_occupancy"], observation["icu_ready"]
     free_general, free_icu = observation["capacity"][0], observation["capacity"][1]
     board_seen: set[int] = set()
-    for k in range(min(5, n_board)):
-        if board[k] >= 4 and int(board[k]) not in board_seen:
+    for k in range(min(hk.BOARD_ACTIONS, n_board)):
+        if board[k] >= CRITICAL_SEVERITY and int(board[k]) not in board_seen:
             board_seen.add(int(board[k]))
             add(FLAT_OF[(Kind.TRANSFER_ICU, k)])
     for j in range(len(icu)):
         if ready[j]:
             add(FLAT_OF[(Kind.DISCHARGE_ICU, j)])
             break
-    critical_needs_icu = bool((queue[:, 0] >= 4).any() or (board >= 4).any())
+    critical_needs_icu = bool((queue[:, 0] >= CRITICAL_SEVERITY).any() or (board >= CRITICAL_SEVERITY).any())
     if free_icu == 0 and critical_needs_icu:
-        unfinished = [j for j in range(len(icu)) if 0 < icu[j] <= 3 and not ready[j]]
+        unfinished = [j for j in range(len(icu)) if 0 < icu[j] < CRITICAL_SEVERITY and not ready[j]]
         if unfinished:
             add(FLAT_OF[(Kind.DISCHARGE_ICU, min(unfinished, key=lambda j: icu[j]))])
-    if free_general == 0 and n_board and (queue[:, 0] >= 3).any():
+    if free_general == 0 and n_board and (queue[:, 0] >= hk.SERIOUS_SEVERITY).any():
         add(FLAT_OF[(Kind.EARLY_DISCHARGE, 0)])
 
 

@@ -28,8 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from hospital_marl.core.actions import ACTION_TABLE, Kind
-
-CRITICAL = 4
+from hospital_marl.core.constants import CRITICAL_SEVERITY as CRITICAL
 
 
 def _flat(kind: Kind) -> np.ndarray:

@@ -54,9 +54,3 @@ class ClinicalParams:
 
 
 DEFAULT_CLINICAL = ClinicalParams()
-
-
-def treatment_ticks(ranges: tuple[tuple[int, int], ...], severity: int, quantile: float) -> int:
-    """The treatment time at a per-patient quantile in [0, 1)."""
-    low, high = ranges[severity]
-    return low + int(quantile * (high - low + 1))

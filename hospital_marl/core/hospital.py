@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hospital_marl.core import kernel
-from hospital_marl.core.actions import ROLE_FLAT, ROLES, Kind
+from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_FLAT, ROLES, Kind
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
 from hospital_marl.core.generator import (
     Day,
@@ -218,7 +218,7 @@ class Hospital:
         self._version = 0
         self._params_key: tuple | None = None
         self._mask_version = -1
-        self._mask = np.zeros(39, np.bool_)
+        self._mask = np.zeros(N_FLAT_ACTIONS, np.bool_)
 
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None) -> None:

@@ -10,9 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
-N_SEVERITIES = 5
-CONDITIONS: tuple[str, ...] = ("cardiac", "respiratory", "trauma", "infection", "neuro")
-"""Condition names; condition id = index + 1 (0 = empty slot)."""
+from hospital_marl.core.constants import CONDITIONS, N_SEVERITIES
 
 
 def _as_mix(owner: str, name: str, mix: object) -> tuple[float, ...]:

@@ -105,6 +105,7 @@ from hospital_marl.core.kernel.rules import (
 
 SOURCES: tuple[str, ...] = (
     *(m.__name__ for m in (common, rules, dynamics, observe, fused, batch)),
+    "hospital_marl.core.constants",
     "hospital_marl.core.rng",
     "hospital_marl.core.types",
     "hospital_marl.core.actions",

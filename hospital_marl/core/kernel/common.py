@@ -1,5 +1,6 @@
 """What every part of the compiled kernel shares: the ``njit`` settings, the outcome and
-action-kind codes, the observation blocks' order and the critical threshold.
+action-kind codes and the observation blocks' order (the clinical thresholds are
+:mod:`hospital_marl.core.constants`, re-exported here for the kernel's files).
 
 Kept apart so each job of the kernel (rules, dynamics, observation writers, fused entry points,
 batch loops) is a file of its own; :mod:`hospital_marl.core.kernel` re-exports them all.
@@ -10,6 +11,7 @@ from __future__ import annotations
 from numba import njit
 
 from hospital_marl.core.actions import Kind
+from hospital_marl.core.constants import CRITICAL_SEVERITY, MAX_SEVERITY, RESPIRATORY  # noqa: F401 (for the kernel)
 
 OUT_DONE, OUT_NOOP, OUT_INVALID, OUT_CONFLICT = range(4)
 """Outcome codes (:class:`~hospital_marl.core.hospital.Outcome` in this order)."""
@@ -67,10 +69,3 @@ _jit = njit(cache=True, nogil=True, _nrt=False)
 """No reference counting: a call passing the state's arrays would otherwise incref and decref
 each of them, which costs more than most rules do. Safe because no rule allocates
 (``State.scratch`` is their working space) and every array outlives the call."""
-
-
-CRITICAL_SEVERITY = 4
-"""SPEC §2: a patient is critical from the first tick their severity reaches this. Below it a
-general bed is adequate care, early discharge is allowed, and a treated ICU patient can step
-down; every rule reads the threshold from here (numba freezes it at compile time;
-:func:`hospital_marl.core.jitcache.check_cache` empties the kernel's cache when a source changes)."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from hospital_marl.core.kernel.common import (
     CRITICAL_SEVERITY,
+    MAX_SEVERITY,
     NO_ROLE,
     _jit,
 )
@@ -124,12 +125,12 @@ def _treat(st, p, e, pid, u: float, care: int) -> None:
     if pat[e, pid, PAT_REMAINING] > 0:
         pat[e, pid, PAT_REMAINING] -= 1
     sev = pat[e, pid, PAT_SEVERITY]
-    if sev == 5:
+    if sev == MAX_SEVERITY:
         death = death_probability(p, np.bool_(True), np.bool_(True))
         if u < death:
             _die(st, p, e, pid)
-        elif u < death + p.improve[care, 5]:
-            pat[e, pid, PAT_SEVERITY] = 4
+        elif u < death + p.improve[care, MAX_SEVERITY]:
+            pat[e, pid, PAT_SEVERITY] = MAX_SEVERITY - 1
     elif u < p.improve[care, sev]:
         pat[e, pid, PAT_SEVERITY] = sev - 1
 
@@ -141,7 +142,7 @@ def _neglect(st, p, e, pid, u: float, in_bed: bool) -> None:
     n = pat[e, pid, PAT_NEGLECT]
     pat[e, pid, PAT_NEGLECT] = n + 1
     sev = pat[e, pid, PAT_SEVERITY]
-    if sev == 5:
+    if sev == MAX_SEVERITY:
         if u < death_probability(p, np.bool_(False), in_bed):
             _die(st, p, e, pid)
         return
@@ -159,7 +160,7 @@ def arrive(st, p, e, t) -> None:
         if st.bounce[e, BOUNCE_TICK, k] == t:
             st.bounce[e, BOUNCE_TICK, k] = -1
             pid = st.bounce[e, BOUNCE_PID, k]
-            pat[e, pid, PAT_SEVERITY] = min(5, pat[e, pid, PAT_SEVERITY] + 1)
+            pat[e, pid, PAT_SEVERITY] = min(MAX_SEVERITY, pat[e, pid, PAT_SEVERITY] + 1)
             pat[e, pid, PAT_LOCATION] = WAITING
             st.queue[e, st.scalars[e, S_QUEUE_LEN]] = pid
             st.scalars[e, S_QUEUE_LEN] += 1
@@ -449,15 +450,15 @@ def expected_deaths(st, p, e) -> float:
     pat, beds = st.pat, st.beds
     risk = 0.0
     for i in range(st.scalars[e, S_QUEUE_LEN]):
-        if pat[e, st.queue[e, i], PAT_SEVERITY] == 5:
+        if pat[e, st.queue[e, i], PAT_SEVERITY] == MAX_SEVERITY:
             risk += death_probability(p, np.bool_(False), np.bool_(False))
     for bed in range(p.ints[I_GENERAL_BEDS]):
         pid = beds[e, BEDS_GENERAL, bed]
-        if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == 5:
+        if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == MAX_SEVERITY:
             risk += death_probability(p, np.bool_(False), np.bool_(True))
     for bed in range(p.ints[I_ICU_BEDS]):
         pid = beds[e, BEDS_ICU, bed]
-        if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == 5:
+        if pid != EMPTY and pat[e, pid, PAT_SEVERITY] == MAX_SEVERITY:
             adequate = pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(
                 pat[e, pid, PAT_SEVERITY],
                 pat[e, pid, PAT_CONDITION],  # severity 5, typed as stored

@@ -17,11 +17,13 @@ from hospital_marl.core.kernel.common import (
     K_NOOP,
     K_TRANSFER_ICU,
     K_VENTILATE,
+    MAX_SEVERITY,
     NO_ROLE,
     OUT_CONFLICT,
     OUT_DONE,
     OUT_INVALID,
     OUT_NOOP,
+    RESPIRATORY,
     _jit,
 )
 from hospital_marl.core.rng import (
@@ -92,8 +94,8 @@ from hospital_marl.core.types import (
 
 @_jit
 def needs_ventilator(severity: int, condition: int) -> bool:
-    """SPEC §2: (respiratory and critical) or severity == 5."""
-    return severity == 5 or (severity >= CRITICAL_SEVERITY and condition == 2)
+    """SPEC §2: (respiratory and critical) or the highest severity."""
+    return severity == MAX_SEVERITY or (severity >= CRITICAL_SEVERITY and condition == RESPIRATORY)
 
 
 @_jit
