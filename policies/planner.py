@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from hospital_marl.core.actions import FLAT_OF, N_FLAT_ACTIONS, NOOP, ROLE_FLAT, ROLES, Kind
+from hospital_marl.core.clinical import ClinicalParams
+from hospital_marl.core.constants import CONDITIONS, CRITICAL_SEVERITY, MAX_SEVERITY
 from hospital_marl.core.hospital import DEAD, Hospital, SimulatorHandle
-from hospital_marl.core.kernel import CRITICAL_SEVERITY, needs_ventilator
+from hospital_marl.core.kernel import needs_ventilator
 from hospital_marl.core.types import Params, State, packed_buffer
 from hospital_marl.envs.observations import OFFSETS, STATE_SIZE, ObservationBuilder
 from policies import heuristic_kernel as hk
@@ -29,47 +33,113 @@ PLACES: tuple[str, ...] = ("waiting", "general", "icu", "icu_vent", "icu_no_vent
 """Where a patient is, for the horizon value: waiting; in a general bed; in ICU not needing a
 ventilator (or ready); in ICU on a ventilator it needs; in ICU needing one and without."""
 
-DEATH_BY_PLACE: dict[str, tuple[float, ...]] = {
-    #                sev: 0    1      2      3      4      5
-    "waiting":      (0.0, 0.076, 0.242, 0.402, 0.594, 0.742),
-    "general":      (0.0, 0.0,   0.0,   0.0,   0.779, 0.784),
-    "icu":          (0.0, 0.0,   0.0,   0.0,   0.0,   0.0),
-    "icu_vent":     (0.0, 0.0,   0.0,   0.0,   0.0,   0.081),
-    "icu_no_vent":  (0.0, 0.0,   0.0,   0.0,   0.139, 0.322),
-}  # fmt: skip
-"""Probability that a patient found in a place with a severity dies before the end of the
-shift when the heuristic plays on: the horizon value's "q". Measured with
-:func:`measure_death_by_place` (every built-in scenario, seeds 1000-1011, disjoint from
-the grader's). Read as a model of "after the horizon, the heuristic": critical patients
-in a general bed die most (the heuristic admits waiting critical patients to the ICU
-before it transfers them), adequate care below severity 5 never kills."""
+
+@dataclass(frozen=True)
+class CareDelays:
+    """How long the policy playing on after the horizon leaves a patient without adequate care,
+    by place (ticks), and how many ticks of the shift the horizon value looks over: the
+    planner's assumptions about the *policy*; everything clinical comes from
+    :class:`~hospital_marl.core.clinical.ClinicalParams` (:func:`derive_death_by_place`)."""
+
+    waiting: int
+    """Ticks a waiting patient waits before a bed that is adequate care."""
+    general: int
+    """Ticks a critical patient in a general bed stays there before an ICU bed."""
+    icu_no_vent: int
+    """Ticks an ICU patient who needs a ventilator goes without one."""
+    remaining: int = 50
+    """Ticks looked over (about half a shift: a horizon ends on average mid-shift)."""
 
 
-def death_table(death_by_place: Mapping[str, tuple[float, ...]]) -> np.ndarray:
-    """A :data:`DEATH_BY_PLACE`-like mapping as the compiled rollouts read it: (place, severity)."""
-    table = np.array([death_by_place[place] for place in PLACES], np.float64)
-    if table.shape != (len(PLACES), 6):
-        raise ValueError(f"a death-by-place table has {len(PLACES)} x 6 entries, got {table.shape}")
+FLAT_DELAYS = CareDelays(waiting=12, general=24, icu_no_vent=6)
+"""The flat heuristic's delays (one action a tick: critical patients in a general bed wait long for
+a transfer), chosen so the derived table is close to what the flat heuristic was measured to do
+(:func:`measure_death_by_place`, seeds 1000-1011: severity 4 waiting 0.59, in a general bed
+0.78, in ICU without a ventilator 0.14)."""
+TEAM_DELAYS = CareDelays(waiting=10, general=18, icu_no_vent=6)
+"""The team heuristic's (three actions a tick: waiting and general-bed patients are moved sooner;
+measured severity 4: waiting 0.53, general bed 0.61, ICU without a ventilator 0.20)."""
+
+_INADEQUATE = {
+    "waiting": (False, "waiting"),
+    "general": (True, "general"),
+    "icu_no_vent": (True, "icu_no_vent"),
+}
+"""Places without adequate care for the critical: (in a bed, their :class:`CareDelays` field)."""
+
+
+def _death_probability(
+    clinical: ClinicalParams, severity: int, delay: int, remaining: int, in_bed: bool
+) -> float:
+    """P(death within ``remaining`` ticks) of a patient at ``severity`` (neglect 0) who has ``delay``
+    ticks without adequate care (SPEC §2's deterioration and death rule, the condition factor
+    averaged over the conditions), then adequate ICU care (improvement, residual mortality)."""
+    condition = sum(clinical.condition_factor[1:]) / len(CONDITIONS)
+    bed = clinical.bed_factor if in_bed else 1.0
+    death_neglect = clinical.death_in_bed if in_bed else clinical.death_waiting
+    alive = {(severity, 0): 1.0}  # (severity, ticks of neglect) -> probability
+    dead = 0.0
+    for t in range(remaining):
+        step: defaultdict[tuple[int, int], float] = defaultdict(float)
+        for (sev, n), x in alive.items():
+            if t < delay:
+                if sev == MAX_SEVERITY:
+                    dead += x * death_neglect
+                    step[sev, n + 1] += x * (1.0 - death_neglect)
+                    continue
+                rise = min(
+                    clinical.deteriorate_cap,
+                    clinical.deteriorate_base[sev] * (1 + n / clinical.neglect_scale) * condition * bed,
+                )
+                step[sev + 1, n + 1] += x * rise
+                step[sev, n + 1] += x * (1.0 - rise)
+                continue
+            improve = clinical.improve_icu[sev] if sev >= CRITICAL_SEVERITY else clinical.improve_general[sev]
+            die = clinical.death_residual if sev == MAX_SEVERITY else 0.0
+            dead += x * die
+            step[max(1, sev - 1), n] += x * improve
+            step[sev, n] += x * (1.0 - die - improve)
+        alive = step
+    return dead
+
+
+@functools.lru_cache(maxsize=16)
+def derive_death_by_place(clinical: ClinicalParams, delays: CareDelays) -> dict[str, tuple[float, ...]]:
+    """The horizon value's "q": the probability that a patient found in a :data:`PLACES` entry at
+    a severity dies within ``delays.remaining`` ticks, from the clinical parameters. Adequate care
+    (a general bed below :data:`CRITICAL_SEVERITY`, ICU, ICU with the ventilator it needs) only
+    carries the residual mortality at the highest severity; the places without adequate care
+    for a patient last their :class:`CareDelays` ticks first. A user's own ``ClinicalParams``
+    (deadlier waiting, faster deterioration) therefore change what the planner expects."""
+    table: dict[str, tuple[float, ...]] = {}
+    for place in PLACES:
+        row = [0.0]
+        for sev in range(1, MAX_SEVERITY + 1):
+            adequate = place in ("icu", "icu_vent") or (place == "general" and sev < CRITICAL_SEVERITY)
+            if place == "icu_no_vent" and sev < CRITICAL_SEVERITY:
+                adequate = True  # below critical nobody needs a ventilator
+            in_bed, field = _INADEQUATE.get(place, (True, ""))
+            delay = 0 if adequate else getattr(delays, field)
+            row.append(round(_death_probability(clinical, sev, delay, delays.remaining, in_bed), 3))
+        table[place] = tuple(row)
     return table
 
 
-DEATH_BY_PLACE_ARRAY = death_table(DEATH_BY_PLACE)
+def death_table(death_by_place: Mapping[str, tuple[float, ...]]) -> np.ndarray:
+    """A death-by-place mapping as the compiled rollouts read it: (place, severity)."""
+    table = np.array([death_by_place[place] for place in PLACES], np.float64)
+    if table.shape != (len(PLACES), MAX_SEVERITY + 1):
+        raise ValueError(
+            f"a death-by-place table has {len(PLACES)} x {MAX_SEVERITY + 1} entries, got {table.shape}"
+        )
+    return table
 
-TEAM_DEATH_BY_PLACE: dict[str, tuple[float, ...]] = {
-    #                sev: 0    1      2      3      4      5
-    "waiting":      (0.0, 0.021, 0.069, 0.212, 0.531, 0.681),
-    "general":      (0.0, 0.0,   0.0,   0.0,   0.614, 0.698),
-    "icu":          (0.0, 0.0,   0.0,   0.0,   0.0,   0.0),
-    "icu_vent":     (0.0, 0.0,   0.0,   0.0,   0.0,   0.081),
-    "icu_no_vent":  (0.0, 0.0,   0.0,   0.0,   0.197, 0.36),
-}  # fmt: skip
-""":data:`DEATH_BY_PLACE` when the *team* heuristic plays on (the team planner's horizon
-value): ``measure_death_by_place(BUILTIN_SCENARIOS, range(1000, 1012), track="team")``.
-Re-measured rather than borrowed because the team acts three times a tick: a waiting
-patient is admitted sooner, so waiting is far less deadly (severity 2: 0.07 against the
-flat heuristic's 0.24), and a critical patient in a general bed is transferred sooner."""
 
-TEAM_DEATH_BY_PLACE_ARRAY = death_table(TEAM_DEATH_BY_PLACE)
+@functools.lru_cache(maxsize=16)
+def death_array(clinical: ClinicalParams, delays: CareDelays) -> np.ndarray:
+    """:func:`derive_death_by_place` as the compiled rollouts read it (cached per parameters)."""
+    return death_table(derive_death_by_place(clinical, delays))
+
 
 Evaluate = Callable[["Hospital", list[int]], list[float]]
 """Values of candidate actions on one imagined future (which it advances)."""
@@ -107,7 +177,8 @@ class PlannerPolicy(BasePolicy):
        without adequate care, 0.01 under it, from ``hospital.clinical``); the end-of-shift
        survival bonus (driven by sampled deaths) is removed — plus, at the horizon,
        :func:`horizon_value`: per patient still in the ED, ``(1 - q) x discharge reward -
-       q x 15`` with ``q`` from :data:`DEATH_BY_PLACE`.
+       q x 15`` with ``q`` from :func:`derive_death_by_place` (the hospital's
+       ``ClinicalParams``, :data:`FLAT_DELAYS`).
     5. **Successive halving**: ``first`` rollouts for every candidate; the best ``keep``
        fraction (at least two) get ``rollouts - first`` more; the best mean wins. The
        heuristic's action gets ``bonus`` (reward units) in every ranking, so the planner
@@ -206,7 +277,7 @@ class PlannerPolicy(BasePolicy):
         values = np.empty(len(actions), np.float64)
         hk.evaluate_candidates(
             state, params, 0, packed_buffer(state), np.array(actions, np.int64), self.horizon,
-            OFFSETS, self._obs, self._mask, DEATH_BY_PLACE_ARRAY, values,
+            OFFSETS, self._obs, self._mask, death_array(future.clinical, FLAT_DELAYS), values,
         )  # fmt: skip
         return values.tolist()
 
@@ -226,7 +297,7 @@ class TeamPlannerPolicy(PlannerPolicy):
     the roles after it this tick playing the team heuristic's rules, the tick, then
     ``horizon - 1`` ticks of the team heuristic (three rules a tick in AEC order, each reading
     the state the one before left), valued as the flat planner values its rollouts but with
-    :data:`TEAM_DEATH_BY_PLACE` (the team heuristic plays on) at the horizon. Successive
+    :data:`TEAM_DELAYS` (the team heuristic plays on) at the horizon. Successive
     halving, kwargs and bonus are the flat planner's; the default budget is twice its imagined
     futures (``rollouts=24, first=8``): a role has fewer candidates than the flat track (2-5),
     so a future costs less, and on validation days (grader seed 1000, 20 episodes a scenario,
@@ -272,7 +343,7 @@ class TeamPlannerPolicy(PlannerPolicy):
         values = np.empty(len(actions), np.float64)
         hk.evaluate_role_candidates(
             state, params, 0, packed_buffer(state), hk.ROLE_NUMBER[role], np.array(actions, np.int64),
-            self.horizon, OFFSETS, self._obs, self._mask, TEAM_DEATH_BY_PLACE_ARRAY, values,
+            self.horizon, OFFSETS, self._obs, self._mask, death_array(future.clinical, TEAM_DELAYS), values,
         )  # fmt: skip
         return values.tolist()
 
@@ -311,10 +382,10 @@ def place_of(h: Hospital, pid: int) -> str | None:
     return places(h)[pid]
 
 
-def horizon_value(h: Hospital, death_by_place: Mapping[str, tuple[float, ...]] = DEATH_BY_PLACE) -> float:
-    """Per patient still in the ED: expected discharge reward minus expected death cost."""
-    table = DEATH_BY_PLACE_ARRAY if death_by_place is DEATH_BY_PLACE else death_table(death_by_place)
-    return float(hk.horizon_value(h.state, h.params, 0, table))
+def horizon_value(h: Hospital, delays: CareDelays = FLAT_DELAYS) -> float:
+    """Per patient still in the ED: expected discharge reward minus expected death cost
+    (:func:`derive_death_by_place` of the hospital's own clinical parameters)."""
+    return float(hk.horizon_value(h.state, h.params, 0, death_array(h.clinical, delays)))
 
 
 def candidate_actions(
@@ -388,8 +459,9 @@ def _bed_candidates(observation: Mapping[str, np.ndarray], add: Callable[[int], 
 def measure_death_by_place(
     scenarios: Iterable[str], seeds: Iterable[int], track: str = "flat"
 ) -> dict[str, tuple[float, ...]]:
-    """Re-measure :data:`DEATH_BY_PLACE` (``track="flat"``: the heuristic plays) or
-    :data:`TEAM_DEATH_BY_PLACE` (``"team"``: every role plays its rule in AEC order, each
+    """What :func:`derive_death_by_place` models, measured on real days (the check behind
+    :data:`FLAT_DELAYS` and :data:`TEAM_DELAYS`): ``track="flat"``: the heuristic plays;
+    ``"team"``: every role plays its rule in AEC order, each
     after the one before acted): over those days, the fraction of (tick, patient)
     observations in each place and severity whose patient died that shift."""
     if track not in TRACKS:
