@@ -17,13 +17,15 @@ from typing import Any
 
 from policies.adapters import as_policy
 from policies.base import TRACKS, BasePolicy, Policy, load_kwargs
-from policies.baselines import MaskedRandomPolicy, RandomPolicy
+from policies.baselines import FifoSeverityPolicy, GreedyPolicy, MaskedRandomPolicy, RandomPolicy
 from policies.heuristic import HeuristicPolicy, TeamHeuristicPolicy
 from policies.llm import LLMPolicy
 
 _REGISTRY: dict[str, Callable[..., Policy]] = {
     "random": RandomPolicy,
     "masked_random": MaskedRandomPolicy,
+    "greedy": GreedyPolicy,
+    "fifo_severity": FifoSeverityPolicy,
     "heuristic": HeuristicPolicy,
     "team_heuristic": TeamHeuristicPolicy,
     "llm": LLMPolicy,  # an OpenAI-compatible endpoint: "llm:model=...,base_url=..." or the API_* variables
@@ -126,6 +128,8 @@ def _load_attribute(module: str, attribute: str) -> Policy:
 __all__ = [
     "TRACKS",
     "BasePolicy",
+    "FifoSeverityPolicy",
+    "GreedyPolicy",
     "HeuristicPolicy",
     "LLMPolicy",
     "MaskedRandomPolicy",

@@ -1,10 +1,10 @@
-"""Per-role rules and their two compositions: ``heuristic`` (flat track: the single
-most valuable role action per tick) and ``team_heuristic`` (team track: every
-role plays its own rule each tick).
+"""Per-role rules and their two compositions: ``heuristic`` (flat track: the team's
+priorities serialised into one action per tick, :func:`policies.heuristic_kernel.flat_action`)
+and ``team_heuristic`` (team track: every role plays its own rule each tick).
 
 Each rule reads only its role's observation blocks and proposes one action with
 a priority; priorities are what make the flat composition pick the most
-valuable action when only one is allowed per tick. The rules are written once, compiled,
+valuable action when only one is allowed per tick (docs/reference-policies.md). The rules are written once, compiled,
 in :mod:`policies.heuristic_kernel` (where the planner's rollouts also call them); this
 module is their Python face: named blocks or a role's AEC vector in, an action out.
 """
@@ -69,8 +69,9 @@ triage_rule, bed_manager_rule, ventilator_rule = (ROLE_RULES[r] for r in ROLES)
 
 
 def flat_heuristic_action(blocks: Blocks, mask: np.ndarray) -> int:
-    """The single most valuable role action (ties: role order), from a composed observation
-    (every block) and the 39-entry mask."""
+    """The flat heuristic's action (the team's priorities serialised, see
+    :func:`policies.heuristic_kernel.flat_action`), from a composed observation (every block)
+    and the 39-entry mask."""
     return int(hk.flat_action(_vector(blocks, _COMPOSED_KEYS), OFFSETS, _mask(mask)))
 
 
@@ -94,7 +95,7 @@ def team_heuristic_action(role: str, observation: np.ndarray, action_mask: np.nd
 
 
 class HeuristicPolicy(BasePolicy):
-    """Flat track: per-role rules, the highest-priority proposal wins the tick.
+    """Flat track: the team's priorities serialised into one action per tick.
 
     On the team track every role plays its own rule (that is ``team_heuristic``).
     """

@@ -9,10 +9,12 @@ observation dict concatenated into that layout, and each role's own AEC vector
 the planner's rollouts (:func:`evaluate_candidates`) call them inside the kernel, so a
 whole imagined future (every live candidate x ``horizon`` ticks) is one compiled call.
 
-Each rule proposes one flat action with a priority (0 = nothing to do); the flat
-composition takes the highest (ties: role order). Priorities: life first (ventilate,
-ICU for the critical, freeing ICU for them), then flow (admissions by severity), then
-housekeeping.
+Each role's rule proposes one flat action with a priority (0 = nothing to do); the team
+plays all three every tick. The flat track allows one action a tick, so :func:`flat_action`
+serialises the same priorities, re-ranked where one action a tick changes what pays: life
+first (ventilate, ICU for the critical, a transfer to ICU), then flow (the most severe
+non-critical patient to a general bed), then freeing beds under pressure, and a critical
+patient parked in a general bed only when no non-critical patient could use it.
 """
 
 from __future__ import annotations
@@ -72,6 +74,16 @@ ADMIT_CRITICAL_GENERAL = 70.0
 ADMIT = 60.0
 STEP_DOWN = 50.0
 EARLY_DISCHARGE_UNDER_PRESSURE = 40.0
+"""The team rules' priorities (each role acts every tick; the priorities only order a role's own
+proposals)."""
+
+FLAT_STEP_DOWN_UNDER_PRESSURE = 55.0
+FLAT_ADMIT_CRITICAL_GENERAL = 30.0
+FLAT_STEP_DOWN = 20.0
+"""The flat composition's own ranks where one action a tick changes what pays (the rest are the
+team's): an admission to adequate care beats freeing an ICU bed for later; a critical patient
+goes to a general bed (inadequate care that blocks a bed) only when no non-critical patient
+could take it; a step-down nobody waits for is housekeeping."""
 
 SERIOUS_SEVERITY = CRITICAL_SEVERITY - 1
 """A waiting patient this severe or worse justifies early-discharging the mildest general-bed
@@ -152,11 +164,11 @@ def triage(obs, off, mask) -> tuple[int, float]:
 
 
 @_jit
-def bed_manager(obs, off, mask) -> tuple[int, float]:
-    """Step down ready ICU patients, move deteriorating general patients to ICU,
-    early-discharge the mildest general patient only when critical patients wait for beds."""
+def _pressure(obs, off) -> tuple[bool, bool]:
+    """(a critical patient waits or lies in a general bed while the ICU is full; the general
+    ward is full, a serious patient waits and the mildest board patient is severity 1): when
+    freeing an ICU bed, or early-discharging, is worth an action."""
     o_b, o_q, o_c = off[O_BED_OCCUPANCY], off[O_WAITING_QUEUE], off[O_CAPACITY]
-    free_general, free_icu = obs[o_c], obs[o_c + 1]
     critical_waiting, serious_waiting = False, False
     for slot in range(QUEUE_SLOTS):
         critical_waiting |= obs[o_q + 3 * slot] >= CRITICAL_SEVERITY
@@ -165,21 +177,45 @@ def bed_manager(obs, off, mask) -> tuple[int, float]:
     for k in range(BOARD_SLOTS):
         critical_on_board |= obs[o_b + k] >= CRITICAL_SEVERITY
         n_board += obs[o_b + k] > 0
-    icu_needed = free_icu == 0 and (critical_waiting or critical_on_board)
-    best, best_priority = NOOP, 0.0
+    icu_needed = obs[o_c + 1] == 0 and (critical_waiting or critical_on_board)
+    ward_needed = obs[o_c] == 0 and n_board > 0 and serious_waiting and obs[o_b + n_board - 1] == 1
+    return icu_needed, ward_needed
+
+
+@_jit
+def _step_down(obs, off, mask) -> int:
+    """The first ready ICU patient's step-down, if valid (NOOP otherwise)."""
     for j in range(ICU_SLOTS):
         action = FLAT[K_DISCHARGE_ICU, j]
         if obs[off[O_ICU_READY] + j] != 0 and mask[action]:
-            best, best_priority = action, STEP_DOWN_UNDER_PRESSURE if icu_needed else STEP_DOWN
-            break
+            return action
+    return NOOP
+
+
+@_jit
+def _transfer(obs, off, mask) -> tuple[int, float]:
+    """The most severe critical board patient's transfer to ICU, if valid, and its severity."""
+    o_b = off[O_BED_OCCUPANCY]
     for k in range(BOARD_ACTIONS):
-        action = FLAT[K_TRANSFER_ICU, k]
-        if obs[o_b + k] >= CRITICAL_SEVERITY and mask[action]:
-            priority = TRANSFER_CRITICAL + obs[o_b + k]
-            if priority > best_priority:  # ties keep the earlier proposal
-                best, best_priority = action, priority
-            break
-    if free_general == 0 and n_board > 0 and serious_waiting and obs[o_b + n_board - 1] == 1:
+        if obs[o_b + k] >= CRITICAL_SEVERITY:
+            action = FLAT[K_TRANSFER_ICU, k]
+            return (action, obs[o_b + k]) if mask[action] else (NOOP, 0.0)
+    return NOOP, 0.0
+
+
+@_jit
+def bed_manager(obs, off, mask) -> tuple[int, float]:
+    """Step down ready ICU patients, move deteriorating general patients to ICU,
+    early-discharge the mildest general patient only when critical patients wait for beds."""
+    icu_needed, ward_needed = _pressure(obs, off)
+    best, best_priority = NOOP, 0.0
+    action = _step_down(obs, off, mask)
+    if action != NOOP:
+        best, best_priority = action, STEP_DOWN_UNDER_PRESSURE if icu_needed else STEP_DOWN
+    action, sev = _transfer(obs, off, mask)
+    if action != NOOP and TRANSFER_CRITICAL + sev > best_priority:  # ties keep the earlier proposal
+        best, best_priority = action, TRANSFER_CRITICAL + sev
+    if ward_needed:
         action = FLAT[K_EARLY_DISCHARGE, 0]
         if mask[action] and best_priority < EARLY_DISCHARGE_UNDER_PRESSURE:
             best, best_priority = action, EARLY_DISCHARGE_UNDER_PRESSURE
@@ -216,13 +252,50 @@ def role_rule(role, obs, off, mask) -> tuple[int, float]:
 
 
 @_jit
+def _most_severe_waiting(obs, off, mask, kind, critical) -> tuple[int, float]:
+    """The most severe waiting patient (then longest waiting, then slot) who is critical (or
+    not, by ``critical``) and whose admission of ``kind`` is valid: its action and severity."""
+    o_q = off[O_WAITING_QUEUE]
+    best, best_sev, best_wait = NOOP, 0.0, -1.0
+    for slot in range(QUEUE_SLOTS):
+        sev, wait = obs[o_q + 3 * slot], obs[o_q + 3 * slot + 2]
+        if sev <= 0 or (sev >= CRITICAL_SEVERITY) != critical or not mask[FLAT[kind, slot]]:
+            continue
+        if sev > best_sev or (sev == best_sev and wait > best_wait):
+            best, best_sev, best_wait = FLAT[kind, slot], sev, wait
+    return best, best_sev
+
+
+@_jit
 def flat_action(obs, off, mask) -> int:
-    """The single most valuable role action (ties: role order)."""
-    best, best_priority = NOOP, 0.0
-    for role in range(3):
-        action, priority = role_rule(role, obs, off, mask)
-        if priority > best_priority:
-            best, best_priority = action, priority
+    """The flat track's one action a tick: the team's priorities, serialised (the highest wins;
+    ties: the order below). Ventilate a patient who needs it; admit the most severe critical
+    patient to ICU; transfer the most severe critical general-bed patient to ICU; admit the most
+    severe non-critical patient to a general bed; step down a ready ICU patient when a critical
+    patient needs the bed; early-discharge the mildest under pressure; a critical patient to a
+    general bed only when no non-critical patient waits for one; any other step-down."""
+    best, best_priority = ventilator_officer(obs, off, mask)
+    icu_needed, ward_needed = _pressure(obs, off)
+    action, sev = _most_severe_waiting(obs, off, mask, K_ADMIT_ICU, True)
+    if action != NOOP and ADMIT_CRITICAL_ICU + sev > best_priority:
+        best, best_priority = action, ADMIT_CRITICAL_ICU + sev
+    action, sev = _transfer(obs, off, mask)
+    if action != NOOP and TRANSFER_CRITICAL + sev > best_priority:
+        best, best_priority = action, TRANSFER_CRITICAL + sev
+    mild, sev = _most_severe_waiting(obs, off, mask, K_ADMIT_GENERAL, False)
+    if mild != NOOP and ADMIT + sev > best_priority:
+        best, best_priority = mild, ADMIT + sev
+    step_down = _step_down(obs, off, mask)
+    if step_down != NOOP and icu_needed and best_priority < FLAT_STEP_DOWN_UNDER_PRESSURE:
+        best, best_priority = step_down, FLAT_STEP_DOWN_UNDER_PRESSURE
+    action = FLAT[K_EARLY_DISCHARGE, 0]
+    if ward_needed and mask[action] and best_priority < EARLY_DISCHARGE_UNDER_PRESSURE:
+        best, best_priority = action, EARLY_DISCHARGE_UNDER_PRESSURE
+    action, sev = _most_severe_waiting(obs, off, mask, K_ADMIT_GENERAL, True)
+    if action != NOOP and mild == NOOP and FLAT_ADMIT_CRITICAL_GENERAL + sev > best_priority:
+        best, best_priority = action, FLAT_ADMIT_CRITICAL_GENERAL + sev
+    if step_down != NOOP and best_priority < FLAT_STEP_DOWN:
+        best = step_down
     return best
 
 
@@ -363,6 +436,7 @@ DEPENDENCIES: tuple[str, ...] = (
 checks only the file that defines a function, so an edit to the kernel alone would leave
 these functions running the old rules from the cache; :func:`check_cache` prevents that."""
 _DISPATCHERS = (triage, bed_manager, ventilator_officer, role_rule, flat_action, place, write_places)
+_DISPATCHERS += (_pressure, _step_down, _transfer, _most_severe_waiting)
 _DISPATCHERS += (horizon_value, evaluate_candidates, valued_tick, play_roles, evaluate_role_candidates)
 
 

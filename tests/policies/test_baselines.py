@@ -14,7 +14,7 @@ from policies import HeuristicPolicy, Policy
 
 
 @pytest.mark.parametrize("scenario", BUILTIN_SCENARIOS)
-@pytest.mark.parametrize("name", ["masked_random", "heuristic"])
+@pytest.mark.parametrize("name", ["masked_random", "greedy", "fifo_severity", "heuristic"])
 def test_masked_policies__never_choose_an_invalid_flat_action(name: str, scenario: str) -> None:
     for seed in range(2):
         result = run_flat_episode(policies.load(name), get_scenario(scenario), seed)
@@ -35,7 +35,9 @@ def test_random__ignores_the_mask_like_the_original() -> None:
     assert result.counts["invalid_actions"] > 0
 
 
-@pytest.mark.parametrize("name", ["random", "masked_random", "heuristic", "team_heuristic"])
+@pytest.mark.parametrize(
+    "name", ["random", "masked_random", "greedy", "fifo_severity", "heuristic", "team_heuristic"]
+)
 def test_every_baseline__satisfies_the_policy_protocol(name: str) -> None:
     policy = policies.load(name)
     assert isinstance(policy, Policy)

@@ -1,7 +1,8 @@
 """The heuristic's rules on hand-built observations (what ``policies.heuristic`` documents:
 most severe first, then longest waiting; critical patients to ICU, a general bed when no
-ICU bed is free; life first: a needed ventilator beats an admission; early discharge only
-under pressure), their Python face's input checks, and the compiled code's cache guard."""
+ICU bed is free (the flat rule: only when no non-critical patient could take it); life
+first: a needed ventilator beats an admission; early discharge only under pressure), their
+Python face's input checks, and the compiled code's cache guard."""
 
 from __future__ import annotations
 
@@ -47,10 +48,18 @@ def test_triage__admits_the_most_severe_then_the_longest_waiting() -> None:
 
 
 def test_triage__critical_patient_to_icu_or_else_to_a_general_bed() -> None:
+    """The triage role's rule (the team track: it acts every tick)."""
     obs = _obs(waiting_queue=_queue((3, 1, 5), (5, 2, 0)))
     assert flat_heuristic_action(obs, _mask(*ALL_ADMISSIONS)) == _admit(Kind.ADMIT_ICU, 1)
     no_icu_bed = _mask(*ALL_ADMISSIONS[:10])
-    assert flat_heuristic_action(obs, no_icu_bed) == _admit(Kind.ADMIT_GENERAL, 1)
+    assert ROLE_RULES["triage"](obs, no_icu_bed)[0] == _admit(Kind.ADMIT_GENERAL, 1)
+
+
+def test_flat_heuristic__without_an_icu_bed_the_general_bed_goes_to_a_non_critical_patient() -> None:
+    """One action a tick: a general bed is adequate care for the severity-3 patient and not for
+    the critical one (docs/reference-policies.md), so the flat rule admits the former."""
+    obs = _obs(waiting_queue=_queue((3, 1, 5), (5, 2, 0)))
+    assert flat_heuristic_action(obs, _mask(*ALL_ADMISSIONS[:10])) == _admit(Kind.ADMIT_GENERAL, 0)
 
 
 def test_nothing_valid__no_op() -> None:
