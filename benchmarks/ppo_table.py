@@ -2,7 +2,8 @@
 
 Grades, with the project's grader (10 episodes per scenario, seed 0 by default):
 
-- flat track: ``random``, ``masked_random``, ``heuristic``, ``ppo`` (masked MaskablePPO),
+- flat track: ``random``, ``masked_random``, the trivial rules ``greedy`` and ``fifo_severity``,
+  ``heuristic``, ``ppo`` (masked MaskablePPO),
   ``ppo_pruned`` (trained and acting with ``--prune``: the mask minus dominated actions),
   ``ppo_nomask`` (the ``ppo`` recipe trained with ``--no-mask``, graded as is) and
   ``planner`` when it is available;
@@ -36,6 +37,8 @@ from grading.tables import write_marked
 from policies.learned import CHECKPOINT_DIR, SHIPPED, read_metadata
 
 README = CHECKPOINT_DIR / "README.md"
+TRIVIAL = ("random", "masked_random", "greedy", "fifo_severity")
+"""The flat floor: what every reference and learner must clear (issue #23)."""
 START, END = "<!-- ppo-table:start -->", "<!-- ppo-table:end -->"
 
 
@@ -96,8 +99,7 @@ def flat_table(reports: dict[str, dict[str, Any]]) -> list[str]:
     pruned, planner = reports.get("ppo_pruned"), reports.get("planner")
     head = [
         "scenario",
-        "random",
-        "masked_random",
+        *TRIVIAL,
         "heuristic",
         "**ppo**",
         "ppo − heuristic (± s.e.)",
@@ -112,7 +114,7 @@ def flat_table(reports: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in [*ppo["scenario_scores"], "overall"]:
         row = [f"`{s}`" if s != "overall" else "**overall**"]
-        for agent in ("random", "masked_random", "heuristic", "ppo"):
+        for agent in (*TRIVIAL, "heuristic", "ppo"):
             r = reports[agent]
             score = r["overall_score"] if s == "overall" else r["scenario_scores"][s]
             row.append(f"{score:.1f}" if agent != "ppo" else f"**{score:.1f}**")
@@ -185,7 +187,7 @@ def cost_table() -> list[str]:
 
 def build(episodes: int, seed: int, with_planner: bool) -> tuple[str, dict[str, Any]]:
     names = set(policies.names())
-    flat_agents = ["random", "masked_random", "heuristic", "ppo"]
+    flat_agents = [*TRIVIAL, "heuristic", "ppo"]
     flat_agents += [name for name in ("ppo_pruned", "ppo_nomask") if name in names]
     if with_planner and "planner" in names:
         flat_agents.append("planner")

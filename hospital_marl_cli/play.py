@@ -20,7 +20,7 @@ from hospital_marl.envs.composed import HospitalEDEnv
 from hospital_marl_cli import radiotherapy
 from hospital_marl_cli.common import CLIError, console, nonnegative_float, nonnegative_int, positive_int
 
-DEFAULT_COMPARE_AGENTS = ("random", "heuristic", "ppo", "ppo_pruned", "planner")
+DEFAULT_COMPARE_AGENTS = ("random", "greedy", "fifo_severity", "heuristic", "ppo", "ppo_pruned", "planner")
 DEFAULT_TEAM_AGENTS = ("random", "team_heuristic", "team_ppo")
 AGENT_HELP = "a policy name (`hospital-marl agents`), a model path or run directory, or module:attribute"
 

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
 SCOREBOARD_COMMANDS = {
-    "scoreboard-flat": "hospital-marl -q compare --agents random masked_random heuristic ppo ppo_pruned "
-    "planner --markdown",
+    "scoreboard-flat": "hospital-marl -q compare --agents random masked_random greedy fifo_severity "
+    "heuristic ppo ppo_pruned planner --markdown",
     "scoreboard-team": "hospital-marl -q compare --track team --agents random masked_random team_heuristic "
     "team_ppo team_planner --markdown",
     "scoreboard-rt": "hospital-marl -q compare --env radiotherapy --agents random masked_random six_full "
