@@ -4,9 +4,10 @@ and ``team_heuristic`` (team track: every role plays its own rule each tick).
 
 Each rule reads only its role's observation blocks and proposes one action with
 a priority; priorities are what make the flat composition pick the most
-valuable action when only one is allowed per tick (docs/reference-policies.md). The rules are written once, compiled,
-in :mod:`policies.heuristic_kernel` (where the planner's rollouts also call them); this
-module is their Python face: named blocks or a role's AEC vector in, an action out.
+valuable action when only one is allowed per tick (docs/reference-policies.md). The rules
+are written once, compiled, in :mod:`policies.heuristic_kernel` (where the planner's rollouts
+also call them); this module is their Python face: named blocks or a role's AEC vector in, an
+action out.
 """
 
 from __future__ import annotations
@@ -73,6 +74,17 @@ def flat_heuristic_action(blocks: Blocks, mask: np.ndarray) -> int:
     :func:`policies.heuristic_kernel.flat_action`), from a composed observation (every block)
     and the 39-entry mask."""
     return int(hk.flat_action(_vector(blocks, _COMPOSED_KEYS), OFFSETS, _mask(mask)))
+
+
+def pressure(blocks: Blocks) -> tuple[bool, bool]:
+    """(the ICU is full while a critical patient waits or lies in a general bed; the general ward
+    is full while a serious patient waits and its mildest patient is severity 1): the rules'
+    conditions for freeing a bed (compiled: ``policies.heuristic_kernel._pressure``), from the
+    bed manager's blocks."""
+    icu_needed, ward_needed = hk._pressure(
+        _vector(blocks, ROLE_BLOCKS["bed_manager"]), hk.ROLE_OFFSETS["bed_manager"]
+    )
+    return bool(icu_needed), bool(ward_needed)
 
 
 def role_vector(role: str, observation: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from hospital_marl.core.types import Params, State, packed_buffer
 from hospital_marl.envs.observations import OFFSETS, STATE_SIZE, ObservationBuilder
 from policies import heuristic_kernel as hk
 from policies.base import TRACKS, BasePolicy, flat_mask_from_role, role_blocks
-from policies.heuristic import flat_heuristic_action, team_heuristic_action
+from policies.heuristic import flat_heuristic_action, pressure, team_heuristic_action
 
 PLACES: tuple[str, ...] = ("waiting", "general", "icu", "icu_vent", "icu_no_vent")
 """Where a patient is, for the horizon value: waiting; in a general bed; in ICU not needing a
@@ -437,7 +437,7 @@ def _bed_candidates(observation: Mapping[str, np.ndarray], add: Callable[[int], 
     board = observation["bed_occupancy"]  # (20,) severity, most severe first
     n_board = int((board > 0).sum())
     icu, ready = observation["icu_occupancy"], observation["icu_ready"]
-    free_general, free_icu = observation["capacity"][0], observation["capacity"][1]
+    free_general = observation["capacity"][0]
     board_seen: set[int] = set()
     for k in range(min(hk.BOARD_ACTIONS, n_board)):
         if board[k] >= CRITICAL_SEVERITY and int(board[k]) not in board_seen:
@@ -447,8 +447,8 @@ def _bed_candidates(observation: Mapping[str, np.ndarray], add: Callable[[int], 
         if ready[j]:
             add(FLAT_OF[(Kind.DISCHARGE_ICU, j)])
             break
-    critical_needs_icu = bool((queue[:, 0] >= CRITICAL_SEVERITY).any() or (board >= CRITICAL_SEVERITY).any())
-    if free_icu == 0 and critical_needs_icu:
+    icu_needed, _ = pressure(observation)
+    if icu_needed:
         unfinished = [j for j in range(len(icu)) if 0 < icu[j] < CRITICAL_SEVERITY and not ready[j]]
         if unfinished:
             add(FLAT_OF[(Kind.DISCHARGE_ICU, min(unfinished, key=lambda j: icu[j]))])
