@@ -41,8 +41,9 @@ class CareDelays:
     planner's assumptions about the *policy*; everything clinical comes from
     :class:`~hospital_marl.core.clinical.ClinicalParams` (:func:`derive_death_by_place`)."""
 
-    waiting: int
-    """Ticks a waiting patient waits before a bed that is adequate care."""
+    waiting: tuple[int, ...]
+    """Ticks a waiting patient waits before a bed that is adequate care, by severity (index 0
+    unused): the heuristics admit the most severe first, so the mild wait longest."""
     general: int
     """Ticks a critical patient in a general bed stays there before an ICU bed."""
     icu_no_vent: int
@@ -51,14 +52,16 @@ class CareDelays:
     """Ticks looked over (about half a shift: a horizon ends on average mid-shift)."""
 
 
-FLAT_DELAYS = CareDelays(waiting=12, general=24, icu_no_vent=6)
+FLAT_DELAYS = CareDelays(waiting=(0, 32, 26, 18, 14, 8), general=24, icu_no_vent=6)
 """The flat heuristic's delays (one action a tick: critical patients in a general bed wait long for
-a transfer), chosen so the derived table is close to what the flat heuristic was measured to do
-(:func:`measure_death_by_place`, seeds 1000-1011: severity 4 waiting 0.59, in a general bed
-0.78, in ICU without a ventilator 0.14)."""
-TEAM_DELAYS = CareDelays(waiting=10, general=18, icu_no_vent=6)
+a transfer), chosen so the derived table is close to what the flat heuristic (before issue #23)
+was measured to do (:func:`measure_death_by_place`, seeds 1000-1011: waiting by severity 1-5
+0.08, 0.24, 0.40, 0.59, 0.74; severity 4 in a general bed 0.78, in ICU without a ventilator
+0.14)."""
+TEAM_DELAYS = CareDelays(waiting=(0, 22, 19, 14, 12, 6), general=18, icu_no_vent=6)
 """The team heuristic's (three actions a tick: waiting and general-bed patients are moved sooner;
-measured severity 4: waiting 0.53, general bed 0.61, ICU without a ventilator 0.20)."""
+measured waiting by severity 1-5: 0.02, 0.07, 0.21, 0.53, 0.68; severity 4 in a general bed
+0.61, in ICU without a ventilator 0.20)."""
 
 _INADEQUATE = {
     "waiting": (False, "waiting"),
@@ -119,7 +122,9 @@ def derive_death_by_place(clinical: ClinicalParams, delays: CareDelays) -> dict[
             if place == "icu_no_vent" and sev < CRITICAL_SEVERITY:
                 adequate = True  # below critical nobody needs a ventilator
             in_bed, field = _INADEQUATE.get(place, (True, ""))
-            delay = 0 if adequate else getattr(delays, field)
+            delay = getattr(delays, field) if not adequate else 0
+            if place == "waiting":
+                delay = delays.waiting[sev]
             row.append(round(_death_probability(clinical, sev, delay, delays.remaining, in_bed), 3))
         table[place] = tuple(row)
     return table
