@@ -19,6 +19,7 @@ costs the grader at most that many time limits per episode.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import multiprocessing
@@ -160,10 +161,8 @@ class IsolatedPolicy:
 
     def _stop(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 self._conn.send((0, "stop"))
-            except (OSError, ValueError):
-                pass
             self._conn.close()
             self._conn = None
         if self._process is not None:
@@ -183,10 +182,8 @@ class IsolatedPolicy:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        try:
+        with contextlib.suppress(Exception):
             self._stop()
-        except Exception:
-            pass
 
     # -------------------------------------------------------------- calls
     def _ask(self, request: tuple) -> tuple[str, Any]:

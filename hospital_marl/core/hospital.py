@@ -736,10 +736,9 @@ class Seal:
             "version": p._version,
         }
         if full or data["buffer"] is None:
-            data.update(
-                scenario=p.scenario, clinical=p.clinical, rewards=p.rewards, max_ticks=p.max_ticks,
-                salt=self.handle._salt, seal_key=p._seal_key, state=None if p._buffer is not None else p.state,
-            )  # fmt: skip
+            data.update(scenario=p.scenario, clinical=p.clinical, rewards=p.rewards, max_ticks=p.max_ticks)
+            data.update(salt=self.handle._salt, seal_key=p._seal_key)
+            data["state"] = None if p._buffer is not None else p.state
         return data
 
 
