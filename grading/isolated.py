@@ -198,7 +198,7 @@ class IsolatedPolicy:
             conn.send((number, *request))
             while conn.poll(max(0.0, deadline - time.monotonic())):
                 answer, status, payload = _read(conn)
-                if answer == number:
+                if answer == number or answer < 0:  # its answer, or a malformed one (a fault)
                     return status, payload
         except (EOFError, OSError):
             return "error", "the policy's process ended"
