@@ -22,8 +22,7 @@ import grading.grader
 import hospital_marl.core.metrics
 from grading.common import episode_seed
 from grading.grader import grade
-from grading.isolated import MAX_TIMEOUTS
-from hospital_marl.core.hospital import WAITING, Hospital, Seal, SimulatorHandle
+from hospital_marl.core.hospital import WAITING, Hospital, SimulatorHandle
 from hospital_marl.core.rng import seed_key
 from hospital_marl.core.types import PAT_LOCATION, S_KEY
 from tests.grading.attacks import attacker, findings, forward, secrets_of
@@ -91,6 +90,7 @@ def test_every_reference_from_what_a_policy_receives_misses_every_secret(track, 
 
 def test_the_sealed_present_shows_what_the_live_one_does(secrets) -> None:
     """Sealing loses nothing of the present: observation, masks and everything the handle reads."""
+    from hospital_marl.core.hospital import Seal  # (SPEC §12: new)
     from hospital_marl.envs.observations import ObservationBuilder
 
     h = Hospital(SCENARIO)
@@ -116,6 +116,8 @@ def test_the_sealed_present_shows_what_the_live_one_does(secrets) -> None:
 # ---------------------------------------------------------------- imagine()
 def test_imagined_copies_cannot_rebuild_the_day(secrets, tmp_path) -> None:
     """Their seed and key are not the episode's, and no imagined future is the real one."""
+    from hospital_marl.core.hospital import Seal  # (SPEC §12: new)
+
     _, lines = graded("imagine_seed", secrets, tmp_path)
     assert len(lines) >= 4 and found(lines) == []
     h = Hospital(SCENARIO)
@@ -135,6 +137,8 @@ def test_imagined_copies_cannot_rebuild_the_day(secrets, tmp_path) -> None:
 def test_imagine_redraws_the_treatment_times_of_waiting_patients() -> None:
     """The same waiting patient, admitted in each imagined future, gets different treatment
     times, not the episode's: its quantiles are unrevealed draws."""
+    from hospital_marl.core.hospital import Seal  # (SPEC §12: new)
+
     h = Hospital("mass_casualty")
     h.reset(11)
     for _ in range(12):
@@ -158,6 +162,8 @@ def test_imagine_redraws_the_treatment_times_of_waiting_patients() -> None:
 
 # ------------------------------------------------------------- other paths
 def test_pickling_the_handle_is_refused(secrets, tmp_path) -> None:
+    from hospital_marl.core.hospital import Seal  # (SPEC §12: new)
+
     h = Hospital(SCENARIO)
     h.reset(0)
     with pytest.raises(TypeError, match="cannot be pickled"):
@@ -226,7 +232,10 @@ def test_isolated_grading_equals_in_process_grading(policy: str, track: str) -> 
 
 # ----------------------------------------------------------- bad policies
 class Faulty(FirstLegal):
-    """Raises, returns garbage or hangs at chosen decisions (else plays like FirstLegal)."""
+    """Raises, returns garbage or hangs at chosen decisions (else plays like FirstLegal). A
+    package-style policy (``tracks``): the grader takes its answers as they are."""
+
+    tracks = ("flat",)
 
     def __init__(self, how: str, at: tuple[int, ...]) -> None:
         self.how, self.at, self.seen = how, at, 0
@@ -244,6 +253,9 @@ class Faulty(FirstLegal):
             time.sleep(3600)
         return super().act(observation, action_mask)
 
+    def act_role(self, role, observation, action_mask):
+        raise NotImplementedError
+
 
 @pytest.mark.parametrize(("how", "fault"), [("raise", "errors"), ("garbage", "garbage")])
 def test_a_policy_that_raises_or_returns_garbage_gets_counted_invalid_actions(how: str, fault: str) -> None:
@@ -255,6 +267,8 @@ def test_a_policy_that_raises_or_returns_garbage_gets_counted_invalid_actions(ho
 
 
 def test_a_policy_that_hangs_times_out_counted_and_the_grader_goes_on() -> None:
+    from grading.isolated import MAX_TIMEOUTS
+
     started = time.monotonic()
     report = grade(Faulty("hang", tuple(range(3, 200))), isolate=True, time_limit=0.5, **ONE_DAY)
     faults = report["policy_faults"]
