@@ -156,7 +156,8 @@ class IsolatedPolicy:
             raise PolicyFault(f"the policy's process died while loading the policy: {error!r}") from None
         if status != "ready" or not isinstance(payload, list) or len(payload) != 2:
             self._stop()
-            raise PolicyFault(f"the policy could not be loaded in its process:\n{payload}")
+            last = str(payload).strip().splitlines()[-1:] or ["no answer"]
+            raise PolicyFault(f"the policy could not be loaded in its process: {last[0]}")
         return str(payload[0]), tuple(str(t) for t in payload[1])
 
     def _stop(self) -> None:
