@@ -12,6 +12,7 @@ policies got the live Plan; there was no isolated mode).
 from __future__ import annotations
 
 import contextlib
+import json
 import pickle
 import time
 
@@ -355,3 +356,19 @@ def test_an_rt_policy_gets_a_read_only_copy_of_the_plan() -> None:
         assert obj is not env.plan and obj is not env
         if isinstance(obj, np.ndarray) and obj.flags.writeable:
             assert not any(np.shares_memory(obj, a) for a in live_arrays)
+
+
+def test_the_cli_grades_isolated_and_says_so(capsys) -> None:
+    from hospital_marl_cli.app import main
+
+    argv = ["evaluate", "--agent", "heuristic", "--episodes", "1", "--scenarios", SCENARIO, "--quiet"]
+    assert main([*argv, "--isolated", "--time-limit", "30"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["isolated"] is True and report["policy_faults"] == {
+        "timeouts": 0,
+        "errors": 0,
+        "garbage": 0,
+    }
+    assert report["overall_score"] == grade("heuristic", **ONE_DAY)["overall_score"]
+    assert main(["evaluate", "--agent", "no_such_policy", "--isolated", "--quiet"]) == 2
+    assert "could not be loaded in its process: ValueError: unknown policy" in capsys.readouterr().err
