@@ -19,6 +19,8 @@ from typing import Any
 from grading.common import episode_seed, policy_seed
 from grading.common import mean as _mean
 from grading.common import stderr as _stderr
+from grading.isolated import FAULTS, TIME_LIMIT, IsolatedPolicy
+from hospital_marl.core.hospital import Seal
 from hospital_marl.core.metrics import METRIC_NAMES, SCORE_WEIGHTS, WAIT_SCALE, composite_score
 from hospital_marl.core.scenarios import Scenario, get_scenario, scenario_names
 from hospital_marl.envs.aec import HospitalAECEnv
@@ -68,29 +70,62 @@ def _result(env_hospital: Any, seed: int) -> EpisodeResult:
     return EpisodeResult(seed, composite_score(metrics), metrics, counts, counts["cumulative_reward"])
 
 
+class SealedPolicy:
+    """A policy run in the grader's process behind the sealed view (SPEC §12): its ``reset``
+    gets a :class:`~hospital_marl.core.hospital.Seal`'s handle, never the episode's simulator,
+    and the handle's present is brought up to date before every decision.
+
+    In one process a policy can still walk back to the grader (its caller's frames, ``gc``
+    referrers, the modules it shares): grade code you do not trust with ``isolate=True``."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy, self.name, self.tracks = policy, policy.name, policy.tracks
+        self._seal: Seal | None = None
+
+    def start(self, seed: int, seal: Seal) -> None:
+        self._seal = seal
+        self.policy.reset(seed=seed, hospital=seal.handle)
+
+    def act(self, observation: Any, action_mask: Any) -> Any:
+        self._seal.refresh()
+        return self.policy.act(observation, action_mask)
+
+    def act_role(self, role: str, observation: Any, action_mask: Any) -> Any:
+        self._seal.refresh()
+        return self.policy.act_role(role, observation, action_mask)
+
+
+def sealed(policy: Any) -> Any:
+    """``policy`` as the runners drive it: an isolated one as it is, anything else sealed."""
+    return policy if callable(getattr(policy, "start", None)) else SealedPolicy(policy)
+
+
 def run_flat_episode(policy: Policy, scenario: Scenario, seed: int) -> EpisodeResult:
-    """One episode on the flat track: one Discrete(39) action per tick through the composed env."""
+    """One episode on the flat track: one Discrete(39) action per tick through the composed env.
+    The policy sees observations, masks and a sealed handle (:func:`sealed`)."""
+    agent = sealed(policy)
     env = HospitalEDEnv(scenario=scenario)
     obs, info = env.reset(seed=seed)
-    policy.reset(seed=policy_seed(seed), hospital=env.hospital)
+    agent.start(policy_seed(seed), Seal(env.hospital))
     done = False
     while not done:
-        obs, _, terminated, truncated, info = env.step(policy.act(obs, info["action_mask"]))
+        obs, _, terminated, truncated, info = env.step(agent.act(obs, info["action_mask"]))
         done = terminated or truncated
     return _result(env.hospital, seed)
 
 
 def run_team_episode(policy: Policy, scenario: Scenario, seed: int) -> EpisodeResult:
     """One episode on the team track: one action per role per tick through the AEC env."""
+    agent = sealed(policy)
     env = HospitalAECEnv(scenario=scenario)
     env.reset(seed=seed)
-    policy.reset(seed=policy_seed(seed), hospital=env.hospital)
-    for agent in env.agent_iter():
+    agent.start(policy_seed(seed), Seal(env.hospital))
+    for role in env.agent_iter():
         obs, _, terminated, truncated, _ = env.last()
         if terminated or truncated:
             action = None
         else:
-            action = policy.act_role(agent, obs["observation"], obs["action_mask"])
+            action = agent.act_role(role, obs["observation"], obs["action_mask"])
         env.step(action)
     return _result(env.hospital, seed)
 
@@ -114,6 +149,28 @@ def summarize_scenario(results: Sequence[EpisodeResult]) -> dict[str, Any]:
     }
 
 
+def _grade_scenarios(
+    agent: Any,
+    scenarios: Sequence[Scenario],
+    episodes: int,
+    seed: int,
+    run: Callable[[Any, Scenario, int], EpisodeResult],
+    progress: Callable[[str, int], None] | None,
+) -> dict[str, dict[str, Any]]:
+    per_scenario: dict[str, dict[str, Any]] = {}
+    for scenario in scenarios:
+        before = dict(getattr(agent, "faults", {}))
+        results = []
+        for i in range(episodes):
+            results.append(run(agent, scenario, episode_seed(seed, scenario.name, i)))
+            if progress is not None:
+                progress(scenario.name, i)
+        per_scenario[scenario.name] = summarize_scenario(results)
+        if before:
+            per_scenario[scenario.name]["policy_faults"] = {k: agent.faults[k] - before[k] for k in FAULTS}
+    return per_scenario
+
+
 def grade(
     policy: Any,
     episodes: int = 10,
@@ -121,6 +178,8 @@ def grade(
     scenarios: Iterable[str | Scenario] | None = None,
     track: str = "flat",
     progress: Callable[[str, int], None] | None = None,
+    isolate: bool = False,
+    time_limit: float = TIME_LIMIT,
 ) -> dict[str, Any]:
     """Grade a policy over every scenario (default: the five built-ins).
 
@@ -136,6 +195,12 @@ def grade(
         scenarios: names or Scenario objects.
         track: ``"flat"`` (one Discrete(39) action per tick) or ``"team"`` (one action per role per tick).
         progress: called as ``progress(scenario_name, episode_index)`` after each episode.
+        isolate: run the policy in a process of its own (:mod:`grading.isolated`, SPEC §12): it
+            receives only observations, masks and the sealed present, within ``time_limit``
+            seconds per decision; a name or path is then loaded only in that process. Use it
+            for code you do not trust. A deterministic policy scores the same either way.
+        time_limit: seconds per decision in isolated mode (a timeout is counted in the
+            report's ``policy_faults`` and played as an invalid action, i.e. the no-op).
 
     Returns:
         The report: ``overall_score``, the five metrics, ``scenario_scores``, per-scenario
@@ -143,9 +208,6 @@ def grade(
     """
     if track not in TRACKS:
         raise ValueError(f"track must be one of {TRACKS}, got {track!r}")
-    policy = as_policy(load(policy) if isinstance(policy, str) else policy, track)
-    if track not in policy.tracks:
-        raise ValueError(f"policy {policy.name!r} plays {policy.tracks}, not the {track!r} track")
     if not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 1:
         raise ValueError(f"episodes must be a positive int, got {episodes!r}")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
@@ -153,25 +215,33 @@ def grade(
     resolved = [get_scenario(s) for s in (scenarios if scenarios is not None else scenario_names())]
     if not resolved:
         raise ValueError("scenarios must not be empty")
-    run = RUNNERS[track]
-    per_scenario: dict[str, dict[str, Any]] = {}
-    for scenario in resolved:
-        results = []
-        for i in range(episodes):
-            results.append(run(policy, scenario, episode_seed(seed, scenario.name, i)))
-            if progress is not None:
-                progress(scenario.name, i)
-        per_scenario[scenario.name] = summarize_scenario(results)
+    if isolate:
+        agent: Any = IsolatedPolicy(policy, track, time_limit)
+    else:
+        agent = as_policy(load(policy) if isinstance(policy, str) else policy, track)
+    try:
+        if track not in agent.tracks:
+            raise ValueError(f"policy {agent.name!r} plays {agent.tracks}, not the {track!r} track")
+        per_scenario = _grade_scenarios(agent, resolved, episodes, seed, RUNNERS[track], progress)
+    finally:
+        if isolate:
+            agent.close()
     report: dict[str, Any] = {
-        "agent": policy.name,
+        "agent": agent.name,
         "track": track,
         "episodes": episodes,
         "seed": seed,
+        "isolated": bool(isolate),
         "overall_score": _mean([s["score"] for s in per_scenario.values()]),
     }
     for m in METRIC_NAMES:
         report[m] = _mean([s["metrics"][m] for s in per_scenario.values()])
     report["scenario_scores"] = {name: s["score"] for name, s in per_scenario.items()}
+    if isolate:
+        report["policy_faults"] = {
+            k: sum(s["policy_faults"][k] for s in per_scenario.values()) for k in FAULTS
+        }
+        report["policy_fault_messages"] = list(agent.messages)
     report["scenarios"] = per_scenario
     report["score_formula"] = SCORE_FORMULA
     return report

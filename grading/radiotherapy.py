@@ -10,7 +10,8 @@ between agents are paired.
 - a name or path for :func:`policies.radiotherapy.load` (``"planner"``, ``"ppo"``, ...);
 - an :class:`~policies.radiotherapy.RTPolicy` or any object with ``act(observation,
   action_mask)`` (the ED's flat-track policies qualify); ``reset(seed, plan=...)`` is
-  called when it accepts a ``plan``, else ``reset(seed=...)``;
+  called when it accepts a ``plan`` (a read-only view of a copy of the plan, SPEC §12), else
+  ``reset(seed=...)``;
 - the original's ``agent(obs, env) -> action`` callable (``env.action_space`` is seeded
   per episode, so ``env.action_space.sample()`` agents are reproducible).
 
@@ -20,6 +21,7 @@ standard error); the aggregate is the mean of the task means.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ import numpy as np
 from grading.common import check_count, episode_seed, mean, policy_seed, stderr
 from grading.tables import bar, markdown_table
 from hospital_marl.radiotherapy.core.metrics import PASS_THRESHOLD, SCORE_FORMULA
+from hospital_marl.radiotherapy.core.sealed import PlanSeal, PlanView
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, Task, get_task
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 
@@ -47,13 +50,27 @@ class RTEpisode:
     locked: bool
 
 
+class _AgentEnv:
+    """What the original's ``agent(obs, env)`` gets as ``env`` (SPEC §12): the spaces (its own
+    action space, seeded per episode) and the read-only plan view, never the graded env."""
+
+    def __init__(self, env: RadiotherapyPlanningEnv, plan: PlanView) -> None:
+        self.action_space = copy.deepcopy(env.action_space)
+        self.observation_space = env.observation_space
+        self.plan = plan
+
+    @property
+    def unwrapped(self) -> _AgentEnv:
+        return self
+
+
 class _CallableAgent:
     """The original's ``agent(obs, env) -> action`` as a policy."""
 
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
         self.fn = fn
         self.name = getattr(fn, "__name__", type(fn).__name__)
-        self.env: RadiotherapyPlanningEnv | None = None
+        self.env: _AgentEnv | None = None
 
     def reset(self, seed: int | None = None, plan: Any = None) -> None:
         if self.env is not None:
@@ -76,9 +93,10 @@ def as_agent(agent: Any) -> Any:
     raise TypeError(f"agent must be a name, a policy with act(obs, mask) or agent(obs, env), got {agent!r}")
 
 
-def _reset_agent(agent: Any, seed: int, env: RadiotherapyPlanningEnv) -> None:
+def _reset_agent(agent: Any, seed: int, env: RadiotherapyPlanningEnv, plan: PlanView) -> None:
+    """``reset`` with the read-only plan view when the agent takes a plan (SPEC §12)."""
     if isinstance(agent, _CallableAgent):
-        agent.env = env
+        agent.env = _AgentEnv(env, plan)
     reset = getattr(agent, "reset", None)
     if reset is None:
         return
@@ -87,7 +105,7 @@ def _reset_agent(agent: Any, seed: int, env: RadiotherapyPlanningEnv) -> None:
     except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
         accepts_plan = False
     if accepts_plan:
-        reset(seed=seed, plan=env.plan)
+        reset(seed=seed, plan=plan)
     else:
         reset(seed=seed)
 
@@ -96,9 +114,11 @@ def run_episode(agent: Any, task: Task, seed: int) -> RTEpisode:
     """One graded episode: reset with ``seed``, act until locked or truncated."""
     env = RadiotherapyPlanningEnv(task)
     obs, info = env.reset(seed=seed)
-    _reset_agent(agent, policy_seed(seed), env)
+    seal = PlanSeal(env.plan)
+    _reset_agent(agent, policy_seed(seed), env, seal.view)
     total, done = 0.0, False
     while not done:
+        seal.refresh()
         obs, reward, terminated, truncated, info = env.step(agent.act(obs, info["action_mask"]))
         total += reward
         done = terminated or truncated

@@ -15,6 +15,9 @@ import policies
 from grading import grade
 from grading import radiotherapy as rt_tables
 from grading import tables as ed_tables
+from grading.grader import SealedPolicy
+from grading.isolated import TIME_LIMIT, PolicyFault
+from hospital_marl.core.hospital import Seal
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, SCENARIOS, get_scenario
 from hospital_marl.envs.composed import HospitalEDEnv
 from hospital_marl_cli import radiotherapy
@@ -70,18 +73,31 @@ def progress(total: int, label: str, quiet: bool) -> Iterator[Callable[[str, int
 
 
 def grade_agent(
-    agent: str, track: str, episodes: int, seed: int, scenarios: list[str] | None, quiet: bool
+    agent: str,
+    track: str,
+    episodes: int,
+    seed: int,
+    scenarios: list[str] | None,
+    quiet: bool,
+    isolated: bool = False,
+    time_limit: float = TIME_LIMIT,
 ) -> dict[str, Any]:
-    policy = load_policy(agent)
-    if track not in policy.tracks:
-        raise CLIError(f"agent {agent!r} plays the {'/'.join(policy.tracks)} track, not {track!r}")
+    """Grade one agent; ``isolated``: in a process of its own, loaded only there (SPEC §12)."""
+    if isolated:
+        policy, label = agent, agent
+    else:
+        policy = load_policy(agent)
+        if track not in policy.tracks:
+            raise CLIError(f"agent {agent!r} plays the {'/'.join(policy.tracks)} track, not {track!r}")
+        label = policy.name
     n = episodes * len(scenarios or BUILTIN_SCENARIOS)
-    with progress(n, f"{policy.name} ({track})", quiet) as advance:
+    with progress(n, f"{label} ({track})", quiet) as advance:
         try:
             return grade(
-                policy, episodes=episodes, seed=seed, scenarios=scenarios, track=track, progress=advance
-            )
-        except (ValueError, TypeError) as exc:
+                policy, episodes=episodes, seed=seed, scenarios=scenarios, track=track, progress=advance,
+                isolate=isolated, time_limit=time_limit,
+            )  # fmt: skip
+        except (ValueError, TypeError, PolicyFault) as exc:
             raise CLIError(str(exc)) from None
 
 
@@ -104,10 +120,15 @@ def unique_names(reports: list[dict[str, Any]]) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     radiotherapy.fill_env_defaults(args)
     if args.env == "radiotherapy":
+        if args.isolated:
+            raise CLIError("--isolated grades the emergency department's policies (--env ed)")
         report = radiotherapy.rt_grade(args.agent, args, progress)
     else:
         scenarios = check_scenarios(args.scenarios)
-        report = grade_agent(args.agent, args.track, args.episodes, args.seed, scenarios, args.quiet)
+        isolated = (args.isolated, args.time_limit)
+        report = grade_agent(
+            args.agent, args.track, args.episodes, args.seed, scenarios, args.quiet, *isolated
+        )
     write_json(report, args.output)
     print(json.dumps(report, indent=2))
     return 0
@@ -147,9 +168,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 f"{time.perf_counter() - started:.1f} s. Score: {score_text}.[/dim]"
             )
     where = {"env": "radiotherapy"} if rt else {"track": args.track}
-    write_json(
-        {**where, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output
-    )
+    write_json({**where, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output)
     return 0
 
 
@@ -166,13 +185,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise CLIError(f"demo plays the flat track; {args.agent!r} plays {'/'.join(policy.tracks)}")
     env = HospitalEDEnv(scenario=args.scenario, render_mode="ansi")
     obs, info = env.reset(seed=args.seed)
-    policy.reset(seed=args.seed, hospital=env.hospital)
+    agent = SealedPolicy(policy)  # the policy sees the present only (SPEC §12)
+    agent.start(args.seed, Seal(env.hospital))
     done = False
     while not done:
         print(env.render(), flush=True)
         if args.delay:
             time.sleep(args.delay)
-        obs, _, terminated, truncated, info = env.step(policy.act(obs, info["action_mask"]))
+        obs, _, terminated, truncated, info = env.step(agent.act(obs, info["action_mask"]))
         done = terminated or truncated
     print(env.render())
     print(json.dumps({"score": info["score"], **info["metrics"]}, indent=2))
@@ -223,6 +243,19 @@ def add_grading_options(p: argparse.ArgumentParser) -> None:
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="grade one agent; prints the JSON report")
     p.add_argument("--agent", required=True, help=AGENT_HELP)
+    p.add_argument(
+        "--isolated",
+        action="store_true",
+        help="run the agent in a process of its own that sees only observations, masks and the sealed "
+        "present, with a time limit per decision (code you do not trust; docs/sealed-evaluation.md)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=nonnegative_float,
+        default=TIME_LIMIT,
+        metavar="S",
+        help=f"with --isolated: seconds per decision (default {TIME_LIMIT:g}); timeouts: counted no-ops",
+    )
     add_grading_options(p)
     p.set_defaults(func=cmd_evaluate)
 

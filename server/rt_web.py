@@ -27,6 +27,7 @@ import policies.radiotherapy as rt_policies
 from grading.common import policy_seed
 from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
 from hospital_marl.radiotherapy.core.plan import ACTIONS, N_ACTIONS
+from hospital_marl.radiotherapy.core.sealed import PlanSeal
 from hospital_marl.radiotherapy.core.tasks import TASKS
 from server.models import MAX_SEED
 from server.sessions import SessionStore
@@ -93,7 +94,8 @@ class RTWebEpisodes:
         agent_env = RadiotherapyPlanningEnv(task, render_mode="rgb_array")
         _, self._your_info = you.reset(seed=seed)
         self._agent_obs, self._agent_info = agent_env.reset(seed=seed)
-        policy.reset(seed=policy_seed(seed), plan=agent_env.plan)  # as the RT grader seeds it
+        self._seal = PlanSeal(agent_env.plan)  # the policy reads a copy (SPEC §12)
+        policy.reset(seed=policy_seed(seed), plan=self._seal.view)  # as the RT grader seeds it
         self.task, self.seed, self.agent_name = task, seed, agent
         self.you, self.agent_env, self._policy = you, agent_env, policy
         self.last_action = ""
@@ -117,6 +119,7 @@ class RTWebEpisodes:
             raise WebError("no plan yet: press New plan")
         if self.agent_env.plan.done:
             raise WebError("the agent's plan is locked: press New plan for another patient")
+        self._seal.refresh()
         action = int(self._policy.act(self._agent_obs, self._agent_info["action_mask"]))
         self._agent_obs, _, _, _, self._agent_info = self.agent_env.step(action)
 

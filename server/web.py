@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 import policies
-from grading.grader import policy_seed
+from grading.grader import SealedPolicy, policy_seed
 from hospital_marl.core.actions import ACTION_TABLE, N_FLAT_ACTIONS, ROLE_FLAT, ROLES
-from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.hospital import Hospital, Seal
 from hospital_marl.core.scenarios import SCENARIOS
 from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
@@ -146,7 +146,7 @@ class WebEpisodes:
         self.scenario, self.seed, self.track, self.agent_name = scenario, seed, track, agent
         self.you = (HospitalEDTeamEnv if track == "team" else HospitalEDEnv)(scenario=scenario)
         self.you.reset(seed=seed)
-        self._policy = policies.load(agent)
+        self._policy = SealedPolicy(policies.load(agent))  # it sees the present only (SPEC §12)
         if "flat" in self._policy.tracks:
             self.agent_env = HospitalEDEnv(scenario=scenario)
             self._agent_obs, info = self.agent_env.reset(seed=seed)
@@ -154,7 +154,7 @@ class WebEpisodes:
         else:
             self.agent_env = HospitalAECEnv(scenario=scenario)
             self.agent_env.reset(seed=seed)
-        self._policy.reset(seed=policy_seed(seed), hospital=self.agent_env.hospital)
+        self._policy.start(policy_seed(seed), Seal(self.agent_env.hospital))
         self.history = [
             {**_figures(self.you.hospital), "who": "you"},
             {**_figures(self.agent_env.hospital), "who": "agent"},

@@ -30,7 +30,7 @@ from hospital_marl.core.generator import (
 )
 from hospital_marl.core.metrics import EpisodeCounters, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
-from hospital_marl.core.rng import fresh_key, imagine_key, seed_key
+from hospital_marl.core.rng import fresh_key, imagine_key, seal_salt, seed_key
 from hospital_marl.core.scenarios import Scenario, get_scenario
 from hospital_marl.core.types import (
     AWAY,
@@ -99,6 +99,7 @@ __all__ = [
     "WAITING",
     "Hospital",
     "Outcome",
+    "Seal",
     "SimulatorHandle",
     "TickResult",
 ]
@@ -174,6 +175,7 @@ _write_observation = _Direct(kernel.write_observation)
 _observe_row = _Direct(kernel.observe_row)
 _start_row = _Direct(kernel.start_row)
 _imagine_row = _Direct(kernel.imagine_row)
+_seal_row = _Direct(kernel.seal_row)
 
 ROLE_MASK_COLUMNS = {role: np.array([0, *range(*ROLE_FLAT_SPAN[role])], np.int64) for role in ROLES}
 """A role's mask as columns of the flat mask (its no-op is the flat no-op)."""
@@ -605,22 +607,33 @@ class Hospital:
 
     def imagine(self, seed: int | np.random.SeedSequence) -> Hospital:
         """A copy whose every unrevealed draw is redrawn from ``seed`` (SPEC §10): later
-        arrivals, the patients' dynamics from now on, and the bounce-backs of patients sent
-        home who have not returned yet. What a planner may use without seeing the future.
+        arrivals, the patients' dynamics from now on, the bounce-backs of patients sent
+        home who have not returned yet, and the treatment quantiles of every care level a
+        patient is not in now (a waiting patient's two). What a planner may use without seeing
+        the future.
 
         The present is copied and gets a new random key (:func:`~hospital_marl.core.rng.imagine_key`,
         never the episode's own for the same seed); the kernel redraws the rest from it."""
+        return self._imagined(imagine_key(seed))
+
+    def _imagined(self, key: int) -> Hospital:
+        """:meth:`imagine` with the key given (a sealed handle salts it)."""
         self._check_running()
-        key = imagine_key(seed)
         state = self._present()
         n = _imagine_row(state, self.params, 0, key)
         if n > state.pat.shape[1]:  # more imagined patients than room: grow the present, again
             state = grow_patients(self._present(), n)
             kernel.imagine_row(state, self.params, 0, key)
+        return self._clone_with(state)
+
+    def _clone_with(self, state: State) -> Hospital:
+        """A Hospital on ``state`` with this one's parameters (no day record, no seed)."""
         clone = object.__new__(type(self))  # copy.copy's effect at a third of its cost
         clone.__dict__.update(self.__dict__)
         clone._day = None
         clone._day_arrays = None
+        clone.seed = None
+        clone._mask, clone._mask_version = np.zeros(39, np.bool_), -1
         clone.state = state
         clone._bind()
         clone._version += 1
@@ -638,24 +651,145 @@ class Hospital:
         return copy_state(st, **shared)
 
     def handle(self) -> SimulatorHandle:
-        """A read-only view for policies: the present state and :meth:`imagine`, never the future."""
-        return SimulatorHandle(self)
+        """A read-only view for policies that follows this simulator: the present state and
+        :meth:`imagine`, never the future (SPEC §10). For a loop of your own (training, tests):
+        the view keeps a way back to this simulator so that it follows it. Code you do not
+        trust gets a :class:`Seal`'s handle, which has none (the grader's, SPEC §12)."""
+        seal = Seal(self)
+        object.__setattr__(seal.handle, "_sync", seal.refresh)
+        return seal.handle
+
+
+class Seal:
+    """The owner's side of a sealed view of a live episode (SPEC §12): ``seal.handle`` is what
+    a policy gets, ``seal.refresh()`` (the grader calls it before every decision) brings its
+    present up to date.
+
+    The handle holds a *copy* of the present, sealed by the kernel (:func:`kernel.seal_row`):
+    the patients who have not arrived are erased, and every unrevealed draw of those who have
+    comes from a key derived from a salt (:func:`~hospital_marl.core.rng.seal_salt`, a one-way
+    function of the episode's seed). Nothing the handle refers to, however reached (attributes,
+    ``object.__getattribute__``, ``gc.get_referents``, pickling), is the live simulator, the
+    day's future, the seed or the episode's key; its :meth:`~SimulatorHandle.imagine` keys
+    futures from the salt, so grading stays reproducible and no imagined future is the real
+    one. Only the seal refers to the live simulator: keep it out of the policy's reach."""
+
+    __slots__ = ("_live", "_params", "_present", "_seed", "_seen", "handle")
+
+    def __init__(self, live: Hospital) -> None:
+        if not live._reset_called:
+            raise RuntimeError("reset the simulator before sealing a view of it")
+        self._live = live
+        self._seen = -1
+        self._seed: Any = object()  # no seed yet
+        self._params: Params | None = None
+        self._present: Hospital | None = None
+        self.handle = SimulatorHandle.__new__(SimulatorHandle)
+        object.__setattr__(self.handle, "_sync", None)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Copy the live present into the handle's (cheap: one buffer copy and one kernel call)."""
+        live = self._live
+        if live._version == self._seen:
+            return
+        self._seen = live._version
+        present, handle = self._present, self.handle
+        if live.seed != self._seed or present is None:  # a new day: a new salt, a new present
+            self._seed = live.seed
+            salt = seal_salt(live.seed)
+            present = live._clone_with(live._present())
+            present._version = 0
+            present._seal_key = imagine_key(np.random.SeedSequence([salt, 0x5EA1]))
+            present.params, self._params = _own_params(live.params), live.params
+            self._present = present
+            object.__setattr__(handle, "_present", present)
+            object.__setattr__(handle, "_salt", salt)
+        elif (
+            present.state.pat.shape == live.state.pat.shape
+            and present.state.bounce.shape == live.state.bounce.shape
+            and live._buffer is not None
+            and live.params is self._params
+        ):
+            np.copyto(present._buffer, live._buffer)
+        else:  # the live state grew (or changed its parameters): copy it whole
+            key, version = present._seal_key, present._version
+            present.__dict__.update(live.__dict__)
+            present._seal_key, present._version = key, version
+            present._day = present._day_arrays = present.seed = None
+            present._mask, present._mask_version = np.zeros(39, np.bool_), -1
+            present.params, self._params = _own_params(live.params), live.params
+            present.state = live._present()
+            present._bind()
+        present._version += 1
+        _seal_row(present.state, present.params, 0, present._seal_key)
+
+    def export(self, full: bool = True) -> dict[str, Any]:
+        """The handle's present as plain data, for a policy in another process (the isolated
+        grader): the sealed state's bytes, and with ``full`` what a fresh :func:`mirror`
+        needs besides (parameters, salt). Nothing in it is the live simulator's."""
+        self.refresh()
+        p = self._present
+        data: dict[str, Any] = {
+            "buffer": p._buffer.tobytes() if p._buffer is not None else None,
+            "shape": (p.state.pat.shape[1], p.state.bounce.shape[2]),
+            "version": p._version,
+        }
+        if full or data["buffer"] is None:
+            data.update(scenario=p.scenario, clinical=p.clinical, rewards=p.rewards, max_ticks=p.max_ticks)
+            data.update(salt=self.handle._salt, seal_key=p._seal_key)
+            data["state"] = None if p._buffer is not None else p.state
+        return data
+
+
+def mirror(data: dict[str, Any], handle: SimulatorHandle | None = None) -> SimulatorHandle:
+    """A handle on an exported present (:meth:`Seal.export`): the policy process's side. With
+    ``handle``, that handle's present is brought up to date instead (a smaller export will do)."""
+    if handle is not None and "salt" not in data:
+        present = handle._present
+        if (present.state.pat.shape[1], present.state.bounce.shape[2]) == tuple(data["shape"]):
+            np.copyto(present._buffer, np.frombuffer(data["buffer"], np.uint8))
+            present._version = data["version"]
+            return handle
+        raise ValueError("the exported present changed its layout: export it in full")
+    present = Hospital(
+        data["scenario"], clinical=data["clinical"], rewards=data["rewards"], max_ticks=data["max_ticks"]
+    )
+    present.params = make_params(present.scenario, present.clinical, present.rewards, present.max_ticks)
+    present._capacity = patient_capacity(present.scenario)
+    present._params_key = (present.scenario, present.clinical, present.rewards, present.max_ticks)
+    if data["buffer"] is not None:
+        patients, slots = data["shape"]
+        state = empty_state(1, patients, 0, slots)
+        np.copyto(packed_buffer(state), np.frombuffer(data["buffer"], np.uint8))
+    else:
+        state = data["state"]
+    present.state = state
+    present._bind()
+    present._reset_called = True
+    present._version = data["version"]
+    present._seal_key = data["seal_key"]
+    handle = handle if handle is not None else SimulatorHandle.__new__(SimulatorHandle)
+    object.__setattr__(handle, "_present", present)
+    object.__setattr__(handle, "_salt", data["salt"])
+    object.__setattr__(handle, "_sync", None)
+    return handle
 
 
 class SimulatorHandle:
-    """What a policy may see of the episode's simulator (SPEC §10 "No future for policies"):
-    the present (arrived patients, beds, queue, masks, counters, metrics, the observation)
-    and :meth:`imagine`. Not the day's future draws, not the bounce-back stream, not even
-    how many patients the day holds, and nothing that changes the episode. A centralised
-    team policy reads the global state explicitly (``write_observation`` / an
-    ``ObservationBuilder`` over this handle)."""
+    """What a policy may see of the episode's simulator (SPEC §10, §12): the present (arrived
+    patients, beds, queue, masks, counters, metrics, the observation) and :meth:`imagine`. Not
+    the day's future draws, not the bounce-back stream, not even how many patients the day
+    holds, and nothing that changes the episode: it reads a sealed copy of the present (see
+    :class:`Seal`). A centralised team policy reads the global state explicitly
+    (``write_observation`` / an ``ObservationBuilder`` over this handle)."""
 
     _PRESENT = frozenset(
         {
             "scenario", "clinical", "rewards", "max_ticks", "tick_count", "done", "terminated", "truncated",
             "counters", "metrics", "score", "census", "queue", "general", "icu", "vents", "vent_idle",
             "board", "expected_deaths", "ventilator_target", "needs_ventilator", "is_ready", "flat_mask",
-            "flat_mask_array", "role_mask", "role_mask_array", "is_valid", "version", "imagine",
+            "flat_mask_array", "role_mask", "role_mask_array", "is_valid", "version",
             "write_observation", "observe", "count", "last_reward",
             "scenario_beds", "arrived",
         }
@@ -674,13 +808,21 @@ class SimulatorHandle:
         }
     )
 
-    __slots__ = ("_hospital",)
+    __slots__ = ("_present", "_salt", "_sync")
 
     def __init__(self, hospital: Hospital) -> None:
-        object.__setattr__(self, "_hospital", hospital)
+        """Same as ``hospital.handle()``."""
+        seal = Seal(hospital)
+        for name in SimulatorHandle.__slots__:
+            object.__setattr__(self, name, getattr(seal.handle, name))
+        object.__setattr__(self, "_sync", seal.refresh)
 
     def __getattr__(self, name: str) -> Any:
-        h = self._hospital
+        if name.startswith("_"):  # private names (and the interpreter's probes) are not the view's
+            raise AttributeError(f"a policy's simulator handle has no {name!r}")
+        if self._sync is not None:
+            self._sync()
+        h = self._present
         if name in SimulatorHandle._PER_PATIENT:  # arrived patients only: ids are in arrival order
             return getattr(h, name)[: h.arrived]
         if name not in SimulatorHandle._PRESENT:
@@ -689,14 +831,36 @@ class SimulatorHandle:
             )
         return getattr(h, name)
 
+    def imagine(self, seed: int | np.random.SeedSequence) -> Hospital:
+        """An imagined future from the present (:meth:`Hospital.imagine`), keyed by ``seed`` and
+        this episode's salt: reproducible, and never the real day."""
+        if self._sync is not None:
+            self._sync()
+        return self._present._imagined(imagine_key(seed, self._salt))
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("the simulator handle is read-only")
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SimulatorHandle:
         return self  # read-only: copies are the same view
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("a simulator handle cannot be pickled: it is a view of a running episode")
+
     def __repr__(self) -> str:
-        return f"SimulatorHandle({self._hospital.scenario.name!r}, tick={self._hospital.tick_count})"
+        h = self._present
+        return f"SimulatorHandle({h.scenario.name!r}, tick={h.tick_count})"
+
+
+def _own_params(params: Params) -> Params:
+    """A copy of ``params`` whose arrays a sealed view may not share with the live episode (the
+    read-only action table stays shared: it is the module's, with the same flags)."""
+    own = []
+    for array in params:
+        if array.flags.writeable:
+            array = array.copy()
+        own.append(array)
+    return type(params)(*own)
 
 
 def _as_action_index(action: Any, n: int) -> int:

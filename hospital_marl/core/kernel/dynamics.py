@@ -32,6 +32,7 @@ from hospital_marl.core.rng import (
     D_PENDING,
     D_Q_GENERAL,
     D_Q_ICU,
+    D_QUANTILE,
     D_SEVERITY,
     categorical,
     poisson,
@@ -59,6 +60,7 @@ from hospital_marl.core.types import (
     F_OCCUPANCY_SUM,
     F_ROLE_REWARD,
     F_TICK_REWARD,
+    GENERAL,
     I_BOUNCE_DELAY_HIGH,
     I_BOUNCE_DELAY_LOW,
     I_BURST_CONDITION,
@@ -72,6 +74,7 @@ from hospital_marl.core.types import (
     I_STEP_DOWN_BLOCK,
     I_VENTILATORS,
     I_WEAN_TICKS,
+    ICU,
     MIX_BURST_SEVERITY,
     MIX_CONDITION,
     MIX_SEVERITY,
@@ -375,16 +378,59 @@ def start_rows(st, p, rows, keys) -> int:
 
 @_jit
 def imagine_row(st, p, e, key) -> int:
-    """Row ``e`` (a copy of the present) gets a new future from ``key`` (SPEC §10): later
-    arrivals, every patient's dynamics from this tick on, new early discharges' draws and
-    the pending bounce-backs are all redrawn. Returns the imagined day's patient count;
-    if it exceeds the capacity the row is unusable (grow, copy the present again, retry)."""
+    """Row ``e`` (a copy of the present) gets a new future from ``key`` (SPEC §10, §12): later
+    arrivals, every patient's dynamics from this tick on, new early discharges' draws, the
+    pending bounce-backs and the treatment quantiles nobody has seen yet are all redrawn.
+    Returns the imagined day's patient count; if it exceeds the capacity the row is unusable
+    (grow, copy the present again, retry)."""
     st.scalars[e, S_KEY] = key
     n = draw_arrivals(st, p, e, st.scalars[e, S_TICK] + 1, st.scalars[e, S_NEXT_ARRIVAL])
     if n <= st.pat.shape[1]:
+        forget_patients(st, e, n)  # what is left of the real day past the imagined one
         st.scalars[e, S_N_PATIENTS] = n
         redraw_pending_bounces(st, p, e)
+        redraw_unrevealed_quantiles(st, e)
     return n
+
+
+@_jit
+def seal_row(st, p, e, key) -> None:
+    """Row ``e`` (a copy of the present) keeps the present only (SPEC §12): the patients who
+    have not arrived are erased, and every unrevealed draw of those who have (pending
+    bounce-backs, unseen treatment quantiles, their dynamics) now comes from ``key``. What a
+    policy's handle holds: nothing in it is the day's future or the episode's key."""
+    st.scalars[e, S_KEY] = key
+    arrived = st.scalars[e, S_NEXT_ARRIVAL]
+    forget_patients(st, e, arrived)
+    st.scalars[e, S_N_PATIENTS] = arrived
+    redraw_pending_bounces(st, p, e)
+    redraw_unrevealed_quantiles(st, e)
+
+
+@_jit
+def forget_patients(st, e, first) -> None:
+    """Patient ids ``first`` onwards become blank rows (no identity, no quantiles)."""
+    for pid in range(first, st.pat.shape[1]):
+        for f in range(N_PAT):
+            st.pat[e, pid, f] = 0
+        st.pat[e, pid, PAT_VENT_OF] = EMPTY
+        st.quantile[e, 0, pid] = 0.0
+        st.quantile[e, 1, pid] = 0.0
+
+
+@_jit
+def redraw_unrevealed_quantiles(st, e) -> None:
+    """Every arrived patient's treatment quantile for a care level it is not in now is redrawn
+    from the row's key: a waiting patient's two, a general-bed patient's ICU one (an ICU
+    transfer draws a new time), an ICU patient's general one. The quantile of the bed a patient
+    is in stays: its draw is the remaining treatment time the present shows."""
+    key = st.scalars[e, S_KEY]
+    for pid in range(st.scalars[e, S_NEXT_ARRIVAL]):
+        where = st.pat[e, pid, PAT_LOCATION]
+        if where != GENERAL:
+            st.quantile[e, 0, pid] = uniform(key, np.int64(D_QUANTILE), pid, np.int64(0))
+        if where != ICU:
+            st.quantile[e, 1, pid] = uniform(key, np.int64(D_QUANTILE), pid, np.int64(1))
 
 
 @_jit

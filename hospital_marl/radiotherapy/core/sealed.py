@@ -1,0 +1,60 @@
+"""The radiotherapy policy's read-only plan view (SPEC §12).
+
+A model-based RT policy (the planner, the LLM's summary) reads the plan and evaluates beam
+sets on its phantom; it must not change the graded plan (lock it, set its score, move its
+beams). :class:`PlanSeal` gives it :class:`PlanView`: a *copy* of the plan, brought up to
+date before every decision, whose mutators refuse. Nothing the view refers to is the live
+plan or anything it shares (the copy has its own phantom, beam cache and arrays).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hospital_marl.radiotherapy.core.plan import Plan
+
+_MUTATORS = frozenset({"step", "reset", "restore"})
+
+
+class PlanView:
+    """A read-only view of a plan: every attribute and method of :class:`Plan` but its mutators
+    (``step``, ``reset``, ``restore``); ``evaluate`` leaves it untouched, as on the plan."""
+
+    __slots__ = ("_plan",)
+
+    def __init__(self, plan: Plan) -> None:
+        object.__setattr__(self, "_plan", plan)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _MUTATORS or name.startswith("_"):
+            raise AttributeError(f"a policy's plan view has no {name!r} (it is read-only)")
+        return getattr(self._plan, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("the plan view is read-only")
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("a plan view cannot be pickled: it is a view of a running episode")
+
+    def __repr__(self) -> str:
+        return f"PlanView({self._plan.task.name!r}, beams={self._plan.n_beams})"
+
+
+class PlanSeal:
+    """The grader's side: ``seal.view`` is what the policy gets, ``seal.refresh()`` (before
+    every decision) copies the live plan's state into the view's own plan."""
+
+    __slots__ = ("_copy", "_live", "view")
+
+    def __init__(self, live: Plan) -> None:
+        self._live = live
+        self._copy = copy.deepcopy(live)
+        self.view = PlanView(self._copy)
+
+    def refresh(self) -> None:
+        """The view's plan becomes the live plan's state (whatever the policy did to its copy)."""
+        self._copy.restore(self._live.snapshot())
+
+
+__all__ = ["PlanSeal", "PlanView"]
