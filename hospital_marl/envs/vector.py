@@ -73,6 +73,7 @@ from hospital_marl.core.types import (
 )
 from hospital_marl.envs._common import EpisodeSeeder, check_reward_mode
 from hospital_marl.envs.composed import TEAM_MASK_COLUMNS
+from hospital_marl.envs.infos import NOOP
 from hospital_marl.envs.observations import (
     OFFSETS,
     ROLE_INDEX,
@@ -82,6 +83,8 @@ from hospital_marl.envs.observations import (
     role_space,
     state_space,
 )
+
+_INVALID, _CONFLICTS = COUNTER_FIELDS.index("invalid_actions"), COUNTER_FIELDS.index("conflicts")
 
 KEYS_AHEAD = 16
 """Seedless days drawn ahead per env (so the kernel restarts ended envs without Python)."""
@@ -257,6 +260,7 @@ class _VectorBase(VectorEnv):
     render_mode = None
 
     _actions_per_env = 1
+    _outcome_shape: tuple[int, ...] = ()
 
     def __init__(
         self,
@@ -343,6 +347,21 @@ class _VectorBase(VectorEnv):
     def _single_obs(self, vector: np.ndarray) -> Any:
         return composed_views(vector)
 
+    def _counter_infos(self, outcome: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The infos every batched env returns from ``reset()`` and ``step()`` alike: ``(B,)`` int64
+        ``tick``, ``invalid_actions``, ``conflicts`` (of each row's current episode) and ``outcome``
+        (codes of :data:`~hospital_marl.envs.infos.OUTCOME_NAMES`; ``(B, 3)`` role by role on the
+        joint envs; :data:`~hospital_marl.envs.infos.NOOP` after ``reset()``)."""
+        sc = self._batch.state.scalars
+        if outcome is None:
+            outcome = np.full((self.num_envs, *self._outcome_shape), NOOP, np.int64)
+        return {
+            "tick": sc[:, S_TICK].astype(np.int64),
+            "invalid_actions": sc[:, S_COUNTERS + _INVALID].astype(np.int64),
+            "conflicts": sc[:, S_COUNTERS + _CONFLICTS].astype(np.int64),
+            "outcome": outcome,
+        }
+
     def _check_reset(self) -> None:
         if not self._reset_called:
             raise RuntimeError("call reset() before step()")
@@ -370,7 +389,7 @@ class HospitalEDVectorEnv(_VectorBase):
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
-        return composed_views(self._obs), {"action_mask": self._masks.copy()}
+        return composed_views(self._obs), {"action_mask": self._masks.copy(), **self._counter_infos()}
 
     def action_masks(self) -> np.ndarray:
         """``(B, 39)`` bool validity of every env's actions (sb3-contrib's convention)."""
@@ -390,7 +409,7 @@ class HospitalEDVectorEnv(_VectorBase):
         terminated, truncated = self._autoreset(obs, masks, infos)
         self._obs, self._masks = obs, masks
         infos["action_mask"] = masks.copy()
-        infos["outcome"] = outcomes
+        infos.update(self._counter_infos(outcomes))
         return composed_views(obs), rewards, terminated, truncated, infos
 
 
@@ -398,6 +417,7 @@ class _JointVectorBase(_VectorBase):
     """Three role actions per env and step, resolved like the parallel env (conflicts)."""
 
     _actions_per_env = 3
+    _outcome_shape = (len(ROLES),)
 
     def _joint_step(self, actions: np.ndarray) -> tuple:
         self._check_reset()
@@ -428,7 +448,9 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
-        return composed_views(self._obs), {"action_mask": self.action_masks()}
+        infos = {"action_mask": self.action_masks(), **self._counter_infos()}
+        infos["outcomes"] = infos["outcome"]  # the name kept from before the shared keys
+        return composed_views(self._obs), infos
 
     def action_masks(self) -> np.ndarray:
         """``(B, 41)``: the three role masks (each with its no-op) concatenated, as MaskablePPO expects."""
@@ -439,6 +461,7 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
             _int_actions(actions, (self._batch.n, len(ROLES)))
         )
         infos["action_mask"] = masks[:, TEAM_MASK_COLUMNS]
+        infos.update(self._counter_infos(outcomes))
         infos["outcomes"] = outcomes
         return composed_views(obs), rewards, terminated, truncated, infos
 
@@ -502,7 +525,9 @@ class HospitalMARLVectorEnv(_JointVectorBase):
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
-        return self._role_observations(self._obs, self._masks), {}
+        infos = self._counter_infos()
+        infos["outcomes"] = infos["outcome"]  # the name kept from before the shared keys
+        return self._role_observations(self._obs, self._masks), infos
 
     def step(self, actions: dict[str, Any]):
         joint = np.zeros((self._batch.n, len(ROLES)), np.int64)
@@ -514,6 +539,7 @@ class HospitalMARLVectorEnv(_JointVectorBase):
             per_role = {role: role_rewards[:, r].copy() for r, role in enumerate(ROLES)}
         else:
             per_role = {role: rewards.copy() for role in ROLES}
+        infos.update(self._counter_infos(outcomes))
         infos["outcomes"] = outcomes
         return (
             self._role_observations(obs, masks),

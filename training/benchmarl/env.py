@@ -47,10 +47,11 @@ from torchrl.data import Binary, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.core.hospital import OUTCOMES
 from hospital_marl.core.hospital import ROLE_MASK_COLUMNS as ROLE_COLUMNS
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import get_scenario
+from hospital_marl.envs.infos import NOOP as NOOP_OUTCOME
+from hospital_marl.envs.infos import outcome_code
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
 from hospital_marl.envs.wrappers import VectorScoreReward
@@ -323,8 +324,7 @@ class NumericInfos(BaseParallelWrapper):
 
     @staticmethod
     def _numeric(info: dict[str, Any]) -> dict[str, int]:
-        outcome = info.get("outcome", OUTCOMES[1].value)
-        code = next(i for i, o in enumerate(OUTCOMES) if o.value == outcome)
+        code = outcome_code(info.get("outcome", NOOP_OUTCOME))  # a code since the envs' infos are numeric
         return {
             "tick": int(info.get("tick", 0)),
             "outcome": code,
