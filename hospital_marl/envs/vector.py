@@ -78,6 +78,7 @@ from hospital_marl.envs.observations import (
     OFFSETS,
     ROLE_INDEX,
     STATE_SIZE,
+    check_composed_format,
     composed_space,
     composed_views,
     role_space,
@@ -272,9 +273,12 @@ class _VectorBase(VectorEnv):
         day_generator: DayGenerator | None = None,
         threads: int | None = None,
         render_mode: str | None = None,
+        observation_format: str = "dict",
     ) -> None:
         if render_mode is not None:
             raise ValueError("the vector envs do not render; render a scalar env (gym.make) instead")
+        self.observation_format = observation_format
+        self._one_d = check_composed_format(observation_format)
         self._batch = _Batch(num_envs, scenario, max_cycles, clinical, rewards, day_generator, threads)
         self.num_envs = num_envs
         self._obs = np.zeros((num_envs, STATE_SIZE), np.float32)
@@ -345,7 +349,7 @@ class _VectorBase(VectorEnv):
         return terminated, truncated
 
     def _single_obs(self, vector: np.ndarray) -> Any:
-        return composed_views(vector)
+        return composed_views(vector, self._one_d)
 
     def _counter_infos(self, outcome: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The infos every batched env returns from ``reset()`` and ``step()`` alike: ``(B,)`` int64
@@ -382,14 +386,15 @@ class HospitalEDVectorEnv(_VectorBase):
 
     def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
         super().__init__(num_envs, scenario, **kwargs)
-        self.single_observation_space = composed_space(self._batch.template)
+        self.single_observation_space = composed_space(self._batch.template, self._one_d)
         self.single_action_space = spaces.Discrete(N_FLAT_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
-        return composed_views(self._obs), {"action_mask": self._masks.copy(), **self._counter_infos()}
+        infos = {"action_mask": self._masks.copy(), **self._counter_infos()}
+        return composed_views(self._obs, self._one_d), infos
 
     def action_masks(self) -> np.ndarray:
         """``(B, 39)`` bool validity of every env's actions (sb3-contrib's convention)."""
@@ -410,7 +415,7 @@ class HospitalEDVectorEnv(_VectorBase):
         self._obs, self._masks = obs, masks
         infos["action_mask"] = masks.copy()
         infos.update(self._counter_infos(outcomes))
-        return composed_views(obs), rewards, terminated, truncated, infos
+        return composed_views(obs, self._one_d), rewards, terminated, truncated, infos
 
 
 class _JointVectorBase(_VectorBase):
@@ -441,7 +446,7 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
 
     def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
         super().__init__(num_envs, scenario, **kwargs)
-        self.single_observation_space = composed_space(self._batch.template)
+        self.single_observation_space = composed_space(self._batch.template, self._one_d)
         self.single_action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -450,7 +455,7 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
         self._reset(seed, options)
         infos = {"action_mask": self.action_masks(), **self._counter_infos()}
         infos["outcomes"] = infos["outcome"]  # the name kept from before the shared keys
-        return composed_views(self._obs), infos
+        return composed_views(self._obs, self._one_d), infos
 
     def action_masks(self) -> np.ndarray:
         """``(B, 41)``: the three role masks (each with its no-op) concatenated, as MaskablePPO expects."""
@@ -463,7 +468,7 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
         infos["action_mask"] = masks[:, TEAM_MASK_COLUMNS]
         infos.update(self._counter_infos(outcomes))
         infos["outcomes"] = outcomes
-        return composed_views(obs), rewards, terminated, truncated, infos
+        return composed_views(obs, self._one_d), rewards, terminated, truncated, infos
 
 
 class HospitalMARLVectorEnv(_JointVectorBase):
