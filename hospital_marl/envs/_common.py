@@ -150,9 +150,13 @@ class RoleViewMixin:
         self.observation_spaces: dict[str, Any] = {}
         self.mask_slices: dict[str, slice] = {}
         """Where each role's mask sits in its observation vector (the ``"flat"`` formats)."""
+        lows = {role: _padded(boxes[role].low, n_obs[role]) for role in ROLES}
+        highs = {role: _padded(boxes[role].high, n_obs[role]) for role in ROLES}
+        if padded:  # one space for every role (Tianshou and SuperSuit compare spaces, bounds included)
+            low, high = np.minimum.reduce(list(lows.values())), np.maximum.reduce(list(highs.values()))
+            lows, highs = dict.fromkeys(ROLES, low), dict.fromkeys(ROLES, high)
         for role in ROLES:
-            low = _padded(boxes[role].low, n_obs[role])
-            high = _padded(boxes[role].high, n_obs[role])
+            low, high = lows[role], highs[role]
             if observation_format.endswith("flat"):
                 self.mask_slices[role] = slice(n_obs[role], n_obs[role] + n_act[role])
                 ones = np.ones(n_act[role], np.float32)
