@@ -26,9 +26,10 @@ seeds env ``i`` as the scalar env's ``reset(seed=s + i)``, so trajectories are r
 and equal to the scalar env's.
 
 :func:`pettingzoo_env` is the other path: TorchRL's ``PettingZooWrapper`` over
-:func:`hospital_marl.parallel_env` with the same group map, per env (no batch). The
-string ``info["outcome"]`` never reaches TorchRL's tensor conversion: :class:`NumericInfos`
-turns it into the kernel's outcome code. ``tests/marl`` checks both paths agree.
+:func:`hospital_marl.parallel_env` with the same group map, per env (no batch). The env's
+infos are already TorchRL-ready (the same integer keys from reset on, ``outcome`` a code:
+:mod:`hospital_marl.envs.infos`); :class:`NumericInfos` keeps exactly those four keys, so an
+env built with ``end_info=True`` still fits the info spec. ``tests/marl`` checks both paths agree.
 
 Finished days are logged in :attr:`HospitalTorchEnv.finished` (composite score, counters):
 the trainer's progress display and the masked-action audit read it.
