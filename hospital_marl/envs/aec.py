@@ -14,11 +14,14 @@ from pettingzoo.utils.wrappers.order_enforcing import AECOrderEnforcingIterable,
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
-from hospital_marl.core.hospital import Outcome
+from hospital_marl.core.hospital import OUTCOMES
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
+from hospital_marl.envs.infos import NOOP
 from hospital_marl.envs.render import RENDER_MODES
+
+_CODE_OF = {outcome: code for code, outcome in enumerate(OUTCOMES)}
 
 
 class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
@@ -40,6 +43,13 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
         ``{"observation": Box(float32), "action_mask": Box(int8)}``: the role's
         own blocks (:data:`hospital_marl.envs.observations.ROLE_BLOCKS`) and
         its exact validity mask. ``state()`` is every block, flattened.
+        ``observation_format`` offers a flat ``Box`` and padded forms for libraries
+        that need them (:class:`~hospital_marl.envs._common.RoleViewMixin`).
+
+    Infos:
+        Every role's info has the same integer keys from ``reset()`` on:
+        ``tick``, ``invalid_actions``, ``conflicts`` and ``outcome`` (its last
+        action's, a code of :data:`hospital_marl.envs.infos.OUTCOME_NAMES`).
 
     Rewards:
         ``reward_mode="team"`` (default): every role receives the tick's team
@@ -61,6 +71,9 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
         reward_mode: ``"team"`` or ``"role"``.
         max_cycles: truncate after this many ticks (PettingZoo convention).
         clinical, rewards, day_generator: swap the dynamics, reward table or arrival model.
+        observation_format: ``"dict"`` (default), ``"flat"``, ``"padded"`` or ``"padded_flat"``.
+        end_info: also put the episode's ``metrics`` and ``counters`` in the last infos
+            (changes the info keys at the end; off by default).
     """
 
     metadata = {
@@ -79,17 +92,34 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
         clinical: ClinicalParams | None = None,
         rewards: RewardTable | None = None,
         day_generator: DayGenerator | None = None,
+        *,
+        observation_format: str = "dict",
+        end_info: bool = False,
     ) -> None:
         super().__init__()
-        self._init_role_view(scenario, render_mode, reward_mode, max_cycles, clinical, rewards, day_generator)
+        self._init_role_view(
+            scenario,
+            render_mode,
+            reward_mode,
+            max_cycles,
+            clinical,
+            rewards,
+            day_generator,
+            observation_format,
+            end_info,
+        )
 
     def action_mask(self, agent: str) -> np.ndarray:
-        """The agent's int8 validity mask for the current state."""
-        return self.hospital.role_mask_array(agent)
+        """The agent's int8 validity mask for the current state (padded formats: padded)."""
+        mask = self.hospital.role_mask_array(agent)
+        pad = self._pad[agent]
+        return mask if pad is None else _common._padded(mask, pad[1])
 
-    def observe(self, agent: str) -> dict[str, np.ndarray]:
+    def observe(self, agent: str) -> Any:
         observation = self._builder.role(agent)  # first: builds the state's mask with it
-        return {"observation": observation, "action_mask": self.action_mask(agent)}
+        if self.observation_format == "dict":
+            return {"observation": observation, "action_mask": self.hospital.role_mask_array(agent)}
+        return self._format(agent, observation, self.hospital.role_mask_array(agent))
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         _common.switch_scenario(self.hospital, options)
@@ -105,16 +135,15 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
         if self.render_mode == "human":
             self.render()
 
-    def _info(self, outcome: Outcome | None = None) -> dict[str, Any]:
+    def _info(self, outcome: int = NOOP) -> dict[str, Any]:
+        """The role's info: always :data:`~hospital_marl.envs.infos.INFO_KEYS`, all integers."""
         h = self.hospital
-        info: dict[str, Any] = {
+        return {
             "tick": h.tick_count,
             "invalid_actions": h.count("invalid_actions"),
             "conflicts": h.count("conflicts"),
+            "outcome": outcome,
         }
-        if outcome is not None:
-            info["outcome"] = outcome._value_  # .value is a Python-level descriptor: 3x slower
-        return info
 
     def step(self, action: int | None) -> None:
         agent = self.agent_selection
@@ -124,7 +153,7 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
         h = self.hospital
         self._cumulative_rewards[agent] = 0.0
         outcome = h.act(agent, action)  # a bad action is counted invalid, never raised
-        self.infos[agent] = self._info(outcome)
+        self.infos[agent] = self._info(_CODE_OF[outcome])
         self._turn += 1
         if self._turn == len(ROLES):
             self._turn = 0
@@ -132,11 +161,11 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
             per_role = result.role_rewards if self.reward_mode == "role" else None
             self.rewards = {a: (per_role[a] if per_role else result.reward) for a in self.agents}
             if result.terminated or result.truncated:
-                metrics = h.metrics()
+                end = self._end_info()
                 for a in self.agents:
                     self.terminations[a] = result.terminated
                     self.truncations[a] = result.truncated
-                    self.infos[a] = {**self._info(), "metrics": metrics, "counters": h.counters.as_dict()}
+                    self.infos[a] = {**self._info(self.infos[a]["outcome"]), **end}
         else:
             self.rewards = dict.fromkeys(self.agents, 0.0)
         self.agent_selection = ROLES[self._turn]

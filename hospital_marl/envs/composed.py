@@ -21,6 +21,7 @@ from hospital_marl.envs.observations import (
     OFFSETS,
     ComposedBuffers,
     ObservationBuilder,
+    check_composed_format,
     composed_space,
 )
 from hospital_marl.envs.parallel import resolve_joint_action
@@ -40,11 +41,15 @@ class _HospitalGymEnv(gym.Env):
         clinical: ClinicalParams | None = None,
         rewards: RewardTable | None = None,
         day_generator: DayGenerator | None = None,
+        *,
+        observation_format: str = "dict",
     ) -> None:
         self.render_mode = _common.check_render_mode(render_mode)
+        self._one_d = check_composed_format(observation_format)
+        self.observation_format = observation_format
         self.hospital = _common.make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
         self._builder = ObservationBuilder(self.hospital)
-        self.observation_space = composed_space(self.hospital)
+        self.observation_space = composed_space(self.hospital, self._one_d)
         self._seeder = _common.EpisodeSeeder()
         self._mask: np.ndarray = np.zeros(N_FLAT_ACTIONS, np.bool_)
         self._mask_version = -1
@@ -80,12 +85,12 @@ class _HospitalGymEnv(gym.Env):
         self.hospital.reset(self._seeder(seed))
         if self.render_mode == "human":
             self.render()
-        return self._builder.composed(), self._info({})
+        return self._builder.composed(self._one_d), self._info({})
 
     def _finish_step(self, reward: float, terminated: bool, truncated: bool, extra: dict[str, Any]):
         if self.render_mode == "human":
             self.render()
-        return self._builder.composed(), reward, terminated, truncated, self._info(extra)
+        return self._builder.composed(self._one_d), reward, terminated, truncated, self._info(extra)
 
     def render(self) -> Any:
         return _common.render(self.hospital, self.render_mode)
@@ -110,7 +115,9 @@ class HospitalEDEnv(_HospitalGymEnv):
         (20,), ``icu_occupancy`` (5,), ``ventilator_status`` (3,),
         ``waiting_queue`` (10, 3), ``time_step`` (1,), ``stats`` (3,)) plus
         ``board_remaining``, ``icu_remaining``, ``icu_needs_vent``,
-        ``icu_on_vent``, ``icu_ready`` and ``capacity``.
+        ``icu_on_vent``, ``icu_ready`` and ``capacity``. ``observation_format="dict_1d"``:
+        the same keys and values with every block 1-D (``waiting_queue`` (30,), slot by
+        slot), the shapes SB3's ``check_env`` expects.
 
     Rewards:
         The tick's team reward (SPEC §4). Invalid actions: -1, counted, never raised.
@@ -124,13 +131,14 @@ class HospitalEDEnv(_HospitalGymEnv):
     Arguments:
         scenario, render_mode, max_cycles, clinical, rewards, day_generator: as
         for :func:`hospital_marl.env`. ``reset(options={"scenario": name})``
-        switches scenario for the next episode.
+        switches scenario for the next episode. observation_format: ``"dict"``
+        (default) or ``"dict_1d"``.
     """
 
     def __init__(self, scenario: str | Scenario | None = None, render_mode: str | None = None, **kwargs: Any):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.Discrete(N_FLAT_ACTIONS)
-        self._buffers = ComposedBuffers()
+        self._buffers = ComposedBuffers(one_d=self._one_d)
 
     def action_masks(self) -> np.ndarray:
         """Bool validity of the 39 actions (sb3-contrib's MaskablePPO calls this). A fresh array."""

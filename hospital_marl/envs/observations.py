@@ -102,9 +102,25 @@ def block_space(block: Block, hospital: Hospital) -> spaces.Box:
     return spaces.Box(0.0, _high(block, hospital), block.shape, np.float32)
 
 
-def composed_space(hospital: Hospital) -> spaces.Dict:
-    """The composed env's Dict observation space."""
-    return spaces.Dict({b.key: block_space(b, hospital) for b in BLOCKS})
+COMPOSED_FORMATS = ("dict", "dict_1d")
+"""The composed/team envs' ``observation_format``: ``"dict"`` (SPEC §5's shapes: ``waiting_queue``
+(10, 3)) or ``"dict_1d"`` (the same keys and values, every block 1-D: ``waiting_queue`` (30,) row
+by row, ``[severity, condition_id, waiting_time]`` per slot), the shapes SB3's checker expects."""
+
+
+def check_composed_format(observation_format: str) -> bool:
+    """Whether ``observation_format`` asks for 1-D blocks (a clear error if it is neither)."""
+    if observation_format not in COMPOSED_FORMATS:
+        raise ValueError(f"observation_format must be one of {COMPOSED_FORMATS}, got {observation_format!r}")
+    return observation_format == "dict_1d"
+
+
+def composed_space(hospital: Hospital, one_d: bool = False) -> spaces.Dict:
+    """The composed env's Dict observation space (``one_d``: every block flattened)."""
+    boxes = {b.key: block_space(b, hospital) for b in BLOCKS}
+    if one_d:
+        boxes = {k: spaces.Box(b.low.ravel(), b.high.ravel(), dtype=b.dtype) for k, b in boxes.items()}
+    return spaces.Dict(boxes)
 
 
 def _flat_space(keys: tuple[str, ...], hospital: Hospital) -> spaces.Box:
@@ -170,8 +186,11 @@ _FLAT_VIEWS = tuple((key, where) for key, where, _ in _COMPOSED_VIEWS)
 _SHAPED_VIEWS = tuple((key, shape) for key, _, shape in _COMPOSED_VIEWS if shape is not None)
 
 
-def composed_views(vector: np.ndarray) -> dict[str, np.ndarray]:
-    """The composed Dict observation as views of one state vector (or a batch of them)."""
+def composed_views(vector: np.ndarray, one_d: bool = False) -> dict[str, np.ndarray]:
+    """The composed Dict observation as views of one state vector (or a batch of them);
+    ``one_d``: every block as it sits in the vector (``"dict_1d"``)."""
+    if one_d:
+        return {key: vector[..., where] for key, where in _FLAT_VIEWS}
     if vector.ndim == 1:  # one env (every step of the composed env): the short path
         views = {key: vector[where] for key, where in _FLAT_VIEWS}
         for key, shape in _SHAPED_VIEWS:
@@ -196,9 +215,10 @@ class ComposedBuffers:
     overwritten: its buffer is retired and a new one made. Each call returns a new dict.
     """
 
-    __slots__ = ("_next", "_slots")
+    __slots__ = ("_next", "_one_d", "_slots")
 
-    def __init__(self, slots: int = 2) -> None:
+    def __init__(self, slots: int = 2, one_d: bool = False) -> None:
+        self._one_d = one_d
         self._slots = [self._new() for _ in range(slots)]  # two: the loop holds the last one
         self._next = 0
 
@@ -206,20 +226,20 @@ class ComposedBuffers:
     def _references(slot: list[Any]) -> int:
         return sys.getrefcount(slot[0]) + sum(map(sys.getrefcount, slot[2]))
 
-    @classmethod
-    def _new(cls) -> list[Any]:
+    def _new(self) -> list[Any]:
         vector = np.empty(STATE_SIZE, np.float32)
-        views = composed_views(vector)
+        views = composed_views(vector, self._one_d)
         slot: list[Any] = [vector, views, tuple(views.values())]
         del vector, views  # the baseline counts only the slot's own references
-        slot.append(cls._references(slot))
+        slot.append(self._references(slot))
         return slot
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ComposedBuffers:
-        return ComposedBuffers(len(self._slots))  # copies of views would not be views of the copy
+        # copies of views would not be views of the copy
+        return ComposedBuffers(len(self._slots), self._one_d)
 
-    def __reduce__(self) -> tuple[type, tuple[int]]:
-        return ComposedBuffers, (len(self._slots),)
+    def __reduce__(self) -> tuple[type, tuple[int, bool]]:
+        return ComposedBuffers, (len(self._slots), self._one_d)
 
     def take(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """A state vector to write the next observation into, and the Dict of views of it."""
@@ -254,9 +274,9 @@ class ObservationBuilder:
             self.adopt(vector)
         return self._vector  # type: ignore[return-value]
 
-    def composed(self) -> dict[str, np.ndarray]:
+    def composed(self, one_d: bool = False) -> dict[str, np.ndarray]:
         """The composed Dict observation: views of a fresh vector per state."""
-        return composed_views(self.vector())
+        return composed_views(self.vector(), one_d)
 
     def role(self, role: str) -> np.ndarray:
         """A role's flat observation (its blocks, in ROLE_BLOCKS order)."""

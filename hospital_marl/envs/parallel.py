@@ -21,6 +21,7 @@ from hospital_marl.core.generator import DayGenerator
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
 from hospital_marl.envs import _common
+from hospital_marl.envs.infos import NOOP, OUTCOME_NAMES
 from hospital_marl.envs.render import RENDER_MODES
 
 
@@ -39,12 +40,16 @@ def resolve_joint_action(
     return outcomes
 
 
+_CODE = {name: code for code, name in enumerate(OUTCOME_NAMES)}
+
+
 class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
     """Emergency department, three roles acting simultaneously each tick.
 
     Same spaces, rewards, arguments and episode end as
     :class:`~hospital_marl.envs.aec.HospitalAECEnv`; ``infos[role]["outcome"]``
-    says whether each action was done, a no-op, invalid or a conflict.
+    says whether each action was done, a no-op, invalid or a conflict (a code of
+    :data:`hospital_marl.envs.infos.OUTCOME_NAMES`; the same four integer keys from ``reset()`` on).
     """
 
     metadata = {"name": "hospital_marl_parallel_v0", "render_modes": list(RENDER_MODES), "render_fps": 10}
@@ -58,13 +63,28 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
         clinical: ClinicalParams | None = None,
         rewards: RewardTable | None = None,
         day_generator: DayGenerator | None = None,
+        *,
+        observation_format: str = "dict",
+        end_info: bool = False,
     ) -> None:
-        self._init_role_view(scenario, render_mode, reward_mode, max_cycles, clinical, rewards, day_generator)
+        self._init_role_view(
+            scenario,
+            render_mode,
+            reward_mode,
+            max_cycles,
+            clinical,
+            rewards,
+            day_generator,
+            observation_format,
+            end_info,
+        )
         self._masks_seen: dict[str, np.ndarray] = {}
 
-    def _observations(self, agents: list[str]) -> dict[str, dict[str, np.ndarray]]:
+    def _observations(self, agents: list[str]) -> dict[str, Any]:
         observations = self._builder.roles(agents)  # first: builds the state's mask with it
         self._masks_seen = {role: self.hospital.role_mask_array(role) for role in ROLES}
+        if self.observation_format != "dict":
+            return {role: self._format(role, observations[role], self._masks_seen[role]) for role in agents}
         return {
             role: {"observation": observations[role], "action_mask": self._masks_seen[role].copy()}
             for role in agents
@@ -76,7 +96,8 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
         self.agents = list(self.possible_agents)
         if self.render_mode == "human":
             self.render()
-        return self._observations(self.agents), {a: {"tick": 0} for a in self.agents}
+        infos = {a: {"tick": 0, "invalid_actions": 0, "conflicts": 0, "outcome": NOOP} for a in self.agents}
+        return self._observations(self.agents), infos
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         if not self.agents:
@@ -95,7 +116,7 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
         infos: dict[str, dict[str, Any]] = {
             a: {
                 "tick": h.tick_count,
-                "outcome": outcomes[a],
+                "outcome": _CODE[outcomes[a]],
                 "invalid_actions": c.invalid_actions,
                 "conflicts": c.conflicts,
             }
@@ -103,9 +124,9 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
         }
         observations = self._observations(agents)
         if result.terminated or result.truncated:
-            metrics = h.metrics()
+            end = self._end_info()
             for a in agents:
-                infos[a].update(metrics=metrics, counters=c.as_dict())
+                infos[a].update(end)
             self.agents = []
         if self.render_mode == "human":
             self.render()

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvWrapper
 
 from hospital_marl.envs.vector import HospitalEDTeamVectorEnv, HospitalEDVectorEnv
 
@@ -97,3 +97,55 @@ class HospitalSB3VecEnv(VecEnv):
         if isinstance(indices, int):
             return [indices]
         return indices
+
+
+class VecMaskFromObservation(VecEnvWrapper):
+    """sb3-contrib's ``action_masks()`` read from the observations themselves: ``obs[:, mask_slice] > 0``.
+
+    Why: SuperSuit's vector envs (``pettingzoo_env_to_vec_env_v1`` + ``concat_vec_envs_v1``)
+    carry only arrays, so the per-role masks of the PettingZoo env cannot reach MaskablePPO
+    as methods; in ``observation_format="padded_flat"`` every role's mask sits at the same
+    slice of its observation (``env.mask_slice(role)``), which survives SuperSuit's padding and
+    ``agent_indicator_v0`` (appended after it). This wrapper hands that slice to MaskablePPO::
+
+        env = hospital_marl.parallel_env(observation_format="padded_flat")
+        mask = env.mask_slice("triage")  # the same for every role
+        venv = ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(ss.agent_indicator_v0(env)),
+                                     4, base_class="stable_baselines3")
+        MaskablePPO("MlpPolicy", VecMaskFromObservation(venv, mask)).learn(...)
+    """
+
+    def __init__(self, venv: VecEnv, mask_slice: slice) -> None:
+        super().__init__(venv)
+        self.mask_slice = mask_slice
+        self._obs: np.ndarray | None = None
+
+    def reset(self) -> np.ndarray:
+        self._obs = self.venv.reset()
+        return self._obs
+
+    def step_wait(self):
+        obs, rewards, dones, infos = self.venv.step_wait()
+        self._obs = obs
+        return obs, rewards, dones, infos
+
+    def action_masks(self) -> np.ndarray:
+        """``(num_envs, n)`` bool: the mask part of the latest observations."""
+        if self._obs is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return np.asarray(self._obs)[:, self.mask_slice] > 0
+
+    def has_attr(self, attr_name: str) -> bool:
+        """sb3-contrib asks this to decide whether to mask (answered here: SuperSuit's vector
+        envs do not implement it)."""
+        return attr_name == "action_masks" or self.venv.has_attr(attr_name)
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        if attr_name == "action_masks":
+            return [self.action_masks] * len(self._get_indices(indices))
+        return self.venv.get_attr(attr_name, indices)
+
+    def env_method(self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> Any:
+        if method_name == "action_masks":
+            return list(self.action_masks()[list(self._get_indices(indices))])
+        return self.venv.env_method(method_name, *args, indices=indices, **kwargs)

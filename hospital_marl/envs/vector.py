@@ -73,15 +73,19 @@ from hospital_marl.core.types import (
 )
 from hospital_marl.envs._common import EpisodeSeeder, check_reward_mode
 from hospital_marl.envs.composed import TEAM_MASK_COLUMNS
+from hospital_marl.envs.infos import NOOP
 from hospital_marl.envs.observations import (
     OFFSETS,
     ROLE_INDEX,
     STATE_SIZE,
+    check_composed_format,
     composed_space,
     composed_views,
     role_space,
     state_space,
 )
+
+_INVALID, _CONFLICTS = COUNTER_FIELDS.index("invalid_actions"), COUNTER_FIELDS.index("conflicts")
 
 KEYS_AHEAD = 16
 """Seedless days drawn ahead per env (so the kernel restarts ended envs without Python)."""
@@ -257,6 +261,7 @@ class _VectorBase(VectorEnv):
     render_mode = None
 
     _actions_per_env = 1
+    _outcome_shape: tuple[int, ...] = ()
 
     def __init__(
         self,
@@ -268,9 +273,12 @@ class _VectorBase(VectorEnv):
         day_generator: DayGenerator | None = None,
         threads: int | None = None,
         render_mode: str | None = None,
+        observation_format: str = "dict",
     ) -> None:
         if render_mode is not None:
             raise ValueError("the vector envs do not render; render a scalar env (gym.make) instead")
+        self.observation_format = observation_format
+        self._one_d = check_composed_format(observation_format)
         self._batch = _Batch(num_envs, scenario, max_cycles, clinical, rewards, day_generator, threads)
         self.num_envs = num_envs
         self._obs = np.zeros((num_envs, STATE_SIZE), np.float32)
@@ -341,7 +349,22 @@ class _VectorBase(VectorEnv):
         return terminated, truncated
 
     def _single_obs(self, vector: np.ndarray) -> Any:
-        return composed_views(vector)
+        return composed_views(vector, self._one_d)
+
+    def _counter_infos(self, outcome: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The infos every batched env returns from ``reset()`` and ``step()`` alike: ``(B,)`` int64
+        ``tick``, ``invalid_actions``, ``conflicts`` (of each row's current episode) and ``outcome``
+        (codes of :data:`~hospital_marl.envs.infos.OUTCOME_NAMES`; ``(B, 3)`` role by role on the
+        joint envs; :data:`~hospital_marl.envs.infos.NOOP` after ``reset()``)."""
+        sc = self._batch.state.scalars
+        if outcome is None:
+            outcome = np.full((self.num_envs, *self._outcome_shape), NOOP, np.int64)
+        return {
+            "tick": sc[:, S_TICK].astype(np.int64),
+            "invalid_actions": sc[:, S_COUNTERS + _INVALID].astype(np.int64),
+            "conflicts": sc[:, S_COUNTERS + _CONFLICTS].astype(np.int64),
+            "outcome": outcome,
+        }
 
     def _check_reset(self) -> None:
         if not self._reset_called:
@@ -363,14 +386,15 @@ class HospitalEDVectorEnv(_VectorBase):
 
     def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
         super().__init__(num_envs, scenario, **kwargs)
-        self.single_observation_space = composed_space(self._batch.template)
+        self.single_observation_space = composed_space(self._batch.template, self._one_d)
         self.single_action_space = spaces.Discrete(N_FLAT_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
-        return composed_views(self._obs), {"action_mask": self._masks.copy()}
+        infos = {"action_mask": self._masks.copy(), **self._counter_infos()}
+        return composed_views(self._obs, self._one_d), infos
 
     def action_masks(self) -> np.ndarray:
         """``(B, 39)`` bool validity of every env's actions (sb3-contrib's convention)."""
@@ -390,14 +414,15 @@ class HospitalEDVectorEnv(_VectorBase):
         terminated, truncated = self._autoreset(obs, masks, infos)
         self._obs, self._masks = obs, masks
         infos["action_mask"] = masks.copy()
-        infos["outcome"] = outcomes
-        return composed_views(obs), rewards, terminated, truncated, infos
+        infos.update(self._counter_infos(outcomes))
+        return composed_views(obs, self._one_d), rewards, terminated, truncated, infos
 
 
 class _JointVectorBase(_VectorBase):
     """Three role actions per env and step, resolved like the parallel env (conflicts)."""
 
     _actions_per_env = 3
+    _outcome_shape = (len(ROLES),)
 
     def _joint_step(self, actions: np.ndarray) -> tuple:
         self._check_reset()
@@ -421,14 +446,16 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
 
     def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
         super().__init__(num_envs, scenario, **kwargs)
-        self.single_observation_space = composed_space(self._batch.template)
+        self.single_observation_space = composed_space(self._batch.template, self._one_d)
         self.single_action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
-        return composed_views(self._obs), {"action_mask": self.action_masks()}
+        infos = {"action_mask": self.action_masks(), **self._counter_infos()}
+        infos["outcomes"] = infos["outcome"]  # the name kept from before the shared keys
+        return composed_views(self._obs, self._one_d), infos
 
     def action_masks(self) -> np.ndarray:
         """``(B, 41)``: the three role masks (each with its no-op) concatenated, as MaskablePPO expects."""
@@ -439,8 +466,9 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
             _int_actions(actions, (self._batch.n, len(ROLES)))
         )
         infos["action_mask"] = masks[:, TEAM_MASK_COLUMNS]
+        infos.update(self._counter_infos(outcomes))
         infos["outcomes"] = outcomes
-        return composed_views(obs), rewards, terminated, truncated, infos
+        return composed_views(obs, self._one_d), rewards, terminated, truncated, infos
 
 
 class HospitalMARLVectorEnv(_JointVectorBase):
@@ -502,7 +530,9 @@ class HospitalMARLVectorEnv(_JointVectorBase):
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
-        return self._role_observations(self._obs, self._masks), {}
+        infos = self._counter_infos()
+        infos["outcomes"] = infos["outcome"]  # the name kept from before the shared keys
+        return self._role_observations(self._obs, self._masks), infos
 
     def step(self, actions: dict[str, Any]):
         joint = np.zeros((self._batch.n, len(ROLES)), np.int64)
@@ -514,6 +544,7 @@ class HospitalMARLVectorEnv(_JointVectorBase):
             per_role = {role: role_rewards[:, r].copy() for r, role in enumerate(ROLES)}
         else:
             per_role = {role: rewards.copy() for role in ROLES}
+        infos.update(self._counter_infos(outcomes))
         infos["outcomes"] = outcomes
         return (
             self._role_observations(obs, masks),

@@ -26,9 +26,10 @@ seeds env ``i`` as the scalar env's ``reset(seed=s + i)``, so trajectories are r
 and equal to the scalar env's.
 
 :func:`pettingzoo_env` is the other path: TorchRL's ``PettingZooWrapper`` over
-:func:`hospital_marl.parallel_env` with the same group map, per env (no batch). The
-string ``info["outcome"]`` never reaches TorchRL's tensor conversion: :class:`NumericInfos`
-turns it into the kernel's outcome code. ``tests/marl`` checks both paths agree.
+:func:`hospital_marl.parallel_env` with the same group map, per env (no batch). The env's
+infos are already TorchRL-ready (the same integer keys from reset on, ``outcome`` a code:
+:mod:`hospital_marl.envs.infos`); :class:`NumericInfos` keeps exactly those four keys, so an
+env built with ``end_info=True`` still fits the info spec. ``tests/marl`` checks both paths agree.
 
 Finished days are logged in :attr:`HospitalTorchEnv.finished` (composite score, counters):
 the trainer's progress display and the masked-action audit read it.
@@ -47,10 +48,11 @@ from torchrl.data import Binary, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.core.hospital import OUTCOMES
 from hospital_marl.core.hospital import ROLE_MASK_COLUMNS as ROLE_COLUMNS
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import get_scenario
+from hospital_marl.envs.infos import NOOP as NOOP_OUTCOME
+from hospital_marl.envs.infos import outcome_code
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
 from hospital_marl.envs.wrappers import VectorScoreReward
@@ -323,8 +325,7 @@ class NumericInfos(BaseParallelWrapper):
 
     @staticmethod
     def _numeric(info: dict[str, Any]) -> dict[str, int]:
-        outcome = info.get("outcome", OUTCOMES[1].value)
-        code = next(i for i, o in enumerate(OUTCOMES) if o.value == outcome)
+        code = outcome_code(info.get("outcome", NOOP_OUTCOME))  # a code since the envs' infos are numeric
         return {
             "tick": int(info.get("tick", 0)),
             "outcome": code,

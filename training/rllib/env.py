@@ -83,7 +83,9 @@ class HospitalPettingZooEnv(PettingZooEnv):
         if config["encoding"] not in ROLE_ENCODINGS:
             raise ValueError(f"encoding must be one of {tuple(ROLE_ENCODINGS)}, got {config['encoding']!r}")
         self.encode = ROLE_ENCODINGS[config["encoding"]]
-        super().__init__(hospital_marl.env(scenario=self.scenarios[0], reward_mode=config["reward_mode"]))
+        # end_info: the last infos keep the episode's counters, which callbacks.MaskedActionAudit reads
+        env = hospital_marl.env(scenario=self.scenarios[0], reward_mode=config["reward_mode"], end_info=True)
+        super().__init__(env)
         for agent, space in self.observation_spaces.items():  # every encoding is >= 0
             vector = space["observation"]
             self.observation_spaces[agent] = gym.spaces.Dict(
