@@ -67,6 +67,12 @@ class Task:
     dose_scale: float | None = None
     """k: central-axis dose per unit beam weight, × Rx; None = calibrate on first use
     (:mod:`hospital_marl.radiotherapy.core.calibration`)."""
+    rx_gy: float = 60.0
+    """The prescription: total dose to the target, Gy (doses inside the env are × this)."""
+    fractions: int = 30
+    """Fractions the prescription is delivered in (the constraints assume this schedule)."""
+    voxel_mm: float = 3.0
+    """Voxel edge, mm (the slice is 64 × 64 voxels)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "oars", tuple(self.oars))
@@ -99,6 +105,20 @@ class Task:
             not isinstance(k, (int, float)) or isinstance(k, bool) or not math.isfinite(k) or k <= 0
         ):
             raise ValueError(f"Task {self.name}: dose_scale must be a positive number or None, got {k!r}")
+        for label, value in (("rx_gy", self.rx_gy), ("voxel_mm", self.voxel_mm)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1e3:
+                raise ValueError(f"Task {self.name}: {label} must be a positive number, got {value!r}")
+        fx = self.fractions
+        if not isinstance(fx, int) or isinstance(fx, bool) or not 1 <= fx <= 100:
+            raise ValueError(f"Task {self.name}: fractions must be an int in [1, 100], got {fx!r}")
+
+    @property
+    def dose_per_fraction_gy(self) -> float:
+        return self.rx_gy / self.fractions
+
+    def gy(self, relative: float) -> float:
+        """A dose × Rx in Gy."""
+        return relative * self.rx_gy
 
     @property
     def oar_names(self) -> tuple[str, ...]:
@@ -132,6 +152,11 @@ for _task in (
         difficulty="easy",
         description="prostate between bladder (anterior) and rectum (posterior)",
         dose_scale=0.5756,
+        # conventional fractionation (RTOG 0415 / the QUANTEC rectum and bladder data are for it);
+        # a 6 mm voxel makes the 56-voxel pelvis 34 cm wide
+        rx_gy=78.0,
+        fractions=39,
+        voxel_mm=6.0,
     ),
     Task(
         "head_neck",
@@ -149,6 +174,9 @@ for _task in (
         difficulty="medium",
         description="an oropharyngeal target among seven OARs",
         dose_scale=0.5974,
+        rx_gy=70.0,  # RTOG 0522 / NRG HN: 70 Gy in 35 fractions to the gross disease
+        fractions=35,
+        voxel_mm=3.0,
     ),
     Task(
         "pediatric_brain",
@@ -165,6 +193,9 @@ for _task in (
         description="a small tumour beside the brainstem of a child",
         envelopes=frozenset({"brain"}),
         dose_scale=0.4449,
+        rx_gy=54.0,  # COG (e.g. ACNS0221 / ACNS0831): 54 Gy in 30 fractions (1.8 Gy each)
+        fractions=30,
+        voxel_mm=3.0,
     ),
 ):
     register_task(_task)
