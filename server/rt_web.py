@@ -127,20 +127,38 @@ class RTWebEpisodes:
 
 
 def metrics_markdown(env: RadiotherapyPlanningEnv, info: dict[str, Any], who: str) -> str:
-    """The plan's live figures: tumour (doses × Rx, V95 as % of the tumour), then one row per OAR."""
-    m = info["metrics"]
+    """The plan's live figures in Gy: tumour (ICRU 83 D98 / D50 / D2, V95 as % of the tumour, CI,
+    HI), then one row per clinical constraint (value against limit, the source in the task data)."""
+    m, task = info["metrics"], env.task
+    rx = task.rx_gy
     state = "locked" if env.plan.done else "planning"
-    oars = "\n".join(
-        f"| {name} | {o['mean']:.2f} | {o['limit']:.2f} | {'pass' if o['pass'] else '**FAIL**'} |"
-        for name, o in m["oars"].items()
-    )
+    rows = []
+    for o in task.oars:
+        for c, (value, _limit, ok) in zip(o.constraints, m["oars"][o.name]["constraints"]):
+            shown = f"{100 * value:.1f} %" if c.metric == "volume" else f"{value * rx:.1f} Gy"
+            rows.append(
+                f"| {o.name} (P{o.priority}) | {c.describe()} | {shown} | {'pass' if ok else '**FAIL**'} |"
+            )
+    apertures = ", ".join(f"{a}° ×{w:.1f} m{mm:g}" for a, w, mm in beam_rows(env))
     return (
-        f"**{who}** — step **{info['steps']}** / {env.task.max_steps} ({state}), "
-        f"score **{info['score']:.3f}**\n\n"
-        "| beams | D95 | V95 | CI | HI |\n|---|---|---|---|---|\n"
-        f"| {m['n_beams']} | {m['d95']:.3f} | {100 * m['v95']:.1f}% | {m['ci']:.2f} | {m['hi']:.2f} |\n\n"
-        f"| organ at risk | mean dose | limit | |\n|---|---|---|---|\n{oars}"
+        f"**{who}** — step **{info['steps']}** / {task.max_steps} ({state}), "
+        f"score **{info['score']:.3f}** — Rx {rx:g} Gy in {task.fractions} fx\n\n"
+        "| beams | D98 | D50 | D2 | V95 | CI | HI |\n|---|---|---|---|---|---|---|\n"
+        f"| {m['n_beams']} | {m['d98'] * rx:.1f} Gy | {m['d50'] * rx:.1f} Gy | {m['d2'] * rx:.1f} Gy "
+        f"| {100 * m['v95']:.1f}% | {m['ci']:.2f} | {m['hi']:.2f} |\n\n"
+        f"beams (angle, weight, aperture margin mm): {apertures or 'none'}\n\n"
+        f"| organ at risk | constraint | value | |\n|---|---|---|---|\n" + "\n".join(rows)
     )
+
+
+def beam_rows(env: RadiotherapyPlanningEnv) -> list[tuple[int, float, float]]:
+    """(angle °, weight, aperture margin in mm) per beam."""
+    plan = env.plan
+    margins = getattr(plan, "margins", None)
+    return [
+        (a, w, (float(margins[i]) if margins is not None else 0.0) * env.task.voxel_mm)
+        for i, (a, w) in enumerate(plan.beams())
+    ]
 
 
 def rt_web_view_builder(store: SessionStore[RTWebEpisodes], task: str) -> Callable[..., gr.Blocks]:

@@ -122,14 +122,18 @@ def rt_tasks_section() -> str:
     from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, PRIORITIES, TASKS
 
     rows = [
-        "| task | `gym.make` id | steps | OARs (priority, mean-dose limit × Rx) | k |",
+        "| task | `gym.make` id | steps | Rx | OARs (priority: clinical constraints) | k |",
         "|---|---|---|---|---|",
     ]
     for name in BUILTIN_TASKS:
         t = TASKS[name]
-        oars = "; ".join(f"{o.name} ({PRIORITIES[o.priority]}, {o.limit:g})" for o in t.oars)
+        oars = "; ".join(
+            f"{o.name} ({PRIORITIES[o.priority]}: {', '.join(c.describe() for c in o.constraints)})"
+            for o in t.oars
+        )
         rows.append(
-            f"| `{name}` ({t.difficulty}): {t.description} | `{task_env_id(name)}` | {t.max_steps} | {oars} "
+            f"| `{name}` ({t.difficulty}): {t.description} | `{task_env_id(name)}` | {t.max_steps} "
+            f"| {t.rx_gy:g} Gy / {t.fractions} fx, {t.voxel_mm:g} mm voxels | {oars} "
             f"| {t.dose_scale:.4f} |"
         )
     return "\n".join(rows)

@@ -168,3 +168,37 @@ def cumulative_dvhs(
         for j in range(bins, 0, -1):
             at_least += counts[s, j]
             out[s, j - 1] = at_least / sizes[s]
+
+
+@_jit
+def constraint_values(
+    structure_dose: np.ndarray,
+    n_tumour: int,
+    oar_starts: np.ndarray,
+    oar_mean: np.ndarray,
+    oar: np.ndarray,
+    metric: np.ndarray,
+    level: np.ndarray,
+    near_max_position: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Each constraint's value (``out``) from the structures' doses (:func:`structure_statistics`):
+    metric 0 the OAR's D2% (its doses at ``near_max_position[j]`` once sorted low to high: an order
+    statistic, the same value however it is found), 1 its mean, 2 the fraction of its voxels at
+    or above ``level`` (V_x)."""
+    n_oars = oar_starts.size
+    for c in range(oar.size):
+        j = oar[c]
+        start = n_tumour + oar_starts[j]
+        stop = n_tumour + oar_starts[j + 1] if j + 1 < n_oars else structure_dose.size
+        kind = metric[c]
+        if kind == 1:
+            out[c] = oar_mean[j]
+        elif kind == 2:
+            count = 0
+            for i in range(start, stop):
+                if structure_dose[i] >= level[c]:
+                    count += 1
+            out[c] = count / (stop - start)
+        else:
+            out[c] = np.partition(structure_dose[start:stop], near_max_position[j])[near_max_position[j]]

@@ -14,13 +14,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, N_ANGLES, BeamCache
-from hospital_marl.radiotherapy.core.kernels import cumulative_dvhs, structure_statistics, tumour_statistics
+from hospital_marl.radiotherapy.core.kernels import (
+    constraint_values,
+    cumulative_dvhs,
+    structure_statistics,
+    tumour_statistics,
+)
 from hospital_marl.radiotherapy.core.metrics import (
     DVH_BINS,
     LEVELS,
     N_TUMOUR_STATISTICS,
     TUMOUR_DVH_MAX,
     PlanMetrics,
+    _rank,
     metrics_from_statistics,
     plan_score,
     rank_positions,
@@ -131,8 +137,9 @@ class Plan:
         self.metrics: PlanMetrics | None = None
         self.cache: BeamCache | None = None
         self._empty_plan: tuple[PlanMetrics, float] | None = None
-        # a structure's DVH bin width: tumour over 0–2 Rx, each OAR over 0–2 × its limit
-        self._dvh_inv = DVH_BINS / np.array([TUMOUR_DVH_MAX] + [2.0 * o.limit for o in self.task.oars])
+        # a structure's DVH bin width: tumour over 0–2 Rx, each OAR over 0–2 × its reference dose
+        self._constraints = self.task.constraint_table
+        self._dvh_inv = DVH_BINS / np.concatenate(([TUMOUR_DVH_MAX], 2.0 * self._constraints.reference))
 
     # ------------------------------------------------------------ episode
     def reset(self, rng: np.random.Generator, phantom: Phantom | None = None) -> None:
@@ -158,6 +165,9 @@ class Plan:
         self._dvh_sizes = sizes.astype(float)
         self._oar_sizes = self._dvh_sizes[1:]
         self._oar_mean, self._oar_max = np.empty(self._oar_starts.size), np.empty(self._oar_starts.size)
+        # where each OAR's D2% sits among its doses sorted low to high
+        self._near_max = np.array([int(n) - _rank(2, int(n)) for n in sizes[1:]], np.int64)
+        self._values = np.empty(self._constraints.oar.size)
         self._ranks, self._tumour_statistics = rank_positions(tumour.size), np.empty(N_TUMOUR_STATISTICS)
         # DVH bins of every structure voxel, counted in one pass: each structure's row and bin width
         self._dvh_inv_bin = np.repeat(self._dvh_inv, sizes)
@@ -263,10 +273,28 @@ class Plan:
         )
         ordered = np.sort(structures[:n_tumour])  # low to high
         tumour_statistics(ordered, dose, self._ranks, LEVELS, self._tumour_statistics)
-        metrics = metrics_from_statistics(
-            self._tumour_statistics, n_tumour, self._oar_mean, self._oar_max, self.task.oars, n_beams
+        table = self._constraints
+        constraint_values(
+            structures,
+            n_tumour,
+            self._oar_starts,
+            self._oar_mean,
+            table.oar,
+            table.metric,
+            table.level,
+            self._near_max,
+            self._values,
         )
-        return metrics, plan_score(metrics, self.task.oars)
+        metrics = metrics_from_statistics(
+            self._tumour_statistics,
+            n_tumour,
+            self._oar_mean,
+            self._oar_max,
+            self._values,
+            self.task,
+            n_beams,
+        )
+        return metrics, plan_score(metrics, self.task)
 
     def _evaluate(self) -> None:
         self._dose = self.body_dose()

@@ -95,9 +95,10 @@ def _dvh_panel(plan: Plan, dose: np.ndarray) -> np.ndarray:
         xs = 16 + np.arange(width)
         for x0, y0, x1, y1 in zip(xs[:-1], ys[:-1], xs[1:], ys[1:]):
             _draw_line(panel, (y0, x0), (y1, x1), colour)
-    for i, oar in enumerate(plan.task.oars):
-        x = 16 + oar.limit / DVH_PLOT_MAX * width
-        _draw_line(panel, (2, x), (12, x), OAR_COLOURS[i % len(OAR_COLOURS)])
+    table = plan.task.constraint_table
+    for j, level in zip(table.oar.tolist(), table.level.tolist()):  # each constraint's dose
+        x = 16 + min(level, DVH_PLOT_MAX) / DVH_PLOT_MAX * width
+        _draw_line(panel, (2, x), (12, x), OAR_COLOURS[j % len(OAR_COLOURS)])
     return panel
 
 
@@ -131,6 +132,11 @@ def render_ansi(plan: Plan, last_action: int | None = None) -> str:
     m = plan.metrics
     if m is None or plan.phantom is None:
         raise RuntimeError("render before reset")
+    task = plan.task
+
+    def gy(relative: float) -> str:
+        return f"{relative * task.rx_gy:.1f} Gy"
+
     status = "LOCKED" if plan.locked else "TRUNCATED" if plan.truncated else "planning"
     lines = [
         f"RT PLAN | {plan.task.name} | step {plan.steps}/{plan.task.max_steps} | {status}"
@@ -142,13 +148,18 @@ def render_ansi(plan: Plan, last_action: int | None = None) -> str:
             )
             or "(none)"
         ),
-        f"tumour  D95 {m.d95:.3f}  D98 {m.d98:.3f}  D2 {m.d2:.3f}  mean {m.mean:.3f}  "
-        f"V95 {100 * m.v95:5.1f}%  V107 {100 * m.v107:5.1f}%  CI {m.ci:.3f}  HI {m.hi:.3f}",
+        f"Rx {task.rx_gy:g} Gy in {task.fractions} fx | tumour  D98 {gy(m.d98)}  D50 {gy(m.d50)}  "
+        f"D2 {gy(m.d2)} (goals D98 ≥ {gy(0.95)}, D2 ≤ {gy(1.07)})  V95 {100 * m.v95:5.1f}%  "
+        f"V107 {100 * m.v107:5.1f}%  CI {m.ci:.3f}  HI {m.hi:.3f}",
     ]
-    for oar, mean, mx, ok in zip(plan.task.oars, m.oar_mean, m.oar_max, m.oar_pass):
+    table = task.constraint_table
+    for c, j in enumerate(table.oar.tolist()):
+        oar, value = task.oars[j], m.constraint_values[c]
+        constraint = oar.constraints[c - int(np.searchsorted(table.oar, j))]  # rows run OAR by OAR
+        shown = f"{100 * value:.1f} %" if constraint.metric == "volume" else gy(value)
         lines.append(
-            f"  {oar.name:14s} P{oar.priority}  mean {mean:.3f} / {oar.limit:.2f}  max {mx:.3f}  "
-            f"{'ok' if ok else 'FAIL'}"
+            f"  {oar.name:14s} P{oar.priority}  {constraint.describe():16s} is {shown:9s} "
+            f"{'ok' if m.constraint_pass[c] else 'FAIL'}"
         )
     verdict = "pass" if plan.score >= PASS_THRESHOLD else "fail"
     lines.append(
