@@ -13,6 +13,7 @@ from pathlib import Path
 from policies.base import load_kwargs
 from policies.radiotherapy.base import BaseRTPolicy, RTPolicy
 from policies.radiotherapy.baselines import (
+    AnatomyAwarePolicy,
     EvenlySpacedPolicy,
     MaskedRandomRTPolicy,
     RandomRTPolicy,
@@ -25,10 +26,11 @@ _REGISTRY: dict[str, Callable[..., RTPolicy]] = {
     "masked_random": MaskedRandomRTPolicy,
     "evenly_spaced": EvenlySpacedPolicy,
     "six_full": SixFullPolicy,
+    "anatomy_aware": AnatomyAwarePolicy,
     "planner": PlannerRTPolicy,
 }
-SCRIPTED = ("evenly_spaced", "six_full")
-"""The scripted baselines a learned agent must beat on every task."""
+SCRIPTED = ("evenly_spaced", "six_full", "anatomy_aware")
+"""The scripted baselines a learned agent must beat on every task (anatomy_aware the strongest)."""
 
 
 def register(name: str, factory: Callable[..., RTPolicy]) -> None:
@@ -66,6 +68,7 @@ def load(spec: str) -> RTPolicy:
 
 __all__ = [
     "SCRIPTED",
+    "AnatomyAwarePolicy",
     "BaseRTPolicy",
     "EvenlySpacedPolicy",
     "MaskedRandomRTPolicy",

@@ -12,6 +12,8 @@ compiled. Compiled with ``cache=True`` (on disk next to this file, or under
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -202,3 +204,16 @@ def constraint_values(
             out[c] = count / (stop - start)
         else:
             out[c] = np.partition(structure_dose[start:stop], near_max_position[j])[near_max_position[j]]
+
+
+@_jit
+def aperture_beam(
+    lateral: np.ndarray, depth: np.ndarray, lo: float, hi: float, penumbra: float, k: float, out: np.ndarray
+) -> None:
+    """THE field formula, into ``out``: ``k · ½[erf((ℓ − lo)/√2σ) − erf((ℓ − hi)/√2σ)] · exp(−μ d)``
+    is evaluated by the caller's constants: here ``depth`` is already ``μ d`` (an open field from
+    ``lo`` to ``hi`` across the beam, a Gaussian penumbra σ = ``penumbra``)."""
+    scale = 1.0 / (math.sqrt(2.0) * penumbra)
+    for i in range(lateral.size):
+        profile = 0.5 * (math.erf((lateral[i] - lo) * scale) - math.erf((lateral[i] - hi) * scale))
+        out[i] = k * profile * math.exp(-depth[i])

@@ -20,8 +20,9 @@ Score in [0, 1] (ICRU 83 target goals D98 ≥ 95 %, D2 ≤ 107 % of Rx)::
     coverage = ½ · min(D98 / 0.95, 1) + ½ · V95          tumour term, 0 for an empty plan
     hot      = clip((D2 − 1.07) / (1.15 − 1.07), 0, 1)   hot spot: 1 at D2 = 115 % of Rx
     oar      = Σ w_p f_j / Σ w_p over the non-critical OARs, w = 2 / 1 by priority 2 / 3,
-               f_j = the worst of its constraints' f = 1 within the limit, falling linearly
-               to 0 at 1.5 × the limit (1 when a task has only critical OARs)
+               f_j = the worst of its constraints' f: 1 at no dose, ½ at the limit (ALARA:
+               sparing below a limit still counts), 0 at 1.5 × the limit, linear between
+               (1 when a task has only critical OARs)
     beams    = 1 for 4–7 beams, ½ for 3, 0 for fewer
     score    = clip(coverage · (0.30 + 0.35 · oar + 0.25 · CI + 0.10 · beams) − 0.50 · hot, 0, 1)
 
@@ -123,10 +124,11 @@ def homogeneity_index(tumour_dose: np.ndarray) -> float:
 
 
 def oar_fraction(value: float, limit: float) -> float:
-    """A constraint's share: 1 within the limit, 0 at :data:`OAR_ZERO_AT` × limit, linear between."""
+    """A constraint's share (as low as reasonably achievable): 1 at no dose, ½ at the limit,
+    0 at :data:`OAR_ZERO_AT` × limit, linear in between."""
     if value <= limit:
-        return 1.0
-    return max(0.0, 1.0 - (value - limit) / ((OAR_ZERO_AT - 1.0) * limit))
+        return 1.0 - 0.5 * value / limit
+    return max(0.0, 0.5 - 0.5 * (value - limit) / ((OAR_ZERO_AT - 1.0) * limit))
 
 
 def beam_term(n_beams: int) -> float:

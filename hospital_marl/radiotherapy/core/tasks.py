@@ -17,12 +17,18 @@ from typing import NamedTuple
 import numpy as np
 
 from hospital_marl.radiotherapy.core.phantoms import (
+    Anatomy,
+    Interval,
     PhantomGenerator,
     head_neck_phantom,
     pediatric_brain_phantom,
     prostate_phantom,
 )
 
+SPLITS = ("train", "validation", "test_id", "test_ood")
+"""Patient splits: training draws, validation (model selection: the band between the training
+ranges and the out-of-distribution ones), in-distribution test (the training ranges, held-out
+seeds) and out-of-distribution test (outside every training range)."""
 MAX_OARS = 7
 """OAR slots in the observation: every OAR of every built-in task is seen."""
 PRIORITIES = {1: "critical", 2: "important", 3: "moderate"}
@@ -142,6 +148,9 @@ class Task:
     """Fractions the prescription is delivered in (the constraints assume this schedule)."""
     voxel_mm: float = 3.0
     """Voxel edge, mm (the slice is 64 × 64 voxels)."""
+    anatomy: Mapping[str, Anatomy] | None = field(default=None, compare=False)
+    """Split name -> the anatomy distribution its patients come from (:data:`SPLITS`); None: a
+    user generator of one argument (``rng -> Phantom``), the same patients in every split."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "oars", tuple(self.oars))
@@ -184,9 +193,19 @@ class Task:
                         f"Task {self.name}: {o.name} {c.describe()} lies outside (0, 2] × Rx "
                         f"({self.rx_gy} Gy)"
                     )
+        if self.anatomy is not None:
+            missing = set(SPLITS) - set(self.anatomy)
+            if missing or not all(isinstance(a, Anatomy) for a in self.anatomy.values()):
+                raise ValueError(f"Task {self.name}: anatomy needs an Anatomy for each of {SPLITS}")
         fx = self.fractions
         if not isinstance(fx, int) or isinstance(fx, bool) or not 1 <= fx <= 100:
             raise ValueError(f"Task {self.name}: fractions must be an int in [1, 100], got {fx!r}")
+
+    def anatomy_for(self, split: str) -> Anatomy | None:
+        """The anatomy distribution of ``split`` (None for a one-argument user generator)."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+        return None if self.anatomy is None else self.anatomy[split]
 
     @cached_property
     def constraint_table(self) -> ConstraintTable:
@@ -236,6 +255,50 @@ def register_task(task: Task, *, overwrite: bool = False) -> Task:
     return task
 
 
+def _splits(
+    body: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]],
+    tumour: tuple[Interval, Interval, Interval],
+    offset: tuple[Interval, Interval, Interval],
+    layout: tuple[Interval, Interval, Interval],
+) -> dict[str, Anatomy]:
+    """The four splits from nested ranges: each field's (training, band, outer) interval; validation
+    draws from the band just outside the training interval (both sides), test_ood from beyond it."""
+
+    def around(inner: Interval, outer: Interval) -> tuple[Interval, ...]:
+        return tuple(iv for iv in ((outer[0], inner[0]), (inner[1], outer[1])) if iv[1] > iv[0]) or (inner,)
+
+    (b_train, b_val, b_ood), fields = body, (tumour, offset, layout)
+    train = Anatomy(b_train, *((f[0],) for f in fields))
+    val = Anatomy(b_val, *(around(f[0], f[1]) for f in fields))
+    ood = Anatomy(b_ood, *(around(f[1], f[2]) for f in fields))
+    return {"train": train, "validation": val, "test_id": train, "test_ood": ood}
+
+
+ANATOMY = {
+    # body radius; tumour radius; centre offset from the middle; rectum / bladder gap to the tumour
+    "prostate": _splits(
+        ((27.0, 28.0), (26.0, 29.0), (24.0, 30.0)),
+        ((5.5, 7.0), (5.0, 7.5), (4.0, 8.5)),
+        ((0.0, 3.0), (0.0, 4.0), (0.0, 6.0)),
+        ((1.5, 3.0), (1.0, 3.5), (0.3, 4.5)),
+    ),
+    # body scale; tumour scale; tumour centre off the midline; parotids off the midline
+    "head_neck": _splits(
+        ((0.95, 1.0), (0.92, 1.03), (0.86, 1.06)),
+        ((0.9, 1.1), (0.8, 1.2), (0.65, 1.35)),
+        ((6.0, 8.0), (5.0, 9.0), (3.5, 11.0)),
+        ((18.0, 20.0), (17.0, 21.0), (15.0, 22.0)),
+    ),
+    # body radius; tumour radius; (unused); gap between tumour and brainstem
+    "pediatric_brain": _splits(
+        ((28.0, 29.0), (27.0, 30.0), (25.0, 26.0)),
+        ((3.6, 4.6), (3.3, 5.0), (3.2, 6.0)),
+        ((0.0, 1.0), (0.0, 1.0), (0.0, 1.0)),
+        ((2.5, 4.5), (2.0, 5.0), (0.8, 6.0)),
+    ),
+}
+"""The built-in tasks' anatomy per split (docs/radiotherapy.md states them)."""
+
 QUANTEC = "QUANTEC 2010 (Int J Radiat Oncol Biol Phys 76(3) Suppl)"
 C = Constraint
 
@@ -262,9 +325,10 @@ for _task in (
         ),
         max_steps=50,
         generator=prostate_phantom,
+        anatomy=ANATOMY["prostate"],
         difficulty="easy",
         description="prostate between bladder (anterior) and rectum (posterior)",
-        dose_scale=0.5756,
+        dose_scale=0.3600,
         # conventional fractionation (RTOG 0415 / the QUANTEC rectum and bladder data are for it);
         # a 6 mm voxel makes the 56-voxel pelvis 34 cm wide
         rx_gy=78.0,
@@ -310,9 +374,10 @@ for _task in (
         ),
         max_steps=60,
         generator=head_neck_phantom,
+        anatomy=ANATOMY["head_neck"],
         difficulty="medium",
         description="an oropharyngeal target among seven OARs",
-        dose_scale=0.5974,
+        dose_scale=0.3599,
         rx_gy=70.0,  # RTOG 0522 / NRG HN: 70 Gy in 35 fractions to the gross disease
         fractions=35,
         voxel_mm=3.0,
@@ -367,10 +432,11 @@ for _task in (
         ),
         max_steps=70,
         generator=pediatric_brain_phantom,
+        anatomy=ANATOMY["pediatric_brain"],
         difficulty="hard",
         description="a small tumour beside the brainstem of a child",
         envelopes=frozenset({"brain"}),
-        dose_scale=0.4449,
+        dose_scale=0.3614,
         rx_gy=54.0,  # COG (e.g. ACNS0221 / ACNS0831): 54 Gy in 30 fractions (1.8 Gy each)
         fractions=30,
         voxel_mm=3.0,

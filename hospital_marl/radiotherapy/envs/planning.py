@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
-from hospital_marl.radiotherapy.core.dose import N_ANGLES
+from hospital_marl.radiotherapy.core.dose import MAX_MARGIN, N_ANGLES
 from hospital_marl.radiotherapy.core.metrics import D2_FAIL, D2_GOAL, D98_GOAL, DVH_BINS, PASS_THRESHOLD
 from hospital_marl.radiotherapy.core.plan import MAX_BEAMS, MAX_WEIGHT, N_ACTIONS, Plan
 from hospital_marl.radiotherapy.core.tasks import MAX_OARS, Task
@@ -35,7 +35,10 @@ OBSERVATION_KEYS: dict[str, tuple[tuple[int, ...], str]] = {
         "[1 − V95 (coverage shortfall), 1 − D98/0.95 (if < 1), hot-spot term (D2 over 1.07 Rx, 1 at 1.15), "
         "V107, Paddick CI, D2 / 2 Rx]",
     ),
-    "beams": ((MAX_BEAMS, 4), "per beam slot: [angle / 360, weight, present, active]"),
+    "beams": (
+        (MAX_BEAMS, 5),
+        "per beam slot: [angle / 360, weight, present, active, aperture margin / 5 voxels]",
+    ),
     "anatomy": (
         (MAX_OARS, 3),
         "per OAR slot, seen from the isocentre: the gantry angle θ that points at its centroid as "
@@ -59,6 +62,8 @@ _ANGLE_FRACTIONS = np.arange(N_ANGLES, dtype=np.float32) / np.float32(N_ANGLES)
 """A beam's observed angle (angle / 360) by grid index, as float32 arithmetic gives it."""
 _WEIGHT_FRACTIONS = np.arange(MAX_WEIGHT + 1, dtype=np.float32) / np.float32(MAX_WEIGHT)
 """A beam's observed weight by tenths (the weight itself, 0.1–1.0)."""
+_MARGIN_FRACTIONS = np.arange(MAX_MARGIN + 1, dtype=np.float32) / np.float32(MAX_MARGIN)
+"""A beam's observed aperture margin by voxels (margin / 5)."""
 
 
 @njit(cache=True, nogil=True)
@@ -69,6 +74,7 @@ def _write_doses_and_beams(
     scale: np.ndarray,
     angles: np.ndarray,
     weights: np.ndarray,
+    margins: np.ndarray,
     n_beams: int,
     active: int,
 ) -> None:
@@ -82,6 +88,7 @@ def _write_doses_and_beams(
         beams[i, 0] = _ANGLE_FRACTIONS[angles[i]]
         beams[i, 1] = _WEIGHT_FRACTIONS[weights[i]]
         beams[i, 2] = 1.0
+        beams[i, 4] = _MARGIN_FRACTIONS[margins[i]]
     if n_beams:
         beams[active, 3] = 1.0
 
@@ -126,8 +133,9 @@ class RadiotherapyPlanningEnv(gym.Env):
         Rx, conformal) while the organs at risk meet their clinical dose-volume constraints.
 
     Action Space:
-        ``Discrete(8)`` (:data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`): add a
-        beam, turn ±10°, weight ±0.1, remove, select the next beam, lock.
+        ``Discrete(10)`` (:data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`): add a
+        beam, turn ±10°, weight ±0.1, remove, select the next beam, lock, widen / narrow
+        the active beam's aperture (margin ±1 voxel around the tumour's projection).
         :meth:`action_masks` (also ``info["action_mask"]``) is exact; an invalid
         action does nothing, costs a step and is counted (``info["invalid_actions"]``).
 
@@ -147,16 +155,20 @@ class RadiotherapyPlanningEnv(gym.Env):
 
     Arguments:
         task: a task name (``prostate``, ``head_neck``, ``pediatric_brain``), a
-            :class:`Task`, or a mapping of overrides; render_mode: ``rgb_array`` or ``ansi``.
+            :class:`Task`, or a mapping of overrides; render_mode: ``rgb_array`` or ``ansi``;
+            split: whose anatomy the patients are drawn from (``train``, ``validation``,
+            ``test_id``, ``test_ood``: :data:`~hospital_marl.radiotherapy.core.tasks.SPLITS`).
     """
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
-    def __init__(self, task: str | Task | None = None, render_mode: str | None = None) -> None:
+    def __init__(
+        self, task: str | Task | None = None, render_mode: str | None = None, split: str = "train"
+    ) -> None:
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode must be one of {RENDER_MODES} or None, got {render_mode!r}")
         self.render_mode = render_mode
-        self.plan = Plan(task)
+        self.plan = Plan(task, split)
         self.action_space = spaces.Discrete(N_ACTIONS)
         self.observation_space = observation_space()
         self._last_action: int | None = None
@@ -177,7 +189,7 @@ class RadiotherapyPlanningEnv(gym.Env):
         return self.plan.task
 
     def action_masks(self) -> np.ndarray:
-        """(8,) bool: the valid actions (sb3-contrib's MaskablePPO calls this)."""
+        """(10,) bool: the valid actions (sb3-contrib's MaskablePPO calls this)."""
         return self.plan.action_mask()
 
     # ----------------------------------------------------------------- api
@@ -232,6 +244,7 @@ class RadiotherapyPlanningEnv(gym.Env):
             self._status_scale,
             plan.angles,
             plan.weights,
+            plan.margins,
             plan.n_beams,
             plan.active,
         )
