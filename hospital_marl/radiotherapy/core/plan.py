@@ -307,6 +307,13 @@ class Plan:
         )
         return self._assess(dose, np.empty(self._dvh_voxels.size), len(angles))
 
+    def score_dose(self, body_dose: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
+        """Metrics and score of any dose on the body voxels (a fluence map's, for the FMO
+        reference), exactly as for the plan's own; the plan is untouched."""
+        return self._assess(
+            np.ascontiguousarray(body_dose, np.float64), np.empty(self._dvh_voxels.size), n_beams
+        )
+
     def _assess(self, dose: np.ndarray, structures: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
         """Metrics and score of ``dose``; ``structures`` receives it on the tumour's voxels, then
         every OAR's (``_dvh_voxels``)."""
