@@ -32,6 +32,7 @@ from grading.tables import bar, markdown_table
 from hospital_marl.radiotherapy.core.metrics import PASS_THRESHOLD, SCORE_FORMULA
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, Task, get_task
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
+from policies.radiotherapy.base import PlanView
 
 TUMOUR_METRICS = ("d95", "d98", "d2", "mean", "v95", "v107", "ci", "hi")
 
@@ -73,7 +74,7 @@ def as_agent(agent: Any) -> Any:
         return agent
     if callable(agent):
         return _CallableAgent(agent)
-    raise TypeError(f"agent must be a name, a policy with act(obs, mask) or agent(obs, env), got {agent!r}")
+    raise ValueError(f"agent must be a name, a policy with act(obs, mask) or agent(obs, env), got {agent!r}")
 
 
 def _reset_agent(agent: Any, seed: int, env: RadiotherapyPlanningEnv) -> None:
@@ -86,8 +87,8 @@ def _reset_agent(agent: Any, seed: int, env: RadiotherapyPlanningEnv) -> None:
         accepts_plan = "plan" in inspect.signature(reset).parameters
     except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
         accepts_plan = False
-    if accepts_plan:
-        reset(seed=seed, plan=env.plan)
+    if accepts_plan:  # a read-only view (SPEC §12): a policy cannot step or rewrite the plan
+        reset(seed=seed, plan=PlanView(env.plan))
     else:
         reset(seed=seed)
 

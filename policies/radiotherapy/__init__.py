@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from policies.base import load_kwargs
-from policies.radiotherapy.base import BaseRTPolicy, RTPolicy
+from policies.radiotherapy.base import BaseRTPolicy, PlanView, RTPolicy
 from policies.radiotherapy.baselines import (
     AnatomyAwarePolicy,
     EvenlySpacedPolicy,
@@ -33,8 +33,14 @@ SCRIPTED = ("evenly_spaced", "six_full", "anatomy_aware")
 """The scripted baselines a learned agent must beat on every task (anatomy_aware the strongest)."""
 
 
-def register(name: str, factory: Callable[..., RTPolicy]) -> None:
-    """Make an RT agent loadable by name."""
+def register(name: str, factory: Callable[..., RTPolicy], *, overwrite: bool = False) -> None:
+    """Make an RT agent loadable by name (a bad registration is a ValueError, as for the ED's)."""
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"an agent name must be a non-empty string without ':', got {name!r}")
+    if not callable(factory):
+        raise ValueError(f"agent {name!r}: the factory must be callable, got {factory!r}")
+    if name in _registry() and not overwrite:
+        raise ValueError(f"agent {name!r} is already registered (pass overwrite=True to replace it)")
     _REGISTRY[name] = factory
 
 
@@ -72,6 +78,7 @@ __all__ = [
     "BaseRTPolicy",
     "EvenlySpacedPolicy",
     "MaskedRandomRTPolicy",
+    "PlanView",
     "PlannerRTPolicy",
     "RTPolicy",
     "RandomRTPolicy",
