@@ -26,13 +26,14 @@ import numpy as np
 import policies.radiotherapy as rt_policies
 from grading.common import policy_seed
 from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
+from hospital_marl.radiotherapy.core.fmo import FMOResult, optimise_fluence
 from hospital_marl.radiotherapy.core.plan import ACTIONS, N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import TASKS
 from server.models import MAX_SEED
 from server.sessions import SessionStore
 from server.web import WEB_CONCURRENCY, TabSessions, WebError, gradio_builder, picture
 
-AGENTS: tuple[str, ...] = ("planner", "evenly_spaced", "ppo")
+AGENTS: tuple[str, ...] = ("planner", "anatomy_aware", "evenly_spaced", "ppo")
 """Agents the page offers, those :func:`policies.radiotherapy.load` can build here."""
 
 PICTURE_SCALE = 2
@@ -73,6 +74,7 @@ class RTWebEpisodes:
         self._agent_obs: Any = None
         self._agent_info: dict[str, Any] = {}
         self._your_info: dict[str, Any] = {}
+        self.fmo: FMOResult | None = None
 
     @property
     def started(self) -> bool:
@@ -97,6 +99,7 @@ class RTWebEpisodes:
         self.task, self.seed, self.agent_name = task, seed, agent
         self.you, self.agent_env, self._policy = you, agent_env, policy
         self.last_action = ""
+        self.fmo = optimise_fluence(agent_env.plan)  # the reference on this patient (seconds)
 
     def legal(self) -> list[bool]:
         """Your plan's exact action mask (all False once locked)."""
@@ -124,6 +127,17 @@ class RTWebEpisodes:
         self.agent_step()
         while self.agent_env is not None and not self.agent_env.plan.done:
             self.agent_step()
+
+
+def fmo_markdown(fmo: FMOResult | None, rx: float) -> str:
+    """The FMO reference on the tab's patient (:mod:`hospital_marl.radiotherapy.core.fmo`)."""
+    if fmo is None:
+        return ""
+    m = fmo.metrics
+    return (
+        f"**FMO reference** on this patient (beamlet fluence optimisation, {fmo.open_angles} angles): "
+        f"score **{fmo.score:.3f}**, D98 {m['d98'] * rx:.1f} Gy, D2 {m['d2'] * rx:.1f} Gy, CI {m['ci']:.2f}"
+    )
 
 
 def metrics_markdown(env: RadiotherapyPlanningEnv, info: dict[str, Any], who: str) -> str:
@@ -221,7 +235,9 @@ def build_rt_web_view(
                 _picture(episodes.you),
                 _picture(episodes.agent_env),
                 metrics_markdown(episodes.you, episodes._your_info, "You"),
-                metrics_markdown(episodes.agent_env, episodes._agent_info, f"Agent ({episodes.agent_name})"),
+                metrics_markdown(episodes.agent_env, episodes._agent_info, f"Agent ({episodes.agent_name})")
+                + "\n\n"
+                + fmo_markdown(episodes.fmo, episodes.agent_env.task.rx_gy),
                 *[gr.update(visible=ok) for ok in episodes.legal()],
             ]
 

@@ -13,7 +13,16 @@ import hospital_marl  # noqa: F401  (registers the ids)
 from hospital_marl.radiotherapy import BUILTIN_TASKS, RT_ENV_ID, RadiotherapyPlanningEnv, task_env_id
 from hospital_marl.radiotherapy.core.metrics import CRITICAL_CAP, PASS_THRESHOLD
 from hospital_marl.radiotherapy.core.phantoms import disc, make_phantom
-from hospital_marl.radiotherapy.core.plan import ACTIONS, ADD, LOCK, MAX_BEAMS, N_ACTIONS, WEIGHT_UP, Plan
+from hospital_marl.radiotherapy.core.plan import (
+    ACTIONS,
+    ADD,
+    LOCK,
+    MAX_BEAMS,
+    N_ACTIONS,
+    NARROW,
+    WEIGHT_UP,
+    Plan,
+)
 from tests.radiotherapy.conftest import CENTRE, rollout
 
 
@@ -46,9 +55,10 @@ def test_check_env__gymnasium_and_sb3_are_clean(task: str) -> None:
 def _changes(env: RadiotherapyPlanningEnv, action: int) -> bool:
     """Does ``action`` change the plan (or end the episode)? Probed on a deep copy."""
     probe = copy.deepcopy(env)
-    before = (probe.plan.angles.copy(), probe.plan.weights.copy(), probe.plan.n_beams, probe.plan.active)
+    plan = probe.plan
+    before = (plan.angles.copy(), plan.weights.copy(), plan.margins.copy(), plan.n_beams, plan.active)
     _, _, terminated, _, _ = probe.step(action)
-    after = (probe.plan.angles, probe.plan.weights, probe.plan.n_beams, probe.plan.active)
+    after = (plan.angles, plan.weights, plan.margins, plan.n_beams, plan.active)
     changed = any(not np.array_equal(a, b) for a, b in zip(before, after))
     return changed or terminated
 
@@ -67,19 +77,19 @@ def test_action_masks__exact_by_probing_every_action(task: str) -> None:
             for action in range(N_ACTIONS):
                 assert mask[action] == _changes(env, action), f"{ACTIONS[action].name} mask {mask[action]}"
             seen |= ~mask
-            # bias towards adding and weighting up, so full plans and weight bounds are reached
+            # bias towards adding, weighting up and narrowing, so full plans and every bound are reached
             valid = np.flatnonzero(mask)
-            preferred = [a for a in (ADD, WEIGHT_UP) if mask[a] and rng.random() < 0.5]
+            preferred = [a for a in (ADD, WEIGHT_UP, NARROW) if mask[a] and rng.random() < 0.5]
             action = preferred[0] if preferred else int(valid[rng.integers(len(valid))])
             _, _, terminated, truncated, info = env.step(action)
             done = terminated or truncated
-    assert seen.all(), "every action was invalid somewhere (7 beams, weight 1.0 and 0.1 reached)"
+    assert seen.all(), "every action was invalid somewhere (7 beams, weight and margin bounds reached)"
 
 
 def test_invalid_action__does_nothing_costs_a_step_and_is_counted() -> None:
     env = RadiotherapyPlanningEnv("prostate")
     obs, info = env.reset(seed=1)
-    assert info["action_mask"].tolist() == [True] + [False] * 7  # an empty plan: only "add"
+    assert info["action_mask"].tolist() == [True] + [False] * (N_ACTIONS - 1)  # an empty plan: only "add"
     new_obs, reward, terminated, truncated, info = env.step(LOCK)
     assert (reward, terminated, truncated) == (0.0, False, False)
     assert info["invalid_actions"] == 1 and info["steps"] == 1
@@ -93,7 +103,7 @@ def test_step__bad_actions_raise_clear_errors() -> None:
     with pytest.raises(RuntimeError, match="reset"):
         env.step(0)
     env.reset(seed=0)
-    for bad in (8, -1, 1.5, "add", True):
+    for bad in (N_ACTIONS, -1, 1.5, "add", True):
         with pytest.raises(ValueError, match="action must be"):
             env.step(bad)
     env.step(ADD)

@@ -3,12 +3,13 @@
 ``rgb_array``: :data:`FRAME_SHAPE` (256, 512, 3) uint8. Left, the slice ×4: the
 dose as a colour wash (blue → red over 0–:data:`WASH_MAX` × Rx) over the grey
 body, structure contours (tumour white, OARs in :data:`OAR_COLOURS` order) and
-the beams' central axes (the active beam yellow, the others grey). Right, the
-cumulative DVH over 0–:data:`DVH_PLOT_MAX` × Rx: the tumour and every OAR in
-its contour colour, Rx as a grey vertical line, each OAR's mean-dose limit as
-a short tick in its colour on the top axis.
+the beams (the active beam yellow, the others grey): each beam's aperture as its two field
+edges from the source to beyond the isocentre. Right, the cumulative DVH over
+0–:data:`DVH_PLOT_MAX` × Rx: the tumour and every OAR in its contour colour, Rx as a grey
+vertical line, a tick every 10 Gy under the dose axis, each constraint's dose as a short tick
+in its OAR's colour on the top axis.
 
-``ansi``: a metrics summary (score, tumour metrics, every OAR against its limit).
+``ansi``: a metrics summary in Gy (score, ICRU 83 tumour metrics, every constraint against its limit).
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def _dvh_panel(plan: Plan, dose: np.ndarray) -> np.ndarray:
         xs = 16 + np.arange(width)
         for x0, y0, x1, y1 in zip(xs[:-1], ys[:-1], xs[1:], ys[1:]):
             _draw_line(panel, (y0, x0), (y1, x1), colour)
+    rx = plan.task.rx_gy
+    for gy in np.arange(10.0, DVH_PLOT_MAX * rx, 10.0):  # the dose axis in Gy: a tick every 10 Gy
+        x = 16 + gy / rx / DVH_PLOT_MAX * width
+        _draw_line(
+            panel, (PANEL - 16, x), (PANEL - 11 - 4 * (gy % 50 == 0), x), np.array([150, 150, 150], np.uint8)
+        )
     table = plan.task.constraint_table
     for j, level in zip(table.oar.tolist(), table.level.tolist()):  # each constraint's dose
         x = 16 + min(level, DVH_PLOT_MAX) / DVH_PLOT_MAX * width
@@ -117,10 +124,12 @@ def render_rgb_array(plan: Plan) -> np.ndarray:
         image[_edges(mask)] = colour
     big = np.repeat(np.repeat(image, SCALE, axis=0), SCALE, axis=1)
     iso = (np.array(ph.isocentre) + 0.5) * SCALE
-    for slot, (angle, _) in enumerate(plan.beams()):
-        u, _n = beam_axes(angle)
+    for slot, ((angle, _), edges) in enumerate(zip(plan.beams(), plan.apertures())):
+        u, n = beam_axes(angle)
         colour = np.array([255, 255, 0] if slot == plan.active else [170, 170, 170], np.uint8)
-        _draw_line(big, tuple(iso - u * PANEL * 0.7), tuple(iso), colour)  # from the source to the isocentre
+        for edge in edges:  # the field edges, from the source to past the isocentre
+            side = n * edge * SCALE
+            _draw_line(big, tuple(iso + side - u * PANEL * 0.7), tuple(iso + side + u * PANEL * 0.15), colour)
     frame = np.zeros(FRAME_SHAPE, np.uint8)
     frame[:, :PANEL] = big
     frame[:, PANEL:] = _dvh_panel(plan, dose)
