@@ -1,6 +1,6 @@
 """Scripted radiotherapy baselines (SPEC-RT §6).
 
-- ``random``: uniform over the 8 actions, valid or not (invalid ones waste a step);
+- ``random``: uniform over the 10 actions, valid or not (invalid ones waste a step);
 - ``masked_random``: uniform over the valid actions;
 - ``evenly_spaced``: the original's heuristic done properly: ``n`` beams 360°/n apart
   (turned onto the exact spacing), then the weights nudged down (up) one beam at a

@@ -31,7 +31,7 @@ fails or the tumour's D2 exceeds :data:`D2_FAIL` (115 % of Rx): such a plan cann
 Critical OARs are hard constraints (the cap) and are left out of the OAR term: counting
 them there would hand out credit for organs far from every beam. The OAR, conformity
 and beam terms are multiplied by coverage: an empty plan or an unfocused one earns
-nothing for sparing organs it never irradiated; coverage alone (0.30 + 0.10) fails.
+nothing for sparing organs it never irradiated; coverage alone (0.40) fails.
 """
 
 from __future__ import annotations
