@@ -24,11 +24,18 @@ from hospital_marl.radiotherapy.core.tasks import (
 from tests.radiotherapy.conftest import CENTRE
 
 
+@pytest.mark.parametrize("split", ["train", "validation", "test_ood"])
 @pytest.mark.parametrize("task_name", BUILTIN_TASKS)
-def test_phantoms__valid_over_many_seeds(task_name: str) -> None:
+def test_phantoms__valid_over_many_seeds(task_name: str, split: str) -> None:
     task = TASKS[task_name]
-    for seed in range(150):
-        ph = draw_phantom(task.generator, np.random.default_rng(seed), task.oar_names, task.envelopes)
+    for seed in range(60):
+        ph = draw_phantom(
+            task.generator,
+            np.random.default_rng(seed),
+            task.oar_names,
+            task.envelopes,
+            task.anatomy_for(split),
+        )
         assert ph.tumour.sum() >= MIN_TUMOUR_VOXELS
         assert not (ph.tumour & ~ph.body).any()
         rows, cols = np.nonzero(ph.tumour)
@@ -43,11 +50,18 @@ def test_phantoms__valid_over_many_seeds(task_name: str) -> None:
         assert sum(m.astype(int) for m in others).max() <= 1, f"{task_name} seed {seed}: OARs overlap"
 
 
-def test_pediatric_brain__isocentre_never_inside_the_brainstem() -> None:
+@pytest.mark.parametrize("split", ["train", "test_ood"])
+def test_pediatric_brain__isocentre_never_inside_the_brainstem(split: str) -> None:
     task = TASKS["pediatric_brain"]
     stem = task.oar_names.index("brainstem")
     for seed in range(150):
-        ph = draw_phantom(task.generator, np.random.default_rng(seed), task.oar_names, task.envelopes)
+        ph = draw_phantom(
+            task.generator,
+            np.random.default_rng(seed),
+            task.oar_names,
+            task.envelopes,
+            task.anatomy_for(split),
+        )
         assert not ph.oars[stem][round(ph.isocentre[0]), round(ph.isocentre[1])]
 
 
@@ -131,6 +145,7 @@ def test_user_task__runs_through_gym_make_and_is_calibrated_on_first_use() -> No
         (OAR("rectum", 1, (Constraint("mean", 23.0),)), OAR("bladder", 1, (Constraint("mean", 31.0),))),
         max_steps=40,
         generator=prostate.generator,
+        anatomy=prostate.anatomy,
         description="both OARs critical, tighter limits",
         rx_gy=78.0,
     )
