@@ -69,7 +69,9 @@ def compare() -> None:
     for row in rows:
         env = envs[row["task"]]
         env.reset(seed=row["seed"])
-        metrics, score = env.plan.evaluate(np.array(row["angles"], np.int64), np.array(row["weights"], np.int64))
+        metrics, score = env.plan.evaluate(
+            np.array(row["angles"], np.int64), np.array(row["weights"], np.int64)
+        )
         row["new_score"] = score
         row["new_pass"] = bool(score >= 0.6)
         assert abs(metrics.d2 - row["d2"]) < 1e-12, "the dose changed: compare at the score-change commit"
