@@ -90,7 +90,7 @@ def as_agent(agent: Any) -> Any:
         return agent
     if callable(agent):
         return _CallableAgent(agent)
-    raise TypeError(f"agent must be a name, a policy with act(obs, mask) or agent(obs, env), got {agent!r}")
+    raise ValueError(f"agent must be a name, a policy with act(obs, mask) or agent(obs, env), got {agent!r}")
 
 
 def _reset_agent(agent: Any, seed: int, env: RadiotherapyPlanningEnv, plan: PlanView) -> None:
@@ -110,9 +110,9 @@ def _reset_agent(agent: Any, seed: int, env: RadiotherapyPlanningEnv, plan: Plan
         reset(seed=seed)
 
 
-def run_episode(agent: Any, task: Task, seed: int) -> RTEpisode:
-    """One graded episode: reset with ``seed``, act until locked or truncated."""
-    env = RadiotherapyPlanningEnv(task)
+def run_episode(agent: Any, task: Task, seed: int, split: str = "test_id") -> RTEpisode:
+    """One graded episode on a patient of ``split``: reset with ``seed``, act until locked or truncated."""
+    env = RadiotherapyPlanningEnv(task, split=split)
     obs, info = env.reset(seed=seed)
     seal = PlanSeal(env.plan)
     _reset_agent(agent, policy_seed(seed), env, seal.view)
@@ -150,12 +150,22 @@ def summarize_task(task: Task, results: Sequence[RTEpisode]) -> dict[str, Any]:
     }
 
 
-def grade_task(agent: Any, task: str | Task, n_episodes: int = 20, seed: int = 42) -> dict[str, Any]:
-    """One task's summary (:func:`summarize_task`) for ``n_episodes`` seeded episodes."""
+def split_seed(seed: int, task: str, split: str, i: int) -> int:
+    """Episode ``i``'s seed: the patients of each (task, split) pair are their own stream."""
+    return episode_seed(seed, f"{task}/{split}", i)
+
+
+def grade_task(
+    agent: Any, task: str | Task, n_episodes: int = 20, seed: int = 42, split: str = "test_id"
+) -> dict[str, Any]:
+    """One task's summary (:func:`summarize_task`) for ``n_episodes`` seeded episodes of ``split``."""
     check_count("n_episodes", n_episodes, 1)
     check_count("seed", seed, 0)
     resolved, policy = get_task(task), as_agent(agent)
-    results = [run_episode(policy, resolved, episode_seed(seed, resolved.name, i)) for i in range(n_episodes)]
+    results = [
+        run_episode(policy, resolved, split_seed(seed, resolved.name, split, i), split)
+        for i in range(n_episodes)
+    ]
     return summarize_task(resolved, results)
 
 
@@ -165,8 +175,11 @@ def grade_all(
     seed: int = 42,
     tasks: Iterable[str | Task] | None = None,
     progress: Callable[[str, int], None] | None = None,
+    split: str = "test_id",
 ) -> dict[str, Any]:
-    """Grade an agent on every task (default: the three built-ins).
+    """Grade an agent on every task (default: the three built-ins) on the patients of ``split``
+    (``test_id``: the training anatomy, held-out patients; ``test_ood``: outside the training
+    ranges; ``validation``: model selection's).
 
     Returns:
         ``{"agent", "env": "radiotherapy", "episodes", "seed", "aggregate_score",
@@ -182,13 +195,14 @@ def grade_all(
     for task in resolved:
         results = []
         for i in range(n_episodes):
-            results.append(run_episode(policy, task, episode_seed(seed, task.name, i)))
+            results.append(run_episode(policy, task, split_seed(seed, task.name, split, i), split))
             if progress is not None:
                 progress(task.name, i)
         per_task[task.name] = summarize_task(task, results)
     return {
         "agent": getattr(policy, "name", str(agent)),
         "env": "radiotherapy",
+        "split": split,
         "episodes": n_episodes,
         "seed": seed,
         "aggregate_score": mean([t["score"] for t in per_task.values()]),

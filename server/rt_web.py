@@ -26,6 +26,7 @@ import numpy as np
 import policies.radiotherapy as rt_policies
 from grading.common import policy_seed
 from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
+from hospital_marl.radiotherapy.core.fmo import FMOResult, optimise_fluence
 from hospital_marl.radiotherapy.core.plan import ACTIONS, N_ACTIONS
 from hospital_marl.radiotherapy.core.sealed import PlanSeal
 from hospital_marl.radiotherapy.core.tasks import TASKS
@@ -33,7 +34,7 @@ from server.models import MAX_SEED
 from server.sessions import SessionStore
 from server.web import WEB_CONCURRENCY, TabSessions, WebError, gradio_builder, picture
 
-AGENTS: tuple[str, ...] = ("planner", "evenly_spaced", "ppo")
+AGENTS: tuple[str, ...] = ("planner", "anatomy_aware", "evenly_spaced", "ppo")
 """Agents the page offers, those :func:`policies.radiotherapy.load` can build here."""
 
 PICTURE_SCALE = 2
@@ -74,6 +75,7 @@ class RTWebEpisodes:
         self._agent_obs: Any = None
         self._agent_info: dict[str, Any] = {}
         self._your_info: dict[str, Any] = {}
+        self.fmo: FMOResult | None = None
 
     @property
     def started(self) -> bool:
@@ -99,6 +101,7 @@ class RTWebEpisodes:
         self.task, self.seed, self.agent_name = task, seed, agent
         self.you, self.agent_env, self._policy = you, agent_env, policy
         self.last_action = ""
+        self.fmo = optimise_fluence(agent_env.plan)  # the reference on this patient (seconds)
 
     def legal(self) -> list[bool]:
         """Your plan's exact action mask (all False once locked)."""
@@ -129,21 +132,50 @@ class RTWebEpisodes:
             self.agent_step()
 
 
-def metrics_markdown(env: RadiotherapyPlanningEnv, info: dict[str, Any], who: str) -> str:
-    """The plan's live figures: tumour (doses × Rx, V95 as % of the tumour), then one row per OAR."""
-    m = info["metrics"]
-    state = "locked" if env.plan.done else "planning"
-    oars = "\n".join(
-        f"| {name} | {o['mean']:.2f} | {o['limit']:.2f} | {'pass' if o['pass'] else '**FAIL**'} |"
-        for name, o in m["oars"].items()
-    )
+def fmo_markdown(fmo: FMOResult | None, rx: float) -> str:
+    """The FMO reference on the tab's patient (:mod:`hospital_marl.radiotherapy.core.fmo`)."""
+    if fmo is None:
+        return ""
+    m = fmo.metrics
     return (
-        f"**{who}** — step **{info['steps']}** / {env.task.max_steps} ({state}), "
-        f"score **{info['score']:.3f}**\n\n"
-        "| beams | D95 | V95 | CI | HI |\n|---|---|---|---|---|\n"
-        f"| {m['n_beams']} | {m['d95']:.3f} | {100 * m['v95']:.1f}% | {m['ci']:.2f} | {m['hi']:.2f} |\n\n"
-        f"| organ at risk | mean dose | limit | |\n|---|---|---|---|\n{oars}"
+        f"**FMO reference** on this patient (beamlet fluence optimisation, {fmo.open_angles} angles): "
+        f"score **{fmo.score:.3f}**, D98 {m['d98'] * rx:.1f} Gy, D2 {m['d2'] * rx:.1f} Gy, CI {m['ci']:.2f}"
     )
+
+
+def metrics_markdown(env: RadiotherapyPlanningEnv, info: dict[str, Any], who: str) -> str:
+    """The plan's live figures in Gy: tumour (ICRU 83 D98 / D50 / D2, V95 as % of the tumour, CI,
+    HI), then one row per clinical constraint (value against limit, the source in the task data)."""
+    m, task = info["metrics"], env.task
+    rx = task.rx_gy
+    state = "locked" if env.plan.done else "planning"
+    rows = []
+    for o in task.oars:
+        for c, (value, _limit, ok) in zip(o.constraints, m["oars"][o.name]["constraints"]):
+            shown = f"{100 * value:.1f} %" if c.metric == "volume" else f"{value * rx:.1f} Gy"
+            rows.append(
+                f"| {o.name} (P{o.priority}) | {c.describe()} | {shown} | {'pass' if ok else '**FAIL**'} |"
+            )
+    apertures = ", ".join(f"{a}° ×{w:.1f} m{mm:g}" for a, w, mm in beam_rows(env))
+    return (
+        f"**{who}** — step **{info['steps']}** / {task.max_steps} ({state}), "
+        f"score **{info['score']:.3f}** — Rx {rx:g} Gy in {task.fractions} fx\n\n"
+        "| beams | D98 | D50 | D2 | V95 | CI | HI |\n|---|---|---|---|---|---|---|\n"
+        f"| {m['n_beams']} | {m['d98'] * rx:.1f} Gy | {m['d50'] * rx:.1f} Gy | {m['d2'] * rx:.1f} Gy "
+        f"| {100 * m['v95']:.1f}% | {m['ci']:.2f} | {m['hi']:.2f} |\n\n"
+        f"beams (angle, weight, aperture margin mm): {apertures or 'none'}\n\n"
+        f"| organ at risk | constraint | value | |\n|---|---|---|---|\n" + "\n".join(rows)
+    )
+
+
+def beam_rows(env: RadiotherapyPlanningEnv) -> list[tuple[int, float, float]]:
+    """(angle °, weight, aperture margin in mm) per beam."""
+    plan = env.plan
+    margins = getattr(plan, "margins", None)
+    return [
+        (a, w, (float(margins[i]) if margins is not None else 0.0) * env.task.voxel_mm)
+        for i, (a, w) in enumerate(plan.beams())
+    ]
 
 
 def rt_web_view_builder(store: SessionStore[RTWebEpisodes], task: str) -> Callable[..., gr.Blocks]:
@@ -206,7 +238,9 @@ def build_rt_web_view(
                 _picture(episodes.you),
                 _picture(episodes.agent_env),
                 metrics_markdown(episodes.you, episodes._your_info, "You"),
-                metrics_markdown(episodes.agent_env, episodes._agent_info, f"Agent ({episodes.agent_name})"),
+                metrics_markdown(episodes.agent_env, episodes._agent_info, f"Agent ({episodes.agent_name})")
+                + "\n\n"
+                + fmo_markdown(episodes.fmo, episodes.agent_env.task.rx_gy),
                 *[gr.update(visible=ok) for ok in episodes.legal()],
             ]
 

@@ -38,7 +38,6 @@ from policies.learned import FEATURE_CLIP, SEVERITY_SCALE, TICKS_SCALE, TIE_TOLE
 from policies.llm import LLMConfig
 from policies.marl import OBS_CLIP
 from policies.planner import PlannerPolicy
-from policies.radiotherapy.baselines import EvenlySpacedPolicy
 from server.guards import MAX_INT_DIGITS, MAX_JSON_DEPTH
 from server.models import MAX_SEED
 from server.settings import ENV_VARS, ServerSettings
@@ -59,13 +58,6 @@ def _rt_actions() -> int:
 
 def _rt(module: str) -> Any:
     return importlib.import_module(f"hospital_marl.radiotherapy.core.{module}")
-
-
-def _rt_actor_layers() -> tuple[float, ...]:
-    """The shipped numpy actor's layer sizes, read from its weights (``w_i`` is ``(out, in)``)."""
-    with np.load(ROOT / "policies" / "radiotherapy" / "checkpoints" / "rt_ppo.npz") as weights:
-        shapes = [weights[f"w{i}"].shape for i in range(sum(k.startswith("w") for k in weights.files))]
-    return (len(shapes), shapes[0][1], *(out for out, _ in shapes))
 
 
 def _rt_full_beams() -> tuple[float, ...]:
@@ -229,31 +221,32 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     ),
     "radiotherapy action ids": (r"n in 0\.\.(\d+) from", lambda: (_rt_actions() - 1,)),
     "radiotherapy grid": (r"on a (\d+) × (\d+)\s", lambda: (_rt("phantoms").GRID,) * 2),
-    "radiotherapy pencil beam width": (
-        r"σ = (\d+)(?: voxels| pencil beams| beams)",
-        lambda: (_rt("dose").SIGMA,),
+    "radiotherapy penumbra": (r"Gaussian penumbra \(σ = ([\d.]+) voxels\)", lambda: (_rt("dose").PENUMBRA,)),
+    "radiotherapy aperture margins": (
+        r"plus a margin\*\* of (\d+)–(\d+) voxels on each side \(a new\s+beam: (\d+)\)",
+        lambda: (0, _rt("dose").MAX_MARGIN, _rt("plan").NEW_MARGIN),
     ),
     "radiotherapy attenuation": (r"exp\(−([\d.]+) · d\)", lambda: (_rt("dose").MU,)),
     "radiotherapy score weights": (
-        r"clip\(coverage ?[·*] ?\(([\d.]+) \+ ([\d.]+) ?[·*] ?oar \+ ([\d.]+) ?[·*] ?beams\) "
-        r"[−-] ([\d.]+) ?[·*] ?overdose",
-        lambda: tuple(_rt("metrics").SCORE_WEIGHTS[k] for k in ("base", "oar", "beams", "overdose")),
+        r"clip\(coverage · \(([\d.]+) \+ ([\d.]+) · oar \+ ([\d.]+) · CI \+ ([\d.]+) · beams\) "
+        r"− ([\d.]+) · hot",
+        lambda: tuple(_rt("metrics").SCORE_WEIGHTS[k] for k in ("base", "oar", "ci", "beams", "hot")),
     ),
-    "radiotherapy overdose": (
-        r"clip\(\(D95 ?[−-] ?([\d.]+)\) ?/ ?([\d.]+), 0, 1\)",
-        lambda: (_rt("metrics").OVERDOSE_START, _rt("metrics").OVERDOSE_SPAN),
+    "radiotherapy hot spot": (
+        r"hot\s+= clip\(\(D2 − ([\d.]+)\) / \(([\d.]+) − ([\d.]+)\), 0, 1\)",
+        lambda: (_rt("metrics").D2_GOAL, _rt("metrics").D2_FAIL, _rt("metrics").D2_GOAL),
+    ),
+    "radiotherapy coverage goal": (
+        r"min\(D98 / ([\d.]+), 1\)",
+        lambda: (_rt("metrics").D98_GOAL,),
     ),
     "radiotherapy cap and pass mark": (
-        r"capped\s+at ([\d.]+), below the pass mark ([\d.]+)",
+        r"capped at ([\d.]+) \(below the pass mark ([\d.]+)\)",
         lambda: (_rt("metrics").CRITICAL_CAP, _rt("metrics").PASS_THRESHOLD),
     ),
     "radiotherapy OAR falloff": (
-        r"linearly to 0 at ([\d.]+) × (?:its )?limit",
+        r"0 at ([\d.]+) × the limit",
         lambda: (_rt("metrics").OAR_ZERO_AT,),
-    ),
-    "radiotherapy shipped actor layers": (
-        r"\((\d+) linear layers: (\d+) → (\d+) → (\d+) → (\d+), tanh\)",
-        _rt_actor_layers,
     ),
     "radiotherapy minimum tumour": (r"tumour ≥ (\d+) voxels", lambda: (_rt("phantoms").MIN_TUMOUR_VOXELS,)),
     "radiotherapy calibration weight": (
@@ -289,14 +282,6 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
         r"\((\d+) patients per task, seed (\d+);|n_episodes=(\d+), seed=(\d+)\)|SPEC-RT's (\d+) episodes per "
         r"task and seed (\d+)",
         lambda: tuple(inspect.signature(grade_all).parameters[k].default for k in ("n_episodes", "seed")),
-    ),
-    "evenly spaced baseline": (
-        r"(seven|\d+) beams 360°/(\d+) apart, weights trimmed until\s+([\d.]+) ≤ D95 ≤ ([\d.]+)\)",
-        lambda: (
-            *(inspect.signature(EvenlySpacedPolicy).parameters["n_beams"].default,) * 2,
-            inspect.signature(EvenlySpacedPolicy).parameters["low"].default,
-            _rt("metrics").OVERDOSE_START,
-        ),
     ),
     "automatic step-down, as quoted again": (
         r"discharged automatically after (\d+) ticks is still a successful\s+discharge \(\+(\d+)/\+(\d+)\)",

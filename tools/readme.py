@@ -29,17 +29,10 @@ SCOREBOARD_COMMANDS = {
     "heuristic ppo ppo_pruned planner --markdown",
     "scoreboard-team": "hospital-marl -q compare --track team --agents random masked_random team_heuristic "
     "team_ppo team_planner --markdown",
-    "scoreboard-rt": "hospital-marl -q compare --env radiotherapy --agents random masked_random six_full "
-    "evenly_spaced ppo planner --markdown",
 }
 """Marker -> the one documented command whose output the section shows."""
 
-SCOREBOARD_DOCUMENTS = {
-    ROOT / "policies" / "radiotherapy" / "checkpoints" / "README.md": {
-        "rt-heldout": "hospital-marl -q compare --env radiotherapy --agents evenly_spaced ppo planner "
-        "--markdown",
-    },
-}
+SCOREBOARD_DOCUMENTS: dict[Path, dict[str, str]] = {}
 """Other documents' grader sections (slow, like the scoreboards): path -> marker -> command."""
 
 
@@ -122,14 +115,18 @@ def rt_tasks_section() -> str:
     from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, PRIORITIES, TASKS
 
     rows = [
-        "| task | `gym.make` id | steps | OARs (priority, mean-dose limit × Rx) | k |",
+        "| task | `gym.make` id | steps | Rx | OARs (priority: clinical constraints) | k |",
         "|---|---|---|---|---|",
     ]
     for name in BUILTIN_TASKS:
         t = TASKS[name]
-        oars = "; ".join(f"{o.name} ({PRIORITIES[o.priority]}, {o.limit:g})" for o in t.oars)
+        oars = "; ".join(
+            f"{o.name} ({PRIORITIES[o.priority]}: {', '.join(c.describe() for c in o.constraints)})"
+            for o in t.oars
+        )
         rows.append(
-            f"| `{name}` ({t.difficulty}): {t.description} | `{task_env_id(name)}` | {t.max_steps} | {oars} "
+            f"| `{name}` ({t.difficulty}): {t.description} | `{task_env_id(name)}` | {t.max_steps} "
+            f"| {t.rx_gy:g} Gy / {t.fractions} fx, {t.voxel_mm:g} mm voxels | {oars} "
             f"| {t.dose_scale:.4f} |"
         )
     return "\n".join(rows)
@@ -185,9 +182,6 @@ STATIC_SECTIONS = {
     "observations": observations_section,
     "rewards": rewards_section,
     "scenarios": scenarios_section,
-    "rt-tasks": rt_tasks_section,
-    "rt-actions": rt_actions_section,
-    "rt-observations": rt_observations_section,
     "first-run": first_run_section,
 }
 
@@ -276,44 +270,52 @@ def ppo_defaults_section() -> str:
     return "\n".join(parts)
 
 
-def rt_ppo_section() -> str:
-    """policies/radiotherapy/checkpoints/README.md's recipe, cost and selection, from ``rt_ppo.json``."""
-    import json
+def rt_constraints_section() -> str:
+    """Every clinical constraint of the built-in RT tasks, with its source (the task data)."""
+    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, CONSTRAINT_METRICS, PRIORITIES, TASKS
 
-    r = json.loads((ROOT / "policies" / "radiotherapy" / "checkpoints" / "rt_ppo.json").read_text())
-    a, sel = r["args"], r["selected"]
-    tasks = ("prostate", "head_neck", "pediatric_brain")
+    rows = ["| task (Rx) | organ | priority | constraint | type | source |", "|---|---|---|---|---|---|"]
+    for name in BUILTIN_TASKS:
+        t = TASKS[name]
+        for o in t.oars:
+            for c in o.constraints:
+                kind = CONSTRAINT_METRICS[c.metric].split(": ")[-1]
+                rows.append(
+                    f"| `{name}` ({t.rx_gy:g} Gy / {t.fractions} fx) | {o.name} | {o.priority} "
+                    f"({PRIORITIES[o.priority]}) | {c.describe()} | {kind} | {c.source} |"
+                )
+    return "\n".join(rows)
 
-    def scores(by_task: dict[str, float]) -> str:
-        return " / ".join(f"{by_task[t]:.3f}" for t in tasks)
 
-    baselines = ", ".join(f"`{name}` {scores(b)}" for name, b in r["validation_baselines"].items())
-    cost = f"{r['cpu_s']:.0f} s of CPU ({r['wall_s'] / 60:.0f} min wall on the shared 2-core machine)"
-    recipe = (
-        f"{a['timesteps']:,} steps, n_steps {a['n_steps']}, batch {a['batch_size']}, {a['n_epochs']} epochs, "
-        f"Adam {a['learning_rate']:g}, γ {a['gamma']:g}, GAE λ {a['gae_lambda']:g}, "
-        f"entropy {a['ent_coef']:g}, hidden layers of {a['hidden']}"
-    )
-    evaluation = (
-        f"An evaluation every {a['eval_freq']:,} steps on {a['eval_episodes']} patients per task from seed "
-        f"**{a['eval_seed']}** selected it at {sel['timesteps'] / 1000:.0f}k steps"
-    )
-    return "\n".join(
-        [
-            f"*Generated from `rt_ppo.json` by `python tools/readme.py`.* {a['n_envs']} `DummyVecEnv` envs "
-            "each cycling prostate → head & neck → paediatric brain episode by episode,",
-            f"{recipe}. The shipped run (seed {a['seed']}) took {cost}.",
-            f"{evaluation}: worst-task validation margin {sel['margin']:+.3f}, validation prostate / "
-            f"head & neck / brain {scores(sel['task_scores'])}.",
-            f"Validation baselines (same patients): {baselines}.",
-        ]
-    )
+def rt_splits_section() -> str:
+    """The anatomy distribution of every split of the built-in RT tasks."""
+    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, SPLITS, TASKS
+
+    def ranges(intervals: tuple[tuple[float, float], ...]) -> str:
+        return " ∪ ".join(f"[{lo:g}, {hi:g}]" for lo, hi in intervals)
+
+    rows = ["| task | split | body | tumour | offset | layout |", "|---|---|---|---|---|---|"]
+    for name in BUILTIN_TASKS:
+        anatomy = TASKS[name].anatomy or {}
+        for split in SPLITS:
+            a = anatomy[split]
+            rows.append(
+                f"| `{name}` | {split} | {', '.join(f'{b:g}' for b in a.body)} | {ranges(a.tumour)} "
+                f"| {ranges(a.offset)} | {ranges(a.layout)} |"
+            )
+    return "\n".join(rows)
 
 
 DOCUMENTS = {
     ROOT / "server" / "README.md": {"server-load": server_load_section},
     ROOT / "policies" / "checkpoints" / "README.md": {"ppo-defaults": ppo_defaults_section},
-    ROOT / "policies" / "radiotherapy" / "checkpoints" / "README.md": {"rt-ppo": rt_ppo_section},
+    ROOT / "docs" / "radiotherapy.md": {
+        "rt-tasks": rt_tasks_section,
+        "rt-constraints": rt_constraints_section,
+        "rt-splits": rt_splits_section,
+        "rt-actions": rt_actions_section,
+        "rt-observations": rt_observations_section,
+    },
 }
 """Other documents with generated sections: path -> marker -> its renderer (README.md's: above)."""
 

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 import hospital_marl  # noqa: E402, F401  (registers the ids)
 from hospital_marl.radiotherapy import BUILTIN_TASKS, OAR, RT_ENV_ID, get_task, task_env_id  # noqa: E402
 from hospital_marl.radiotherapy.core.plan import LOCK, N_ACTIONS  # noqa: E402
+from hospital_marl.radiotherapy.core.tasks import Constraint  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "radiotherapy" / "golden.json"
 SEEDS = (0, 1, 7)
@@ -51,7 +52,10 @@ def user_task() -> Any:
     """Prostate's phantom and step limit with a user's own constraints."""
     return get_task({"name": "prostate", "max_steps": 40}).with_overrides(
         name="golden_user_prostate",
-        oars=(OAR("rectum", 1, 0.35), OAR("bladder", 3, 0.45)),
+        oars=(
+            OAR("rectum", 1, (Constraint("mean", 27.0),)),
+            OAR("bladder", 3, (Constraint("volume", 60.0, volume=0.3), Constraint("near_max", 80.0))),
+        ),
         dose_scale=0.5,
     )
 
@@ -111,7 +115,7 @@ def record(env: gym.Env, seed: int, kind: str, episodes: int = 1) -> dict[str, A
     evaluated = []
     for angles, weights in BEAM_SETS:
         metrics, score = plan.evaluate(np.array(angles), np.array(weights))
-        evaluated.append([score, metrics.as_dict(plan.task.oars)])
+        evaluated.append([score, metrics.as_dict(plan.task)])
     return {
         "steps": steps,
         "rewards": rewards,

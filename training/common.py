@@ -34,7 +34,7 @@ class EvaluateRT(Protocol):
     """How the radiotherapy trainer grades: :func:`grading.radiotherapy.grade_all`'s signature
     (``aggregate_score``, ``task_scores``); given to it like :class:`Evaluate`."""
 
-    def __call__(self, policy: Any, *, n_episodes: int, seed: int) -> dict[str, Any]: ...
+    def __call__(self, policy: Any, *, n_episodes: int, seed: int, split: str = ...) -> dict[str, Any]: ...
 
 
 def require_evaluate(evaluate: Any, example: str) -> None:

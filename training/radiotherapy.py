@@ -11,11 +11,13 @@ A run directory gets ``best_model.zip`` (sb3-contrib, to resume), ``best_model.n
 actor's weights for :class:`~policies.radiotherapy.learned.NumpyMLPPolicy`, torch-free),
 ``best_model.json`` (arguments, the selecting evaluation, timings) and ``curve.json``.
 
-Selection never sees the graded patients: every ``eval_freq`` steps the current actor
-is graded by the evaluation function (deterministic, numpy form) on ``eval_episodes`` per
-task from ``eval_seed`` (validation, default 1000; the scoreboard uses seed 42), and the kept model is the one
-with the best *worst-task margin* over the best scripted baseline on those same
-validation patients (ties: aggregate score). Training is deterministic for a seed.
+Training draws patients from the ``train`` split's anatomy; selection never sees the test
+patients: every ``eval_freq`` steps the current actor is graded by the evaluation function
+(deterministic, numpy form) on ``eval_episodes`` per task of the ``validation`` split (its own
+anatomy band, between the training ranges and the out-of-distribution test's) from
+``eval_seed``, and the kept model is the one with the best *worst-task margin* over the best
+scripted baseline on those same validation patients (ties: aggregate score). Training is
+deterministic for a seed.
 
 Reads top to bottom: the arguments, the env pipeline, the evaluation, :func:`train`.
 """
@@ -147,7 +149,9 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
     run = Path(args.save)
     run.mkdir(parents=True, exist_ok=True)
     episodes, seed = args.eval_episodes, args.eval_seed
-    baselines = {name: evaluate(name, n_episodes=episodes, seed=seed) for name in SCRIPTED}
+    baselines = {
+        name: evaluate(name, n_episodes=episodes, seed=seed, split="validation") for name in SCRIPTED
+    }
     best_scripted = {t: max(b["task_scores"][t] for b in baselines.values()) for t in BUILTIN_TASKS}
     vec = DummyVecEnv([make_env(i, args.seed) for i in range(args.n_envs)])
     model = MaskablePPO(
@@ -177,7 +181,7 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
 
         def evaluate(self) -> None:
             policy = NumpyMLPPolicy(actor_layers(self.model), name="ppo")
-            report = evaluate(policy, n_episodes=args.eval_episodes, seed=args.eval_seed)
+            report = evaluate(policy, n_episodes=args.eval_episodes, seed=args.eval_seed, split="validation")
             margin = min(report["task_scores"][t] - best_scripted[t] for t in BUILTIN_TASKS)
             point = {
                 "timesteps": self.num_timesteps,

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from policies.base import load_kwargs
-from policies.radiotherapy.base import BaseRTPolicy, RTPolicy
+from policies.radiotherapy.base import BaseRTPolicy, PlanView, RTPolicy
 from policies.radiotherapy.baselines import (
+    AnatomyAwarePolicy,
     EvenlySpacedPolicy,
     MaskedRandomRTPolicy,
     RandomRTPolicy,
@@ -25,14 +26,21 @@ _REGISTRY: dict[str, Callable[..., RTPolicy]] = {
     "masked_random": MaskedRandomRTPolicy,
     "evenly_spaced": EvenlySpacedPolicy,
     "six_full": SixFullPolicy,
+    "anatomy_aware": AnatomyAwarePolicy,
     "planner": PlannerRTPolicy,
 }
-SCRIPTED = ("evenly_spaced", "six_full")
-"""The scripted baselines a learned agent must beat on every task."""
+SCRIPTED = ("evenly_spaced", "six_full", "anatomy_aware")
+"""The scripted baselines a learned agent must beat on every task (anatomy_aware the strongest)."""
 
 
-def register(name: str, factory: Callable[..., RTPolicy]) -> None:
-    """Make an RT agent loadable by name."""
+def register(name: str, factory: Callable[..., RTPolicy], *, overwrite: bool = False) -> None:
+    """Make an RT agent loadable by name (a bad registration is a ValueError, as for the ED's)."""
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"an agent name must be a non-empty string without ':', got {name!r}")
+    if not callable(factory):
+        raise ValueError(f"agent {name!r}: the factory must be callable, got {factory!r}")
+    if name in _registry() and not overwrite:
+        raise ValueError(f"agent {name!r} is already registered (pass overwrite=True to replace it)")
     _REGISTRY[name] = factory
 
 
@@ -66,9 +74,11 @@ def load(spec: str) -> RTPolicy:
 
 __all__ = [
     "SCRIPTED",
+    "AnatomyAwarePolicy",
     "BaseRTPolicy",
     "EvenlySpacedPolicy",
     "MaskedRandomRTPolicy",
+    "PlanView",
     "PlannerRTPolicy",
     "RTPolicy",
     "RandomRTPolicy",

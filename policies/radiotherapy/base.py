@@ -1,46 +1,103 @@
-"""The radiotherapy policy protocol: what the RT grader, CLI and notebook need of an agent.
+"""Radiotherapy policies on the package's one policy protocol (:class:`policies.base.Policy`).
 
-Like the ED's :class:`policies.base.Policy` (flat track): ``act(observation, action_mask)``.
-A model-based policy (the planner) receives the core :class:`Plan` at ``reset`` and
-may evaluate beam sets on it with :meth:`Plan.evaluate` (which leaves the plan untouched).
+An RT policy is a :class:`~policies.base.BasePolicy` on the ``radiotherapy`` track:
+``act(observation, action_mask)`` like the ED's flat track, and ``reset(seed, plan=...)``.
+A model-based policy (the planner, the LLM's prompt) receives a read-only :class:`PlanView`
+of the episode's plan (SPEC §12: never the live, mutable :class:`Plan`): it can read the
+patient, the metrics and the beams and evaluate any beam set (:meth:`Plan.evaluate` leaves
+the plan untouched), but cannot step, restore or assign.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from hospital_marl.radiotherapy.core.plan import Plan
+from policies.base import BasePolicy
+
+TRACK = "radiotherapy"
+
+
+class PlanView:
+    """A read-only view of a :class:`Plan`: what a planner may look at and evaluate."""
+
+    READABLE = frozenset(
+        {
+            "task",
+            "split",
+            "phantom",
+            "metrics",
+            "score",
+            "steps",
+            "n_beams",
+            "active",
+            "locked",
+            "truncated",
+            "done",
+            "invalid_actions",
+            "dose_scale",
+            "beams",
+            "apertures",
+            "evaluate",
+            "score_dose",
+            "dose_grid",
+            "dvhs",
+            "oar_centroids",
+        }
+    )
+    """The plan's attributes a view exposes (methods among them change nothing)."""
+
+    __slots__ = ("_plan",)
+
+    def __init__(self, plan: Plan) -> None:
+        object.__setattr__(self, "_plan", plan)
+
+    @classmethod
+    def of(cls, plan: Plan | PlanView | None) -> PlanView | None:
+        return plan if plan is None or isinstance(plan, PlanView) else cls(plan)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("angles", "weights", "margins"):  # copies: the caller cannot write the plan's state
+            return getattr(self._plan, name).copy()
+        if name not in PlanView.READABLE:
+            raise AttributeError(f"a policy's plan view has no {name!r} (read-only: {sorted(self.READABLE)})")
+        return getattr(self._plan, name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"the plan view is read-only: cannot set {name!r}")
 
 
 @runtime_checkable
 class RTPolicy(Protocol):
+    """What the RT grader, CLI, server and notebook need of an agent (the :class:`policies.base.Policy`
+    protocol on the radiotherapy track)."""
+
     name: str
 
-    def reset(self, seed: int | None = None, plan: Plan | None = None) -> None:
+    def reset(self, seed: int | None = None, plan: Plan | PlanView | None = None) -> None:
         """Start an episode; ``seed`` makes a stochastic policy reproducible."""
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
-        """One of the 8 actions."""
+        """One of the actions of :data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`."""
 
 
-class BaseRTPolicy:
-    """Default plumbing: an own RNG per episode and the bound plan (when given)."""
+class BaseRTPolicy(BasePolicy):
+    """The package's :class:`~policies.base.BasePolicy` on the radiotherapy track: an own RNG per
+    episode and a read-only view of the plan (when given)."""
 
     name = "rt_base"
+    tracks: tuple[str, ...] = (TRACK,)
 
     def __init__(self) -> None:
-        self.rng = np.random.default_rng()
-        self.plan: Plan | None = None
+        super().__init__()
+        self.plan: PlanView | None = None
 
-    def reset(self, seed: int | None = None, plan: Plan | None = None) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.plan = plan
+    def reset(self, seed: int | None = None, plan: Plan | PlanView | None = None) -> None:  # type: ignore[override]
+        super().reset(seed)
+        self.plan = PlanView.of(plan)
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r})"

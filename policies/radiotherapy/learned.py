@@ -90,9 +90,7 @@ def load_path(path: Path, name: str | None = None) -> NumpyMLPPolicy:
     if path.is_dir():
         path = path / "best_model.npz"
     if path.suffix != ".npz":
-        raise ValueError(
-            f"{path}: export the model to .npz first (hospital-marl train export RUN OUT.npz)"
-        )
+        raise ValueError(f"{path}: export the model to .npz first (hospital-marl train export RUN OUT.npz)")
     with np.load(path) as data:
         n = len([k for k in data.files if k.startswith("w")])
         layers = [(data[f"w{i}"], data[f"b{i}"]) for i in range(n)]

@@ -2,6 +2,12 @@
 
     API_BASE_URL=... MODEL_NAME=... API_KEY=... python -m policies.radiotherapy.llm --task head_neck --seed 0
 
+The reply parser is the package's one (:func:`policies.llm.parse_action`, the ED agent's: an
+ambiguous reply is refused, not read as its first integer). The ``[START]/[STEP]/[END]``
+formatter is the server's (``server/llm_agent.py``), which this policies-layer module may not
+import: the lines below are written to the same format, and ``inference.py --env
+radiotherapy`` (the server layer) is the place to switch to the one formatter when it lands.
+
 The prompt is a compact text rendering of the plan (the env's ``ansi`` summary: beams,
 tumour metrics, every OAR against its limit, the score) and the numbered list of the
 *legal* actions with their meaning, taken from THE action table
@@ -22,7 +28,6 @@ so it is a policy like the others (the grader grades it) and testable without a 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import TextIO
@@ -34,13 +39,16 @@ from hospital_marl.radiotherapy.core.plan import ACTIONS, ADD, LOCK, Plan
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from hospital_marl.radiotherapy.envs.render import render_ansi
 from policies.llm import ChatModel, LLMConfig, LLMUnavailableError
+from policies.llm import parse_action as parse_reply
 from policies.radiotherapy.base import BaseRTPolicy
 
 SYSTEM_PROMPT = (
-    "You are a radiotherapy planner. Cover the tumour with its prescription (D95 close to 1.0 Rx, "
-    "not above 1.05) while keeping every organ at risk under its mean-dose limit; priority-1 (P1) "
-    "organs must never fail. Beams enter from their gantry angle (0° anterior/top, 90° from the "
-    "right of the image) and all aim at the tumour. Answer with one action number only."
+    "You are a radiotherapy planner. Cover the tumour with its prescription (ICRU 83: D98 at least "
+    "95 % and D2 at most 107 % of Rx, conformal) while keeping every organ at risk within its "
+    "clinical dose-volume constraints; priority-1 (P1) organs must never fail. Beams enter from their "
+    "gantry angle (0° anterior/top, 90° from the right of the image) and all aim at the tumour; each "
+    "has an aperture (margin around the tumour) you can widen or narrow. Answer with one action "
+    "number only."
 )
 
 
@@ -54,15 +62,11 @@ def prompt(plan: Plan, action_mask: np.ndarray) -> str:
 
 
 def parse_action(reply: str, action_mask: np.ndarray) -> tuple[int | None, str | None]:
-    """(action, None) for the first legal action number in the reply, else (None, error), the error
-    named as the ED agent names it (one token: the ``[STEP]`` line's ``error=`` field has no spaces)."""
-    numbers = [int(n) for n in re.findall(r"\b\d+\b", reply or "")]
-    if not numbers:
-        return None, "no_action_number"
-    action = numbers[0]
-    if not 0 <= action < len(action_mask) or not action_mask[action]:
-        return None, f"illegal_action_{action}"
-    return action, None
+    """THE package's reply parser (:func:`policies.llm.parse_action`, the ED agent's): (action, None)
+    when the reply names one legal action, else (None, error): ``empty_reply``,
+    ``no_action_number``, ``ambiguous_reply`` (two different numbers and nothing naming one) or
+    ``illegal_action_<n>``."""
+    return parse_reply(reply, {int(a) for a in np.flatnonzero(action_mask)})
 
 
 def fallback(action_mask: np.ndarray) -> int:

@@ -7,7 +7,8 @@ env's actions:
 
 1. for each beam count n in ``beam_counts`` and each of ``starts`` rotations of
    the evenly spaced set: coordinate ascent, beam by beam, over every grid angle
-   (36) and every weight (0.1–1.0), until a sweep improves nothing;
+   (36), every weight (0.1–1.0) and every aperture margin (0–5 voxels), until a sweep
+   improves nothing;
 2. only beam sets reachable within the step limit count: a beam costs one add,
    its turns from the default angle it is added at, and its weight notches;
 3. the best set is played: add, turn, weight, next beam ...; then lock.
@@ -21,16 +22,19 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from hospital_marl.radiotherapy.core.dose import N_ANGLES
+from hospital_marl.radiotherapy.core.dose import MAX_MARGIN, N_ANGLES
 from hospital_marl.radiotherapy.core.plan import (
     ADD,
     LOCK,
     MAX_BEAMS,
+    NARROW,
     NEW_BEAM_WEIGHT,
+    NEW_MARGIN,
     TURN_CCW,
     TURN_CW,
     WEIGHT_DOWN,
     WEIGHT_UP,
+    WIDEN,
     Plan,
     default_angle_index,
 )
@@ -39,47 +43,49 @@ from policies.radiotherapy.base import BaseRTPolicy
 WEIGHTS = np.arange(1, 11)  # tenths
 
 
-def action_sequence(angles: np.ndarray, weights: np.ndarray) -> list[int]:
+def action_sequence(angles: np.ndarray, weights: np.ndarray, margins: np.ndarray | None = None) -> list[int]:
     """The actions that build this beam set from an empty plan, in order (lock not included)."""
     actions: list[int] = []
     placed: list[int] = []
-    for angle, weight in zip(angles, weights):
+    margins = np.full(len(angles), NEW_MARGIN) if margins is None else margins
+    for angle, weight, margin in zip(angles, weights, margins):
         start = default_angle_index(np.array(placed, np.int64))
         delta = (int(angle) - start) % N_ANGLES
         actions.append(ADD)
         actions += [TURN_CW] * delta if delta <= N_ANGLES // 2 else [TURN_CCW] * (N_ANGLES - delta)
         notch = int(weight) - NEW_BEAM_WEIGHT
         actions += [WEIGHT_UP] * notch if notch > 0 else [WEIGHT_DOWN] * -notch
+        wider = int(margin) - NEW_MARGIN
+        actions += [WIDEN] * wider if wider > 0 else [NARROW] * -wider
         placed.append(int(angle))
     return actions
 
 
-def plan_cost(angles: np.ndarray, weights: np.ndarray) -> int:
+def plan_cost(angles: np.ndarray, weights: np.ndarray, margins: np.ndarray | None = None) -> int:
     """Steps to build the set (without the lock: truncation grades the plan too)."""
-    return len(action_sequence(angles, weights))
+    return len(action_sequence(angles, weights, margins))
 
 
 def optimise(
     plan: Plan, beam_counts: tuple[int, ...] = (3, 4, 5, 6, 7), starts: int = 1, max_sweeps: int = 6
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """The best beam set found: (angles (n,), weights in tenths (n,), score)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The best beam set found: (angles (n,), weights in tenths (n,), margins (n,), score)."""
     budget = plan.task.max_steps
-    best = (np.zeros(0, np.int64), np.zeros(0, np.int64), -1.0)
+    best = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), -1.0)
 
-    def score(angles: np.ndarray, weights: np.ndarray) -> float:
-        return plan.evaluate(angles, weights)[1]
-
-    def better(angles: np.ndarray, weights: np.ndarray, than: float) -> float | None:
+    def better(angles: np.ndarray, weights: np.ndarray, margins: np.ndarray, than: float) -> float | None:
         """The trial's score if it beats ``than`` and is reachable in the step limit (cost checked last)."""
-        s = score(angles, weights)
-        return s if s > than + 1e-12 and plan_cost(angles, weights) <= budget else None
+        s = plan.evaluate(angles, weights, margins)[1]
+        return s if s > than + 1e-12 and plan_cost(angles, weights, margins) <= budget else None
 
     for n in beam_counts:
         for start in range(starts):
             offset = start * (N_ANGLES // n) // max(starts, 1)
             angles = np.array([(round(i * N_ANGLES / n) + offset) % N_ANGLES for i in range(n)], np.int64)
             weights = np.full(n, NEW_BEAM_WEIGHT, np.int64)
-            current = score(angles, weights) if plan_cost(angles, weights) <= budget else -1.0
+            margins = np.full(n, NEW_MARGIN, np.int64)
+            reachable = plan_cost(angles, weights, margins) <= budget
+            current = plan.evaluate(angles, weights, margins)[1] if reachable else -1.0
             for _ in range(max_sweeps):
                 improved = False
                 for i in range(n):
@@ -88,7 +94,7 @@ def optimise(
                             continue
                         trial = angles.copy()
                         trial[i] = a
-                        s = better(trial, weights, current)
+                        s = better(trial, weights, margins, current)
                         if s is not None:
                             angles, current, improved = trial, s, True
                     for w in WEIGHTS:
@@ -96,13 +102,21 @@ def optimise(
                             continue
                         trial = weights.copy()
                         trial[i] = w
-                        s = better(angles, trial, current)
+                        s = better(angles, trial, margins, current)
                         if s is not None:
                             weights, current, improved = trial, s, True
+                    for m in range(MAX_MARGIN + 1):
+                        if m == margins[i]:
+                            continue
+                        trial = margins.copy()
+                        trial[i] = m
+                        s = better(angles, weights, trial, current)
+                        if s is not None:
+                            margins, current, improved = trial, s, True
                 if not improved:
                     break
-            if current > best[2]:
-                best = (angles, weights, current)
+            if current > best[3]:
+                best = (angles, weights, margins, current)
     return best
 
 
@@ -125,8 +139,10 @@ class PlannerRTPolicy(BaseRTPolicy):
         super().reset(seed, plan)
         if plan is None:
             raise ValueError("the planner needs the core plan: reset(seed, plan=env.unwrapped.plan)")
-        angles, weights, self.expected_score = optimise(plan, self.beam_counts, self.starts, self.max_sweeps)
-        self._queue = [*action_sequence(angles, weights), LOCK]
+        angles, weights, margins, self.expected_score = optimise(
+            plan, self.beam_counts, self.starts, self.max_sweeps
+        )
+        self._queue = [*action_sequence(angles, weights, margins), LOCK]
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         action = self._queue.pop(0) if self._queue else LOCK

@@ -1,4 +1,4 @@
-"""SPEC-RT §2: the pencil-beam dose model, checked against its formula on known geometry."""
+"""SPEC-RT §2, §8: the aperture dose model, checked against its formula on known geometry."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pytest
 from hospital_marl.radiotherapy.core.dose import (
     ANGLE_STEP,
     MU,
-    SIGMA,
+    PENUMBRA,
     BeamCache,
     beam_dose,
     depth_from_surface,
     plan_dose,
 )
-from hospital_marl.radiotherapy.core.phantoms import disc, make_phantom, rectangle
+from hospital_marl.radiotherapy.core.phantoms import GRID, disc, make_phantom, rectangle
 from tests.radiotherapy.conftest import CENTRE, centred_phantom
 
 K = 1.0
@@ -24,7 +24,7 @@ def test_dose__zero_outside_the_body(phantom) -> None:
     for angle in (0, 40, 130, 270):
         dose = beam_dose(phantom, angle, K)
         assert (dose[~phantom.body] == 0).all()
-        assert (dose[phantom.body] > 0).all()
+        assert (dose[phantom.body] >= 0).all() and (dose[phantom.tumour] > 0).all()
 
 
 def test_dose__mirror_symmetric_about_the_beam_axis(phantom) -> None:
@@ -77,17 +77,29 @@ def test_depth__attenuation_does_not_depend_on_the_angle_in_a_round_body(phantom
     assert max(at_iso) / min(at_iso) < 1.03
 
 
-def test_dose__lateral_profile_is_gaussian_with_sigma_4() -> None:
+@pytest.mark.parametrize("margin", [0, 2, 5])
+def test_dose__lateral_profile_is_the_aperture_with_an_erf_penumbra(margin: int) -> None:
+    """A 0° beam: open across the tumour's projection rounded to the beamlet grid, plus the
+    margin, with a Gaussian penumbra; SciPy's erf is the independent reference."""
+    from scipy.special import erf
+
     # a square body: every column of a row lies at the same depth below the (flat) skin
     square = make_phantom(
         rectangle((4, 59), (4, 59)), disc(CENTRE, 6), [disc((CENTRE[0] + 12, CENTRE[1]), 3)]
     )
-    dose = beam_dose(square, 0, K)
+    dose = beam_dose(square, 0, K, margin)
+    lat = np.arange(GRID) - CENTRE[1]
+    tumour_lat = lat[square.tumour.any(axis=0)]
+    lo, hi = np.round(tumour_lat.min()) - margin - 0.5, np.round(tumour_lat.max()) + margin + 0.5
     row = 31
     for col in range(6, 58):  # away from the side skin, where partial volumes thin the tissue
         offset = col - CENTRE[1]
-        expected = K * np.exp(-(offset**2) / (2 * SIGMA**2)) * np.exp(-MU * (row - 4 + 0.5))
-        assert dose[row, col] == pytest.approx(expected, rel=1e-9)
+        scale = np.sqrt(2) * PENUMBRA
+        profile = 0.5 * (erf((offset - lo) / scale) - erf((offset - hi) / scale))
+        expected = K * profile * np.exp(-MU * (row - 4 + 0.5))
+        assert dose[row, col] == pytest.approx(expected, rel=1e-9, abs=1e-300)
+    inside, outside = dose[row, int(CENTRE[1])], dose[row, int(CENTRE[1] + hi + 4)]
+    assert outside < 0.01 * inside  # four voxels past the edge: almost nothing
 
 
 def test_dose__plan_is_the_weighted_sum_of_its_beams(phantom) -> None:
@@ -99,6 +111,21 @@ def test_dose__plan_is_the_weighted_sum_of_its_beams(phantom) -> None:
 def test_beam_cache__matches_the_direct_dose_on_body_voxels() -> None:
     phantom = centred_phantom(tumour_radius=4)
     cache = BeamCache(phantom, 0.5)
-    angles, weights = np.array([0, 9, 22]), np.array([0.6, 0.2, 1.0])
-    expected = plan_dose(phantom, list(angles * ANGLE_STEP), list(weights), 0.5)
-    np.testing.assert_allclose(cache.to_grid(cache.dose(angles, weights)), expected, atol=1e-12)
+    angles, weights, margins = np.array([0, 9, 22]), np.array([0.6, 0.2, 1.0]), np.array([0, 3, 5])
+    expected = plan_dose(phantom, list(angles * ANGLE_STEP), list(weights), 0.5, list(margins))
+    np.testing.assert_allclose(cache.to_grid(cache.dose(angles, weights, margins)), expected, atol=1e-12)
+
+
+def test_aperture__is_the_sum_of_its_beamlets() -> None:
+    """What makes FMO a superset of the agent's plans: an aperture's dose equals the sum of the
+    1-voxel beamlets it spans (the erf terms telescope)."""
+    from hospital_marl.radiotherapy.core.fmo import beamlet_matrix
+    from hospital_marl.radiotherapy.core.plan import Plan
+
+    plan = Plan("head_neck")
+    plan.reset(np.random.default_rng(0))
+    A, angle_of = beamlet_matrix(plan)
+    columns = np.flatnonzero(angle_of == 0)  # beamlets from the projection's low end − 7 to its high end + 7
+    for margin in (0, 2, 5):
+        span = columns[7 - margin : len(columns) - 7 + margin]
+        np.testing.assert_allclose(A[:, span].sum(axis=1), plan.cache.beam(margin), rtol=1e-9, atol=1e-12)

@@ -18,7 +18,7 @@ def test_prompt__lists_exactly_the_legal_actions_from_the_table() -> None:
     _, info = env.reset(seed=0)
     text = prompt(env.plan, info["action_mask"])
     assert f"{ADD}: {ACTIONS[ADD].name}" in text and f"{LOCK}: " not in text  # nothing to lock yet
-    assert "rectum" in text and "D95" in text
+    assert "rectum" in text and "D98" in text
 
 
 def test_parse__first_legal_number_or_an_error() -> None:

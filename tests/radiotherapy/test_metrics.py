@@ -12,13 +12,12 @@ from hospital_marl.radiotherapy.core.metrics import (
     cumulative_dvh,
     dose_at_volume,
     homogeneity_index,
-    oar_statistics,
     paddick_ci,
     plan_metrics,
     plan_score,
     volume_at_dose,
 )
-from hospital_marl.radiotherapy.core.tasks import OAR
+from hospital_marl.radiotherapy.core.tasks import OAR, Constraint, Task, get_task
 
 DOSES_1_TO_100 = np.arange(1, 101, dtype=float)  # 100 voxels, one at each dose 1..100
 
@@ -57,13 +56,21 @@ def test_homogeneity_index__icru83() -> None:
     assert homogeneity_index(np.zeros(30)) == 0.0
 
 
+def _task(oars: tuple[OAR, ...], rx_gy: float = 60.0) -> Task:
+    return get_task("prostate").with_overrides(name="t", oars=oars, rx_gy=rx_gy)
+
+
+SERIAL = OAR("cord", 1, (Constraint("near_max", 30.0),))  # D2% ≤ 30 Gy = 0.5 Rx at 60 Gy
+PARALLEL = OAR("gland", 3, (Constraint("mean", 24.0), Constraint("volume", 30.0, volume=0.3)))
+TASK = _task((SERIAL, PARALLEL))
+
+
 def test_plan_metrics__agree_with_the_definitions() -> None:
     rng = np.random.default_rng(3)
     tumour = rng.uniform(0.8, 1.3, 137)
     body = np.concatenate([tumour, rng.uniform(0, 1.2, 900)])
-    oars = (OAR("a", 1, 0.4), OAR("b", 3, 0.6))
     oar_doses = [rng.uniform(0, 0.6, 50), rng.uniform(0.3, 0.9, 80)]
-    m = plan_metrics(tumour, body, *oar_statistics(oar_doses), oars, 5)
+    m = plan_metrics(tumour, body, oar_doses, TASK, 5)
     assert m.d95 == dose_at_volume(tumour, 95)
     assert m.d98 == dose_at_volume(tumour, 98)
     assert m.d2 == dose_at_volume(tumour, 2)
@@ -74,7 +81,18 @@ def test_plan_metrics__agree_with_the_definitions() -> None:
     assert m.mean == pytest.approx(tumour.mean())
     assert m.oar_mean == pytest.approx([d.mean() for d in oar_doses])
     assert m.oar_max == pytest.approx([d.max() for d in oar_doses])
-    assert m.oar_pass == tuple(d.mean() <= o.limit for d, o in zip(oar_doses, oars))
+    # the constraints: cord D2% (the 1st highest of 50 voxels), gland mean, gland V30Gy (0.5 Rx)
+    cord, gland = oar_doses
+    expected = (np.sort(cord)[-1], gland.mean(), np.count_nonzero(gland >= 0.5) / gland.size)
+    assert m.constraint_values == pytest.approx(expected, rel=1e-15)
+    assert m.constraint_pass == (expected[0] <= 0.5, expected[1] <= 0.4, expected[2] <= 0.3)
+    assert m.oar_pass == (expected[0] <= 0.5, expected[1] <= 0.4 and expected[2] <= 0.3)
+
+
+def test_near_max__is_d2_percent_of_the_organ() -> None:
+    doses = np.arange(1, 201, dtype=float) / 200  # 200 voxels: D2% is the 4th highest
+    m = plan_metrics(np.ones(40), np.ones(100), [doses, np.zeros(10)], TASK, 5)
+    assert m.constraint_values[0] == doses[-4] == dose_at_volume(doses, 2)
 
 
 def test_dvh__cumulative_monotone_and_binned_over_twice_the_reference() -> None:
@@ -87,55 +105,81 @@ def test_dvh__cumulative_monotone_and_binned_over_twice_the_reference() -> None:
     assert dvh[-1] == pytest.approx((doses >= 2.0).mean())
 
 
-def _metrics(d95: float, v95: float, oar_mean: tuple[float, ...], n_beams: int = 5) -> PlanMetrics:
+def _metrics(
+    d98: float = 1.0,
+    d2: float = 1.03,
+    v95: float = 1.0,
+    cord: float = 0.3,
+    gland: float = 0.2,
+    ci: float = 0.8,
+    n_beams: int = 5,
+) -> PlanMetrics:
+    values = (cord, gland, 0.1)
+    passes = (cord <= 0.5, gland <= 0.4, True)
     return PlanMetrics(
-        d95,
-        d95,
-        d95,
-        d95,
-        d95,
-        v95,
-        0.0,
-        0.8,
-        0.1,
-        oar_mean,
-        oar_mean,
-        tuple(m <= 0.4 for m in oar_mean),
-        n_beams,
+        d95=d98,
+        d98=d98,
+        d50=1.0,
+        d2=d2,
+        mean=1.0,
+        v95=v95,
+        v107=0.0,
+        ci=ci,
+        hi=0.1,
+        oar_mean=(cord, gland),
+        oar_max=(cord, gland),
+        constraint_values=values,
+        constraint_pass=passes,
+        oar_pass=(passes[0], passes[1]),
+        n_beams=n_beams,
     )
 
 
-OARS = (OAR("critical", 1, 0.4), OAR("moderate", 3, 0.4))
+def test_score__a_serial_organ_over_its_near_max_limit_cannot_pass() -> None:
+    assert plan_score(_metrics(), TASK) >= PASS_THRESHOLD
+    assert plan_score(_metrics(cord=0.51), TASK) <= CRITICAL_CAP < PASS_THRESHOLD
 
 
-def test_score__a_broken_critical_constraint_cannot_pass() -> None:
-    covered_and_spared = plan_score(_metrics(1.0, 1.0, (0.1, 0.1)), OARS)
-    assert covered_and_spared >= PASS_THRESHOLD
-    broken = plan_score(_metrics(1.0, 1.0, (0.45, 0.1)), OARS)
-    assert broken <= CRITICAL_CAP < PASS_THRESHOLD
+def test_score__a_hot_spot_cannot_pass() -> None:
+    """ICRU 83: D2 ≤ 107 % of Rx; above 115 % the plan fails whatever else it does (the first
+    version passed plans with D2 = 1.6 Rx)."""
+    good = plan_score(_metrics(d2=1.05), TASK)
+    assert good >= PASS_THRESHOLD
+    assert plan_score(_metrics(d2=1.10), TASK) < good
+    assert plan_score(_metrics(d2=1.16), TASK) <= CRITICAL_CAP
+    assert plan_score(_metrics(d2=1.6), TASK) < PASS_THRESHOLD
+
+
+def test_score__a_real_plan_with_a_1_6_rx_hot_spot_cannot_pass() -> None:
+    rng = np.random.default_rng(0)
+    tumour = np.concatenate([rng.uniform(0.97, 1.0, 95), np.full(5, 1.6)])  # D98 0.97, D2 1.6
+    m = plan_metrics(tumour, tumour, [np.zeros(20), np.zeros(20)], TASK, 5)
+    assert m.d98 >= 0.95 and m.d2 == 1.6
+    assert plan_score(m, TASK) < PASS_THRESHOLD
 
 
 def test_score__no_credit_for_sparing_without_coverage() -> None:
-    assert plan_score(_metrics(0.0, 0.0, (0.0, 0.0), n_beams=0), OARS) == 0.0
-    assert plan_score(_metrics(0.0, 0.0, (0.0, 0.0), n_beams=1), OARS) == 0.0
-    half = plan_score(_metrics(0.5, 0.0, (0.0, 0.0), n_beams=1), OARS)
-    full = plan_score(_metrics(1.0, 1.0, (0.0, 0.0), n_beams=5), OARS)
+    assert plan_score(_metrics(d98=0.0, d2=0.0, v95=0.0, cord=0, gland=0, ci=0, n_beams=0), TASK) == 0.0
+    half = plan_score(_metrics(d98=0.5, d2=0.5, v95=0.0, ci=0, n_beams=1), TASK)
+    full = plan_score(_metrics(), TASK)
     assert half < full / 2
 
 
-def test_score__overdosing_the_whole_target_is_penalised() -> None:
-    right = plan_score(_metrics(1.0, 1.0, (0.1, 0.1)), OARS)
-    assert plan_score(_metrics(1.08, 1.0, (0.1, 0.1)), OARS) >= PASS_THRESHOLD  # within clinical tolerance
-    # the original's "six beams at full weight" reached D95 1.27 unpunished: here it fails, spared or not
-    assert plan_score(_metrics(1.27, 1.0, (0.1, 0.1)), OARS) < PASS_THRESHOLD < right
+def test_score__conformity_counts() -> None:
+    assert plan_score(_metrics(ci=0.4), TASK) < plan_score(_metrics(ci=0.9), TASK)
 
 
 def test_score__lies_in_zero_one_and_prefers_sparing() -> None:
     rng = np.random.default_rng(1)
     for _ in range(200):
         m = _metrics(
-            rng.uniform(0, 2), rng.uniform(0, 1), tuple(rng.uniform(0, 1, 2)), int(rng.integers(0, 8))
+            rng.uniform(0, 2),
+            rng.uniform(0, 2),
+            rng.uniform(0, 1),
+            rng.uniform(0, 1),
+            rng.uniform(0, 1),
+            rng.uniform(0, 1),
+            int(rng.integers(0, 8)),
         )
-        assert 0.0 <= plan_score(m, OARS) <= 1.0
-    worse = plan_score(_metrics(1.0, 1.0, (0.1, 0.55)), OARS)
-    assert worse < plan_score(_metrics(1.0, 1.0, (0.1, 0.3)), OARS)
+        assert 0.0 <= plan_score(m, TASK) <= 1.0
+    assert plan_score(_metrics(gland=0.55), TASK) < plan_score(_metrics(gland=0.3), TASK)

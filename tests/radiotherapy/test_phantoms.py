@@ -12,15 +12,30 @@ from hospital_marl.radiotherapy.core.phantoms import (
     make_phantom,
     phantom_problems,
 )
-from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, OAR, TASKS, Task, get_task, register_task
+from hospital_marl.radiotherapy.core.tasks import (
+    BUILTIN_TASKS,
+    OAR,
+    TASKS,
+    Constraint,
+    Task,
+    get_task,
+    register_task,
+)
 from tests.radiotherapy.conftest import CENTRE
 
 
+@pytest.mark.parametrize("split", ["train", "validation", "test_ood"])
 @pytest.mark.parametrize("task_name", BUILTIN_TASKS)
-def test_phantoms__valid_over_many_seeds(task_name: str) -> None:
+def test_phantoms__valid_over_many_seeds(task_name: str, split: str) -> None:
     task = TASKS[task_name]
-    for seed in range(150):
-        ph = draw_phantom(task.generator, np.random.default_rng(seed), task.oar_names, task.envelopes)
+    for seed in range(60):
+        ph = draw_phantom(
+            task.generator,
+            np.random.default_rng(seed),
+            task.oar_names,
+            task.envelopes,
+            task.anatomy_for(split),
+        )
         assert ph.tumour.sum() >= MIN_TUMOUR_VOXELS
         assert not (ph.tumour & ~ph.body).any()
         rows, cols = np.nonzero(ph.tumour)
@@ -35,11 +50,18 @@ def test_phantoms__valid_over_many_seeds(task_name: str) -> None:
         assert sum(m.astype(int) for m in others).max() <= 1, f"{task_name} seed {seed}: OARs overlap"
 
 
-def test_pediatric_brain__isocentre_never_inside_the_brainstem() -> None:
+@pytest.mark.parametrize("split", ["train", "test_ood"])
+def test_pediatric_brain__isocentre_never_inside_the_brainstem(split: str) -> None:
     task = TASKS["pediatric_brain"]
     stem = task.oar_names.index("brainstem")
     for seed in range(150):
-        ph = draw_phantom(task.generator, np.random.default_rng(seed), task.oar_names, task.envelopes)
+        ph = draw_phantom(
+            task.generator,
+            np.random.default_rng(seed),
+            task.oar_names,
+            task.envelopes,
+            task.anatomy_for(split),
+        )
         assert not ph.oars[stem][round(ph.isocentre[0]), round(ph.isocentre[1])]
 
 
@@ -81,14 +103,25 @@ def test_phantom_problems__names_overlapping_oars_but_lets_an_envelope_contain_t
 
 def test_task__validates_with_the_bad_value_in_the_message() -> None:
     gen = TASKS["prostate"].generator
+    mean20 = (Constraint("mean", 20.0),)
     with pytest.raises(ValueError, match="priority"):
-        OAR("x", 4, 0.3)
-    with pytest.raises(ValueError, match="limit"):
-        OAR("x", 1, -0.1)
+        OAR("x", 4, mean20)
+    with pytest.raises(ValueError, match="dose_gy"):
+        Constraint("mean", -1.0)
+    with pytest.raises(ValueError, match="metric"):
+        Constraint("median", 20.0)
+    with pytest.raises(ValueError, match="volume"):
+        Constraint("volume", 20.0)  # V20Gy ≤ what?
+    with pytest.raises(ValueError, match="constraints"):
+        OAR("x", 1, ())
     with pytest.raises(ValueError, match="unique"):
-        Task("t", (OAR("a", 1, 0.3), OAR("a", 2, 0.3)), 30, gen)
+        Task("t", (OAR("a", 1, mean20), OAR("a", 2, mean20)), 30, gen)
     with pytest.raises(ValueError, match="max_steps"):
-        Task("t", (OAR("a", 1, 0.3),), 1, gen)
+        Task("t", (OAR("a", 1, mean20),), 1, gen)
+    with pytest.raises(ValueError, match="outside"):
+        Task("t", (OAR("a", 1, (Constraint("near_max", 150.0),)),), 30, gen, rx_gy=60.0)
+    with pytest.raises(ValueError, match="register_task takes a Task"):
+        register_task("prostate")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown task 'nope'"):
         get_task("nope")
     with pytest.raises(ValueError, match="already registered"):
@@ -109,10 +142,12 @@ def test_user_task__runs_through_gym_make_and_is_calibrated_on_first_use() -> No
     prostate = TASKS["prostate"]
     strict = Task(
         "strict_prostate",
-        (OAR("rectum", 1, 0.30), OAR("bladder", 1, 0.40)),
+        (OAR("rectum", 1, (Constraint("mean", 23.0),)), OAR("bladder", 1, (Constraint("mean", 31.0),))),
         max_steps=40,
         generator=prostate.generator,
+        anatomy=prostate.anatomy,
         description="both OARs critical, tighter limits",
+        rx_gy=78.0,
     )
     env = gym.make(RT_ENV_ID, task=strict)
     _, info = env.reset(seed=0)

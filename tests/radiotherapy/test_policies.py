@@ -41,10 +41,13 @@ def test_evenly_spaced__beams_360_over_n_apart_near_prescription(n_beams: int) -
     env = RadiotherapyPlanningEnv("head_neck")
     info = play(EvenlySpacedPolicy(n_beams=n_beams), env, 3)
     angles = sorted(a for a, _ in env.plan.beams())
-    assert len(angles) == n_beams and env.plan.locked
+    assert len(angles) == n_beams and env.plan.done
     gaps = np.diff([*angles, angles[0] + 360])
     assert gaps.max() - gaps.min() <= 10  # evenly spaced on the 10° grid
-    assert 0.97 <= info["metrics"]["d95"] <= 1.05 + 1e-9 or env.plan.truncated
+    m = info["metrics"]  # locked once trimmed: no hot spot and D98 within 3 % of its 95 % goal
+    assert (
+        (m["d2"] <= 1.07 and m["d98"] >= 0.97 * 0.95) or env.plan.truncated or not info["action_mask"].any()
+    )
 
 
 def test_action_sequence__rebuilds_any_beam_set_from_an_empty_plan() -> None:

@@ -1,35 +1,45 @@
-"""The README's radiotherapy section: generated tables fresh, scoreboard rows what the command prints."""
+"""docs/radiotherapy.md: generated tables fresh, the scoreboard block what its command wrote."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from grading.radiotherapy import comparison_markdown, grade_all
-
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+DOC = (ROOT / "docs" / "radiotherapy.md").read_text()
 sys.path.insert(0, str(ROOT / "tools"))
 import readme as readme_tool  # noqa: E402
+import rt_scoreboard  # noqa: E402
 
 
-@pytest.mark.parametrize("marker", ["rt-tasks", "rt-actions", "rt-observations"])
-def test_readme__rt_tables_are_generated_from_the_code(marker: str) -> None:
-    assert readme_tool.section(README, marker).strip() == readme_tool.STATIC_SECTIONS[marker]().strip()
+@pytest.mark.parametrize(
+    "marker", ["rt-tasks", "rt-constraints", "rt-splits", "rt-actions", "rt-observations"]
+)
+def test_docs__rt_tables_are_generated_from_the_code(marker: str) -> None:
+    make = readme_tool.DOCUMENTS[ROOT / "docs" / "radiotherapy.md"][marker]
+    assert readme_tool.section(DOC, marker).strip() == make().strip()
 
 
-def test_readme__rt_scoreboard_rows_match_a_regrade_of_the_cheap_agents() -> None:
-    """The scripted agents and ppo are regraded in full (seconds); the planner's row is trusted to the
-    same command (its full grade takes a minute)."""
-    section = readme_tool.section(README, "scoreboard-rt")
-    command = readme_tool.SCOREBOARD_COMMANDS["scoreboard-rt"]
-    assert f"`{command}`" in section
-    agents = ["random", "masked_random", "six_full", "evenly_spaced", "ppo"]
-    assert command.split("--agents ")[1].split(" --")[0].split() == [*agents, "planner"]
-    table = comparison_markdown([grade_all(a, n_episodes=20, seed=42) for a in agents])
-    lines = {line for line in section.splitlines() if line.startswith("| ")}
-    for line in table.splitlines():
-        if line.startswith("| ") and not line.startswith("| agent"):
-            assert line in lines, f"stale README row: {line}"
+def test_docs__every_constraint_cites_its_source() -> None:
+    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, TASKS
+
+    for name in BUILTIN_TASKS:
+        for oar in TASKS[name].oars:
+            for c in oar.constraints:
+                assert c.source and c.source in DOC, f"{name}/{oar.name}: {c.describe()} has no cited source"
+
+
+def test_docs__scoreboard_is_the_saved_grades_rendered() -> None:
+    """The block equals a re-render of docs/data/rt_scoreboard.json (written by the same command),
+    with random, scripted, anatomy-aware, planner, learned and FMO rows on both test splits."""
+    data = json.loads(rt_scoreboard.DATA.read_text())
+    block = rt_scoreboard.markdown(data)
+    assert block in DOC
+    for split in ("test_id", "test_ood"):
+        rows = data["splits"][split]
+        for label in ("random", "six_full", "evenly_spaced", "anatomy_aware", "planner", "FMO reference"):
+            assert label in rows
+        assert any(label.startswith("ppo_seed") for label in rows)

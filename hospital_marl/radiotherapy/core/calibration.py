@@ -40,7 +40,7 @@ def calibration_d95(task: Task, dose_scale: float, n_phantoms: int = CALIBRATION
     values = []
     for i in range(n_phantoms):
         rng = np.random.default_rng(np.random.SeedSequence([CALIBRATION_SEED, i]))
-        phantom = draw_phantom(task.generator, rng, task.oar_names, task.envelopes)
+        phantom = draw_phantom(task.generator, rng, task.oar_names, task.envelopes, task.anatomy_for("train"))
         beams = {a: beam_dose(phantom, a, dose_scale) for a in range(0, 360, ANGLE_STEP)}
         for n in CALIBRATION_BEAMS:
             dose = sum(CALIBRATION_WEIGHT * beams[a] for a in evenly_spaced_angles(n))

@@ -1,20 +1,25 @@
-"""The dose model (SPEC-RT §2): Gaussian pencil beams through the isocentre.
+"""The dose model (SPEC-RT §2, §8): shaped fields through the isocentre.
 
 A beam at gantry angle θ (degrees; 0 enters from the anterior side, i.e. the
 top row, and 90 from the columns' high side) travels along ``u = (cos θ, −sin θ)``
-in (row, column). The dose it deposits at voxel ``p`` is::
+in (row, column). Its field is a beam's-eye-view aperture: open from ``lo`` to ``hi``
+across the beam (lateral coordinate ``ℓ`` from the central axis), fitted to the
+tumour's projection plus a margin of ``m`` voxels, with a Gaussian penumbra. The dose
+it deposits at voxel ``p`` is::
 
-    k · exp(−ℓ² / 2σ²) · exp(−μ · d)      inside the body, 0 outside
+    k · ½[erf((ℓ − lo)/√2σ) − erf((ℓ − hi)/√2σ)] · exp(−μ · d)      inside the body, 0 outside
 
-with ``ℓ`` the lateral distance from the central axis, ``d`` the depth of
-``p`` *from the body surface* along the beam (tissue crossed on the way in,
-so ``μ`` means the same per voxel at every angle) and ``k`` the calibration
-constant of the task (``Task.dose_scale``, set by
-:mod:`~hospital_marl.radiotherapy.core.calibration`). A plan's dose is the weighted sum of its beams.
+with ``σ`` = :data:`PENUMBRA`, ``d`` the depth of ``p`` *from the body surface* along the
+beam (tissue crossed on the way in, so ``μ`` means the same per voxel at every angle) and
+``k`` the calibration constant of the task (``Task.dose_scale``). The edges lie on the
+beamlet grid (beamlet ``j`` is open from ``j − ½`` to ``j + ½``): ``lo = round(min ℓ_tumour)
+− m − ½``, ``hi = round(max ℓ_tumour) + m + ½``; so an aperture is exactly a sum of
+beamlets of the same formula, the variables of the fluence-map optimisation
+(:mod:`hospital_marl.radiotherapy.core.fmo`). A plan's dose is the weighted sum of its beams.
 
-A beam's dose depends only on (phantom, angle), so :class:`BeamCache` computes
-it once per episode per angle on the grid of :data:`ANGLE_STEP` degrees; a step
-then costs one weighted sum over the body voxels.
+A beam's dose depends only on (phantom, angle, margin), so :class:`BeamCache` computes
+it once per episode on the grid of :data:`ANGLE_STEP` degrees; a step then costs one
+weighted sum over the body voxels.
 """
 
 from __future__ import annotations
@@ -23,10 +28,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hospital_marl.radiotherapy.core.kernels import aperture_beam
 from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom
 
-SIGMA = 4.0
-"""Lateral Gaussian profile σ, voxels."""
+PENUMBRA = 1.5
+"""The field edge's Gaussian σ, voxels (80–20 % width ≈ 1.7 σ)."""
+MAX_MARGIN = 5
+"""Aperture margins are 0–5 voxels around the tumour's projection."""
+N_MARGINS = MAX_MARGIN + 1
 MU = 0.012
 """Linear attenuation per voxel of tissue."""
 ANGLE_STEP = 10
@@ -101,9 +110,9 @@ def depth_from_surface(body: np.ndarray, angle_deg: float, voxels: np.ndarray | 
 
 
 _DEPTHS: dict[tuple[bytes, int], np.ndarray] = {}
-_DEPTHS_MAX = 8 * N_ANGLES  # a few bodies' worth: the built-in tasks each have one body
+_DEPTHS_MAX = 64 * N_ANGLES  # the built-in tasks draw bodies from a few sizes each
 _BODIES: dict[bytes, BodyVoxels] = {}
-_BODIES_MAX = 8
+_BODIES_MAX = 64
 
 
 class BodyVoxels(NamedTuple):
@@ -166,48 +175,53 @@ def _lateral(
     return (rows - isocentre[0]) * n[0] + (cols - isocentre[1]) * n[1]
 
 
-def dose_from_geometry(
-    lateral: np.ndarray, depth: np.ndarray, k: float, out: np.ndarray | None = None
-) -> np.ndarray:
-    """THE pencil-beam formula: ``k · exp(−ℓ²/2σ²) · exp(−μ d)`` (into ``out`` if given).
-
-    Evaluated as ``k · exp(−ℓ²/2σ² − μ d)``, one operation at a time in place (``lateral`` is
-    overwritten when ``out`` is given): a cache fill costs one temporary, not six.
-    """
-    if out is None:
-        return k * np.exp(-(lateral * lateral) / (2 * SIGMA**2) - MU * depth)
-    exponent = np.multiply(lateral, lateral, out=lateral)
-    np.negative(exponent, out=exponent)
-    exponent /= 2 * SIGMA**2
-    exponent -= MU * depth
-    np.exp(exponent, out=out)
-    out *= k
-    return out
+def field_edges(phantom: Phantom, angle_deg: float, margin: int) -> tuple[float, float]:
+    """(lo, hi): the aperture's edges across a beam, the tumour's projection on the beamlet grid
+    widened by ``margin`` voxels on each side."""
+    lat = lateral_distance(phantom.isocentre, angle_deg, np.flatnonzero(phantom.tumour))
+    return float(np.round(lat.min()) - margin - 0.5), float(np.round(lat.max()) + margin + 0.5)
 
 
-def beam_dose(phantom: Phantom, angle_deg: float, k: float) -> np.ndarray:
-    """Dose of one beam at unit weight on the whole slice (64, 64) float64, × Rx."""
-    lateral = lateral_distance(phantom.isocentre, angle_deg)
-    dose = dose_from_geometry(lateral, depth_from_surface(phantom.body, angle_deg), k)
+def field_dose(lateral: np.ndarray, depth: np.ndarray, lo: float, hi: float, k: float) -> np.ndarray:
+    """THE field formula (module docstring) on given lateral distances and depths."""
+    out = np.empty(lateral.size)
+    aperture_beam(
+        np.ascontiguousarray(lateral, float).ravel(), MU * np.ravel(depth), lo, hi, PENUMBRA, k, out
+    )
+    return out.reshape(np.shape(lateral))
+
+
+def beam_dose(phantom: Phantom, angle_deg: float, k: float, margin: int = 2) -> np.ndarray:
+    """Dose of one beam (aperture with ``margin``) at unit weight on the whole slice (64, 64), × Rx."""
+    lo, hi = field_edges(phantom, angle_deg, margin)
+    dose = field_dose(
+        lateral_distance(phantom.isocentre, angle_deg), depth_from_surface(phantom.body, angle_deg), lo, hi, k
+    )
     return np.where(phantom.body, dose, 0.0)
 
 
-def plan_dose(phantom: Phantom, angles_deg: list[float], weights: list[float], k: float) -> np.ndarray:
+def plan_dose(
+    phantom: Phantom,
+    angles_deg: list[float],
+    weights: list[float],
+    k: float,
+    margins: list[int] | None = None,
+) -> np.ndarray:
     """The dose of a plan on the whole slice (64, 64): Σ weight × beam dose."""
     dose = np.zeros((GRID, GRID))
-    for angle, weight in zip(angles_deg, weights):
-        dose += weight * beam_dose(phantom, angle, k)
+    for i, (angle, weight) in enumerate(zip(angles_deg, weights)):
+        dose += weight * beam_dose(phantom, angle, k, 2 if margins is None else margins[i])
     return dose
 
 
 class BeamCache:
-    """Per-episode cache of beam doses on the body voxels, one row per grid angle.
+    """Per-episode cache of beam doses on the body voxels, one row per (grid angle, margin).
 
-    ``rows[a]`` is the dose of the beam at ``a × ANGLE_STEP`` degrees on the
-    body voxels (``body_index = np.flatnonzero(phantom.body)`` order, at grid rows
-    ``voxel_rows`` and columns ``voxel_cols``; ``voxels``: :class:`BodyVoxels`), computed on
-    first use.
-    :meth:`renew` starts the next episode on the same body in the same memory.
+    ``rows[a · N_MARGINS + m]`` is the dose of the beam at ``a × ANGLE_STEP`` degrees with
+    aperture margin ``m`` on the body voxels (``body_index = np.flatnonzero(phantom.body)``
+    order, at grid rows ``voxel_rows`` and columns ``voxel_cols``; ``voxels``:
+    :class:`BodyVoxels`), computed on first use. :meth:`renew` starts the next episode on the
+    same body in the same memory.
     """
 
     def __init__(self, phantom: Phantom, k: float) -> None:
@@ -215,36 +229,55 @@ class BeamCache:
         self._body_key = phantom.body.tobytes()
         self.voxels = body_voxels(phantom.body, self._body_key)
         self.body_index, self.voxel_rows, self.voxel_cols = self.voxels[:3]
-        self.rows = np.zeros((N_ANGLES, self.body_index.size))  # (36, n_body) float64
-        self._done = np.zeros(N_ANGLES, bool)
+        self.rows = np.zeros((N_ANGLES * N_MARGINS, self.body_index.size))  # float64
+        self._done = np.zeros(N_ANGLES * N_MARGINS, bool)
+        self._set_phantom(phantom)
+
+    def _set_phantom(self, phantom: Phantom) -> None:
         self.phantom = phantom
+        tumour = np.flatnonzero(phantom.tumour)
+        self._tumour_rows, self._tumour_cols = _VOXEL_ROWS[tumour], _VOXEL_COLS[tumour]
+        self._edges = np.full((N_ANGLES, 2), np.nan)  # rounded projection (min, max) per angle
 
     def renew(self, phantom: Phantom) -> bool:
         """Forget every beam and serve ``phantom`` if it has the same body (True), else change nothing."""
         if phantom.body.tobytes() != self._body_key:
             return False
-        self.phantom = phantom
+        self._set_phantom(phantom)
         self._done[:] = False
         return True
 
-    def beam(self, angle_index: int) -> np.ndarray:
-        """The (n_body,) dose of the beam at grid angle ``angle_index`` (unit weight)."""
-        row = self.rows[angle_index]
-        if not self._done[angle_index]:
+    def projection(self, angle_index: int) -> tuple[float, float]:
+        """The tumour's projection across the beam, rounded to the beamlet grid: (min, max)."""
+        edges = self._edges[angle_index]
+        if np.isnan(edges[0]):
+            lat = _lateral(
+                self.phantom.isocentre, angle_index * ANGLE_STEP, self._tumour_rows, self._tumour_cols
+            )
+            edges[:] = np.round(lat.min()), np.round(lat.max())
+        return float(edges[0]), float(edges[1])
+
+    def beam(self, row_index: int) -> np.ndarray:
+        """The (n_body,) dose of beam row ``angle · N_MARGINS + margin`` (unit weight)."""
+        row = self.rows[row_index]
+        if not self._done[row_index]:
+            angle_index, margin = divmod(row_index, N_MARGINS)
             depth = body_depths(self.phantom.body, self._body_key, angle_index, self.body_index)
             lateral = _lateral(
                 self.phantom.isocentre, angle_index * ANGLE_STEP, self.voxel_rows, self.voxel_cols
             )
-            dose_from_geometry(lateral, depth, self.k, out=row)
-            self._done[angle_index] = True
+            low, high = self.projection(angle_index)
+            aperture_beam(lateral, MU * depth, low - margin - 0.5, high + margin + 0.5, PENUMBRA, self.k, row)
+            self._done[row_index] = True
         return row
 
-    def dose(self, angle_indices: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    def dose(self, angle_indices: np.ndarray, weights: np.ndarray, margins: np.ndarray) -> np.ndarray:
         """Σ weight × beam over the given beams, on the body voxels (n_body,)."""
-        if not self._done[angle_indices].all():
-            for a in angle_indices:
-                self.beam(int(a))
-        return weights @ self.rows[angle_indices]
+        rows = angle_indices * N_MARGINS + margins
+        if not self._done[rows].all():
+            for r in rows:
+                self.beam(int(r))
+        return weights @ self.rows[rows]
 
     def to_grid(self, body_dose: np.ndarray) -> np.ndarray:
         """Body-voxel dose -> (64, 64), zero outside the body."""

@@ -12,6 +12,8 @@ compiled. Compiled with ``cache=True`` (on disk next to this file, or under
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -168,3 +170,50 @@ def cumulative_dvhs(
         for j in range(bins, 0, -1):
             at_least += counts[s, j]
             out[s, j - 1] = at_least / sizes[s]
+
+
+@_jit
+def constraint_values(
+    structure_dose: np.ndarray,
+    n_tumour: int,
+    oar_starts: np.ndarray,
+    oar_mean: np.ndarray,
+    oar: np.ndarray,
+    metric: np.ndarray,
+    level: np.ndarray,
+    near_max_position: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Each constraint's value (``out``) from the structures' doses (:func:`structure_statistics`):
+    metric 0 the OAR's D2% (its doses at ``near_max_position[j]`` once sorted low to high: an order
+    statistic, the same value however it is found), 1 its mean, 2 the fraction of its voxels at
+    or above ``level`` (V_x)."""
+    n_oars = oar_starts.size
+    for c in range(oar.size):
+        j = oar[c]
+        start = n_tumour + oar_starts[j]
+        stop = n_tumour + oar_starts[j + 1] if j + 1 < n_oars else structure_dose.size
+        kind = metric[c]
+        if kind == 1:
+            out[c] = oar_mean[j]
+        elif kind == 2:
+            count = 0
+            for i in range(start, stop):
+                if structure_dose[i] >= level[c]:
+                    count += 1
+            out[c] = count / (stop - start)
+        else:
+            out[c] = np.partition(structure_dose[start:stop], near_max_position[j])[near_max_position[j]]
+
+
+@_jit
+def aperture_beam(
+    lateral: np.ndarray, depth: np.ndarray, lo: float, hi: float, penumbra: float, k: float, out: np.ndarray
+) -> None:
+    """THE field formula, into ``out``: ``k · ½[erf((ℓ − lo)/√2σ) − erf((ℓ − hi)/√2σ)] · exp(−μ d)``
+    is evaluated by the caller's constants: here ``depth`` is already ``μ d`` (an open field from
+    ``lo`` to ``hi`` across the beam, a Gaussian penumbra σ = ``penumbra``)."""
+    scale = 1.0 / (math.sqrt(2.0) * penumbra)
+    for i in range(lateral.size):
+        profile = 0.5 * (math.erf((lateral[i] - lo) * scale) - math.erf((lateral[i] - hi) * scale))
+        out[i] = k * profile * math.exp(-depth[i])

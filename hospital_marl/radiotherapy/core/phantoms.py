@@ -44,6 +44,50 @@ class Phantom:
             getattr(self, name).setflags(write=False)
 
 
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Anatomy:
+    """The anatomy distribution a split draws patients from (SPEC-RT §8: the test split lies
+    outside the training ranges). Each field is a union of intervals, sampled uniformly over
+    their total length; ``body`` is a set of sizes (depth maps are cached per body)."""
+
+    body: tuple[float, ...]  # body size: a radius (voxels) or a scale of the task's nominal body
+    tumour: tuple[Interval, ...]  # tumour size: a radius (voxels) or a scale
+    offset: tuple[Interval, ...]  # tumour position: distance from its nominal place (voxels)
+    layout: tuple[Interval, ...]  # OAR layout: the gap (voxels) between the tumour and its nearest OARs,
+    #                               or the lateral distance of paired OARs
+
+    def __post_init__(self) -> None:
+        if not self.body or not all(isinstance(b, (int, float)) and b > 0 for b in self.body):
+            raise ValueError(f"Anatomy.body must be positive sizes, got {self.body!r}")
+        for name in ("tumour", "offset", "layout"):
+            value = getattr(self, name)
+            if not value or not all(len(iv) == 2 and 0 <= iv[0] <= iv[1] for iv in value):
+                raise ValueError(f"Anatomy.{name} must be intervals (low, high), got {value!r}")
+
+    @staticmethod
+    def sample(rng: np.random.Generator, intervals: tuple[Interval, ...]) -> float:
+        lengths = np.array([hi - lo for lo, hi in intervals])
+        u = rng.uniform(0, lengths.sum())
+        for (lo, _hi), length in zip(intervals, lengths):
+            if u <= length:
+                return float(lo + u)
+            u -= length
+        return float(intervals[-1][1])
+
+    def draw(self, rng: np.random.Generator) -> tuple[float, float, float, float]:
+        """(body, tumour, offset, layout) of one patient."""
+        body = float(self.body[int(rng.integers(len(self.body)))])
+        return (
+            body,
+            self.sample(rng, self.tumour),
+            self.sample(rng, self.offset),
+            self.sample(rng, self.layout),
+        )
+
+
 def _box(centre: tuple[float, float], reach: float) -> tuple[slice, slice] | None:
     """The grid rows and columns within ``reach`` of ``centre`` (a shape that fits in a circle of
     radius ``reach − 1`` about it has no voxel beyond, even after rounding); None if not finite."""
@@ -176,22 +220,31 @@ def phantom_problems(
     return problems
 
 
-PhantomGenerator = Callable[[np.random.Generator], Phantom]
-"""Draws one (possibly invalid) phantom; :func:`draw_phantom` validates and redraws."""
+PhantomGenerator = Callable[[np.random.Generator, Anatomy], Phantom]
+"""Draws one (possibly invalid) phantom from an anatomy distribution; :func:`draw_phantom`
+validates and redraws."""
 
 _CENTRE = ((GRID - 1) / 2, (GRID - 1) / 2)
 
 
-def prostate_phantom(rng: np.random.Generator) -> Phantom:
-    """Body circle r 28; tumour circle r 5–8 jittered ±4; rectum posterior, bladder anterior.
+def _around(rng: np.random.Generator, distance: float) -> tuple[float, float]:
+    """An offset of ``distance`` voxels in a uniformly drawn direction (rows, columns)."""
+    a = rng.uniform(0, 2 * np.pi)
+    return distance * np.cos(a), distance * np.sin(a)
+
+
+def prostate_phantom(rng: np.random.Generator, anatomy: Anatomy) -> Phantom:
+    """Body circle (radius ``anatomy.body``); tumour circle (radius ``anatomy.tumour``) moved by
+    ``anatomy.offset`` from the centre; rectum posterior and bladder anterior, each
+    ``anatomy.layout`` voxels from the tumour's edge.
 
     OAR order: rectum, bladder.
     """
-    body = _disc_cached(_CENTRE, 28)
-    r_t = rng.uniform(5, 8)
-    centre = (_CENTRE[0] + rng.integers(-4, 5), _CENTRE[1] + rng.integers(-4, 5))
+    r_body, r_t, offset, gap = anatomy.draw(rng)
+    body = _disc_cached(_CENTRE, r_body)
+    dr, dc = _around(rng, offset)
+    centre = (_CENTRE[0] + dr, _CENTRE[1] + dc)
     tumour = disc(centre, r_t)
-    gap = 1.5
     rectum_semi = (rng.uniform(3.5, 5), rng.uniform(5, 7))  # (rows, columns): flattened, posterior
     rectum = ellipse((centre[0] + r_t + gap + rectum_semi[0], centre[1]), *rectum_semi)
     r_b = rng.uniform(6, 9)
@@ -199,69 +252,78 @@ def prostate_phantom(rng: np.random.Generator) -> Phantom:
     return make_phantom(body, tumour, [rectum & ~tumour, bladder & ~tumour])
 
 
-@lru_cache(maxsize=1)
-def _head_neck_anatomy() -> tuple[np.ndarray, list[np.ndarray]]:
-    """The fixed part of the head-and-neck phantom: body and OARs (drawn once)."""
+@lru_cache(maxsize=16)
+def _head_neck_anatomy(scale: float, parotid: float) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The head-and-neck body and OARs at a body ``scale``, parotids ``parotid`` voxels off the
+    midline (drawn once per size)."""
     c_r, c_c = _CENTRE
-    body = ellipse(_CENTRE, 29, 28)
-    cord = rectangle((int(c_r + 14), int(c_r + 20)), (int(c_c - 2), int(c_c + 2)))
-    brainstem = disc((c_r + 9, c_c), 3)
-    parotid_r = ellipse((c_r + 2, c_c - 19), 5, 3.5)
-    parotid_l = ellipse((c_r + 2, c_c + 19), 5, 3.5)
-    mandible = annulus_sector((c_r + 2, c_c), 18, 21, 290, 70)
-    larynx = disc((c_r - 13, c_c), 3)
+    body = ellipse(_CENTRE, 29 * scale, 28 * scale)
+    cord = rectangle((int(c_r + 14 * scale), int(c_r + 20 * scale)), (int(c_c - 2), int(c_c + 2)))
+    brainstem = disc((c_r + 9 * scale, c_c), 3)
+    parotid_r = ellipse((c_r + 2, c_c - parotid), 5, 3.5)
+    parotid_l = ellipse((c_r + 2, c_c + parotid), 5, 3.5)
+    mandible = annulus_sector((c_r + 2, c_c), 18 * scale, 21 * scale, 290, 70)
+    larynx = disc((c_r - 13 * scale, c_c), 3)
     oesophagus = disc((c_r + 4, c_c), 2.2)
     return body, [cord, brainstem, parotid_r, parotid_l, mandible, larynx, oesophagus]
 
 
-def head_neck_phantom(rng: np.random.Generator) -> Phantom:
-    """Body ellipse 29 (rows) × 28 (columns); a rotated elliptical tumour jittered on one side.
+def head_neck_phantom(rng: np.random.Generator, anatomy: Anatomy) -> Phantom:
+    """Body ellipse 29 × 28 voxels × ``anatomy.body``; a rotated elliptical tumour (semi-axes
+    5–9 × 4–7 × ``anatomy.tumour``) ``anatomy.offset`` voxels off the midline on a random side;
+    parotids ``anatomy.layout`` voxels off the midline.
 
     OAR order: spinal cord, brainstem, parotid R, parotid L, mandible, larynx, oesophagus.
     """
+    scale, size, offset, parotid = anatomy.draw(rng)
     c_r, c_c = _CENTRE
-    body, oars = _head_neck_anatomy()
+    body, oars = _head_neck_anatomy(scale, round(parotid * 2) / 2)
     side = 1 if rng.random() < 0.5 else -1
-    centre = (c_r - 2 + rng.uniform(-3, 3), c_c + side * rng.uniform(5, 9))
-    tumour = ellipse(centre, rng.uniform(5, 9), rng.uniform(4, 7), rng.uniform(0, 180))
+    centre = (c_r - 2 + rng.uniform(-3, 3), c_c + side * offset)
+    tumour = ellipse(centre, size * rng.uniform(5, 9), size * rng.uniform(4, 7), rng.uniform(0, 180))
     return make_phantom(body, tumour, oars)
 
 
-_BRAINSTEM = ((_CENTRE[0] + 6, _CENTRE[1]), 4.0)  # (centre, radius)
-
-
-@lru_cache(maxsize=1)
-def _brain_anatomy() -> tuple[np.ndarray, list[np.ndarray]]:
-    """The fixed part of the paediatric phantom: body; brainstem, chiasm, cochleae, whole brain."""
+@lru_cache(maxsize=16)
+def _brain_anatomy(r_body: float) -> tuple[np.ndarray, list[np.ndarray], tuple[float, float]]:
+    """The paediatric body (radius ``r_body``) and brainstem, chiasm, cochleae, whole brain
+    scaled with it; and the brainstem's centre."""
     c_r, c_c = _CENTRE
-    stem_centre, r_stem = _BRAINSTEM
-    return disc(_CENTRE, 29), [
-        disc(stem_centre, r_stem),
-        ellipse((c_r - 6, c_c), 1.6, 4.5),
-        disc((stem_centre[0], c_c - 14), 2),
-        disc((stem_centre[0], c_c + 14), 2),
-        disc(_CENTRE, 26),
-    ]
+    s = r_body / 29
+    stem_centre = (c_r + 6 * s, c_c)
+    return (
+        disc(_CENTRE, r_body),
+        [
+            disc(stem_centre, _STEM_RADIUS),
+            ellipse((c_r - 6 * s, c_c), 1.6, 4.5),
+            disc((stem_centre[0], c_c - 14 * s), 2),
+            disc((stem_centre[0], c_c + 14 * s), 2),
+            disc(_CENTRE, r_body - 3),
+        ],
+        stem_centre,
+    )
 
 
-@lru_cache(maxsize=8)
+_STEM_RADIUS = 4.0
+
+
+@lru_cache(maxsize=16)
 def _disc_cached(centre: tuple[float, float], radius: float) -> np.ndarray:
     mask = disc(centre, radius)
     mask.setflags(write=False)
     return mask
 
 
-def pediatric_brain_phantom(rng: np.random.Generator) -> Phantom:
-    """Body circle r 29; a small tumour r 3.2–5 beside the brainstem.
+def pediatric_brain_phantom(rng: np.random.Generator, anatomy: Anatomy) -> Phantom:
+    """Body circle (radius ``anatomy.body``); a small tumour (radius ``anatomy.tumour``) beside the
+    brainstem, ``anatomy.layout`` voxels from its edge (``offset``: unused, the layout sets it).
 
     OAR order: brainstem, optic chiasm, cochlea R, cochlea L, brain (minus the tumour).
     """
-    _c_r, _c_c = _CENTRE
-    body, (brainstem, chiasm, cochlea_r, cochlea_l, whole_brain) = _brain_anatomy()
-    stem_centre, r_stem = _BRAINSTEM
-    r_t = rng.uniform(3.2, 5)
+    r_body, r_t, _offset, gap = anatomy.draw(rng)
+    body, (brainstem, chiasm, cochlea_r, cochlea_l, whole_brain), stem_centre = _brain_anatomy(r_body)
     direction = np.deg2rad(rng.uniform(-70, 70) + rng.choice([90, 270]))  # beside: to the right or left
-    distance = r_stem + r_t + rng.uniform(2, 5)
+    distance = _STEM_RADIUS + r_t + gap
     centre = (stem_centre[0] - distance * np.cos(direction), stem_centre[1] + distance * np.sin(direction))
     tumour = disc(centre, r_t)
     brain = whole_brain & ~tumour
@@ -273,11 +335,13 @@ def draw_phantom(
     rng: np.random.Generator,
     oar_names: tuple[str, ...],
     envelopes: frozenset[str] = frozenset(),
+    anatomy: Anatomy | None = None,
 ) -> Phantom:
-    """A valid phantom: draw, check, redraw (at most :data:`MAX_REDRAWS` times)."""
+    """A valid phantom: draw, check, redraw (at most :data:`MAX_REDRAWS` times). A generator of
+    one argument (a user's ``rng -> Phantom``) is called without ``anatomy``."""
     problems: list[str] = []
     for _ in range(MAX_REDRAWS):
-        phantom = generator(rng)
+        phantom = generator(rng) if anatomy is None else generator(rng, anatomy)  # type: ignore[call-arg]
         problems = phantom_problems(phantom, oar_names, envelopes)
         if not problems:
             return phantom

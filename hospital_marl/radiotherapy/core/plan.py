@@ -13,14 +13,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, N_ANGLES, BeamCache
-from hospital_marl.radiotherapy.core.kernels import cumulative_dvhs, structure_statistics, tumour_statistics
+from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, MAX_MARGIN, N_ANGLES, BeamCache
+from hospital_marl.radiotherapy.core.kernels import (
+    constraint_values,
+    cumulative_dvhs,
+    structure_statistics,
+    tumour_statistics,
+)
 from hospital_marl.radiotherapy.core.metrics import (
     DVH_BINS,
     LEVELS,
     N_TUMOUR_STATISTICS,
     TUMOUR_DVH_MAX,
     PlanMetrics,
+    _rank,
     metrics_from_statistics,
     plan_score,
     rank_positions,
@@ -30,6 +36,7 @@ from hospital_marl.radiotherapy.core.tasks import Task, get_task
 
 MAX_BEAMS = 7
 NEW_BEAM_WEIGHT = 6  # tenths: a new beam's weight 0.6
+NEW_MARGIN = 2  # voxels: a new beam's aperture margin around the tumour's projection
 MIN_WEIGHT, MAX_WEIGHT = 1, 10  # tenths
 
 
@@ -45,7 +52,7 @@ ACTIONS: tuple[Action, ...] = (
     Action(
         0,
         "add_beam",
-        "add a beam at the next default angle, weight 0.6; it becomes active",
+        "add a beam at the next default angle, weight 0.6, aperture margin 2 voxels; it becomes active",
         "fewer than 7 beams",
     ),
     Action(1, "turn_cw", "turn the active beam by +10°", "a beam exists"),
@@ -55,17 +62,30 @@ ACTIONS: tuple[Action, ...] = (
     Action(5, "remove_beam", "remove the active beam (the previous one becomes active)", "a beam exists"),
     Action(6, "next_beam", "make the next beam active (cyclic)", "two or more beams"),
     Action(7, "lock", "lock the plan: the episode terminates", "a beam exists"),
+    Action(
+        8,
+        "widen",
+        "widen the active beam's aperture: margin +1 voxel around the tumour's projection",
+        "a beam exists and its margin < 5",
+    ),
+    Action(
+        9,
+        "narrow",
+        "narrow the active beam's aperture: margin −1 voxel (0 = the projection itself)",
+        "a beam exists and its margin > 0",
+    ),
 )
-"""THE action table (SPEC-RT §3)."""
+"""THE action table (SPEC-RT §3, apertures §8)."""
 N_ACTIONS = len(ACTIONS)
-ADD, TURN_CW, TURN_CCW, WEIGHT_UP, WEIGHT_DOWN, REMOVE, NEXT, LOCK = range(N_ACTIONS)
+ADD, TURN_CW, TURN_CCW, WEIGHT_UP, WEIGHT_DOWN, REMOVE, NEXT, LOCK, WIDEN, NARROW = range(N_ACTIONS)
 ACTION_NAMES = tuple(a.name for a in ACTIONS)
 
 
-def valid_actions(n_beams: int, active_weight: int) -> tuple[bool, ...]:
+def valid_actions(n_beams: int, active_weight: int, active_margin: int = NEW_MARGIN) -> tuple[bool, ...]:
     """THE mask rule (:data:`ACTIONS` ``valid_when``): which actions change a plan with ``n_beams``
-    beams whose active beam has weight ``active_weight`` (tenths; anything when there is none)."""
-    n, w = n_beams, active_weight
+    beams whose active beam has weight ``active_weight`` (tenths) and aperture margin
+    ``active_margin`` (voxels; both anything when there is no beam)."""
+    n, w, m = n_beams, active_weight, active_margin
     return (
         n < MAX_BEAMS,
         n > 0,
@@ -75,17 +95,24 @@ def valid_actions(n_beams: int, active_weight: int) -> tuple[bool, ...]:
         n > 0,
         n >= 2,
         n > 0,
+        n > 0 and m < MAX_MARGIN,
+        n > 0 and m > 0,
     )
 
 
 _MASKS = tuple(
-    tuple(np.array(valid_actions(n, w), dtype=bool) for w in range(MAX_WEIGHT + 1))
+    tuple(
+        tuple(np.array(valid_actions(n, w, m), dtype=bool) for m in range(MAX_MARGIN + 1))
+        for w in range(MAX_WEIGHT + 1)
+    )
     for n in range(MAX_BEAMS + 1)
 )
-"""Every plan state's mask, [n_beams][active weight], built once from :func:`valid_actions`."""
+"""Every plan state's mask, [n_beams][active weight][active margin], built once from
+:func:`valid_actions`."""
 for _row in _MASKS:
-    for _mask in _row:
-        _mask.setflags(write=False)
+    for _col in _row:
+        for _mask in _col:
+            _mask.setflags(write=False)
 
 
 def default_angle_index(existing: np.ndarray) -> int:
@@ -109,19 +136,23 @@ class Plan:
 
         angles   (7,) int64   grid angle index (× 10°) of beam slot i < n_beams
         weights  (7,) int64   weight in tenths (1–10) of beam slot i < n_beams
+        margins  (7,) int64   aperture margin in voxels (0–5) of beam slot i < n_beams
         n_beams  int          beams present, packed in slots 0..n_beams−1
         active   int          the active beam's slot (−1 when there is none)
     """
 
-    def __init__(self, task: str | Task | None = None) -> None:
+    def __init__(self, task: str | Task | None = None, split: str = "train") -> None:
         # imported here so that ``python -m ...core.calibration`` runs without a runpy warning
         from hospital_marl.radiotherapy.core.calibration import task_dose_scale
 
         self.task = get_task(task)
+        self.split = split
+        self._anatomy = self.task.anatomy_for(split)  # checks the split's name
         self.dose_scale = task_dose_scale(self.task)
         self.phantom: Phantom | None = None
         self.angles = np.zeros(MAX_BEAMS, np.int64)
         self.weights = np.zeros(MAX_BEAMS, np.int64)
+        self.margins = np.zeros(MAX_BEAMS, np.int64)
         self.n_beams = 0
         self.active = -1
         self.steps = 0
@@ -131,14 +162,17 @@ class Plan:
         self.metrics: PlanMetrics | None = None
         self.cache: BeamCache | None = None
         self._empty_plan: tuple[PlanMetrics, float] | None = None
-        # a structure's DVH bin width: tumour over 0–2 Rx, each OAR over 0–2 × its limit
-        self._dvh_inv = DVH_BINS / np.array([TUMOUR_DVH_MAX] + [2.0 * o.limit for o in self.task.oars])
+        # a structure's DVH bin width: tumour over 0–2 Rx, each OAR over 0–2 × its reference dose
+        self._constraints = self.task.constraint_table
+        self._dvh_inv = DVH_BINS / np.concatenate(([TUMOUR_DVH_MAX], 2.0 * self._constraints.reference))
 
     # ------------------------------------------------------------ episode
     def reset(self, rng: np.random.Generator, phantom: Phantom | None = None) -> None:
         """A new patient (drawn from ``rng`` unless given) and an empty plan."""
         task = self.task
-        self.phantom = phantom or draw_phantom(task.generator, rng, task.oar_names, task.envelopes)
+        self.phantom = phantom or draw_phantom(
+            task.generator, rng, task.oar_names, task.envelopes, self._anatomy
+        )
         if self.cache is None or not self.cache.renew(self.phantom):
             self.cache = BeamCache(self.phantom, self.dose_scale)
         position = self.cache.voxels.position
@@ -158,6 +192,9 @@ class Plan:
         self._dvh_sizes = sizes.astype(float)
         self._oar_sizes = self._dvh_sizes[1:]
         self._oar_mean, self._oar_max = np.empty(self._oar_starts.size), np.empty(self._oar_starts.size)
+        # where each OAR's D2% sits among its doses sorted low to high
+        self._near_max = np.array([int(n) - _rank(2, int(n)) for n in sizes[1:]], np.int64)
+        self._values = np.empty(self._constraints.oar.size)
         self._ranks, self._tumour_statistics = rank_positions(tumour.size), np.empty(N_TUMOUR_STATISTICS)
         # DVH bins of every structure voxel, counted in one pass: each structure's row and bin width
         self._dvh_inv_bin = np.repeat(self._dvh_inv, sizes)
@@ -168,6 +205,7 @@ class Plan:
         self.n_beams, self.active, self.steps, self.invalid_actions = 0, -1, 0, 0
         self.angles[:] = 0
         self.weights[:] = 0
+        self.margins[:] = 0
         self.locked = False
         self._evaluate()
 
@@ -181,13 +219,15 @@ class Plan:
         return not self.locked and self.steps >= self.task.max_steps
 
     def action_mask(self) -> np.ndarray:
-        """(8,) bool: exactly the actions that change the plan (or lock it)."""
+        """(10,) bool: exactly the actions that change the plan (or lock it)."""
         return self._mask().copy()
 
     def _mask(self) -> np.ndarray:
         """The mask of this state from :data:`_MASKS` (read-only: shared by every plan)."""
         n = self.n_beams
-        return _MASKS[n][int(self.weights[self.active]) if n else 0]
+        if not n:
+            return _MASKS[0][0][0]
+        return _MASKS[n][int(self.weights[self.active])][int(self.margins[self.active])]
 
     def step(self, action: int) -> tuple[float, bool]:
         """Apply one action; returns (reward = change in score, valid). Invalid actions change nothing."""
@@ -210,16 +250,20 @@ class Plan:
         if a == ADD:
             self.angles[n] = default_angle_index(self.angles[:n])
             self.weights[n] = NEW_BEAM_WEIGHT
+            self.margins[n] = NEW_MARGIN
             self.n_beams, self.active = n + 1, n
         elif a in (TURN_CW, TURN_CCW):
             self.angles[self.active] = (self.angles[self.active] + (1 if a == TURN_CW else -1)) % N_ANGLES
         elif a in (WEIGHT_UP, WEIGHT_DOWN):
             self.weights[self.active] += 1 if a == WEIGHT_UP else -1
+        elif a in (WIDEN, NARROW):
+            self.margins[self.active] += 1 if a == WIDEN else -1
         elif a == REMOVE:
             i = self.active
             self.angles[i : n - 1] = self.angles[i + 1 : n].copy()
             self.weights[i : n - 1] = self.weights[i + 1 : n].copy()
-            self.angles[n - 1] = self.weights[n - 1] = 0
+            self.margins[i : n - 1] = self.margins[i + 1 : n].copy()
+            self.angles[n - 1] = self.weights[n - 1] = self.margins[n - 1] = 0
             self.n_beams = n - 1
             self.active = (i - 1) % (n - 1) if n > 1 else -1
         elif a == NEXT:  # the same beams, so the same dose, metrics and score: nothing to evaluate
@@ -238,21 +282,37 @@ class Plan:
         n = self.n_beams
         if n == 0:
             return np.zeros(self.cache.body_index.size)
-        return self.cache.dose(self.angles[:n], self.weights[:n] / 10.0)
+        return self.cache.dose(self.angles[:n], self.weights[:n] / 10.0, self.margins[:n])
 
     def dose_grid(self) -> np.ndarray:
         """The plan's dose on the slice (64, 64), zero outside the body."""
         return self.cache.to_grid(self.body_dose())
 
-    def evaluate(self, angles: np.ndarray, weights: np.ndarray) -> tuple[PlanMetrics, float]:
-        """Metrics and score of any beam set on this phantom (grid angle indices, weights in tenths).
+    def evaluate(
+        self, angles: np.ndarray, weights: np.ndarray, margins: np.ndarray | None = None
+    ) -> tuple[PlanMetrics, float]:
+        """Metrics and score of any beam set on this phantom (grid angle indices, weights in tenths,
+        aperture margins in voxels: :data:`NEW_MARGIN` each when not given).
 
         The plan's own state is untouched: planners search with this.
         """
+        angles = np.asarray(angles, np.int64)
+        margins = (
+            np.full(angles.size, NEW_MARGIN, np.int64) if margins is None else np.asarray(margins, np.int64)
+        )
         dose = (
-            self.cache.dose(angles, weights / 10.0) if len(angles) else np.zeros(self.cache.body_index.size)
+            self.cache.dose(angles, np.asarray(weights) / 10.0, margins)
+            if len(angles)
+            else np.zeros(self.cache.body_index.size)
         )
         return self._assess(dose, np.empty(self._dvh_voxels.size), len(angles))
+
+    def score_dose(self, body_dose: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
+        """Metrics and score of any dose on the body voxels (a fluence map's, for the FMO
+        reference), exactly as for the plan's own; the plan is untouched."""
+        return self._assess(
+            np.ascontiguousarray(body_dose, np.float64), np.empty(self._dvh_voxels.size), n_beams
+        )
 
     def _assess(self, dose: np.ndarray, structures: np.ndarray, n_beams: int) -> tuple[PlanMetrics, float]:
         """Metrics and score of ``dose``; ``structures`` receives it on the tumour's voxels, then
@@ -263,10 +323,28 @@ class Plan:
         )
         ordered = np.sort(structures[:n_tumour])  # low to high
         tumour_statistics(ordered, dose, self._ranks, LEVELS, self._tumour_statistics)
-        metrics = metrics_from_statistics(
-            self._tumour_statistics, n_tumour, self._oar_mean, self._oar_max, self.task.oars, n_beams
+        table = self._constraints
+        constraint_values(
+            structures,
+            n_tumour,
+            self._oar_starts,
+            self._oar_mean,
+            table.oar,
+            table.metric,
+            table.level,
+            self._near_max,
+            self._values,
         )
-        return metrics, plan_score(metrics, self.task.oars)
+        metrics = metrics_from_statistics(
+            self._tumour_statistics,
+            n_tumour,
+            self._oar_mean,
+            self._oar_max,
+            self._values,
+            self.task,
+            n_beams,
+        )
+        return metrics, plan_score(metrics, self.task)
 
     def _evaluate(self) -> None:
         self._dose = self.body_dose()
@@ -307,8 +385,17 @@ class Plan:
         return np.stack((rows, cols), axis=1) / self._oar_sizes[:, None]
 
     def beams(self) -> list[tuple[int, float]]:
-        """The beams as (angle in degrees, weight), in slot order."""
+        """The beams as (angle in degrees, weight), in slot order (margins: :attr:`margins`)."""
         return [(int(self.angles[i]) * ANGLE_STEP, int(self.weights[i]) / 10) for i in range(self.n_beams)]
+
+    def apertures(self) -> list[tuple[float, float]]:
+        """Each beam's aperture edges (lo, hi) across the beam, voxels from its central axis."""
+        out = []
+        for i in range(self.n_beams):
+            low, high = self.cache.projection(int(self.angles[i]))
+            m = int(self.margins[i])
+            out.append((low - m - 0.5, high + m + 0.5))
+        return out
 
     # ------------------------------------------------------ snapshot/restore
     def snapshot(self) -> tuple:
@@ -316,6 +403,7 @@ class Plan:
         return (
             self.angles.copy(),
             self.weights.copy(),
+            self.margins.copy(),
             self.n_beams,
             self.active,
             self.steps,
@@ -324,7 +412,10 @@ class Plan:
         )
 
     def restore(self, state: tuple) -> None:
-        angles, weights, self.n_beams, self.active, self.steps, self.invalid_actions, self.locked = state
+        angles, weights, margins, self.n_beams, self.active, self.steps, self.invalid_actions, self.locked = (
+            state
+        )
         self.angles[:] = angles
         self.weights[:] = weights
+        self.margins[:] = margins
         self._evaluate()

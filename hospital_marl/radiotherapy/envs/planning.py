@@ -9,8 +9,8 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
-from hospital_marl.radiotherapy.core.dose import N_ANGLES
-from hospital_marl.radiotherapy.core.metrics import DVH_BINS, OVERDOSE_SPAN, OVERDOSE_START, PASS_THRESHOLD
+from hospital_marl.radiotherapy.core.dose import MAX_MARGIN, N_ANGLES
+from hospital_marl.radiotherapy.core.metrics import D2_FAIL, D2_GOAL, D98_GOAL, DVH_BINS, PASS_THRESHOLD
 from hospital_marl.radiotherapy.core.plan import MAX_BEAMS, MAX_WEIGHT, N_ACTIONS, Plan
 from hospital_marl.radiotherapy.core.tasks import MAX_OARS, Task
 from hospital_marl.radiotherapy.envs.render import render_ansi, render_rgb_array
@@ -21,15 +21,24 @@ OBSERVATION_KEYS: dict[str, tuple[tuple[int, ...], str]] = {
     "tumour_dvh": ((DVH_BINS,), "fraction of the tumour receiving ≥ (i+1)/50 × 2 Rx"),
     "oar_dvh": (
         (MAX_OARS, DVH_BINS),
-        "per OAR slot: fraction receiving ≥ (i+1)/50 × 2 × its limit; 0 if absent",
+        "per OAR slot: fraction receiving ≥ (i+1)/50 × 2 × its reference dose (its first constraint's); "
+        "0 if absent",
     ),
     "oar_present": ((MAX_OARS,), "1 for the slots holding one of the task's OARs"),
     "oar_status": (
         (MAX_OARS, 4),
-        "per slot: [priority / 3, mean / (2 × limit), max / (4 × limit), 1 if the constraint fails], clipped",
+        "per slot: [priority / 3, worst constraint value / (2 × its limit), max dose / 2 Rx, 1 if any of "
+        "its constraints fails], clipped",
     ),
-    "tumour_status": ((4,), "[1 − V95 (coverage shortfall), 1 − D95 (if < 1), overdose term, V107]"),
-    "beams": ((MAX_BEAMS, 4), "per beam slot: [angle / 360, weight, present, active]"),
+    "tumour_status": (
+        (6,),
+        "[1 − V95 (coverage shortfall), 1 − D98/0.95 (if < 1), hot-spot term (D2 over 1.07 Rx, 1 at 1.15), "
+        "V107, Paddick CI, D2 / 2 Rx]",
+    ),
+    "beams": (
+        (MAX_BEAMS, 5),
+        "per beam slot: [angle / 360, weight, present, active, aperture margin / 5 voxels]",
+    ),
     "anatomy": (
         (MAX_OARS, 3),
         "per OAR slot, seen from the isocentre: the gantry angle θ that points at its centroid as "
@@ -53,6 +62,8 @@ _ANGLE_FRACTIONS = np.arange(N_ANGLES, dtype=np.float32) / np.float32(N_ANGLES)
 """A beam's observed angle (angle / 360) by grid index, as float32 arithmetic gives it."""
 _WEIGHT_FRACTIONS = np.arange(MAX_WEIGHT + 1, dtype=np.float32) / np.float32(MAX_WEIGHT)
 """A beam's observed weight by tenths (the weight itself, 0.1–1.0)."""
+_MARGIN_FRACTIONS = np.arange(MAX_MARGIN + 1, dtype=np.float32) / np.float32(MAX_MARGIN)
+"""A beam's observed aperture margin by voxels (margin / 5)."""
 
 
 @njit(cache=True, nogil=True)
@@ -63,6 +74,7 @@ def _write_doses_and_beams(
     scale: np.ndarray,
     angles: np.ndarray,
     weights: np.ndarray,
+    margins: np.ndarray,
     n_beams: int,
     active: int,
 ) -> None:
@@ -76,6 +88,7 @@ def _write_doses_and_beams(
         beams[i, 0] = _ANGLE_FRACTIONS[angles[i]]
         beams[i, 1] = _WEIGHT_FRACTIONS[weights[i]]
         beams[i, 2] = 1.0
+        beams[i, 4] = _MARGIN_FRACTIONS[margins[i]]
     if n_beams:
         beams[active, 3] = 1.0
 
@@ -116,12 +129,13 @@ class RadiotherapyPlanningEnv(gym.Env):
     Description:
         Each episode draws a patient (a phantom of the task) from the reset seed.
         The agent adds up to seven beams, turns and weights them and locks the
-        plan so that the tumour gets its prescription (D95 ≈ 1.0 Rx) while the
-        organs at risk stay under their mean-dose limits.
+        plan so that the tumour gets its prescription (ICRU 83: D98 ≥ 95 %, D2 ≤ 107 % of
+        Rx, conformal) while the organs at risk meet their clinical dose-volume constraints.
 
     Action Space:
-        ``Discrete(8)`` (:data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`): add a
-        beam, turn ±10°, weight ±0.1, remove, select the next beam, lock.
+        ``Discrete(10)`` (:data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`): add a
+        beam, turn ±10°, weight ±0.1, remove, select the next beam, lock, widen / narrow
+        the active beam's aperture (margin ±1 voxel around the tumour's projection).
         :meth:`action_masks` (also ``info["action_mask"]``) is exact; an invalid
         action does nothing, costs a step and is counted (``info["invalid_actions"]``).
 
@@ -141,35 +155,41 @@ class RadiotherapyPlanningEnv(gym.Env):
 
     Arguments:
         task: a task name (``prostate``, ``head_neck``, ``pediatric_brain``), a
-            :class:`Task`, or a mapping of overrides; render_mode: ``rgb_array`` or ``ansi``.
+            :class:`Task`, or a mapping of overrides; render_mode: ``rgb_array`` or ``ansi``;
+            split: whose anatomy the patients are drawn from (``train``, ``validation``,
+            ``test_id``, ``test_ood``: :data:`~hospital_marl.radiotherapy.core.tasks.SPLITS`).
     """
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
-    def __init__(self, task: str | Task | None = None, render_mode: str | None = None) -> None:
+    def __init__(
+        self, task: str | Task | None = None, render_mode: str | None = None, split: str = "train"
+    ) -> None:
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode must be one of {RENDER_MODES} or None, got {render_mode!r}")
         self.render_mode = render_mode
-        self.plan = Plan(task)
+        self.plan = Plan(task, split)
         self.action_space = spaces.Discrete(N_ACTIONS)
         self.observation_space = observation_space()
         self._last_action: int | None = None
         self._priority = np.zeros(MAX_OARS, np.float32)
         self._present = np.zeros(MAX_OARS, np.float32)
-        self._limit = np.ones(MAX_OARS)
-        n = len(self.plan.task.oars)
-        self._priority[:n] = [o.priority / 3 for o in self.plan.task.oars]
+        task = self.plan.task
+        n = len(task.oars)
+        self._priority[:n] = [o.priority / 3 for o in task.oars]
         self._present[:n] = 1.0
-        self._limit[:n] = [o.limit for o in self.plan.task.oars]
-        # mean / (2 × limit) and max / (4 × limit): 1 = twice (four times) the limit
-        self._status_scale = (1.0 / (np.array([[2.0, 4.0]]) * self._limit[:n, None])).astype(np.float32)
+        table = task.constraint_table
+        self._inverse_limit = 1.0 / table.limit  # a constraint's value over its limit
+        self._constraint_oar = table.oar
+        # worst ratio / 2 and max / 2 Rx: 1 = twice the limit, twice Rx
+        self._status_scale = np.full((n, 2), 0.5, np.float32)
 
     @property
     def task(self) -> Task:
         return self.plan.task
 
     def action_masks(self) -> np.ndarray:
-        """(8,) bool: the valid actions (sb3-contrib's MaskablePPO calls this)."""
+        """(10,) bool: the valid actions (sb3-contrib's MaskablePPO calls this)."""
         return self.plan.action_mask()
 
     # ----------------------------------------------------------------- api
@@ -215,18 +235,22 @@ class RadiotherapyPlanningEnv(gym.Env):
         plan.dvhs(out=vector[: (1 + n_oars) * DVH_BINS].reshape(1 + n_oars, DVH_BINS))  # in [0, 1]
         status = obs["oar_status"]
         status[:n_oars, 3] = [not p for p in m.oar_pass]
+        worst = np.zeros(n_oars)
+        np.maximum.at(worst, self._constraint_oar, np.multiply(m.constraint_values, self._inverse_limit))
         _write_doses_and_beams(
             status,
             obs["beams"],
-            np.array((m.oar_mean, m.oar_max)),
+            np.array((worst, m.oar_max)),
             self._status_scale,
             plan.angles,
             plan.weights,
+            plan.margins,
             plan.n_beams,
             plan.active,
         )
-        overdose = min(1.0, max(0.0, (m.d95 - OVERDOSE_START) / OVERDOSE_SPAN))
-        obs["tumour_status"][:] = (1.0 - m.v95, max(0.0, 1.0 - m.d95), overdose, m.v107)
+        hot = min(1.0, max(0.0, (m.d2 - D2_GOAL) / (D2_FAIL - D2_GOAL)))
+        short = max(0.0, 1.0 - m.d98 / D98_GOAL)
+        obs["tumour_status"][:] = (1.0 - m.v95, short, hot, m.v107, m.ci, min(1.0, m.d2 / 2))
         obs["step_fraction"][0] = min(1.0, plan.steps / plan.task.max_steps)
         return obs
 
@@ -245,7 +269,7 @@ class RadiotherapyPlanningEnv(gym.Env):
             "action_mask": plan.action_mask(),
             "score": plan.score,
             "passed": plan.score >= PASS_THRESHOLD,
-            "metrics": plan.metrics.as_dict(plan.task.oars),
+            "metrics": plan.metrics.as_dict(plan.task),
             "invalid_actions": plan.invalid_actions,
             "steps": plan.steps,
             "task": plan.task.name,

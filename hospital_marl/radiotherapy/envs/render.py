@@ -3,12 +3,13 @@
 ``rgb_array``: :data:`FRAME_SHAPE` (256, 512, 3) uint8. Left, the slice ×4: the
 dose as a colour wash (blue → red over 0–:data:`WASH_MAX` × Rx) over the grey
 body, structure contours (tumour white, OARs in :data:`OAR_COLOURS` order) and
-the beams' central axes (the active beam yellow, the others grey). Right, the
-cumulative DVH over 0–:data:`DVH_PLOT_MAX` × Rx: the tumour and every OAR in
-its contour colour, Rx as a grey vertical line, each OAR's mean-dose limit as
-a short tick in its colour on the top axis.
+the beams (the active beam yellow, the others grey): each beam's aperture as its two field
+edges from the source to beyond the isocentre. Right, the cumulative DVH over
+0–:data:`DVH_PLOT_MAX` × Rx: the tumour and every OAR in its contour colour, Rx as a grey
+vertical line, a tick every 10 Gy under the dose axis, each constraint's dose as a short tick
+in its OAR's colour on the top axis.
 
-``ansi``: a metrics summary (score, tumour metrics, every OAR against its limit).
+``ansi``: a metrics summary in Gy (score, ICRU 83 tumour metrics, every constraint against its limit).
 """
 
 from __future__ import annotations
@@ -95,9 +96,16 @@ def _dvh_panel(plan: Plan, dose: np.ndarray) -> np.ndarray:
         xs = 16 + np.arange(width)
         for x0, y0, x1, y1 in zip(xs[:-1], ys[:-1], xs[1:], ys[1:]):
             _draw_line(panel, (y0, x0), (y1, x1), colour)
-    for i, oar in enumerate(plan.task.oars):
-        x = 16 + oar.limit / DVH_PLOT_MAX * width
-        _draw_line(panel, (2, x), (12, x), OAR_COLOURS[i % len(OAR_COLOURS)])
+    rx = plan.task.rx_gy
+    for gy in np.arange(10.0, DVH_PLOT_MAX * rx, 10.0):  # the dose axis in Gy: a tick every 10 Gy
+        x = 16 + gy / rx / DVH_PLOT_MAX * width
+        _draw_line(
+            panel, (PANEL - 16, x), (PANEL - 11 - 4 * (gy % 50 == 0), x), np.array([150, 150, 150], np.uint8)
+        )
+    table = plan.task.constraint_table
+    for j, level in zip(table.oar.tolist(), table.level.tolist()):  # each constraint's dose
+        x = 16 + min(level, DVH_PLOT_MAX) / DVH_PLOT_MAX * width
+        _draw_line(panel, (2, x), (12, x), OAR_COLOURS[j % len(OAR_COLOURS)])
     return panel
 
 
@@ -116,10 +124,12 @@ def render_rgb_array(plan: Plan) -> np.ndarray:
         image[_edges(mask)] = colour
     big = np.repeat(np.repeat(image, SCALE, axis=0), SCALE, axis=1)
     iso = (np.array(ph.isocentre) + 0.5) * SCALE
-    for slot, (angle, _) in enumerate(plan.beams()):
-        u, _n = beam_axes(angle)
+    for slot, ((angle, _), edges) in enumerate(zip(plan.beams(), plan.apertures())):
+        u, n = beam_axes(angle)
         colour = np.array([255, 255, 0] if slot == plan.active else [170, 170, 170], np.uint8)
-        _draw_line(big, tuple(iso - u * PANEL * 0.7), tuple(iso), colour)  # from the source to the isocentre
+        for edge in edges:  # the field edges, from the source to past the isocentre
+            side = n * edge * SCALE
+            _draw_line(big, tuple(iso + side - u * PANEL * 0.7), tuple(iso + side + u * PANEL * 0.15), colour)
     frame = np.zeros(FRAME_SHAPE, np.uint8)
     frame[:, :PANEL] = big
     frame[:, PANEL:] = _dvh_panel(plan, dose)
@@ -131,6 +141,11 @@ def render_ansi(plan: Plan, last_action: int | None = None) -> str:
     m = plan.metrics
     if m is None or plan.phantom is None:
         raise RuntimeError("render before reset")
+    task = plan.task
+
+    def gy(relative: float) -> str:
+        return f"{relative * task.rx_gy:.1f} Gy"
+
     status = "LOCKED" if plan.locked else "TRUNCATED" if plan.truncated else "planning"
     lines = [
         f"RT PLAN | {plan.task.name} | step {plan.steps}/{plan.task.max_steps} | {status}"
@@ -142,13 +157,18 @@ def render_ansi(plan: Plan, last_action: int | None = None) -> str:
             )
             or "(none)"
         ),
-        f"tumour  D95 {m.d95:.3f}  D98 {m.d98:.3f}  D2 {m.d2:.3f}  mean {m.mean:.3f}  "
-        f"V95 {100 * m.v95:5.1f}%  V107 {100 * m.v107:5.1f}%  CI {m.ci:.3f}  HI {m.hi:.3f}",
+        f"Rx {task.rx_gy:g} Gy in {task.fractions} fx | tumour  D98 {gy(m.d98)}  D50 {gy(m.d50)}  "
+        f"D2 {gy(m.d2)} (goals D98 ≥ {gy(0.95)}, D2 ≤ {gy(1.07)})  V95 {100 * m.v95:5.1f}%  "
+        f"V107 {100 * m.v107:5.1f}%  CI {m.ci:.3f}  HI {m.hi:.3f}",
     ]
-    for oar, mean, mx, ok in zip(plan.task.oars, m.oar_mean, m.oar_max, m.oar_pass):
+    table = task.constraint_table
+    for c, j in enumerate(table.oar.tolist()):
+        oar, value = task.oars[j], m.constraint_values[c]
+        constraint = oar.constraints[c - int(np.searchsorted(table.oar, j))]  # rows run OAR by OAR
+        shown = f"{100 * value:.1f} %" if constraint.metric == "volume" else gy(value)
         lines.append(
-            f"  {oar.name:14s} P{oar.priority}  mean {mean:.3f} / {oar.limit:.2f}  max {mx:.3f}  "
-            f"{'ok' if ok else 'FAIL'}"
+            f"  {oar.name:14s} P{oar.priority}  {constraint.describe():16s} is {shown:9s} "
+            f"{'ok' if m.constraint_pass[c] else 'FAIL'}"
         )
     verdict = "pass" if plan.score >= PASS_THRESHOLD else "fail"
     lines.append(

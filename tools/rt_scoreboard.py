@@ -1,0 +1,144 @@
+"""The radiotherapy scoreboard (SPEC-RT §8) on both test splits, written into docs/radiotherapy.md.
+
+    python tools/rt_scoreboard.py [--episodes 10] [--write]
+
+Rows: ``random``, the scripted ``six_full`` and ``evenly_spaced``, ``anatomy_aware``, the
+local-search ``planner``, every learned seed (``policies/radiotherapy/checkpoints/rt_ppo_seed*.npz``)
+and their mean ± standard error over seeds, the shipped ``ppo``, and the FMO reference
+(``tools/rt_fmo.py``, cached in ``docs/data/rt_fmo.json``). Each cell is the task's mean score ±
+its standard error over the patients; "gap closed" is the fraction of the way from ``random``
+to FMO: ``(agent − random) / (FMO − random)`` of the task means. The patients are the grader's
+(seed 42, episode *i* of each task and split), the same for every row (paired).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from rt_fmo import fmo_scores  # noqa: E402
+
+from grading.radiotherapy import grade_all, split_seed  # noqa: E402
+from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS  # noqa: E402
+from policies.radiotherapy.learned import CHECKPOINT_DIR, load_path  # noqa: E402
+
+DOC = ROOT / "docs" / "radiotherapy.md"
+DATA = ROOT / "docs" / "data" / "rt_scoreboard.json"
+SPLITS = ("test_id", "test_ood")
+BASELINES = ("random", "six_full", "evenly_spaced", "anatomy_aware", "planner")
+START, END = "<!-- rt-scoreboard:start -->", "<!-- rt-scoreboard:end -->"
+
+
+def seed_checkpoints() -> list[Path]:
+    return sorted(CHECKPOINT_DIR.glob("rt_ppo_seed*.npz"))
+
+
+def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
+    """Every row's per-task scores on both splits (JSON-able); ``reuse``: keep the rows already
+    saved in docs/data/rt_scoreboard.json for the same episode count (the planner takes minutes)."""
+    saved = json.loads(DATA.read_text()) if reuse and DATA.exists() else {}
+    if saved.get("episodes") != episodes:
+        saved = {}
+    out: dict[str, Any] = {"episodes": episodes, "seed": 42, "splits": {}}
+    fmo = fmo_scores(episodes, list(SPLITS), verbose=False)
+    for split in SPLITS:
+        rows: dict[str, dict[str, list[float]]] = {}
+        agents: list[tuple[str, Any]] = [(name, name) for name in BASELINES]
+        agents += [(path.stem.replace("rt_ppo_", "ppo_"), load_path(path)) for path in seed_checkpoints()]
+        if (CHECKPOINT_DIR / "rt_ppo.npz").exists():
+            agents.append(("ppo (shipped)", "ppo"))
+        for label, agent in agents:
+            if label in saved.get("splits", {}).get(split, {}) and label in BASELINES:
+                rows[label] = saved["splits"][split][label]
+                continue
+            report = grade_all(agent, n_episodes=episodes, seed=42, split=split)
+            rows[label] = {t: report["tasks"][t]["episode_scores"] for t in BUILTIN_TASKS}
+            print(split, label, {t: round(float(np.mean(v)), 3) for t, v in rows[label].items()}, flush=True)
+        rows["FMO reference"] = {
+            t: [fmo[f"{t}/{split}/{split_seed(42, t, split, i)}"]["score"] for i in range(episodes)]
+            for t in BUILTIN_TASKS
+        }
+        out["splits"][split] = rows
+    return out
+
+
+def _se(values: list[float]) -> float:
+    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The tables and the verdicts, one section per split."""
+    parts = []
+    for split, rows in data["splits"].items():
+        means = {label: {t: float(np.mean(v)) for t, v in r.items()} for label, r in rows.items()}
+        seeds = [label for label in rows if label.startswith("ppo_seed")]
+        if seeds:  # the learner over seeds: mean of the seed means ± their standard error
+            means["ppo, mean over seeds"] = {
+                t: float(np.mean([means[s][t] for s in seeds])) for t in BUILTIN_TASKS
+            }
+        lo, hi = means["random"], means["FMO reference"]
+        title = "in-distribution" if split == "test_id" else "out-of-distribution"
+        lines = [
+            f"**{split}** ({title} test patients, {data['episodes']} per task): score ± s.e. (gap closed "
+            "from random to FMO)",
+            "",
+            "| agent | " + " | ".join(BUILTIN_TASKS) + " | mean gap closed |",
+            "|---|" + "---|" * (len(BUILTIN_TASKS) + 1),
+        ]
+        order = [*BASELINES, *seeds, "ppo, mean over seeds", "ppo (shipped)", "FMO reference"]
+        for label in [o for o in order if o in means]:
+            cells, gaps = [], []
+            for t in BUILTIN_TASKS:
+                if label == "ppo, mean over seeds":
+                    se = _se([means[s][t] for s in seeds])
+                else:
+                    se = _se(rows[label][t])
+                gap = (means[label][t] - lo[t]) / (hi[t] - lo[t]) if hi[t] > lo[t] else float("nan")
+                gaps.append(gap)
+                cells.append(f"{means[label][t]:.3f} ± {se:.3f} ({100 * gap:.0f} %)")
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {100 * float(np.mean(gaps)):.0f} % |")
+        if seeds:
+            verdict = []
+            for t in BUILTIN_TASKS:
+                margin = means["ppo, mean over seeds"][t] - means["anatomy_aware"][t]
+                bar = _se([means[s][t] for s in seeds])
+                verdict.append(
+                    f"{t} {margin:+.3f} (s.e. {bar:.3f}: {'beats' if margin > bar else 'does not beat'})"
+                )
+            lines += ["", "Learned (mean over seeds) minus anatomy_aware: " + "; ".join(verdict) + "."]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def write(block: str) -> None:
+    text = DOC.read_text()
+    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
+    command = "`python tools/rt_scoreboard.py --episodes N --write`"
+    DOC.write_text(
+        pattern.sub(lambda _: f"{START}\n<!-- generated by {command} -->\n\n{block}\n\n{END}", text)
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--write", action="store_true", help="into docs/radiotherapy.md and docs/data")
+    parser.add_argument("--from-data", action="store_true", help="re-render the saved scores, grade nothing")
+    parser.add_argument("--reuse", action="store_true", help="keep the saved baseline rows, grade the rest")
+    args = parser.parse_args()
+    data = json.loads(DATA.read_text()) if args.from_data else grade(args.episodes, args.reuse)
+    block = markdown(data)
+    print(block)
+    if args.write:
+        DATA.write_text(json.dumps(data, indent=1) + "\n")
+        write(block)
