@@ -11,63 +11,15 @@ the plan untouched), but cannot step, restore or assign.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from hospital_marl.radiotherapy.core.plan import Plan
+from hospital_marl.radiotherapy.core.sealed import PlanView
 from policies.base import BasePolicy
 
 TRACK = "radiotherapy"
-
-
-class PlanView:
-    """A read-only view of a :class:`Plan`: what a planner may look at and evaluate."""
-
-    READABLE = frozenset(
-        {
-            "task",
-            "split",
-            "phantom",
-            "metrics",
-            "score",
-            "steps",
-            "n_beams",
-            "active",
-            "locked",
-            "truncated",
-            "done",
-            "invalid_actions",
-            "dose_scale",
-            "beams",
-            "apertures",
-            "evaluate",
-            "score_dose",
-            "dose_grid",
-            "dvhs",
-            "oar_centroids",
-        }
-    )
-    """The plan's attributes a view exposes (methods among them change nothing)."""
-
-    __slots__ = ("_plan",)
-
-    def __init__(self, plan: Plan) -> None:
-        object.__setattr__(self, "_plan", plan)
-
-    @classmethod
-    def of(cls, plan: Plan | PlanView | None) -> PlanView | None:
-        return plan if plan is None or isinstance(plan, PlanView) else cls(plan)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("angles", "weights", "margins"):  # copies: the caller cannot write the plan's state
-            return getattr(self._plan, name).copy()
-        if name not in PlanView.READABLE:
-            raise AttributeError(f"a policy's plan view has no {name!r} (read-only: {sorted(self.READABLE)})")
-        return getattr(self._plan, name)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"the plan view is read-only: cannot set {name!r}")
 
 
 @runtime_checkable

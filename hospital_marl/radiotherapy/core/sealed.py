@@ -14,25 +14,60 @@ from typing import Any
 
 from hospital_marl.radiotherapy.core.plan import Plan
 
-_MUTATORS = frozenset({"step", "reset", "restore"})
+READABLE = frozenset(
+    {
+        "task",
+        "split",
+        "phantom",
+        "metrics",
+        "score",
+        "steps",
+        "n_beams",
+        "active",
+        "locked",
+        "truncated",
+        "done",
+        "invalid_actions",
+        "dose_scale",
+        "beams",
+        "apertures",
+        "evaluate",
+        "score_dose",
+        "dose_grid",
+        "dvhs",
+        "oar_centroids",
+        "angles",
+        "weights",
+        "margins",
+    }
+)
+"""The plan's attributes a view exposes (an allow-list: methods among them change nothing)."""
+_COPIED = frozenset({"angles", "weights", "margins"})
 
 
 class PlanView:
-    """A read-only view of a plan: every attribute and method of :class:`Plan` but its mutators
-    (``step``, ``reset``, ``restore``); ``evaluate`` leaves it untouched, as on the plan."""
+    """A read-only view of a plan: the attributes in :data:`READABLE` (never ``step``, ``reset``,
+    ``restore``, the beam cache or a private name); the beam arrays as copies; ``evaluate``
+    leaves the plan untouched, as on the plan itself."""
 
     __slots__ = ("_plan",)
 
     def __init__(self, plan: Plan) -> None:
         object.__setattr__(self, "_plan", plan)
 
+    @classmethod
+    def of(cls, plan: Plan | PlanView | None) -> PlanView | None:
+        """``plan`` as a view (a view or ``None`` as it is)."""
+        return plan if plan is None or isinstance(plan, PlanView) else cls(plan)
+
     def __getattr__(self, name: str) -> Any:
-        if name in _MUTATORS or name.startswith("_"):
-            raise AttributeError(f"a policy's plan view has no {name!r} (it is read-only)")
-        return getattr(self._plan, name)
+        if name not in READABLE:
+            raise AttributeError(f"a policy's plan view has no {name!r} (read-only: {sorted(READABLE)})")
+        value = getattr(self._plan, name)
+        return value.copy() if name in _COPIED else value
 
     def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("the plan view is read-only")
+        raise AttributeError(f"the plan view is read-only: cannot set {name!r}")
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("a plan view cannot be pickled: it is a view of a running episode")
@@ -57,4 +92,4 @@ class PlanSeal:
         self._copy.restore(self._live.snapshot())
 
 
-__all__ = ["PlanSeal", "PlanView"]
+__all__ = ["READABLE", "PlanSeal", "PlanView"]
