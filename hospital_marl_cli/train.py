@@ -27,7 +27,7 @@ from training import ppo
 from training import radiotherapy as rt
 from training.args import TrainArgs
 from training.benchmarl import train as benchmarl
-from training.fast import mappo as fast_mappo
+from training.fast.args import MappoArgs
 from training.marl import trainer as marl
 from training.rllib import train as rllib
 
@@ -124,9 +124,13 @@ def cmd_train_benchmarl(args: argparse.Namespace) -> int:
 
 def cmd_train_fast_mappo(args: argparse.Namespace) -> int:
     """Train MAPPO / IPPO with the fast trainer, print a JSON summary; exit 1 on a masked action."""
-    values = run_args(fast_mappo.Args, args)
-    run_dir = run(fast_mappo.train, values, grade)
-    summary = fast_mappo.summary(run_dir)
+    values = run_args(MappoArgs, args)
+    try:
+        from training.fast import mappo  # torch: the `train` extra
+    except ImportError as exc:
+        raise CLIError(f"{exc}: train fast-mappo needs the `train` extra") from None
+    run_dir = run(mappo.train, values, grade)
+    summary = mappo.summary(run_dir)
     print(json.dumps(summary, indent=2))
     if summary["audit"]["masked_actions_taken"]:
         raise SystemExit(
@@ -240,7 +244,7 @@ def add_commands(sub: Any) -> None:
         "CleanRL-style trainer of training/fast/mappo.py on B departments stepped together; grades on "
         "validation days periodically, keeps the best actors as ONNX, writes fast.json and a learning curve.",
     )
-    fast_mappo.Args.add_flags(p)
+    MappoArgs.add_flags(p)
     p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no grading lines")
     p.set_defaults(func=cmd_train_fast_mappo)
 
