@@ -88,13 +88,16 @@ def load(spec: str) -> Policy:
 
 
 def load_run(path: Path) -> Policy:
-    """A saved run or model by path (``train ppo|marl|rllib|benchmarl``), named by its path."""
+    """A saved run or model by path (``train ppo|marl|rllib|benchmarl|fast-*``), named by its path."""
     from policies.benchmarl import is_benchmarl_run, load_benchmarl_policy
+    from policies.fast import is_fast_run, load_fast_policy
     from policies.marl import is_marl_run, load_marl_policy
     from policies.rllib import is_rllib_run, load_rllib_policy
 
     if is_benchmarl_run(path):
         return load_benchmarl_policy(path, name=str(path))
+    if is_fast_run(path):
+        return load_fast_policy(path, name=str(path))
     if is_marl_run(path):
         return load_marl_policy(path, name=str(path))
     if is_rllib_run(path):
