@@ -202,6 +202,44 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     dones = torch.zeros((T, B), device=device)
 
     clock, frames, rows, best, masked_taken = Clock(), 0, [], None, 0
+    actors: dict[str, dict[str, str]] = {}
+
+    def export_actors(nets: nn.ModuleDict, out: Path) -> dict[str, str]:
+        return {
+            role: export_onnx(copy.deepcopy(nets[role]), ROLE_DIMS[role], out / f"{role}.onnx")
+            .relative_to(run_dir)
+            .as_posix()
+            for role in ROLES
+        }
+
+    def write_run(complete: bool) -> None:
+        """``fast.json``; written at every new best too, so a run stopped early still loads."""
+        write_json(
+            run_dir / METADATA_FILE,
+            {
+                "format": FORMAT,
+                "name": name,
+                "track": "team",
+                "algorithm": args.algorithm,
+                "roles": list(ROLES),
+                "complete": complete,
+                "actors": actors,
+                "best": best[0] if best else None,
+                "final_eval": rows[-1] if rows else None,
+                "frames": frames,
+                "role_decisions": frames * len(ROLES),
+                "wall_time_s": clock.wall(),
+                "cpu_time_s": clock.cpu(),
+                "collect_s": round(collect_s, 2),
+                "update_s": round(update_s, 2),
+                "frames_per_s": round(frames / max(collect_s + update_s, 1e-9)),
+                "audit": {"masked_actions_taken": masked_taken, "audited_actions": frames * len(ROLES)},
+                "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
+                "args": args.as_json(),
+                "command": args.command_line(),
+            },
+        )
+
     next_eval = args.eval_interval if args.eval_interval else args.frames
     collect_s = update_s = 0.0
     for update in range(updates):
@@ -287,7 +325,9 @@ def train(args: Args, evaluate: Evaluate) -> Path:
             rows.append(row)
             write_curve(rows, run_dir)
             if best is None or row["eval_score"] > best[0]["eval_score"]:
-                best = (row, copy.deepcopy(agents.actors).to("cpu"))
+                best = (row, None)
+                actors["best"] = export_actors(agents.actors, run_dir / "best")
+                write_run(complete=False)
             if args.progress:
                 print(
                     json.dumps(
@@ -299,39 +339,9 @@ def train(args: Args, evaluate: Evaluate) -> Path:
             break
 
     assert best is not None  # the last update always grades
-    actors = {}
-    for which, nets in (("best", best[1]), ("final", agents.actors)):
-        actors[which] = {
-            role: export_onnx(nets[role], ROLE_DIMS[role], run_dir / which / f"{role}.onnx")
-            .relative_to(run_dir)
-            .as_posix()
-            for role in ROLES
-        }
+    actors["final"] = export_actors(agents.actors, run_dir / "final")
     torch.save({"agents": agents.to("cpu").state_dict(), "args": args.as_json()}, run_dir / "final.pt")
-    write_json(
-        run_dir / METADATA_FILE,
-        {
-            "format": FORMAT,
-            "name": name,
-            "track": "team",
-            "algorithm": args.algorithm,
-            "roles": list(ROLES),
-            "actors": actors,
-            "best": best[0],
-            "final_eval": rows[-1],
-            "frames": frames,
-            "role_decisions": frames * len(ROLES),
-            "wall_time_s": clock.wall(),
-            "cpu_time_s": clock.cpu(),
-            "collect_s": round(collect_s, 2),
-            "update_s": round(update_s, 2),
-            "frames_per_s": round(frames / max(collect_s + update_s, 1e-9)),
-            "audit": {"masked_actions_taken": masked_taken, "audited_actions": frames * len(ROLES)},
-            "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
-            "args": args.as_json(),
-            "command": args.command_line(),
-        },
-    )
+    write_run(complete=True)
     return run_dir
 
 
