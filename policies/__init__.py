@@ -30,6 +30,26 @@ _REGISTRY: dict[str, Callable[..., Policy]] = {
 }
 
 
+SHIPPED_TEAM_RUNS: dict[str, str] = {
+    "mappo_dagger": "marl/benchmarl/mappo_dagger_s1",
+}
+"""Registered team-track run directories under ``policies/checkpoints/`` (played with onnxruntime, no
+torch), each the seed with the best *validation* score of its row (docs/learning-at-scale.md):
+``mappo_dagger`` is the best team policy overall (BenchMARL MAPPO, cloned from ``team_planner`` with
+DAgger); the from-scratch rows are added by name below when their runs are shipped."""
+
+
+def _shipped_team_run(name: str) -> Policy:
+    from policies.learned import CHECKPOINT_DIR
+
+    path = CHECKPOINT_DIR / SHIPPED_TEAM_RUNS[name]
+    if not path.is_dir():
+        raise FileNotFoundError(f"shipped run {path} is missing (reinstall hospital-marl)")
+    policy = load_run(path)
+    policy.name = name
+    return policy
+
+
 def register(name: str, factory: Callable[..., Policy]) -> None:
     """Make a policy loadable by name (e.g. from a plugin or a notebook)."""
     _REGISTRY[name] = factory
@@ -45,6 +65,8 @@ def _lazy_registry() -> dict[str, Callable[..., Policy]]:
         registry.setdefault("team_planner", TeamPlannerPolicy)
     except ImportError:  # pragma: no cover - planner ships with the package
         pass
+    for shipped in SHIPPED_TEAM_RUNS:
+        registry.setdefault(shipped, lambda shipped=shipped: _shipped_team_run(shipped))
     try:
         from policies.learned import learned_factories
 
