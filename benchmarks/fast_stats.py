@@ -189,6 +189,11 @@ def collect(episodes: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ report
+def _frames(runs: list[dict[str, Any]]) -> str:
+    low, high = min(r["frames"] for r in runs), max(r["frames"] for r in runs)
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
 def _mean_se(values: list[float]) -> str:
     se = np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
     return f"{np.mean(values):.1f} ± {se:.1f}"
@@ -252,8 +257,7 @@ def report(data: dict[str, Any], reps: int) -> str:
     for name, (wins, share, (m, se)) in fast.items():
         runs = rows[name]
         lines.append(
-            f"- {LABELS[name]} ({len(runs)} seeds, {min(r['frames'] for r in runs):,}–"
-            f"{max(r['frames'] for r in runs):,} frames each): "
+            f"- {LABELS[name]} ({len(runs)} seeds, {_frames(runs)} frames each): "
             + ("**yes**" if wins == len(scenarios) else f"**no** — it beats it on {wins} of {len(scenarios)}")
             + f"; overall {m:+.1f} ± {se:.1f} against it, i.e. {share:+.0%} of the heuristic → planner gap."
         )
@@ -267,7 +271,7 @@ def report(data: dict[str, Any], reps: int) -> str:
                 f"{LABELS[n]}: {np.mean([r['frames'] for r in rows[n]]) / 1e6:.1f}M frames per seed on average"  # noqa: E501
                 for n in short
             )
-            + ", stopped by the wall-clock limit on a shared, loaded machine (see the cost columns)."
+            + ", stopped early for wall-clock time on a shared, loaded machine (see the cost columns)."
         )
     curves = result["curves"]
     if curves:

@@ -31,12 +31,16 @@ _REGISTRY: dict[str, Callable[..., Policy]] = {
 
 
 SHIPPED_TEAM_RUNS: dict[str, str] = {
+    "mappo": "marl/benchmarl/mappo_s2",
+    "ippo": "marl/benchmarl/ippo_s4",
     "mappo_dagger": "marl/benchmarl/mappo_dagger_s1",
 }
 """Registered team-track run directories under ``policies/checkpoints/`` (played with onnxruntime, no
 torch), each the seed with the best *validation* score of its row (docs/learning-at-scale.md):
-``mappo_dagger`` is the best team policy overall (BenchMARL MAPPO, cloned from ``team_planner`` with
-DAgger); the from-scratch rows are added by name below when their runs are shipped."""
+``mappo`` / ``ippo`` are the best *from scratch* (BenchMARL's 384k-frame runs: on held-out days they
+are ahead of the fast trainer's 0.5M-frame runs, which its budget here did not let converge);
+``mappo_dagger`` is the best team policy overall (BenchMARL MAPPO cloned from ``team_planner`` with
+DAgger)."""
 
 
 def _shipped_team_run(name: str) -> Policy:
