@@ -296,7 +296,7 @@ def report(data: dict[str, Any], reps: int) -> str:
         cells = [_mean_se([float(np.mean(r["heldout"][s])) for r in runs]) for s in scenarios]
         overall = [float(np.mean([np.mean(r["heldout"][s]) for s in scenarios])) for r in runs]
         lines.append(
-            f"| flat PPO, fast trainer | {len(runs)} | {min(r['frames'] for r in runs):,} | "
+            f"| flat PPO, fast trainer | {len(runs)} | {_frames(runs)} | "
             + " | ".join(cells)
             + f" | {_mean_se(overall)} |"
         )
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     block = report(json.loads(RESULTS.read_text()), opts.reps)
     if opts.write:
-        write_marked(PAGE, START, END, block)
+        write_marked(PAGE, START, END, f"{START}\n{block}\n{END}")
     print(block)
     return 0
 
