@@ -27,6 +27,7 @@ from training import ppo
 from training import radiotherapy as rt
 from training.args import TrainArgs
 from training.benchmarl import train as benchmarl
+from training.fast.args import MappoArgs, PpoArgs
 from training.marl import trainer as marl
 from training.rllib import train as rllib
 
@@ -121,6 +122,39 @@ def cmd_train_benchmarl(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_fast_mappo(args: argparse.Namespace) -> int:
+    """Train MAPPO / IPPO with the fast trainer, print a JSON summary; exit 1 on a masked action."""
+    values = run_args(MappoArgs, args)
+    try:
+        from training.fast import mappo  # torch: the `train` extra
+    except ImportError as exc:
+        raise CLIError(f"{exc}: train fast-mappo needs the `train` extra") from None
+    run_dir = run(mappo.train, values, grade)
+    summary = mappo.summary(run_dir)
+    print(json.dumps(summary, indent=2))
+    if summary["audit"]["masked_actions_taken"]:
+        raise SystemExit(
+            f"hospital-marl: masked-action audit FAILED: {summary['audit']['masked_actions_taken']} "
+            "actions were taken that their role's mask forbade (must be 0)"
+        )
+    return 0
+
+
+def cmd_train_fast_ppo(args: argparse.Namespace) -> int:
+    """Train masked PPO (flat or team track) with the fast trainer; print a JSON summary."""
+    values = run_args(PpoArgs, args)
+    try:
+        from training.fast import ppo as fast_ppo  # torch: the `train` extra
+    except ImportError as exc:
+        raise CLIError(f"{exc}: train fast-ppo needs the `train` extra") from None
+    run_dir = run(fast_ppo.train, values, grade)
+    summary = fast_ppo.summary(run_dir)
+    print(json.dumps(summary, indent=2))
+    if summary["audit"]["masked_actions_taken"]:
+        raise SystemExit(f"hospital-marl: masked-action audit FAILED: {summary['audit']}")
+    return 0
+
+
 def cmd_train_radiotherapy(args: argparse.Namespace) -> int:
     """Train the radiotherapy planner (:mod:`training.radiotherapy`); print the run directory."""
     print(run(rt.train, run_args(rt.Args, args), grade_all))
@@ -169,7 +203,7 @@ def cmd_plot_curve(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    """Register ``train`` (ppo, marl, rllib, benchmarl, radiotherapy, export) and ``plot`` (curve)."""
+    """Register ``train`` (ppo, marl, rllib, benchmarl, fast-mappo, radiotherapy, export) and ``plot``."""
     train = sub.add_parser("train", help="train a learned policy (needs the `train` extra)")
     train_sub = train.add_subparsers(dest="algorithm", required=True, metavar="ALGORITHM")
 
@@ -216,6 +250,30 @@ def add_commands(sub: Any) -> None:
     benchmarl.Args.add_flags(p)
     p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no grading lines")
     p.set_defaults(func=cmd_train_benchmarl)
+
+    p = train_sub.add_parser(
+        "fast-mappo",
+        help="MAPPO or IPPO from scratch at the box's speed: a single-file torch trainer on the natively "
+        "batched env (`train` extra)",
+        description="Train MAPPO (critic on the global state) or IPPO (critic per role) with the "
+        "CleanRL-style trainer of training/fast/mappo.py on B departments stepped together; grades on "
+        "validation days periodically, keeps the best actors as ONNX, writes fast.json and a learning curve.",
+    )
+    MappoArgs.add_flags(p)
+    p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no grading lines")
+    p.set_defaults(func=cmd_train_fast_mappo)
+
+    p = train_sub.add_parser(
+        "fast-ppo",
+        help="masked PPO from scratch at the box's speed, flat or team track: a single-file torch "
+        "trainer on the natively batched env (`train` extra)",
+        description="Train masked PPO with the CleanRL-style trainer of training/fast/ppo.py on B "
+        "departments stepped together, on the same features as the shipped ppo / team_ppo; grades on "
+        "validation days periodically; writes best_model.onnx/.json (policies.load(RUN_DIR)) and a curve.",
+    )
+    PpoArgs.add_flags(p)
+    p.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help="no grading lines")
+    p.set_defaults(func=cmd_train_fast_ppo)
 
     p = train_sub.add_parser(
         "radiotherapy",

@@ -32,6 +32,30 @@ _REGISTRY: dict[str, Callable[..., Policy]] = {
 }
 
 
+SHIPPED_TEAM_RUNS: dict[str, str] = {
+    "mappo": "marl/benchmarl/mappo_s2",
+    "ippo": "marl/benchmarl/ippo_s4",
+    "mappo_dagger": "marl/benchmarl/mappo_dagger_s1",
+}
+"""Registered team-track run directories under ``policies/checkpoints/`` (played with onnxruntime, no
+torch), each the seed with the best *validation* score of its row (docs/learning-at-scale.md):
+``mappo`` / ``ippo`` are the best *from scratch* (BenchMARL's 384k-frame runs: on held-out days they
+are ahead of the fast trainer's 0.5M-frame runs, which its budget here did not let converge);
+``mappo_dagger`` is the best team policy overall (BenchMARL MAPPO cloned from ``team_planner`` with
+DAgger)."""
+
+
+def _shipped_team_run(name: str) -> Policy:
+    from policies.learned import CHECKPOINT_DIR
+
+    path = CHECKPOINT_DIR / SHIPPED_TEAM_RUNS[name]
+    if not path.is_dir():
+        raise FileNotFoundError(f"shipped run {path} is missing (reinstall hospital-marl)")
+    policy = load_run(path)
+    policy.name = name
+    return policy
+
+
 def register(name: str, factory: Callable[..., Policy]) -> None:
     """Make a policy loadable by name (e.g. from a plugin or a notebook)."""
     _REGISTRY[name] = factory
@@ -47,6 +71,8 @@ def _lazy_registry() -> dict[str, Callable[..., Policy]]:
         registry.setdefault("team_planner", TeamPlannerPolicy)
     except ImportError:  # pragma: no cover - planner ships with the package
         pass
+    for shipped in SHIPPED_TEAM_RUNS:
+        registry.setdefault(shipped, lambda shipped=shipped: _shipped_team_run(shipped))
     try:
         from policies.learned import learned_factories
 
@@ -90,13 +116,16 @@ def load(spec: str) -> Policy:
 
 
 def load_run(path: Path) -> Policy:
-    """A saved run or model by path (``train ppo|marl|rllib|benchmarl``), named by its path."""
+    """A saved run or model by path (``train ppo|marl|rllib|benchmarl|fast-*``), named by its path."""
     from policies.benchmarl import is_benchmarl_run, load_benchmarl_policy
+    from policies.fast import is_fast_run, load_fast_policy
     from policies.marl import is_marl_run, load_marl_policy
     from policies.rllib import is_rllib_run, load_rllib_policy
 
     if is_benchmarl_run(path):
         return load_benchmarl_policy(path, name=str(path))
+    if is_fast_run(path):
+        return load_fast_policy(path, name=str(path))
     if is_marl_run(path):
         return load_marl_policy(path, name=str(path))
     if is_rllib_run(path):

@@ -156,6 +156,48 @@ class FeatureEncoder:
         return vector
 
 
+def encode_batch(obs: Mapping[str, np.ndarray]) -> np.ndarray:
+    """:class:`FeatureEncoder` over a batch: batched composed observations (every key with a leading
+    ``B`` axis, as the vector envs return them) -> ``(B, FEATURE_SIZE)`` float32, row ``i`` equal to
+    ``FeatureEncoder()(row i)`` (tests compare them). What the batched trainers encode with, so a model
+    they train plays through the same encoder as any ``ppo`` checkpoint."""
+    n = len(obs["time_step"])
+    out = np.zeros((n, FEATURE_SIZE), np.float32)
+    slices = feature_slices()
+    seg = {name: out[:, sl].reshape(n, *shape) for name, (sl, shape) in slices.items()}
+    glob = seg["global"][:, 0]
+    glob[:, 0] = np.asarray(obs["time_step"]).reshape(n, -1)[:, 0]
+    glob[:, 1:4] = obs["stats"]
+    glob[:, 4:8] = obs["capacity"]
+    glob /= GLOBAL_SCALES
+    seg["vents"][:, :, 0] = obs["ventilator_status"]
+    board, board_sev = seg["board"], np.asarray(obs["bed_occupancy"])
+    board[:, :, 0] = board_sev / SEVERITY_SCALE
+    board[:, :, 1] = np.asarray(obs["board_remaining"]) / TICKS_SCALE
+    board[:, :, 2] = board_sev >= CRITICAL_SEVERITY
+    n_board = np.count_nonzero(board_sev, axis=1)
+    rows = np.arange(n)
+    for j in range(EARLY_DISCHARGE_SLOTS):  # early-discharge index j = the board's (n_board - 1 - j)th row
+        source = n_board - 1 - j
+        seg["bottom"][:, j] = np.where((source >= 0)[:, None], board[rows, np.maximum(source, 0)], 0.0)
+    icu, needs, on = seg["icu"], np.asarray(obs["icu_needs_vent"]), np.asarray(obs["icu_on_vent"])
+    icu[:, :, 0] = np.asarray(obs["icu_occupancy"]) / SEVERITY_SCALE
+    icu[:, :, 1] = np.asarray(obs["icu_remaining"]) / TICKS_SCALE
+    icu[:, :, 2] = needs
+    icu[:, :, 3] = on
+    icu[:, :, 4] = obs["icu_ready"]
+    icu[:, :, 5] = (needs > 0) & (on == 0)
+    queue, slots = np.asarray(obs["waiting_queue"]), seg["queue"]
+    sev = queue[:, :, 0].astype(np.int64).clip(0, N_SEVERITIES)
+    cond = queue[:, :, 1].astype(np.int64).clip(0, N_CONDITIONS)
+    slots[:, :, 0:5] = np.eye(N_SEVERITIES + 1, dtype=np.float32)[:, 1:][sev]
+    slots[:, :, 5:10] = np.eye(N_CONDITIONS + 1, dtype=np.float32)[:, 1:][cond]
+    slots[:, :, 10] = queue[:, :, 2] / TICKS_SCALE
+    slots[:, :, 11] = (sev == 5) | ((sev == 4) & (cond == RESPIRATORY))
+    np.clip(out, 0.0, FEATURE_CLIP, out=out)
+    return out
+
+
 def require_train_extra() -> None:
     """Raise a clear ImportError when torch / sb3-contrib (the ``train`` extra) are missing."""
     try:

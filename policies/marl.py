@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.envs.observations import role_slices
+from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE, role_slices
 from policies.base import BasePolicy
 from policies.heuristic import HeuristicPolicy
 from policies.learned import Logits, TorchLogits, best_action, load_model
@@ -63,6 +63,24 @@ def encode_role(role: str, observation: np.ndarray) -> np.ndarray:
     """A role's raw AEC vector -> a fixed-scale float32 vector in [0, OBS_CLIP]."""
     scaled = np.asarray(observation, np.float32) / ROLE_SCALES[role]
     return np.clip(scaled, 0.0, OBS_CLIP).astype(np.float32)
+
+
+def _state_scales() -> np.ndarray:
+    """Divisors of the global state: each role's entries as :data:`ROLE_SCALES`, the rest (clock) /100."""
+    scales = np.full(STATE_SIZE, 100.0, np.float32)
+    for role in ROLES:
+        scales[np.asarray(ROLE_INDEX[role])] = ROLE_SCALES[role]
+    return scales
+
+
+STATE_SCALES = _state_scales()
+
+
+def encode_state(state: np.ndarray) -> np.ndarray:
+    """Raw global state(s) (..., 106) -> what centralised critics read; ``[..., ROLE_INDEX[role]]`` of
+    it is what ``role``'s actor reads (the same fixed scales as :func:`encode_role`), so a batched
+    trainer encodes the state once per step instead of each role's view."""
+    return np.clip(state / STATE_SCALES, 0.0, OBS_CLIP).astype(np.float32)
 
 
 def encode_log1p(role: str, observation: np.ndarray) -> np.ndarray:
@@ -186,6 +204,7 @@ __all__ = [
     "encode_log1p",
     "encode_role",
     "encode_shared",
+    "encode_state",
     "heuristic_role",
     "is_marl_run",
     "load_marl_policy",

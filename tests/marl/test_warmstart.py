@@ -19,9 +19,9 @@ from hospital_marl.core.actions import ROLES
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS
 from policies import load
 from policies.benchmarl import load_benchmarl_policy
-from policies.marl import OBS_CLIP
+from policies.marl import OBS_CLIP, STATE_SCALES
 from tests.marl.test_stats import marl_stats
-from training.benchmarl.env import STATE_SCALES, split_rows
+from training.benchmarl.env import split_rows
 from training.benchmarl.train import HELDOUT_SEED, VALIDATION_SEED, Args, train
 from training.benchmarl.warmstart import clone_into, collect_demonstrations, collect_planner_demonstrations
 

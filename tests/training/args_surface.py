@@ -10,7 +10,8 @@ would import the grader). ``train benchmarl`` gained ``--reward env|score`` (the
 option of ``train ppo``, whose surface is unchanged), a narrower ``--reward-scale`` help,
 ``--algorithm qmix|vdn`` and the off-policy flags ``--optimizer-steps``, ``--replay-batch``,
 ``--replay-size`` (re-recorded; nothing else moved). ``train rllib`` gained ``--resume PATH``
-(re-recorded; an addition only).
+(re-recorded; an addition only). ``train fast-mappo`` and ``train fast-ppo`` were added (issue 26;
+re-recorded, nothing else moved).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-TRAINERS = ("ppo", "marl", "rllib", "benchmarl")
+TRAINERS = ("ppo", "marl", "rllib", "benchmarl", "fast-mappo", "fast-ppo")
 
 
 def _action(action: argparse.Action) -> dict[str, Any]:
@@ -48,6 +49,7 @@ def args_classes() -> dict[str, Any]:
     from training import ppo
     from training import radiotherapy as rt
     from training.benchmarl import train as benchmarl
+    from training.fast.args import MappoArgs, PpoArgs
     from training.marl import trainer as marl
     from training.rllib import train as rllib
 
@@ -57,6 +59,8 @@ def args_classes() -> dict[str, Any]:
         "rllib": rllib.Args,
         "benchmarl": benchmarl.Args,
         "radiotherapy": rt.Args,
+        "fast-mappo": MappoArgs,
+        "fast-ppo": PpoArgs,
     }
 
 

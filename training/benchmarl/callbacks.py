@@ -13,7 +13,8 @@ from typing import Any
 
 from benchmarl.experiment.callback import Callback
 
-from training.benchmarl.train import Args, export_actors, load_benchmarl_policy_dir, masked_actions_taken
+from training.benchmarl.actors import export_actors, load_benchmarl_policy_dir, masked_actions_taken
+from training.benchmarl.args import Args
 from training.common import Clock, Evaluate, eval_row, write_curve
 
 
@@ -46,7 +47,7 @@ class ValidationGrading(Callback):
         if self.rows and self.rows[-1]["frames"] == frames:
             return
         export_actors(experiment, self.run_dir / "final")
-        policy = load_benchmarl_policy_dir(self.run_dir, "final", self.args)
+        policy = load_benchmarl_policy_dir(self.run_dir, "final", self.args.algorithm)
         args = self.args
         report = self.evaluate(
             policy, episodes=args.eval_episodes, seed=args.eval_seed, scenarios=args.scenarios, track="team"

@@ -56,27 +56,10 @@ from hospital_marl.envs.infos import outcome_code
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
 from hospital_marl.envs.wrappers import VectorScoreReward
-from policies.marl import OBS_CLIP, ROLE_SCALES
+from policies.marl import ROLE_SCALES, encode_state
 
 NOOP = 0
 """Every role's action 0 is its no-op, always valid (the mask given with a finished day's last obs)."""
-
-
-def _state_scales() -> np.ndarray:
-    """Divisors of the global state: each role's entries as :data:`ROLE_SCALES`, the rest (clock) /100."""
-    scales = np.full(STATE_SIZE, 100.0, np.float32)
-    for role in ROLES:
-        scales[np.asarray(ROLE_INDEX[role])] = ROLE_SCALES[role]
-    return scales
-
-
-STATE_SCALES = _state_scales()
-
-
-def encode_state(state: np.ndarray) -> np.ndarray:
-    """Raw global state(s) (..., 106) -> what the critics read; ``[..., ROLE_INDEX[role]]`` of it is
-    what ``role``'s actor reads (the same fixed scales as :func:`policies.marl.encode_role`)."""
-    return np.clip(state / STATE_SCALES, 0.0, OBS_CLIP).astype(np.float32)
 
 
 class _FullFinalObs(HospitalMARLVectorEnv):

@@ -36,242 +36,22 @@ own experiment folder (its CSV logs, its marl-eval JSON of training returns, its
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
-
-from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.core.scenarios import get_scenario
-from policies.benchmarl import ALGORITHMS, FORMAT, METADATA_FILE, OFF_POLICY, load_benchmarl_policy
-from policies.learned import ONNX_INPUT, ONNX_OUTPUT
-from policies.marl import ROLE_SCALES
-from training.args import REWARDS, TrainArgs, shared
-from training.benchmarl.warmstart import WARM_STARTS, actor_logits
-from training.common import Clock, Evaluate, require_evaluate, reward_table, write_json
-
-VALIDATION_SEED = 1000
-"""Grader base seed of the validation days (checkpoint selection), as in ``train ppo|marl``."""
-HELDOUT_SEED = 20261201
-"""Grader base seed of the held-out days: used only by the final evaluation, never in training."""
-EPISODE_TICKS = 100
-INSTALL_HINT = 'pip install "hospital-marl[marl]" (with the CPU torch first, see README "Install")'
-
-
-def require_marl_extra() -> None:
-    """Raise a clear ImportError when BenchMARL / TorchRL (the ``marl`` extra) are missing."""
-    try:
-        import benchmarl  # noqa: F401
-        import torchrl  # noqa: F401
-    except ImportError as exc:
-        raise ImportError(
-            f"train benchmarl needs BenchMARL and TorchRL ({exc.name} is missing): {INSTALL_HINT}"
-        ) from exc
-
-
-@dataclass
-class Args(TrainArgs):
-    """Every option of ``hospital-marl train benchmarl``; its --help is generated from these docstrings."""
-
-    COMMAND: ClassVar[str] = "hospital-marl train benchmarl"
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
-        "algorithm": ALGORITHMS,
-        "reward_mode": ("team", "role"),
-        "reward": REWARDS,
-        "warm_start": WARM_STARTS,
-    }
-    ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("algorithm", "frames", "seed")
-
-    algorithm: str = "mappo"
-    """mappo: critics on the global state (centralised); ippo: each role's critic on its own observation;
-    qmix / vdn: Q-learning per role (one role per group: nothing to mix across roles)."""
-    frames: int = 256_000
-    """Env steps to train on, summed over the batch (one step = one tick = three role decisions)."""
-    scenario: str = shared("scenario")
-    all_scenarios: bool = shared("all_scenarios")
-    """Train on the five built-in scenarios at once (the batch split between them)."""
-    seed: int = shared("seed")
-    """Seeds torch (BenchMARL's seed_everything) and the training envs' days."""
-    save: str | None = None
-    """Run directory (default: runs/benchmarl_<algorithm>_<scenario|all>_s<seed>)."""
-    n_envs: int = 64
-    """Batched envs collecting in parallel (one TorchRL env, batch_size=(n_envs,))."""
-    steps_per_batch: int = EPISODE_TICKS
-    """Steps per env per PPO iteration (frames per iteration = n_envs x this)."""
-    minibatch_size: int = 1600
-    """Frames per PPO minibatch."""
-    epochs: int = 4
-    """Passes over each iteration's frames (BenchMARL's on_policy_n_minibatch_iters)."""
-    optimizer_steps: int = 1000
-    """QMIX / VDN: gradient steps per collected batch (BenchMARL's off_policy_n_optimizer_steps)."""
-    replay_batch: int = 128
-    """QMIX / VDN: frames sampled from the replay buffer per gradient step (BenchMARL's default)."""
-    replay_size: int = 100_000
-    """QMIX / VDN: frames the replay buffer keeps (capped at the run's frames)."""
-    lr: float = shared("learning_rate")
-    gamma: float = shared("gamma")
-    """Discount per tick (as in train ppo|marl)."""
-    lmbda: float = shared("gae_lambda")
-    clip_epsilon: float = shared("clip")
-    entropy_coef: float = shared("entropy")
-    hidden: tuple[int, ...] = (128, 128)
-    """Hidden layers of every actor and critic MLP (tanh)."""
-    reward_mode: str = shared("reward_mode")
-    reward: str = shared("reward")
-    """env: the env's dense reward (SPEC §4); score: the graded composite, paid out per step to every
-    role (hospital_marl.envs.wrappers.VectorScoreReward: an episode's return is its score - 90)."""
-    reward_scale: float = shared("reward_scale")
-    """Rewards are multiplied by this for learning (a death is -15 on the env's reward, 1-6 points
-    with --reward score, where 0.3 keeps returns near the dense reward's)."""
-    reward_overrides: str = shared("reward_overrides")
-    eval_interval: int = 32_000
-    """Grade on validation days every this many frames (whole iterations; 0: only at the end)."""
-    eval_episodes: int = 4
-    """Validation episodes per scenario in each periodic evaluation."""
-    eval_seed: int = VALIDATION_SEED
-    """Grader base seed of the validation days (checkpoint selection; never the held-out seed)."""
-    warm_start: str = "none"
-    """team_heuristic / team_planner: before PPO, clone that policy's play on training days into the actors
-    (masked cross-entropy) and fit the critics to its discounted returns (training/benchmarl/warmstart.py);
-    mappo / ippo only. team_planner plays each day on the scalar AEC env (~0.4 s CPU a day; keep
-    --warm-start-days a multiple of --n-envs for an even scenario mix) and needs --reward env."""
-    warm_start_days: int = 256
-    """Warm start: days of demonstrations, played n_envs at a time on the training seeds (each env keeps
-    its whole days)."""
-    warm_start_epochs: int = 10
-    """Warm start: passes over the demonstrations when fitting actors and critics."""
-    warm_start_lr: float = 1e-3
-    """Warm start: Adam learning rate of the cloning (PPO then uses --lr)."""
-    dagger_rounds: int = 0
-    """--warm-start team_planner: DAgger rounds after the planner's demonstrations (each: the cloned actors
-    play --dagger-days fresh training days, the planner labels every role turn, all labels re-fitted)."""
-    dagger_days: int = 256
-    """DAgger: training days the actors play per round (a multiple of --n-envs for an even scenario mix)."""
-    dagger_beta: float = 0.0
-    """DAgger: round i plays the planner's own choice with probability dagger_beta**i per turn (0: the actors
-    alone after round 0, the planner's demonstrations)."""
-    torch_threads: int = shared("torch_threads")
-    progress: bool = True
-    """Print one line per validation grading on stderr (BenchMARL's own progress bar always shows)."""
-
-    def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        get_scenario(self.scenario)
-        self.require_at_least(
-            1, "frames", "n_envs", "steps_per_batch", "minibatch_size", "epochs", "eval_episodes",
-            "optimizer_steps", "replay_batch", "replay_size",
-        )
-        if self.eval_interval < 0 or self.seed < 0:
-            raise ValueError("eval_interval and seed must be >= 0")
-        if self.eval_seed == HELDOUT_SEED:
-            raise ValueError(f"eval_seed {HELDOUT_SEED} is the held-out seed: validation must use other days")
-        if self.all_scenarios and self.n_envs < 5:
-            raise ValueError("--all-scenarios needs n_envs >= 5 (one env per scenario at least)")
-        if not self.hidden or min(self.hidden) < 1 or not (self.lr > 0 and self.reward_scale > 0):
-            raise ValueError("hidden must be positive widths; lr and reward_scale must be > 0")
-        self.hidden = tuple(int(w) for w in self.hidden)
-        reward_table(self.reward_overrides)  # refuse a bad override before training starts
-        if self.reward not in REWARDS:
-            raise ValueError(f"reward must be one of {REWARDS}, got {self.reward!r}")
-        if self.reward == "score" and self.reward_overrides:
-            raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
-        if self.warm_start not in WARM_STARTS:
-            raise ValueError(f"warm_start must be one of {WARM_STARTS}, got {self.warm_start!r}")
-        if self.warm_start != "none" and self.algorithm in OFF_POLICY:
-            raise ValueError("--warm-start fits an actor and a critic: it needs --algorithm mappo or ippo")
-        if self.warm_start == "team_planner" and self.reward != "env":
-            raise ValueError(
-                "--warm-start team_planner fits the critics to the env's reward: it needs --reward env"
-            )
-        if self.warm_start_days < 1 or self.warm_start_epochs < 1 or not self.warm_start_lr > 0:
-            raise ValueError("warm_start_days and warm_start_epochs must be >= 1, warm_start_lr > 0")
-        if self.dagger_rounds < 0 or self.dagger_days < 1 or not 0.0 <= self.dagger_beta <= 1.0:
-            raise ValueError("dagger_rounds must be >= 0, dagger_days >= 1, dagger_beta in [0, 1]")
-        if self.dagger_rounds and self.warm_start != "team_planner":
-            raise ValueError("--dagger-rounds relabels with the planner: it needs --warm-start team_planner")
-        if self.reward == "score" and self.reward_mode != "team":
-            raise ValueError("--reward score is the team's score: it needs --reward-mode team")
-
-    @property
-    def run_prefix(self) -> str:
-        return f"benchmarl_{self.algorithm}"
-
-    @property
-    def frames_per_batch(self) -> int:
-        return self.n_envs * self.steps_per_batch
-
-    @property
-    def iterations(self) -> int:
-        """PPO iterations: ``frames`` rounded up to whole batches."""
-        return -(-self.frames // self.frames_per_batch)
-
-    @property
-    def eval_every(self) -> int:
-        """The evaluation interval in whole iterations (0: only at the end)."""
-        return -(-self.eval_interval // self.frames_per_batch) if self.eval_interval else 0
-
-
-# ------------------------------------------------------------------ actors
-def actor_nets(experiment: Any) -> dict[str, Any]:
-    """Each role's actor MLP (encoded observation -> logits, or action values for QMIX / VDN) as a
-    plain torch module (a copy)."""
-    from torchrl.modules import MultiAgentMLP
-
-    nets = {}
-    for role in ROLES:
-        mlps = [m for m in experiment.group_policies[role].modules() if isinstance(m, MultiAgentMLP)]
-        if len(mlps) != 1:
-            raise RuntimeError(f"expected one MultiAgentMLP in the {role} actor, found {len(mlps)}")
-        nets[role] = mlps[0].get_stateful_net(copy=True).eval()
-    return nets
-
-
-def export_actors(experiment: Any, out: Path) -> dict[str, str]:
-    """Write ``out/<role>.onnx`` (input ``features`` (batch, d_role), output ``logits``); the ONNX
-    must reproduce BenchMARL's own actor logits (checked on random inputs before it is kept)."""
-    import warnings
-
-    import torch
-
-    from policies.learned import OnnxLogits
-
-    out.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for role, net in actor_nets(experiment).items():
-        path = out / f"{role}.onnx"
-        d = len(ROLE_SCALES[role])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            torch.onnx.export(
-                net,
-                (torch.zeros(1, d),),
-                str(path),
-                input_names=[ONNX_INPUT],
-                output_names=[ONNX_OUTPUT],
-                dynamic_axes={ONNX_INPUT: {0: "batch"}, ONNX_OUTPUT: {0: "batch"}},
-                opset_version=17,
-                dynamo=False,
-            )
-        probe = torch.rand(d) * 3
-        with torch.no_grad():
-            expected = benchmarl_logits(experiment, role, probe.numpy())
-        got = OnnxLogits(path)(probe.numpy())
-        if got.shape != (ROLE_ACTION_COUNTS[role],) or not np.allclose(got, expected, atol=1e-4):
-            raise RuntimeError(f"the exported {role} actor does not reproduce BenchMARL's logits")
-        files[role] = path.relative_to(out.parent).as_posix()
-    return files
-
-
-def benchmarl_logits(experiment: Any, role: str, features: np.ndarray) -> np.ndarray:
-    """The logits (QMIX / VDN: action values) BenchMARL's own ``role`` actor computes for one encoded
-    observation (:func:`~training.benchmarl.warmstart.actor_logits` on a batch of one)."""
-    import torch
-
-    with torch.no_grad():
-        logits = actor_logits(experiment, role, torch.as_tensor(features, dtype=torch.float32).reshape(1, -1))
-    return logits.reshape(-1).numpy()
+from hospital_marl.core.actions import ROLES
+from policies.benchmarl import FORMAT, METADATA_FILE, OFF_POLICY, load_benchmarl_policy
+from training.benchmarl.actors import (
+    export_actors,
+)
+from training.benchmarl.args import (
+    HELDOUT_SEED,
+    VALIDATION_SEED,
+    Args,
+    require_marl_extra,
+)
+from training.benchmarl.warmstart import warm_start
+from training.common import Clock, Evaluate, require_evaluate, write_json
 
 
 # ------------------------------------------------------------------ the run
@@ -330,15 +110,6 @@ def model_config(args: Args) -> Any:
     return MlpConfig(num_cells=list(args.hidden), layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh)
 
 
-def load_benchmarl_policy_dir(run_dir: Path, which: str, args: Args) -> Any:
-    """The actors in ``run_dir/which`` as a team policy (before ``benchmarl.json`` exists)."""
-    from policies.benchmarl import onnx_role
-    from policies.marl import MarlTeamPolicy
-
-    roles = {role: onnx_role(role, run_dir / which / f"{role}.onnx") for role in ROLES}
-    return MarlTeamPolicy(roles, name=f"{args.algorithm}_{which}")
-
-
 def train(args: Args, evaluate: Evaluate) -> Path:
     """Train with BenchMARL, grading periodically with ``evaluate`` (:func:`grading.grade`, passed by
     the layer above) on validation days; write the run directory (module docstring) and return it."""
@@ -369,8 +140,6 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     )
     cloned = None
     if args.warm_start != "none":
-        from training.benchmarl.warmstart import warm_start
-
         cloned = warm_start(experiment, args).as_json()
         export_actors(experiment, run_dir / "clone")
         grading.grade_now()  # frame 0: the cloned actors, a checkpoint candidate like any other
@@ -409,19 +178,6 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     write_json(run_dir / METADATA_FILE, meta)
     load_benchmarl_policy(run_dir)  # the run must load as it will be graded
     return run_dir
-
-
-def masked_actions_taken(batch: Any) -> tuple[int, int]:
-    """(actions the role's mask forbade, actions) in a TorchRL batch of this task's env."""
-    import torch
-
-    taken = total = 0
-    for role in ROLES:
-        action = batch.get((role, "action")).long()
-        allowed = torch.gather(batch.get((role, "action_mask")), -1, action.unsqueeze(-1))
-        taken += int((~allowed).sum())
-        total += action.numel()
-    return taken, total
 
 
 def _version(package: str) -> str:

@@ -52,17 +52,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hospital_marl.core.actions import ROLES
+from hospital_marl.core.scenarios import get_scenario
 from hospital_marl.envs._common import EpisodeSeeder
+from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.observations import ROLE_INDEX
+from policies.base import policy_seed
 from policies.heuristic import TeamHeuristicPolicy
+from policies.marl import encode_state
+from policies.planner import TeamPlannerPolicy
+from training.benchmarl.actors import actor_logits, actor_nets, actor_td
+from training.benchmarl.args import WARM_STARTS, Args
+from training.common import reward_table
 
 if TYPE_CHECKING:
     import torch
 
-    from training.benchmarl.train import Args
-
-WARM_STARTS = ("none", "team_heuristic", "team_planner")
-"""What ``--warm-start`` accepts: no warm start, or cloning the team heuristic or the team planner."""
 CLONE_MINIBATCH = 128
 """States per cloning step: small enough for ~200 Adam steps per epoch over 256 days of demonstrations."""
 
@@ -117,9 +121,7 @@ def collect_demonstrations(args: Args, days: int) -> Demonstrations:
     ``args.n_envs`` x a day's ticks), keeping each env's whole days."""
     import torch
 
-    from hospital_marl.core.scenarios import get_scenario
     from training.benchmarl.env import HospitalTorchEnv
-    from training.common import reward_table
 
     env = HospitalTorchEnv(
         num_envs=args.n_envs,
@@ -216,11 +218,7 @@ def collect_planner_demonstrations(
     """
     import torch
 
-    from hospital_marl.envs.aec import HospitalAECEnv
-    from policies.base import policy_seed
-    from policies.planner import TeamPlannerPolicy
-    from training.benchmarl.env import encode_state, split_rows
-    from training.common import reward_table
+    from training.benchmarl.env import split_rows
 
     if not 0.0 <= beta <= 1.0:
         raise ValueError(f"beta must be a probability, got {beta!r}")
@@ -301,7 +299,6 @@ def label(planner: Any, env: Any, role: str, day: int, tick: int) -> int:
     ``(policy_seed(day), tick, role)`` first, so the label depends on this state and the day only,
     not on how many draws the turns before took. The planner reads the episode's hospital only
     through imagined copies (``Hospital.imagine``): the episode is left as it was."""
-    from policies.base import policy_seed
 
     if env.agent_selection != role:
         raise ValueError(f"it is {env.agent_selection}'s turn, not {role}'s")
@@ -333,8 +330,6 @@ def greedy_student(experiment: Any) -> Student:
     (copies of the actor MLPs, the modules :func:`training.benchmarl.train.export_actors` exports)."""
     import torch
 
-    from training.benchmarl.train import actor_nets
-
     nets = actor_nets(experiment)
 
     def act(role: str, features: np.ndarray, mask: np.ndarray) -> int:
@@ -362,28 +357,12 @@ def masked_logits(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return logits.masked_fill(~mask, float("-inf"))
 
 
-def _actor_td(role: str, observations: torch.Tensor) -> Any:
-    from tensordict import TensorDict
-
-    n = observations.shape[0]
-    return TensorDict(
-        {role: TensorDict({"observation": observations.unsqueeze(1)}, batch_size=(n, 1))}, batch_size=(n,)
-    )
-
-
-def actor_logits(experiment: Any, role: str, observations: torch.Tensor) -> torch.Tensor:
-    """BenchMARL's ``role`` actor MLP (the module PPO trains) on (N, d) encoded observations: (N, n)."""
-    net = experiment.group_policies[role].module[0]
-    td = net(_actor_td(role, observations))
-    return td.get(net.out_keys[0])[:, 0]
-
-
 def critic_values(
     experiment: Any, role: str, observations: torch.Tensor, state: torch.Tensor
 ) -> torch.Tensor:
     """``role``'s critic in BenchMARL's PPO loss (with the parameters that loss optimises): (N,)."""
     loss = experiment.losses[role]
-    td = _actor_td(role, observations)
+    td = actor_td(role, observations)
     td.set("state", state)
     with loss.critic_network_params.to_module(loss.critic_network):
         out = loss.critic_network(td)
@@ -471,7 +450,6 @@ def dagger(experiment: Any, args: Args, planner: Any = None) -> CloneReport:
     labelled states join the data set and the actors and critics are re-fitted on all of it
     (``--warm-start-epochs``, continuing from the current parameters). The fitted critics thus
     end on returns of the last students' play as well as the planner's."""
-    from policies.planner import TeamPlannerPolicy
 
     planner = TeamPlannerPolicy() if planner is None else planner
     sizes = [args.warm_start_days] + [args.dagger_days] * args.dagger_rounds

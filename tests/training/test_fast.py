@@ -1,0 +1,171 @@
+"""The fast trainers (training/fast): masks honoured, same seed same run, ONNX plays as torch did,
+and the batched feature encoder is the scalar one row for row. Tiny runs (a few seconds each)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import policies
+from grading import grade
+from hospital_marl.core.actions import ROLES
+from hospital_marl.envs.vector import HospitalEDVectorEnv, HospitalMARLVectorEnv
+from policies.fast import load_fast_policy
+from policies.learned import FeatureEncoder, OnnxLogits, encode_batch
+from policies.marl import encode_role
+from training.fast.args import MappoArgs, PpoArgs
+from training.fast.common import MASKED_LOGIT, sample
+
+TINY = {"frames": 600, "num_envs": 10, "steps": 30, "minibatch": 100, "eval_episodes": 1, "progress": False}
+
+
+class Recorder:
+    """An evaluation function that grades nothing and remembers what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(
+        self, policy: Any, *, episodes: int, seed: int, scenarios: Any, track: str
+    ) -> dict[str, Any]:
+        self.calls.append({"episodes": episodes, "seed": seed, "scenarios": tuple(scenarios), "track": track})
+        return {
+            "overall_score": float(len(self.calls)),
+            "invalid_action_rate": 0.0,
+            "scenario_scores": dict.fromkeys(scenarios, 0.0),
+            "scenarios": {s: {"score_stderr": 0.0} for s in scenarios},
+        }
+
+
+def mappo_run(tmp: Path, name: str, **kwargs: Any) -> Path:
+    from training.fast.mappo import train
+
+    return train(MappoArgs(**{**TINY, "all_scenarios": True, **kwargs}, save=str(tmp / name)), Recorder())
+
+
+def test_sample__never_draws_a_masked_action() -> None:
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(4096, 21) * 5
+    mask = torch.rand(4096, 21, generator=gen) < 0.2
+    mask[:, 0] = True  # the no-op is always valid
+    action, logp = sample(torch.where(mask, logits, torch.full_like(logits, MASKED_LOGIT)), gen)
+    assert mask.gather(1, action.unsqueeze(1)).all()
+    assert torch.isfinite(logp).all()
+
+
+@pytest.mark.parametrize("algorithm,shared", [("mappo", False), ("ippo", True)])
+def test_mappo__tiny_run_takes_no_masked_action_and_grades_on_validation_days(
+    tmp_path: Path, algorithm: str, shared: bool
+) -> None:
+    run = mappo_run(tmp_path, algorithm, algorithm=algorithm, shared_actor=shared, eval_interval=300)
+    meta = json.loads((run / "fast.json").read_text())
+    assert meta["audit"] == {"masked_actions_taken": 0, "audited_actions": meta["frames"] * 3}
+    assert meta["frames"] == 600
+    curve = json.loads((run / "curve.json").read_text())
+    assert [row["timesteps"] for row in curve] == [300, 600]
+    assert meta["validation"]["seed"] == 1000
+    assert meta["best"]["eval_score"] == 2.0  # the recorder's second (higher) grade was kept
+
+
+def test_mappo__same_seed_same_run_on_cpu(tmp_path: Path) -> None:
+    a = torch.load(mappo_run(tmp_path, "a", seed=3) / "final.pt")["agents"]
+    b = torch.load(mappo_run(tmp_path, "b", seed=3) / "final.pt")["agents"]
+    c = torch.load(mappo_run(tmp_path, "c", seed=4) / "final.pt")["agents"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_mappo__onnx_actors_play_the_torch_actors_actions(tmp_path: Path) -> None:
+    from training.fast.mappo import Agents
+
+    run = mappo_run(tmp_path, "onnx")
+    args = MappoArgs.from_json(json.loads((run / "fast.json").read_text())["args"])
+    agents = Agents(args)
+    agents.load_state_dict(torch.load(run / "final.pt")["agents"])
+    policy = load_fast_policy(run, which="final")
+    env = HospitalMARLVectorEnv(8, scenario="surge")
+    obs, _ = env.reset(seed=11)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        actions = {}
+        for role in ROLES:
+            raw, mask = obs[role]["observation"], obs[role]["action_mask"].astype(bool)
+            with torch.no_grad():
+                logits = agents.actors[role](torch.as_tensor(np.stack([encode_role(role, o) for o in raw])))
+            expected = torch.where(torch.as_tensor(mask), logits, -torch.inf).argmax(1).numpy()
+            played = [policy.act_role(role, raw[i], mask[i]) for i in range(len(raw))]
+            assert played == expected.tolist()
+            actions[role] = np.array([rng.choice(np.flatnonzero(m)) for m in mask])
+        obs, *_ = env.step(actions)
+
+
+def test_mappo__a_run_loads_by_path_and_grades_with_no_invalid_action(tmp_path: Path) -> None:
+    run = mappo_run(tmp_path, "graded")
+    report = grade(policies.load(str(run)), episodes=1, seed=0, scenarios=["normal_day"], track="team")
+    assert report["invalid_action_rate"] == 0.0
+
+
+@pytest.mark.parametrize("track", ["flat", "team"])
+def test_ppo__tiny_run_masks_honoured_and_onnx_matches_torch(tmp_path: Path, track: str) -> None:
+    from training.fast.ppo import train
+
+    recorder = Recorder()
+    run = train(PpoArgs(**TINY, track=track, all_scenarios=True, save=str(tmp_path / track)), recorder)
+    meta = json.loads((run / "best_model.json").read_text())
+    assert meta["audit"]["masked_actions_taken"] == 0
+    assert recorder.calls[-1]["track"] == track
+    from training.fast.ppo import ActorCritic
+
+    model = ActorCritic(PpoArgs.from_json(meta["args"]))
+    model.load_state_dict(torch.load(run / "final.pt")["net"])
+    actor = model.actor.eval()
+    probe = np.random.default_rng(1).uniform(0, 3, (64, actor[0].in_features)).astype(np.float32)
+    onnx = OnnxLogits(run / "model.onnx")
+    with torch.no_grad():
+        expected = actor(torch.as_tensor(probe)).numpy()
+    got = np.stack([onnx(row) for row in probe])
+    np.testing.assert_allclose(got, expected, atol=1e-4)
+    assert (got.argmax(1) == expected.argmax(1)).all()
+    policy = policies.load(str(run))
+    assert policy.tracks == (track,)
+
+
+def test_encode_batch__equals_the_scalar_encoder_row_for_row() -> None:
+    encoder = FeatureEncoder()
+    rng = np.random.default_rng(0)
+    env = HospitalEDVectorEnv(6, scenario="mass_casualty")
+    obs, _ = env.reset(seed=2)
+    for _ in range(120):
+        batch = encode_batch(obs)
+        for i in range(6):
+            assert np.array_equal(batch[i], encoder({k: v[i] for k, v in obs.items()}))
+        obs, *_ = env.step(np.array([rng.choice(np.flatnonzero(m)) for m in env.action_masks()]))
+
+
+def test_args__refuse_bad_values_with_the_field_named() -> None:
+    with pytest.raises(ValueError, match="algorithm"):
+        MappoArgs(algorithm="qmix")
+    with pytest.raises(ValueError, match="track"):
+        PpoArgs(track="both")
+    with pytest.raises(ValueError, match="num_envs"):
+        MappoArgs(num_envs=3, all_scenarios=True)
+
+
+def test_shipped_team_runs__load_by_name_and_ship_in_the_wheel() -> None:
+    """Every registered team run loads by name (onnxruntime, no torch) and lies under a folder the
+    wheel's package-data globs include (an installed wheel could not load it otherwise)."""
+    import tomllib
+
+    from policies import SHIPPED_TEAM_RUNS
+
+    data = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    globs = data["tool"]["setuptools"]["package-data"]["policies"]
+    for name, rel in SHIPPED_TEAM_RUNS.items():
+        assert f"checkpoints/{rel.split('/')[0]}/**/*" in globs, rel
+        policy = policies.load(name)
+        assert policy.name == name and policy.tracks == ("team",)

@@ -1,0 +1,168 @@
+"""The fast trainers' arguments (no torch: ``hospital-marl --help`` builds its parser from these).
+
+Each dataclass field's docstring is its ``--help`` (:class:`training.args.TrainArgs`). The loops
+live in :mod:`training.fast.mappo` and :mod:`training.fast.ppo`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
+from training.args import TrainArgs, shared
+from training.common import reward_table
+
+ALGORITHMS = ("mappo", "ippo")
+ROLE_DIMS = {role: len(np.arange(STATE_SIZE)[ROLE_INDEX[role]]) for role in ROLES}
+MASK_COLUMNS = {
+    role: slice(start, start + ROLE_ACTION_COUNTS[role])
+    for role, start in zip(ROLES, np.cumsum([0] + [ROLE_ACTION_COUNTS[r] for r in ROLES]))
+}
+"""Each role's columns in the concatenated (B, 41) mask (roles in :data:`ROLES` order)."""
+SEED_BASE = 10_000_000
+"""Training days are seeded from here (far from the validation, 1000, and held-out, 20261201, days)."""
+
+
+@dataclass
+class MappoArgs(TrainArgs):
+    """Every option of ``hospital-marl train fast-mappo``; its --help is generated from these docstrings."""
+
+    COMMAND: ClassVar[str] = "hospital-marl train fast-mappo"
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"algorithm": ALGORITHMS}
+    ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("algorithm", "frames", "seed")
+    RUN_PREFIX: ClassVar[str] = "fast"
+
+    algorithm: str = "mappo"
+    """mappo: one critic on the global state; ippo: one critic per role on its own observation."""
+    frames: int = 20_000_000
+    """Ticks of one department trained on (each is three role decisions)."""
+    scenario: str = shared("scenario")
+    all_scenarios: bool = shared("all_scenarios")
+    seed: int = shared("seed")
+    save: str | None = None
+    """Run directory (default: runs/fast_<algorithm>_<scenario|all>_s<seed>)."""
+    num_envs: int = 1000
+    """Departments stepped together (split evenly over the scenarios)."""
+    steps: int = 64
+    """Ticks per department per rollout (a rollout is num_envs x steps frames)."""
+    minibatch: int = 4096
+    """Frames per minibatch of the update."""
+    epochs: int = 2
+    """Passes over each rollout (2, not CleanRL's 4: on a shared 2-core box wall time, not frames,
+    is the budget, and the update is most of it)."""
+    max_wall_s: float = 0.0
+    """Stop after the first rollout that ends past this many wall seconds (0: no limit); the run
+    records the frames it reached. The learning rate anneals over whichever budget runs out first."""
+    learning_rate: float = shared("learning_rate")
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over the run (CleanRL's default)."""
+    gamma: float = shared("gamma")
+    gae_lambda: float = shared("gae_lambda")
+    clip: float = shared("clip")
+    entropy: float = shared("entropy")
+    value_loss: float = shared("value_loss")
+    max_grad_norm: float = 0.5
+    """Clip the global gradient norm of each update step to this."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layers of every actor and critic MLP."""
+    shared_actor: bool = False
+    """One actor network for the three roles (padded observation + role one-hot) instead of one each."""
+    reward_scale: float = shared("reward_scale")
+    reward_overrides: str = shared("reward_overrides")
+    eval_interval: int = 2_000_000
+    """Grade on validation days every this many frames (and at the end)."""
+    eval_episodes: int = shared("eval_episodes", 8)
+    eval_seed: int = shared("eval_seed")
+    torch_threads: int = shared("torch_threads")
+    device: str = "cpu"
+    """torch device: cpu, cuda or cuda:N (the envs always step on the CPU)."""
+    progress: bool = shared("progress")
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        self.require_at_least(1, "frames", "num_envs", "steps", "minibatch", "epochs", "eval_episodes")
+        self.require_at_least(0, "eval_interval", "max_wall_s")
+        if self.num_envs < len(self.scenarios):
+            raise ValueError(f"num_envs ({self.num_envs}) must be at least the number of scenarios")
+        self.hidden = tuple(int(w) for w in self.hidden)
+        reward_table(self.reward_overrides)  # a bad override fails here, not after the envs are built
+
+    @property
+    def run_prefix(self) -> str:
+        return f"fast_{self.algorithm}"
+
+
+TRACKS = ("flat", "team")
+
+
+@dataclass
+class PpoArgs(TrainArgs):
+    """Every option of ``hospital-marl train fast-ppo``; its --help is generated from these docstrings."""
+
+    COMMAND: ClassVar[str] = "hospital-marl train fast-ppo"
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"track": TRACKS}
+    ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("track", "frames", "seed")
+
+    track: str = "flat"
+    """flat: one of 39 actions per tick (Discrete(39)); team: the three role actions of a tick at once
+    (MultiDiscrete([21, 16, 4])), one actor over the composed observation."""
+    frames: int = 20_000_000
+    """Ticks of one department trained on."""
+    scenario: str = shared("scenario")
+    all_scenarios: bool = shared("all_scenarios")
+    seed: int = shared("seed")
+    save: str | None = None
+    """Run directory (default: runs/fast_ppo_<track>_<scenario|all>_s<seed>)."""
+    num_envs: int = 1000
+    """Departments stepped together (split evenly over the scenarios)."""
+    steps: int = 64
+    """Ticks per department per rollout (a rollout is num_envs x steps frames)."""
+    minibatch: int = 4096
+    """Frames per minibatch of the update."""
+    epochs: int = 2
+    """Passes over each rollout."""
+    max_wall_s: float = 0.0
+    """Stop after the first rollout that ends past this many wall seconds (0: no limit)."""
+    learning_rate: float = shared("learning_rate")
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over the run (CleanRL's default)."""
+    gamma: float = shared("gamma")
+    gae_lambda: float = shared("gae_lambda")
+    clip: float = shared("clip")
+    entropy: float = shared("entropy")
+    value_loss: float = shared("value_loss")
+    max_grad_norm: float = 0.5
+    """Clip the global gradient norm of each update step to this."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layers of the actor and critic MLPs (on policies.learned's feature vector)."""
+    reward_scale: float = shared("reward_scale")
+    reward_overrides: str = shared("reward_overrides")
+    eval_interval: int = 2_000_000
+    """Grade on validation days every this many frames (and at the end)."""
+    eval_episodes: int = shared("eval_episodes", 8)
+    eval_seed: int = shared("eval_seed")
+    torch_threads: int = shared("torch_threads")
+    device: str = "cpu"
+    """torch device: cpu, cuda or cuda:N (the envs always step on the CPU)."""
+    progress: bool = shared("progress")
+
+    def __post_init__(self) -> None:
+        if self.track not in TRACKS:
+            raise ValueError(f"track must be one of {TRACKS}, got {self.track!r}")
+        self.require_at_least(1, "frames", "num_envs", "steps", "minibatch", "epochs", "eval_episodes")
+        self.require_at_least(0, "eval_interval", "max_wall_s")
+        if self.num_envs < len(self.scenarios):
+            raise ValueError(f"num_envs ({self.num_envs}) must be at least the number of scenarios")
+        self.hidden = tuple(int(w) for w in self.hidden)
+        reward_table(self.reward_overrides)
+
+    @property
+    def run_prefix(self) -> str:
+        return f"fast_ppo_{self.track}"
