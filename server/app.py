@@ -71,7 +71,7 @@ from pydantic import BaseModel
 from starlette.routing import WebSocketRoute
 
 from server.environment import EpisodeStateError
-from server.guards import GuardedWebSocket, RequestGuardMiddleware, logger
+from server.guards import GuardedWebSocket, RequestGuardMiddleware, SitePolicy, logger
 from server.mcp_tools import HospitalMCPEnvironment
 from server.models import (
     ErrorResponse,
@@ -127,6 +127,10 @@ def _client(connection: Request | WebSocket) -> str:
 
 
 # ----------------------------------------------------------- OpenEnv's pool
+POOL = "WebSocket/MCP"
+"""The ledger's name for OpenEnv's pool (``/ws``, ``/mcp`` WebSockets, HTTP MCP sessions)."""
+
+
 class OpenEnvPool:
     """OpenEnv's session pool (``/ws``, ``/mcp`` WebSocket, HTTP MCP sessions), as this app sees it.
 
@@ -151,8 +155,15 @@ class OpenEnvPool:
             raise RuntimeError("openenv-core's /ws handler holds no HTTPEnvServer: unsupported version")
         self._server = servers[0]
         self.max_sessions = settings.max_sessions
+        # Nobody holds a connection to an HTTP MCP session: it expires on the shorter timeout.
         self.mcp_http = SessionStore[str](
-            None, settings.max_sessions, settings.idle_timeout_s, clock, ledger, name="MCP session"
+            None,
+            settings.max_sessions,
+            settings.http_session_ttl_s,
+            clock,
+            ledger,
+            name="MCP session",
+            source=POOL,
         )
         self.connections: dict[str, int] = {"ws": 0, "mcp": 0}
 
@@ -171,9 +182,42 @@ def _ws_error(code: str, message: str) -> str:
     return WSErrorResponse(data={"message": message, "code": code}).model_dump_json()
 
 
+_RPC_KIND = {
+    "VALIDATION_ERROR": JsonRpcErrorCode.INVALID_REQUEST,
+    "UNKNOWN_SESSION": JsonRpcErrorCode.INVALID_PARAMS,
+    "NOT_ALLOWED": JsonRpcErrorCode.INVALID_REQUEST,
+}
+
+
 def _rpc_error(code: str, message: str, request_id: Any = None) -> JsonRpcResponse:
-    kind = JsonRpcErrorCode.INVALID_REQUEST if code == "VALIDATION_ERROR" else JsonRpcErrorCode.SERVER_ERROR
+    kind = _RPC_KIND.get(code, JsonRpcErrorCode.SERVER_ERROR)
     return JsonRpcResponse.error_response(kind, message, data={"code": code}, request_id=request_id)
+
+
+_WS_CLOSE_REFUSED = (
+    "openenv/session/close is for HTTP MCP sessions: a WebSocket's session ends when its "
+    "connection closes, and no connection may close another's session"
+)
+
+
+def _screen_ws(message: dict[str, Any]) -> str | None:
+    """``/ws``: refuse MCP messages that reach beyond this connection's own session."""
+    data = message.get("data")
+    if (
+        message.get("type") == "mcp"
+        and isinstance(data, dict)
+        and data.get("method") == "openenv/session/close"
+    ):
+        answer = _rpc_error("NOT_ALLOWED", _WS_CLOSE_REFUSED, data.get("id"))
+        return json.dumps({"type": "mcp", "data": answer.model_dump()})
+    return None
+
+
+def _screen_mcp_ws(message: dict[str, Any]) -> str | None:
+    """``/mcp`` WebSocket: the same rule for its JSON-RPC messages."""
+    if message.get("method") == "openenv/session/close":
+        return _rpc_error("NOT_ALLOWED", _WS_CLOSE_REFUSED, message.get("id")).model_dump_json()
+    return None
 
 
 class _SessionGate:
@@ -210,12 +254,16 @@ class _SessionGate:
             )
             return
         try:
-            self._ledger.acquire(client)
+            self._ledger.acquire(client, POOL, self._pool.max_sessions)
         except SessionCapacityError as exc:
             await self._refuse(websocket, exc.code, str(exc))
             return
         guarded = GuardedWebSocket(
-            websocket, self._settings.max_message_bytes, self._settings.idle_timeout_s, self._reply_error
+            websocket,
+            self._settings.max_message_bytes,
+            self._settings.idle_timeout_s,
+            self._reply_error,
+            screen=_screen_ws if self._kind == "ws" else _screen_mcp_ws,
         )
         self._pool.connections[self._kind] += 1
         guarded.watch()
@@ -224,7 +272,7 @@ class _SessionGate:
         finally:
             guarded.stop()
             self._pool.connections[self._kind] -= 1
-            self._ledger.release(client)
+            self._ledger.release(client, POOL)
 
     async def _refuse(self, websocket: WebSocket, code: str, message: str) -> None:
         await websocket.accept()
@@ -267,21 +315,29 @@ def _add_mcp_http_route(
         method = payload.get("method") if isinstance(payload, dict) else None
         params = payload.get("params") if isinstance(payload, dict) else None
         named = params.get("session_id") if isinstance(params, dict) else None
+        client = _client(request)
+        request_id = payload.get("id") if isinstance(payload, dict) else None
         if method == "openenv/session/create":
-            client = _client(request)
             try:
-                ledger.acquire(client)
+                ledger.acquire(client, POOL, pool.max_sessions)
             except SessionCapacityError as exc:
-                return _rpc_error(exc.code, str(exc), payload.get("id")).model_dump()
+                return _rpc_error(exc.code, str(exc), request_id).model_dump()
             answer = await openenv_mcp(request)
             sid = (answer.get("result") or {}).get("session_id")
             if isinstance(sid, str):
                 pool.mcp_http.add(sid, sid, client)
             else:
-                ledger.release(client)
+                ledger.release(client, POOL)
             return answer
-        if isinstance(named, str):
-            pool.mcp_http.get(named)  # a call naming the session keeps it alive
+        # Only this client's own HTTP MCP sessions: never a WebSocket's, never another client's.
+        if named is not None and (not isinstance(named, str) or pool.mcp_http.get(named, client) is None):
+            return _rpc_error(
+                "UNKNOWN_SESSION",
+                f"no MCP session {named!r} of this client: it never existed, was closed, expired "
+                f"after {pool.mcp_http.ttl_s:g} s idle, or belongs to another connection. "
+                "Call openenv/session/create for a new one.",
+                request_id,
+            ).model_dump()
         answer = await openenv_mcp(request)
         if method == "openenv/session/close" and isinstance(named, str) and answer.get("error") is None:
             pool.mcp_http.close(named)
@@ -372,10 +428,10 @@ def _typed(handler: Callable[..., Any], **annotations: Any) -> Callable[..., Any
 def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -> None:
     empty_reset_body = Body(default_factory=served.reset_request)  # no body: reset with defaults (as OpenEnv)
 
-    def lookup(sid: str | None) -> tuple[str, Any]:
+    def lookup(request: Request, sid: str | None) -> tuple[str, Any]:
         if not sid:
             raise _error(400, "NO_SESSION", _NO_SESSION)
-        env = store.get(sid)
+        env = store.get(sid, _client(request))
         if env is None:
             raise _error(
                 404,
@@ -408,7 +464,7 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         with ``POST /step``. A known session id (body, header or cookie) is reset in place;
         otherwise a new session opens."""
         sid = body.session_id or x_session_id or hospital_session
-        env = store.get(sid) if sid else None
+        env = store.get(sid, _client(request)) if sid else None
         if env is None:
             try:
                 sid, env = store.open(_client(request))
@@ -447,6 +503,7 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
     )(_typed(reset, body=served.reset_request))
 
     async def step(
+        request: Request,
         response: Response,
         body: Any,
         x_session_id: _SessionHeader = None,
@@ -456,7 +513,7 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         (ED: ``{"action": n}`` flat or ``{"triage": a, "bed_manager": b, "ventilator_officer": c}``
         team; RT: ``{"action": n}``). The session id: body ``session_id``, else the header, else
         the cookie."""
-        sid, env = lookup(body.session_id or x_session_id or hospital_session)
+        sid, env = lookup(request, body.session_id or x_session_id or hospital_session)
         try:
             obs = env.step(body.action)
         except EpisodeStateError as exc:
@@ -484,11 +541,12 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
     )(_typed(step, body=served.step_request))
 
     async def state(
+        request: Request,
         session_id: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
         x_session_id: _SessionHeader = None,
         hospital_session: _SessionCookie = None,
     ) -> Any:
-        _, env = lookup(session_id or x_session_id or hospital_session)
+        _, env = lookup(request, session_id or x_session_id or hospital_session)
         return env.state
 
     app.get(
@@ -508,8 +566,8 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         summary="Close an HTTP session",
         responses={404: _ERROR},
     )
-    async def close_session(session_id: str) -> Response:
-        if not store.close(session_id):
+    async def close_session(request: Request, session_id: str) -> Response:
+        if not store.close(session_id, _client(request)):
             raise _error(404, "UNKNOWN_SESSION", f"no HTTP session {session_id!r}")
         response = Response(status_code=204)
         response.delete_cookie(SESSION_COOKIE)
@@ -664,7 +722,11 @@ def build_app(
             state=served.state.model_json_schema(),
         )
 
-    app.add_middleware(RequestGuardMiddleware, max_bytes=settings.max_message_bytes)
+    app.add_middleware(
+        RequestGuardMiddleware,
+        max_bytes=settings.max_message_bytes,
+        site=SitePolicy(settings.allowed_hosts, settings.allowed_origins),
+    )
     app.state.settings = settings
     app.state.served = served
     app.state.http_sessions = store
