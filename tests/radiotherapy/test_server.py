@@ -25,7 +25,7 @@ from hospital_marl.radiotherapy.core.plan import N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import TASKS
 from server.app import build_app
 from server.guards import MAX_JSON_DEPTH
-from server.radiotherapy import make_app
+from server.app import make_rt_app as make_app
 from server.settings import ServerSettings
 from tests.server.conftest import local_client
 
