@@ -12,8 +12,8 @@ import functools
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -29,6 +29,7 @@ from starlette.routing import WebSocketRoute
 from hospital_marl.core.hospital import warm_up as compile_kernel
 from server.environment import EpisodeStateError
 from server.guards import GuardedWebSocket, RequestGuardMiddleware, SitePolicy, logger
+from server.mcp_http import MCPDispatch, StreamableMCP
 from server.mcp_tools import HospitalMCPEnvironment
 from server.models import (
     ErrorResponse,
@@ -249,6 +250,20 @@ class _SessionGate:
         await websocket.close(code=WS_TRY_AGAIN_LATER, reason=message[:120])
 
 
+def _code_tool_error(answer: dict[str, Any]) -> None:
+    """Give a tool error OpenEnv left uncoded (-32603, ``data: null``) the documented
+    ``error.data.code``: ``VALIDATION_ERROR`` (-32602) for arguments outside the tool's schema or
+    an unknown tool, ``EXECUTION_ERROR`` for a refusal (an illegal action, no shift yet)."""
+    error = answer.get("error")
+    if not isinstance(error, dict) or error.get("data") is not None:
+        return
+    message = str(error.get("message", ""))
+    invalid = "validation error" in message or message.startswith("Unknown tool")
+    error["data"] = {"code": "VALIDATION_ERROR" if invalid else "EXECUTION_ERROR"}
+    if invalid:
+        error["code"] = JsonRpcErrorCode.INVALID_PARAMS.value
+
+
 def _add_mcp_http_route(
     app: FastAPI,
     openenv_mcp: Callable[[Request], Awaitable[dict[str, Any]]],
@@ -297,6 +312,8 @@ def _add_mcp_http_route(
                 request_id,
             ).model_dump()
         answer = await openenv_mcp(request)
+        if method == "tools/call":
+            _code_tool_error(answer)
         if method == "openenv/session/close" and isinstance(named, str) and answer.get("error") is None:
             pool.mcp_http.close(named)
         return answer
@@ -366,6 +383,21 @@ def served_env(settings: ServerSettings) -> ServedEnv:
         tab_name="Emergency department",
         title="hospital_marl: the emergency department, live",
     )
+
+
+def _add_streamable_mcp(app: FastAPI, streamable: StreamableMCP) -> None:
+    """Standard MCP at ``/mcp`` beside OpenEnv's JSON-RPC (:mod:`server.mcp_http`); its session
+    manager runs for as long as the app does."""
+    app.add_middleware(MCPDispatch, mcp=streamable)
+    openenv_lifespan = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(asgi_app: Any) -> AsyncIterator[Any]:
+        async with streamable.running(), openenv_lifespan(asgi_app) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
+    app.state.streamable_mcp = streamable
 
 
 def warm_up(served: ServedEnv) -> None:
@@ -684,7 +716,9 @@ def build_app(
             state=served.state.model_json_schema(),
         )
 
-    app.add_middleware(
+    if served.action is HospitalAction:  # the ED has MCP tools; RT none
+        _add_streamable_mcp(app, StreamableMCP(settings, ledger, clock, settings.scenario))
+    app.add_middleware(  # outermost: every request is checked before anything else sees it
         RequestGuardMiddleware,
         max_bytes=settings.max_message_bytes,
         site=SitePolicy(settings.allowed_hosts, settings.allowed_origins),

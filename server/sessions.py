@@ -232,6 +232,11 @@ class SessionStore(Generic[T]):
                 return False
             return self._forget(sid) is not None
 
+    def ids(self) -> list[str]:
+        """The live sessions' ids (for shutting a source down)."""
+        with self.lock:
+            return list(self._sessions)
+
     def owns(self, sid: str, client: str) -> bool:
         """Whether ``sid`` is a live session of ``client`` (without marking it used)."""
         with self.lock:
