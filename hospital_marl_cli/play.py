@@ -147,9 +147,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 f"{time.perf_counter() - started:.1f} s. Score: {score_text}.[/dim]"
             )
     where = {"env": "radiotherapy"} if rt else {"track": args.track}
-    write_json(
-        {**where, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output
-    )
+    write_json({**where, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output)
     return 0
 
 

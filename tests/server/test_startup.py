@@ -23,8 +23,8 @@ try:
 finally:
     # What was loaded before the refusal: the port is checked before fastapi, openenv-core,
     # Gradio and the kernel's compile (which took ~24 s before failing, measured).
-    print("loaded:", ",".join(m for m in ("fastapi", "gradio", "openenv.core", "uvicorn") if m in sys.modules),
-          file=sys.stderr)
+    loaded = [m for m in ("fastapi", "gradio", "openenv.core", "uvicorn") if m in sys.modules]
+    print("loaded:", ",".join(loaded), file=sys.stderr)
 """
 
 
