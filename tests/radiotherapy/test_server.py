@@ -24,8 +24,8 @@ from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
 from hospital_marl.radiotherapy.core.plan import N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import TASKS
 from server.app import build_app
-from server.guards import MAX_JSON_DEPTH
 from server.app import make_rt_app as make_app
+from server.guards import MAX_JSON_DEPTH
 from server.settings import ServerSettings
 from tests.server.conftest import local_client
 

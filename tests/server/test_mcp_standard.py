@@ -81,7 +81,7 @@ def test_fastmcp_client_plays_an_episode_and_sessions_are_isolated(url: str) -> 
         async with Client(f"{url}/mcp") as first, Client(f"{url}/mcp") as second:
             names, rewards, board = await play(first)
             other = structured(await second.call_tool("start_shift", {"seed": SEED + 1}))
-            with pytest.raises(Exception, match="(?i)valid|type|integer"):
+            with pytest.raises(Exception, match=r"(?i)valid|type|integer"):
                 await first.call_tool("act", {"action": True})
             after = structured(await first.call_tool("read_board", {}))
             return names, rewards, board, other, after
@@ -111,7 +111,9 @@ def test_a_session_id_is_its_clients_and_unknown_ids_are_404(url: str) -> None:
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
     init = {
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+        "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"},
+        },
     }  # fmt: skip
     response = httpx.post(f"{url}/mcp", json=init, headers=headers)
     assert response.status_code == 200, response.text
