@@ -33,6 +33,10 @@ RUN python -c "from hospital_marl.core.hospital import warm_up; warm_up()"
 # The web view at /web is on (OpenEnv's switch); ENABLE_WEB_INTERFACE=false turns it off.
 ENV HOSPITAL_SCENARIO=normal_day
 ENV ENABLE_WEB_INTERFACE=true
+# Served under whatever name the deployment gives it (a Space's URL, a lab host): the Host
+# allow-list (the DNS-rebinding guard, loopback only by default) is opened here. Browser Origins
+# stay checked: same-origin pages (the web view) work, other sites' pages are refused.
+ENV HOSPITAL_ALLOWED_HOSTS=*
 EXPOSE 8000
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

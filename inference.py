@@ -4,12 +4,12 @@ with an LLM behind any OpenAI-compatible API and prints the [START]/[STEP]/[END]
     export API_BASE_URL=https://router.huggingface.co/v1  MODEL_NAME=...  API_KEY=...
     python inference.py --scenarios surge --track team
 
-The same as ``hospital-marl llm``; see ``server/llm_agent.py`` for the protocol and options.
+The same as ``hospital-marl llm``; see ``hospital_marl_cli/agents/llm.py`` for the protocol and options.
 """
 
 import sys
 
-from server.llm_agent import main
+from hospital_marl_cli.agents.llm import main
 
 if __name__ == "__main__":
     sys.exit(main())

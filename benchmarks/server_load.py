@@ -263,6 +263,8 @@ def wait_healthy(url: str, proc: subprocess.Popen | None, timeout_s: float = 90.
 def start_server(port: int, scenario: str, max_sessions: int) -> subprocess.Popen:
     command = [sys.executable, "-m", "server.app", "--host", "127.0.0.1", "--port", str(port)]
     command += ["--scenario", scenario, "--max-sessions", str(max_sessions)]
+    # One load generator stands in for many clients: the per-client cap (16, half a pool) is off.
+    command += ["--max-sessions-per-client", "0"]
     command += ["--log-level", "warning", "--no-access-log"]
     return subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 

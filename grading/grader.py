@@ -244,4 +244,9 @@ def grade(
         report["policy_fault_messages"] = list(agent.messages)
     report["scenarios"] = per_scenario
     report["score_formula"] = SCORE_FORMULA
+    # What the policy itself counted (an LLM's unusable-reply rate: its no-ops are legal moves, so
+    # the env's invalid_action_rate cannot show them).
+    own = getattr(policy, "report_metrics", None)
+    if callable(own):
+        report["policy_metrics"] = dict(own())
     return report

@@ -7,14 +7,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hospital_marl_cli import play, serve, train
+from hospital_marl_cli.agents import llm as llm_agent
 from hospital_marl_cli.common import CLIError, error
-from server import llm_agent
 
 COMMANDS: list[Callable[[Any], None]] = [
     play.add_commands,
     train.add_commands,
     serve.add_commands,
-    llm_agent.add_commands,  # `hospital-marl llm` (the agent script's options: server/llm_agent.py)
+    llm_agent.add_commands,  # `hospital-marl llm` (the agent script: hospital_marl_cli/agents/llm.py)
 ]
 """Each registers its subcommands on the ``hospital-marl`` subparsers; add yours here."""
 

@@ -18,13 +18,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    from server.app import PortInUseError, check_port, serve  # light: fastapi etc. load later
+
     try:
-        from server.app import serve
+        check_port(args.host, args.port)  # before the slow imports and the kernel's compile
+        serve(settings, args.host, args.port, args.log_level, access_log=not args.no_access_log)
+    except PortInUseError as exc:
+        raise CLIError(str(exc.strerror)) from None
     except ImportError as exc:
         raise CLIError(
             f"the server needs the `server` extra ({exc.name or exc}): pip install 'hospital-marl[server]'"
         ) from None
-    serve(settings, args.host, args.port, args.log_level, access_log=not args.no_access_log)
     return 0
 
 

@@ -139,6 +139,14 @@ class LLMUnavailableError(RuntimeError):
     """The endpoint failed (timeouts, connection errors, 5xx) after the bounded retries."""
 
 
+DEFAULT_BASE_URL = "https://router.huggingface.co/v1"
+"""The hackathon convention's ``API_BASE_URL`` default (Hugging Face's OpenAI-compatible router)."""
+DEFAULT_MODEL = "Qwen/Qwen2.5-72B-Instruct"
+"""The hackathon convention's ``MODEL_NAME`` default."""
+KEY_VARIABLES = ("API_KEY", "HF_TOKEN", "OPENAI_API_KEY")
+"""Where the key is read from, first set wins."""
+
+
 @dataclass(frozen=True)
 class LLMConfig:
     """Where and how to ask. ``from_env`` fills what is not given from the environment."""
@@ -169,15 +177,67 @@ class LLMConfig:
 
     @classmethod
     def from_env(cls, **given: Any) -> LLMConfig:
-        """``API_BASE_URL``, ``MODEL_NAME``, ``API_KEY`` (else ``HF_TOKEN``) for what ``given`` lacks."""
+        """``API_BASE_URL`` and ``MODEL_NAME`` (else the hackathon defaults), ``API_KEY`` (else
+        ``HF_TOKEN``, else ``OPENAI_API_KEY``) for what ``given`` lacks."""
         values = {k: v for k, v in given.items() if v is not None}
-        values.setdefault("model", os.environ.get("MODEL_NAME", ""))
-        values.setdefault("base_url", os.environ.get("API_BASE_URL", ""))
-        key = os.environ.get("API_KEY") or os.environ.get("HF_TOKEN")
+        values.setdefault("model", os.environ.get("MODEL_NAME") or DEFAULT_MODEL)
+        values.setdefault("base_url", os.environ.get("API_BASE_URL") or DEFAULT_BASE_URL)
+        key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
         if key:
             values.setdefault("api_key", key)
         values["model"] = str(values["model"])
         return cls(**values)
+
+
+@dataclass
+class Traffic:
+    """What reaching the endpoint cost: every HTTP attempt the client made, counted as it went."""
+
+    calls: int = 0  # chat completions asked for
+    attempts: int = 0  # HTTP requests sent (a retry is another attempt)
+    server_errors: int = 0  # 5xx answers
+    rate_limited: int = 0  # 429 answers
+    timeouts: int = 0  # attempts that timed out
+    failures: int = 0  # calls that failed after every retry
+
+    @property
+    def retries(self) -> int:
+        return max(0, self.attempts - self.calls)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "calls": self.calls, "attempts": self.attempts, "retries": self.retries,
+            "server_errors": self.server_errors, "rate_limited": self.rate_limited,
+            "timeouts": self.timeouts, "failures": self.failures,
+        }  # fmt: skip
+
+
+class _CountingTransport:
+    """An httpx transport that counts attempts, 5xx, 429 and timeouts (the openai client's retries
+    happen below its API, so this is where they are seen)."""
+
+    def __init__(self, traffic: Traffic) -> None:
+        import httpx
+
+        self._inner = httpx.HTTPTransport()
+        self._traffic = traffic
+        self._timeout = httpx.TimeoutException
+
+    def handle_request(self, request: Any) -> Any:
+        self._traffic.attempts += 1
+        try:
+            response = self._inner.handle_request(request)
+        except self._timeout:
+            self._traffic.timeouts += 1
+            raise
+        if response.status_code >= 500:
+            self._traffic.server_errors += 1
+        elif response.status_code == 429:
+            self._traffic.rate_limited += 1
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 class ChatModel:
@@ -196,17 +256,22 @@ class ChatModel:
                 f"LLM agents need the `llm` extra: pip install 'hospital-marl[llm]' ({exc})"
             ) from exc
 
+        import httpx
+
         self.config = config
         self._openai = openai
+        self.traffic = Traffic()
         self.client = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key,
             timeout=config.timeout_s,
             max_retries=config.max_retries,
+            http_client=httpx.Client(transport=_CountingTransport(self.traffic), timeout=config.timeout_s),
         )
 
     def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         """The reply message (``.content``, ``.tool_calls``) of one chat completion."""
+        self.traffic.calls += 1
         try:
             response = self.client.chat.completions.create(
                 model=self.config.model,
@@ -216,6 +281,7 @@ class ChatModel:
                 **kwargs,
             )
         except self._openai.APIError as exc:
+            self.traffic.failures += 1
             raise LLMUnavailableError(
                 f"{type(exc).__name__} from {self.config.base_url} after {self.config.max_retries} "
                 f"retries: {exc}"
@@ -242,6 +308,7 @@ class Decision:
     error: str | None
     latency_s: float
     system: str | None = None  # when not the agent's own system prompt (e.g. the MCP tool-calling one)
+    asked: bool = True  # False: only one action was legal, so no request was sent
 
 
 @dataclass
@@ -252,9 +319,22 @@ class LLMStats:
     invalid_replies: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     prompt_tokens: int = 0  # system + user message, characters / 4
+    not_asked: int = 0  # decisions where only one action was legal: no request sent
+
+    @property
+    def asked(self) -> int:
+        return self.decisions - self.not_asked
+
+    @property
+    def unusable_rate(self) -> float:
+        """Unusable replies per request sent (0 when none was sent)."""
+        return self.invalid_replies / self.asked if self.asked else 0.0
 
     def record(self, decision: Decision) -> None:
         self.decisions += 1
+        if not decision.asked:
+            self.not_asked += 1
+            return
         if decision.system is None:
             self.prompt_tokens += request_tokens(decision.role, decision.prompt)
         else:
@@ -274,9 +354,12 @@ class LLMAgent:
         self.system = system_prompt(role)
 
     def decide(self, blocks: Mapping[str, Any], mask: Any, episode_length: int | None = None) -> Decision:
-        """Ask once; an unusable reply is the no-op (0) with its error."""
-        prompt = render_prompt(blocks, mask, self.role, episode_length)
+        """Ask once; an unusable reply is the no-op (0) with its error. When only one action is
+        legal (the no-op, most ticks of a quiet night) nothing is asked: it is played, counted."""
         legal = set(np.flatnonzero(np.asarray(mask, dtype=bool)).tolist())
+        if len(legal) == 1:
+            return Decision(self.role, "", "", legal.pop(), None, 0.0, asked=False)
+        prompt = render_prompt(blocks, mask, self.role, episode_length)
         started = time.perf_counter()
         reply = self.model.complete(
             [{"role": "system", "content": self.system}, {"role": "user", "content": prompt}]
@@ -348,10 +431,38 @@ class LLMPolicy(BasePolicy):
     def _episode_length(self) -> int | None:
         return self.hospital.max_ticks if self.hospital is not None else None
 
-    def record(self, decision: Decision, tick: int | None = None) -> None:
-        """Count a decision and append it to the transcript (if any)."""
-        self.stats.record(decision)
+    @property
+    def traffic(self) -> dict[str, int]:
+        """Endpoint traffic over every model this policy asks (shared or per role), summed."""
+        models = {id(a.model): a.model for a in self.agents.values()}.values()
+        total: dict[str, int] = {}
+        for model in models:
+            for key, value in model.traffic.as_dict().items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+    def report_metrics(self) -> dict[str, float]:
+        """What a grade report shows beside the env's metrics: how usable the replies were."""
+        return {
+            "unusable_reply_rate": self.stats.unusable_rate,
+            "requests_not_sent": float(self.stats.not_asked),
+        }
+
+    def write_summary(self, **extra: Any) -> None:
+        """Append a summary row (counts and endpoint traffic) to the transcript, if any."""
         if self.transcript is not None:
+            row = {
+                "event": "summary", "episode": self.episode, "decisions": self.stats.decisions,
+                "unusable_replies": self.stats.invalid_replies, "not_asked": self.stats.not_asked,
+                "traffic": self.traffic, **extra,
+            }  # fmt: skip
+            with self.transcript.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+
+    def record(self, decision: Decision, tick: int | None = None) -> None:
+        """Count a decision and append it to the transcript (if any; not for decisions never asked)."""
+        self.stats.record(decision)
+        if self.transcript is not None and decision.asked:
             row = {
                 "episode": self.episode,
                 "tick": tick,
@@ -388,6 +499,8 @@ def _tick(blocks: Mapping[str, Any]) -> int | None:
 
 
 __all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODEL",
     "ROLE_PROMPTS",
     "ChatModel",
     "Decision",
@@ -395,6 +508,7 @@ __all__ = [
     "LLMConfig",
     "LLMPolicy",
     "LLMUnavailableError",
+    "Traffic",
     "extract_number",
     "parse_action",
     "request_tokens",

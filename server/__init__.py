@@ -8,8 +8,10 @@
 - :mod:`server.web`, :mod:`server.rt_web` — the web views at ``/web`` (ED, RT);
 - :mod:`server.client` — ``HospitalClient``, sync (``with``) and async (``async with``);
 - :mod:`server.mcp_tools` — the MCP tools every session serves at ``/mcp``;
-- :mod:`server.llm_agent` — the LLM agent script (``inference.py``, ``hospital-marl llm``);
-- :mod:`server.openai_standin` — a scripted OpenAI-compatible endpoint (tests, notebook 07, dry runs).
+- :mod:`server.routes`, :mod:`server.mcp_http` — the app's routes and the standard MCP transport.
+
+The LLM agent script (``inference.py``, ``hospital-marl llm``) is a client: it lives in
+:mod:`hospital_marl_cli.agents.llm`.
 
 Names are imported lazily so that ``import server.settings`` (the ``hospital-marl
 serve`` subcommand) needs neither fastapi nor openenv-core.

@@ -47,634 +47,63 @@ OpenEnv lacks:
 
 Errors never stop the server or touch other sessions: bad input is a 4xx (or
 a WebSocket ``error`` message) for that request only.
+
+Safe by default (see docs/server.md): loopback ``Host`` names and browser ``Origin`` s only
+(``--allow-host``, ``--allow-origin``), JSON routes take ``application/json`` only, every
+session belongs to the client and channel that opened it, and one client holds at most
+``max_sessions_per_client`` sessions and half of any pool.
+
+This module stays light (the settings, the port check, ``main``); the app is built by
+:mod:`server.routes` on first use, so ``server --port N`` on a busy port fails at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import json
-import os
+import errno
+import socket
+import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from fastapi import Body, Cookie, FastAPI, Header, HTTPException, Query, Request, Response, WebSocket
-from fastapi.routing import APIRoute, APIWebSocketRoute
-from openenv.core.env_server.http_server import create_app
-from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
-from openenv.core.env_server.serialization import serialize_observation
-from openenv.core.env_server.types import SchemaResponse, WSErrorCode, WSErrorResponse
-from pydantic import BaseModel
-from starlette.routing import WebSocketRoute
-
-from server.environment import EpisodeStateError
-from server.guards import GuardedWebSocket, RequestGuardMiddleware, logger
-from server.mcp_tools import HospitalMCPEnvironment
-from server.models import (
-    ErrorResponse,
-    HospitalAction,
-    HospitalObservation,
-    HospitalResetRequest,
-    HospitalState,
-    HospitalStepRequest,
-    HospitalStepResponse,
-    SessionsResponse,
-)
-from server.sessions import ClientLedger, SessionCapacityError, SessionStore
 from server.settings import ServerSettings, add_server_arguments, settings_from_args
 
-SESSION_HEADER = "X-Session-Id"
-SESSION_COOKIE = "hospital_session"
-WS_TRY_AGAIN_LATER = 1013  # RFC 6455 close code: server overloaded, retry later
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
-_NO_SESSION = (
-    "no HTTP session: plain HTTP episodes are stateful through a session. POST /reset returns a "
-    f"session_id (also in the {SESSION_HEADER} header and the {SESSION_COOKIE} cookie); send it with "
-    f"/step and /state as the session_id body field / query parameter, the {SESSION_HEADER} header, "
-    "or the cookie. Or use the WebSocket /ws (OpenEnv's EnvClient) for a session per connection."
-)
-
-_ERROR = {"model": ErrorResponse}
-_BODY_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorResponse, "description": "the body is not UTF-8 (`INVALID_UTF8`)"},
-    413: {"model": ErrorResponse, "description": "the body is over the size limit (`PAYLOAD_TOO_LARGE`)"},
-}
-_SESSION_HEADERS = {
-    SESSION_HEADER: {"description": "the HTTP session's id", "schema": {"type": "string"}},
-}
-_SessionHeader = Annotated[
-    str | None,
-    Header(alias=SESSION_HEADER, min_length=1, max_length=255, description="the HTTP session's id"),
-]
-_SessionCookie = Annotated[
-    str | None,
-    # No length bounds here: a browser or client cookie jar may add its own stored cookie of the
-    # same name, which then wins; an empty or unknown id is simply no session / 404 anyway.
-    Cookie(alias=SESSION_COOKIE, description="the HTTP session's id"),
-]
-
-
-def _error(status: int, code: str, message: str) -> HTTPException:
-    return HTTPException(status_code=status, detail={"code": code, "message": message})
-
-
-def _client(connection: Request | WebSocket) -> str:
-    """Who holds a session, for the per-client cap: the peer's address."""
-    return connection.client.host if connection.client else ""
-
-
-# ----------------------------------------------------------- OpenEnv's pool
-class OpenEnvPool:
-    """OpenEnv's session pool (``/ws``, ``/mcp`` WebSocket, HTTP MCP sessions), as this app sees it.
-
-    openenv-core 0.3 keeps the pool inside the ``HTTPEnvServer`` its
-    ``create_app`` builds and does not return; its route handlers close over
-    it, which is where this finds it. HTTP MCP sessions never end by
-    themselves there (OpenEnv's own reaper would also end live WebSocket
-    sessions): this tracks them in a :class:`SessionStore` and ends the idle
-    ones before any new session is admitted and whenever ``/sessions`` is read.
-    """
-
-    def __init__(
-        self,
-        ws_endpoint: Callable[..., Any],
-        settings: ServerSettings,
-        ledger: ClientLedger,
-        clock: Callable[[], float],
-    ) -> None:
-        cells = [c.cell_contents for c in (ws_endpoint.__closure__ or ())]
-        servers = [c for c in cells if hasattr(c, "_create_session") and hasattr(c, "_destroy_session")]
-        if len(servers) != 1:
-            raise RuntimeError("openenv-core's /ws handler holds no HTTPEnvServer: unsupported version")
-        self._server = servers[0]
-        self.max_sessions = settings.max_sessions
-        self.mcp_http = SessionStore[str](
-            None, settings.max_sessions, settings.idle_timeout_s, clock, ledger, name="MCP session"
-        )
-        self.connections: dict[str, int] = {"ws": 0, "mcp": 0}
-
-    @property
-    def active(self) -> int:
-        return int(self._server.active_sessions)
-
-    async def reap(self) -> None:
-        """End the HTTP MCP sessions idle past the timeout (their slots return to the pool)."""
-        for sid in self.mcp_http.expire():
-            logger.info("MCP session idle past %g s: closed", self.mcp_http.ttl_s)
-            await self._server._destroy_session(sid)
-
-
-def _ws_error(code: str, message: str) -> str:
-    return WSErrorResponse(data={"message": message, "code": code}).model_dump_json()
-
-
-def _rpc_error(code: str, message: str, request_id: Any = None) -> JsonRpcResponse:
-    kind = JsonRpcErrorCode.INVALID_REQUEST if code == "VALIDATION_ERROR" else JsonRpcErrorCode.SERVER_ERROR
-    return JsonRpcResponse.error_response(kind, message, data={"code": code}, request_id=request_id)
-
-
-class _SessionGate:
-    """Wraps one of OpenEnv's WebSocket endpoints (``/ws`` or ``/mcp``): a connection is
-    admitted only if the pool and the client's cap have room (else a readable error and
-    close 1013), its messages are guarded, and it is closed when idle."""
-
-    def __init__(
-        self,
-        endpoint: Callable[[Any], Awaitable[None]],
-        kind: Literal["ws", "mcp"],
-        pool: OpenEnvPool,
-        ledger: ClientLedger,
-        settings: ServerSettings,
-    ) -> None:
-        self._endpoint = endpoint
-        self._kind = kind
-        self._pool = pool
-        self._ledger = ledger
-        self._settings = settings
-        self._reply_error = _ws_error if kind == "ws" else lambda c, m: _rpc_error(c, m).model_dump_json()
-
-    async def __call__(self, websocket: WebSocket) -> None:
-        await self._pool.reap()
-        client = _client(websocket)
-        if self._pool.active >= self._pool.max_sessions:
-            await self._refuse(
-                websocket,
-                "CAPACITY_REACHED",
-                (
-                    f"Server at capacity: {self._pool.active}/{self._pool.max_sessions} sessions active "
-                    "(WebSocket and MCP together); retry later"
-                ),
-            )
-            return
-        try:
-            self._ledger.acquire(client)
-        except SessionCapacityError as exc:
-            await self._refuse(websocket, exc.code, str(exc))
-            return
-        guarded = GuardedWebSocket(
-            websocket, self._settings.max_message_bytes, self._settings.idle_timeout_s, self._reply_error
-        )
-        self._pool.connections[self._kind] += 1
-        guarded.watch()
-        try:
-            await self._endpoint(guarded)
-        finally:
-            guarded.stop()
-            self._pool.connections[self._kind] -= 1
-            self._ledger.release(client)
-
-    async def _refuse(self, websocket: WebSocket, code: str, message: str) -> None:
-        await websocket.accept()
-        if self._kind == "ws":
-            data: dict[str, Any] = {"message": message, "code": code}
-            if code == "CAPACITY_REACHED":
-                data |= {
-                    "code": WSErrorCode.CAPACITY_REACHED,
-                    "active_sessions": self._pool.active,
-                    "max_sessions": self._pool.max_sessions,
-                }
-            text = WSErrorResponse(data=data).model_dump_json()
-        else:
-            text = _rpc_error(code, message).model_dump_json()
-        await websocket.send_text(text)
-        await websocket.close(code=WS_TRY_AGAIN_LATER, reason=message[:120])
-
-
-def _add_mcp_http_route(
-    app: FastAPI,
-    openenv_mcp: Callable[[Request], Awaitable[dict[str, Any]]],
-    pool: OpenEnvPool,
-    ledger: ClientLedger,
-) -> None:
-    @app.post(
-        "/mcp",
-        tags=["MCP"],
-        summary="MCP JSON-RPC (tools, and OpenEnv's session methods)",
-        responses=_BODY_ERRORS,
-    )
-    async def mcp(request: Request) -> dict[str, Any]:
-        """OpenEnv's MCP endpoint. ``openenv/session/create`` opens a session from the same pool
-        as ``/ws``: it counts against ``max_sessions`` and the per-client cap, and ends after
-        the idle timeout without a call that names its ``session_id``."""
-        await pool.reap()
-        try:
-            payload = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError):
-            payload = None
-        method = payload.get("method") if isinstance(payload, dict) else None
-        params = payload.get("params") if isinstance(payload, dict) else None
-        named = params.get("session_id") if isinstance(params, dict) else None
-        if method == "openenv/session/create":
-            client = _client(request)
-            try:
-                ledger.acquire(client)
-            except SessionCapacityError as exc:
-                return _rpc_error(exc.code, str(exc), payload.get("id")).model_dump()
-            answer = await openenv_mcp(request)
-            sid = (answer.get("result") or {}).get("session_id")
-            if isinstance(sid, str):
-                pool.mcp_http.add(sid, sid, client)
-            else:
-                ledger.release(client)
-            return answer
-        if isinstance(named, str):
-            pool.mcp_http.get(named)  # a call naming the session keeps it alive
-        answer = await openenv_mcp(request)
-        if method == "openenv/session/close" and isinstance(named, str) and answer.get("error") is None:
-            pool.mcp_http.close(named)
-        return answer
-
-
-# ----------------------------------------------------------------- routes
-def _pop_route(app: FastAPI, path: str, method: str | None) -> Any:
-    """Remove OpenEnv's route for ``method path`` (``None``: the WebSocket) and return it."""
-    for i, route in enumerate(app.router.routes):
-        if getattr(route, "path", None) != path:
-            continue
-        if method is None and isinstance(route, (APIWebSocketRoute, WebSocketRoute)):
-            return app.router.routes.pop(i)
-        if method is not None and isinstance(route, APIRoute) and method in route.methods:
-            return app.router.routes.pop(i)
-    raise RuntimeError(
-        f"openenv-core's create_app registered no {method or 'WebSocket'} {path}: "
-        "unsupported openenv-core version"
-    )
-
-
-@dataclass(frozen=True)
-class ServedEnv:
-    """What differs between the environments one app can serve; everything else is shared.
-
-    The wire models (OpenEnv's action / observation / state, and this app's HTTP
-    request bodies) and the session factory are per environment; the guards, the
-    session stores and limits, ``/sessions`` and the web view's mount are not.
-    """
-
-    name: str
-    """OpenEnv's ``env_name``."""
-    factory: Callable[[], Any]
-    """One OpenEnv ``Environment`` per session."""
-    action: type[BaseModel]
-    observation: type[BaseModel]
-    state: type[BaseModel]
-    reset_request: type[BaseModel]
-    step_request: type[BaseModel]
-    tab_name: str
-    title: str
-
-
-def served_env(settings: ServerSettings) -> ServedEnv:
-    """The environment ``settings.env`` names, with its session factory."""
-    if settings.env == "radiotherapy":
-        from server.radiotherapy import (
-            RTAction,
-            RTEnvironment,
-            RTObservation,
-            RTResetRequest,
-            RTState,
-            RTStepRequest,
-        )
-
-        return ServedEnv(
-            name="radiotherapy_planning",
-            factory=functools.partial(RTEnvironment, settings.rt_task),
-            action=RTAction,
-            observation=RTObservation,
-            state=RTState,
-            reset_request=RTResetRequest,
-            step_request=RTStepRequest,
-            tab_name="Radiotherapy planning",
-            title="hospital_marl: radiotherapy treatment planning, live",
-        )
-    return ServedEnv(
-        name="hospital_marl",
-        # Each session's environment also serves the MCP tools (server/mcp_tools.py) at /mcp.
-        factory=functools.partial(HospitalMCPEnvironment, scenario=settings.scenario),
-        action=HospitalAction,
-        observation=HospitalObservation,
-        state=HospitalState,
-        reset_request=HospitalResetRequest,
-        step_request=HospitalStepRequest,
-        tab_name="Emergency department",
-        title="hospital_marl: the emergency department, live",
-    )
-
-
-def _typed(handler: Callable[..., Any], **annotations: Any) -> Callable[..., Any]:
-    """Give a route handler the served env's models (FastAPI reads its parameters' annotations)."""
-    handler.__annotations__.update(annotations)
-    return handler
-
-
-def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -> None:
-    empty_reset_body = Body(default_factory=served.reset_request)  # no body: reset with defaults (as OpenEnv)
-
-    def lookup(sid: str | None) -> tuple[str, Any]:
-        if not sid:
-            raise _error(400, "NO_SESSION", _NO_SESSION)
-        env = store.get(sid)
-        if env is None:
-            raise _error(
-                404,
-                "UNKNOWN_SESSION",
-                f"no HTTP session {sid!r}: it never existed, was closed, or expired after "
-                f"{store.ttl_s:g} s idle. POST /reset to start a new one.",
-            )
-        return sid, env
-
-    def answer(response: Response, sid: str, obs: Any) -> HospitalStepResponse:
-        response.headers[SESSION_HEADER] = sid
-        return HospitalStepResponse(**serialize_observation(obs), session_id=sid)
-
-    ok = {"description": "the observation and the session id", "headers": _SESSION_HEADERS}
-    session_of_reset = "$response.body#/session_id"
-    links = {  # how a client goes on from a reset: documented, and schemathesis' stateful phase follows them
-        "StepSession": {"operationId": "step", "parameters": {f"header.{SESSION_HEADER}": session_of_reset}},
-        "SessionState": {"operationId": "state", "parameters": {"query.session_id": session_of_reset}},
-        "CloseSession": {"operationId": "close_session", "parameters": {"path.session_id": session_of_reset}},
-    }
-
-    async def reset(
-        request: Request,
-        response: Response,
-        body: Any = empty_reset_body,
-        x_session_id: _SessionHeader = None,
-        hospital_session: _SessionCookie = None,
-    ) -> HospitalStepResponse:
-        """OpenEnv's reset, plus a session: the returned ``session_id`` continues the episode
-        with ``POST /step``. A known session id (body, header or cookie) is reset in place;
-        otherwise a new session opens."""
-        sid = body.session_id or x_session_id or hospital_session
-        env = store.get(sid) if sid else None
-        if env is None:
-            try:
-                sid, env = store.open(_client(request))
-            except SessionCapacityError as exc:
-                raise _error(429, exc.code, str(exc)) from None
-        assert sid is not None
-        obs = env.reset(**body.model_dump(exclude={"session_id"}))
-        response.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="lax")
-        return answer(response, sid, obs)
-
-    app.post(
-        "/reset",
-        operation_id="reset",
-        response_model=HospitalStepResponse,
-        tags=["Environment Control"],
-        summary="Start an episode (opens or reuses a stateful HTTP session)",
-        responses={
-            200: ok
-            | {
-                "links": links,
-                "headers": _SESSION_HEADERS
-                | {
-                    "Set-Cookie": {
-                        "description": f"{SESSION_COOKIE}=<session id>",
-                        "schema": {"type": "string"},
-                    }
-                },
-            },
-            **_BODY_ERRORS,
-            422: {"description": "bad seed, scenario/task or extra field"},
-            429: {
-                "model": ErrorResponse,
-                "description": "session limit (`SESSION_LIMIT`, `CLIENT_SESSION_LIMIT`)",
-            },
-        },
-    )(_typed(reset, body=served.reset_request))
-
-    async def step(
-        response: Response,
-        body: Any,
-        x_session_id: _SessionHeader = None,
-        hospital_session: _SessionCookie = None,
-    ) -> HospitalStepResponse:
-        """One step of the session's episode: ``{"action": {...}}`` in the served env's action form
-        (ED: ``{"action": n}`` flat or ``{"triage": a, "bed_manager": b, "ventilator_officer": c}``
-        team; RT: ``{"action": n}``). The session id: body ``session_id``, else the header, else
-        the cookie."""
-        sid, env = lookup(body.session_id or x_session_id or hospital_session)
-        try:
-            obs = env.step(body.action)
-        except EpisodeStateError as exc:
-            raise _error(409, exc.code, str(exc)) from None
-        return answer(response, sid, obs)
-
-    app.post(
-        "/step",
-        operation_id="step",
-        response_model=HospitalStepResponse,
-        tags=["Environment Control"],
-        summary="Take one step in an HTTP session's episode",
-        responses={
-            200: ok,
-            400: {
-                "model": ErrorResponse,
-                "description": "no session id given (`NO_SESSION`), "
-                "or the body is not UTF-8 (`INVALID_UTF8`)",
-            },
-            404: {"model": ErrorResponse, "description": "unknown or expired session"},
-            409: {"model": ErrorResponse, "description": "episode ended, or a step on the other track"},
-            413: _BODY_ERRORS[413],
-            422: {"description": "malformed action: not exactly one of the two forms, or out of range"},
-        },
-    )(_typed(step, body=served.step_request))
-
-    async def state(
-        session_id: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
-        x_session_id: _SessionHeader = None,
-        hospital_session: _SessionCookie = None,
-    ) -> Any:
-        _, env = lookup(session_id or x_session_id or hospital_session)
-        return env.state
-
-    app.get(
-        "/state",
-        operation_id="state",
-        response_model=served.state,
-        tags=["State Management"],
-        summary="The HTTP session's episode state",
-        responses={400: _ERROR, 404: _ERROR},
-    )(_typed(state, **{"return": served.state}))
-
-    @app.delete(
-        "/sessions/{session_id}",
-        operation_id="close_session",
-        status_code=204,
-        tags=["State Management"],
-        summary="Close an HTTP session",
-        responses={404: _ERROR},
-    )
-    async def close_session(session_id: str) -> Response:
-        if not store.close(session_id):
-            raise _error(404, "UNKNOWN_SESSION", f"no HTTP session {session_id!r}")
-        response = Response(status_code=204)
-        response.delete_cookie(SESSION_COOKIE)
-        return response
-
-
-def _add_sessions_route(
-    app: FastAPI,
-    settings: ServerSettings,
-    http: SessionStore[Any],
-    pool: OpenEnvPool,
-    ledger: ClientLedger,
-    web: SessionStore[Any] | None,
-) -> None:
-    @app.get(
-        "/sessions",
-        response_model=SessionsResponse,
-        tags=["Health"],
-        summary="Session counts and limits, every source (never ids)",
-    )
-    async def sessions() -> SessionsResponse:
-        await pool.reap()
-        return SessionsResponse.model_validate(
-            {
-                "http": {"active": len(http), "max": http.max_sessions, "idle_timeout_s": http.ttl_s},
-                "websocket": {
-                    "active": pool.active,
-                    "max": pool.max_sessions,
-                    "idle_timeout_s": settings.idle_timeout_s,
-                    "ws": pool.connections["ws"],
-                    "mcp_websocket": pool.connections["mcp"],
-                    "mcp_http": len(pool.mcp_http),
-                },
-                "web": None
-                if web is None
-                else {"active": len(web), "max": web.max_sessions, "idle_timeout_s": web.ttl_s},
-                "per_client": {"max": ledger.per_client, "clients": ledger.clients()},
-            }
-        )
-
-
-# -------------------------------------------------------------------- app
-_OPENENV_WEB_ROUTES = (("/web/reset", "POST"), ("/web/step", "POST"), ("/web/state", "GET"), ("/ws/ui", None))
-"""OpenEnv's default web routes drive ONE shared environment for every visitor, outside
-any session limit; this app's web view keeps one session per browser tab instead."""
-
-
-@contextmanager
-def _web_interface(enabled: bool) -> Iterator[None]:
-    """``create_app`` reads OpenEnv's switch from the environment: set it for the call."""
-    saved = os.environ.get("ENABLE_WEB_INTERFACE")
-    os.environ["ENABLE_WEB_INTERFACE"] = "true" if enabled else "false"
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["ENABLE_WEB_INTERFACE"]
-        else:
-            os.environ["ENABLE_WEB_INTERFACE"] = saved
+_FROM_ROUTES = ("SESSION_COOKIE", "SESSION_HEADER", "ServedEnv", "served_env", "OpenEnvPool")
 
 
 def build_app(
     settings: ServerSettings | None = None, *, clock: Callable[[], float] = time.monotonic
 ) -> FastAPI:
-    """The FastAPI app: OpenEnv's ``create_app`` plus sessions, limits and the web view.
+    """The FastAPI app (:func:`server.routes.build_app`), described by this module's docstring."""
+    from server import routes
 
-    Args:
-        settings: the environment served (ED or radiotherapy), scenario or task, limits, web
-            view (default: from the ``HOSPITAL_*`` variables and ``ENABLE_WEB_INTERFACE``).
-        clock: monotonic seconds for the expiry of HTTP, HTTP MCP and web sessions
-            (tests inject a fake one; WebSocket idleness uses the event loop's clock).
-    """
-    settings = settings or ServerSettings.from_env()
-    served = served_env(settings)
-    ledger = ClientLedger(settings.max_sessions_per_client)
-    web_store = None
-    builder = None
-    if settings.web:
-        if settings.env == "radiotherapy":
-            from server.rt_web import RTWebEpisodes as Episodes
-            from server.rt_web import rt_web_view_builder as view_builder
-
-            default = settings.rt_task
-        else:
-            from server.web import WebEpisodes as Episodes  # type: ignore[assignment]
-            from server.web import web_view_builder as view_builder  # type: ignore[assignment]
-
-            default = settings.scenario
-        web_store = SessionStore[Any](
-            functools.partial(Episodes, default),
-            settings.max_web_sessions,
-            settings.idle_timeout_s,
-            clock,
-            ledger,
-            name="web session",
-        )
-        builder = view_builder(web_store, default)
-    with _web_interface(settings.web):
-        app = create_app(
-            served.factory,
-            served.action,
-            served.observation,
-            env_name=served.name,
-            max_concurrent_envs=settings.max_sessions,
-            gradio_builder=builder,
-            custom_tab_name=served.tab_name,
-            show_default_tab=False,
-            title_override=served.title,
-        )
-    app.title = "hospital_marl OpenEnv server"
+    app = routes.build_app(settings, clock=clock)
     app.description = __doc__ or ""
-    # app.version stays OpenEnv's HTTP API version: `openenv validate` reads it as the standard.
-
-    for path, method in (("/reset", "POST"), ("/step", "POST"), ("/state", "GET"), ("/schema", "GET")):
-        _pop_route(app, path, method)
-    if settings.web:
-        for path, method in _OPENENV_WEB_ROUTES:
-            _pop_route(app, path, method)
-    openenv_ws = _pop_route(app, "/ws", None)
-    pool = OpenEnvPool(openenv_ws.endpoint, settings, ledger, clock)
-    app.add_api_websocket_route(
-        "/ws", _SessionGate(openenv_ws.endpoint, "ws", pool, ledger, settings), name="ws"
-    )
-    openenv_mcp_ws = _pop_route(app, "/mcp", None)
-    app.add_api_websocket_route(
-        "/mcp", _SessionGate(openenv_mcp_ws.endpoint, "mcp", pool, ledger, settings), name="mcp_ws"
-    )
-    _add_mcp_http_route(app, _pop_route(app, "/mcp", "POST").endpoint, pool, ledger)
-
-    store = SessionStore[Any](
-        served.factory,
-        settings.max_http_sessions,
-        settings.http_session_ttl_s,
-        clock,
-        ledger,
-        close=lambda env: env.close(),
-        close_hint=" with DELETE /sessions/{id}",
-    )
-    _add_http_session_routes(app, store, served)
-    _add_sessions_route(app, settings, store, pool, ledger, web_store)
-
-    @app.get(
-        "/schema",
-        response_model=SchemaResponse,
-        tags=["Schema"],
-        summary="Action, observation and state schemas",
-    )
-    async def schema() -> SchemaResponse:
-        return SchemaResponse(
-            action=served.action.model_json_schema(),
-            observation=served.observation.model_json_schema(),
-            state=served.state.model_json_schema(),
-        )
-
-    app.add_middleware(RequestGuardMiddleware, max_bytes=settings.max_message_bytes)
-    app.state.settings = settings
-    app.state.served = served
-    app.state.http_sessions = store
-    app.state.web_sessions = web_store
-    app.state.pool = pool
     return app
 
 
-app = build_app()
-"""The app ``uvicorn server.app:app`` serves (settings from the ``HOSPITAL_*`` variables)."""
+def make_rt_app(task: str | None = None, **settings: Any) -> FastAPI:
+    """The app serving the radiotherapy env (SPEC-RT §7), with every guard and limit of the ED's."""
+    return build_app(ServerSettings(env="radiotherapy", task=task, **settings))
+
+
+def __getattr__(name: str) -> Any:
+    """``app`` (what ``uvicorn server.app:app`` serves, settings from the ``HOSPITAL_*``
+    variables) is built on first access; the routes' constants are forwarded."""
+    if name == "app":
+        value: Any = build_app()
+    elif name in _FROM_ROUTES:
+        from server import routes
+
+        value = getattr(routes, name)
+    else:
+        raise AttributeError(f"module 'server.app' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
@@ -686,6 +115,33 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     return {"ws_max_size": settings.ws_frame_limit_bytes, "ws_per_message_deflate": False}
 
 
+class PortInUseError(OSError):
+    """The address to serve on is taken (or not ours to bind): said before any slow start-up."""
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind and release ``host:port`` as uvicorn will (raises :class:`PortInUseError` with a hint).
+
+    Run before importing the app's dependencies and compiling the kernel, so a busy port
+    fails in well under a second instead of after the whole start-up."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: TIME_WAIT is no error
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            busy = exc.errno == errno.EADDRINUSE
+            raise PortInUseError(
+                exc.errno,
+                f"cannot serve on {host}:{port}: "
+                + (
+                    f"the port is in use (another server?); stop it or pick another with --port {port + 1}"
+                    if busy
+                    else f"{exc.strerror}; check --host/--port"
+                ),
+            ) from None
+
+
 def serve(
     settings: ServerSettings,
     host: str = "127.0.0.1",
@@ -693,7 +149,9 @@ def serve(
     log_level: str = "info",
     access_log: bool = True,
 ) -> None:
-    """Run the server in the foreground until interrupted."""
+    """Run the server in the foreground until interrupted (:class:`PortInUseError` at once if
+    the port is taken)."""
+    check_port(host, port)
     import uvicorn
 
     uvicorn.run(
@@ -715,7 +173,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = settings_from_args(args)
     except ValueError as exc:
         parser.error(str(exc))
-    serve(settings, args.host, args.port, args.log_level, access_log=not args.no_access_log)
+    try:
+        serve(settings, args.host, args.port, args.log_level, access_log=not args.no_access_log)
+    except PortInUseError as exc:
+        print(f"server: error: {exc.strerror}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,13 @@
 """What stands between a client's bytes and OpenEnv's handlers: no input breaks a session.
 
-- :class:`RequestGuardMiddleware` (HTTP): a body over the size limit is a 413;
+- :class:`SitePolicy` (HTTP and WebSocket): a request whose ``Host`` is not on
+  the allow-list is a 421 (a page on another site cannot reach a loopback
+  server through a DNS name it controls); one whose browser ``Origin`` is
+  neither loopback, the server's own, nor allowed is a 403 (a WebSocket
+  handshake too).
+- :class:`RequestGuardMiddleware` (HTTP): a body sent to a JSON route with
+  another content type is a 415 (``text/plain`` and form bodies are what a
+  browser sends cross-site without a preflight); a body over the size limit is a 413;
   a JSON body that is not UTF-8 is a 400; one that nests deeper than
   :data:`MAX_JSON_DEPTH` or holds a non-finite or out-of-range number
   (``NaN``, ``Infinity``, ``1e400``, a 5000-digit integer) is a 422 in
@@ -8,7 +15,8 @@
   in a 500: the 422 that echoed it could not be written as JSON.)
 - :class:`GuardedWebSocket` (``/ws`` and ``/mcp``): an oversized, binary,
   non-object (``[]``, ``1``, ``null``) or too deeply nested message is
-  answered with an error and skipped, so the session and its episode live on
+  answered with an error and skipped, as is one holding a non-finite number
+  (``NaN``: OpenEnv's parser would take it), so the session and its episode live on
   (OpenEnv's loops would end the session on the last three); a connection
   idle for the timeout is closed, freeing its slot; a client that closed
   mid-step is logged at INFO, not as an ERROR traceback.
@@ -22,8 +30,9 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import WebSocket, WebSocketDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -96,6 +105,70 @@ def check_json(text: str) -> Any:
     return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
 
 
+# ----------------------------------------------------------- cross-site
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _host_name(authority: str) -> str:
+    """``example.org:8000`` -> ``example.org``; ``[::1]:8000`` -> ``::1`` (lower case)."""
+    authority = authority.strip().lower()
+    if authority.startswith("["):
+        return authority[1:].partition("]")[0]
+    return authority.rpartition(":")[0] if authority.count(":") == 1 else authority
+
+
+class SitePolicy:
+    """Which ``Host`` names and browser ``Origin`` s a request may carry.
+
+    Loopback hosts and origins are always allowed; so is an ``Origin`` equal to
+    the request's own scheme and ``Host`` (a page the server itself served).
+    ``*`` in either list allows any.
+    """
+
+    def __init__(self, hosts: Iterable[str] = (), origins: Iterable[str] = ()) -> None:
+        self.hosts = LOOPBACK | {h.lower() for h in hosts}
+        self.origins = {o.lower().rstrip("/") for o in origins}
+
+    def host_ok(self, host: str | None) -> bool:
+        return host is None or "*" in self.hosts or _host_name(host) in self.hosts
+
+    def origin_ok(self, origin: str | None, host: str | None) -> bool:
+        if origin is None or "*" in self.origins:
+            return True
+        origin = origin.strip().lower().rstrip("/")
+        if origin in self.origins:
+            return True
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return False  # "null" (sandboxed frames, file pages) and anything odd
+        return _host_name(parts.netloc) in LOOPBACK or (host is not None and parts.netloc == host.lower())
+
+    def refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+        """(status, code, message) if the request's Host or Origin is refused, else None."""
+        headers = {k: v.decode("latin-1") for k, v in scope.get("headers", ()) if k in (b"host", b"origin")}
+        host, origin = headers.get(b"host"), headers.get(b"origin")
+        if not self.host_ok(host):
+            return (
+                421,
+                "HOST_NOT_ALLOWED",
+                (
+                    f"this server does not serve the host name {host!r} (allowed: loopback"
+                    f"{', ' + ', '.join(sorted(self.hosts - LOOPBACK)) if self.hosts - LOOPBACK else ''}); "
+                    "serve with --allow-host NAME (HOSPITAL_ALLOWED_HOSTS) to add it"
+                ),
+            )
+        if not self.origin_ok(origin, host):
+            return (
+                403,
+                "ORIGIN_NOT_ALLOWED",
+                (
+                    f"requests from the web origin {origin!r} are refused (cross-site); serve with "
+                    "--allow-origin ORIGIN (HOSPITAL_ALLOWED_ORIGINS) to accept it"
+                ),
+            )
+        return None
+
+
 # ------------------------------------------------------------------- HTTP
 def _json_response(status: int, body: dict[str, Any]) -> tuple[Message, Message]:
     payload = json.dumps(body).encode()
@@ -118,19 +191,36 @@ def validation_body(kind: str, message: str) -> dict[str, Any]:
 
 
 class RequestGuardMiddleware:
-    """Bounded, well-formed HTTP bodies before any route sees them (see the module docstring).
+    """Allowed sites, bounded, well-formed JSON bodies, before any route sees them (see the module
+    docstring).
 
-    Only JSON bodies (or bodies with no content type, which FastAPI reads as
-    JSON) are parsed; paths under ``skip_prefix`` (the Gradio app, which
-    speaks its own protocol) are only size-checked.
+    Every body outside ``skip_prefix`` must be JSON (``application/json``, or no content type
+    with an empty body) and is parsed strictly; paths under ``skip_prefix`` (the Gradio app, which
+    speaks its own protocol) are only size-checked. Host and Origin are checked everywhere,
+    WebSocket handshakes included.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, skip_prefix: str = "/web/") -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, skip_prefix: str = "/web/", site: SitePolicy | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.skip_prefix = skip_prefix
+        self.site = site or SitePolicy()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        refusal = self.site.refusal(scope)
+        if refusal is not None:
+            status, code, message = refusal
+            logger.warning("refused %s %s: %s", scope["type"], scope["path"], code)
+            if scope["type"] == "websocket":  # closed before the handshake: the client sees HTTP 403
+                await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+            else:
+                await self._refuse(send, status, error_body(code, message))
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -157,8 +247,20 @@ class RequestGuardMiddleware:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        is_json = not content_type or JSON_CONTENT.match(content_type)
-        if body and is_json and not scope["path"].startswith(self.skip_prefix):
+        is_json = JSON_CONTENT.match(content_type) is not None or (not content_type and not body)
+        checked = not scope["path"].startswith(self.skip_prefix)
+        if checked and not is_json and (body or content_type):
+            await self._refuse(
+                send,
+                415,
+                error_body(
+                    "UNSUPPORTED_MEDIA_TYPE",
+                    f"this route takes JSON: send Content-Type: application/json "
+                    f"(got {content_type.decode('latin-1') or 'none'!r})",
+                ),
+            )
+            return
+        if body and checked:
             problem = self._problem(body)
             if problem is not None:
                 await self._refuse(send, *problem)
@@ -202,6 +304,13 @@ class RequestGuardMiddleware:
 
 
 # -------------------------------------------------------------- websocket
+class _Answer:
+    """A screened message's whole reply (the screen's own protocol), sent instead of handling it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
 class GuardedWebSocket:
     """The WebSocket as OpenEnv's session loops see it (``/ws`` and ``/mcp``).
 
@@ -212,9 +321,15 @@ class GuardedWebSocket:
     """
 
     def __init__(
-        self, websocket: WebSocket, max_bytes: int, idle_timeout_s: float, reply_error: ErrorReply
+        self,
+        websocket: WebSocket,
+        max_bytes: int,
+        idle_timeout_s: float,
+        reply_error: ErrorReply,
+        screen: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> None:
         self._ws = websocket
+        self._screen = screen
         self._max_bytes = max_bytes
         self._idle_timeout_s = idle_timeout_s
         self._reply_error = reply_error
@@ -244,23 +359,26 @@ class GuardedWebSocket:
                 await self._error("MESSAGE_TOO_LARGE", f"message over {self._max_bytes} bytes ignored")
                 continue
             problem = self._problem(text)
+            if isinstance(problem, _Answer):
+                await self.send_text(problem.text)
+                continue
             if problem is not None:
                 await self._error("VALIDATION_ERROR", problem)
                 continue
             return text
 
-    @staticmethod
-    def _problem(text: str) -> str | None:
+    def _problem(self, text: str) -> str | _Answer | None:
         """Why a message is refused here, or None to hand it on (malformed JSON included:
         OpenEnv answers that itself)."""
-        if _too_deep(text):
-            return f"message nested deeper than {MAX_JSON_DEPTH} levels ignored"
-        if text.lstrip().startswith("{"):
-            return None
         try:
-            value = json.loads(text)
+            value = check_json(text)
+        except JSONProblem as exc:
+            return f"{exc}: message ignored"
         except (json.JSONDecodeError, RecursionError, ValueError):
             return None
+        if isinstance(value, dict):
+            answer = self._screen(value) if self._screen is not None else None
+            return None if answer is None else _Answer(answer)
         return (
             f'a message is a JSON object ({{"type": ..., "data": {{...}}}}), got {type(value).__name__}'
             if value is not None

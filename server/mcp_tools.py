@@ -36,7 +36,7 @@ session per connection) and as ``{"type": "mcp"}`` messages on ``/ws``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
@@ -111,7 +111,7 @@ class HospitalMCPEnvironment(MCPEnvironment):
         if self._closed:
             raise RuntimeError("MCP is not available; environment is closed")
         if self._mcp is None:
-            server = _build_tools(self)
+            server = build_tools(lambda: self)
             self._validate_tool_names(server)
             self._mcp = (server, Client(server))
         return self._mcp
@@ -228,36 +228,43 @@ class HospitalMCPEnvironment(MCPEnvironment):
         return self._last
 
 
-def _build_tools(env: HospitalMCPEnvironment) -> FastMCP:
-    """The session's FastMCP server; every tool reads or plays ``env``'s episode."""
+def build_tools(env_of: Callable[[], HospitalMCPEnvironment]) -> FastMCP:
+    """A FastMCP server whose tools read or play the episode of ``env_of()``: one session's own
+    (OpenEnv's ``/mcp`` routes), or the current MCP session's (the streamable HTTP transport,
+    :mod:`server.mcp_http`). Integer arguments are strict, as ``/step``: ``"5"`` or ``true``
+    is refused, never read as an action."""
     mcp = FastMCP("hospital_marl")
 
     @mcp.tool
     def start_shift(
-        scenario: Annotated[str | None, Field(description="scenario name, e.g. normal_day, surge")] = None,
-        seed: Annotated[int | None, Field(ge=0, description="defines the day's patients")] = None,
+        scenario: Annotated[
+            str | None, Field(strict=True, description="scenario name, e.g. normal_day, surge")
+        ] = None,
+        seed: Annotated[
+            int | None, Field(ge=0, strict=True, description="defines the day's patients")
+        ] = None,
     ) -> dict[str, Any]:
         """Start a new 24-hour shift (100 ticks); returns the board."""
         try:
-            env.reset(seed=seed, scenario=scenario)
+            env_of().reset(seed=seed, scenario=scenario)
         except ValueError as exc:  # pydantic's ValidationError too: unknown scenario, bad seed
             raise ToolError(str(exc)) from None
-        return env.board()
+        return env_of().board()
 
     @mcp.tool
     def read_board() -> dict[str, Any]:
         """The department now: text board, numbered legal actions, tick, done, score (0-100 at the end)."""
-        return env.board()
+        return env_of().board()
 
     @mcp.tool
     def legal_actions() -> list[dict[str, Any]]:
         """Every legal action now: its number, meaning, and the tool call that plays it."""
-        return env.legal()
+        return env_of().legal()
 
     @mcp.tool
     def admit(
         queue_slot: Annotated[
-            int, Field(ge=0, le=_LAST[Kind.ADMIT_GENERAL], description="waiting-queue slot")
+            int, Field(strict=True, ge=0, le=_LAST[Kind.ADMIT_GENERAL], description="waiting-queue slot")
         ],
         unit: Annotated[
             Literal["general", "icu"], Field(description="general bed (severity 1-3) or ICU bed")
@@ -265,37 +272,47 @@ def _build_tools(env: HospitalMCPEnvironment) -> FastMCP:
     ) -> dict[str, Any]:
         """Admit waiting patient [queue_slot] to a general or an ICU bed; plays one tick."""
         kind = Kind.ADMIT_GENERAL if unit == "general" else Kind.ADMIT_ICU
-        return env.play(FLAT_OF[(kind, queue_slot)])
+        return env_of().play(FLAT_OF[(kind, queue_slot)])
 
     @mcp.tool
     def ventilate(
-        ventilator: Annotated[int, Field(ge=0, le=_LAST[Kind.VENTILATE], description="a free ventilator")],
+        ventilator: Annotated[
+            int, Field(strict=True, ge=0, le=_LAST[Kind.VENTILATE], description="a free ventilator")
+        ],
     ) -> dict[str, Any]:
         """Put ventilator [ventilator] on the most severe ICU patient without one; plays one tick."""
-        return env.play(FLAT_OF[(Kind.VENTILATE, ventilator)])
+        return env_of().play(FLAT_OF[(Kind.VENTILATE, ventilator)])
 
     @mcp.tool
     def transfer(
         board_position: Annotated[
             int,
-            Field(ge=0, le=_LAST[Kind.TRANSFER_ICU], description="general-board position, 0 = most severe"),
+            Field(
+                strict=True,
+                ge=0,
+                le=_LAST[Kind.TRANSFER_ICU],
+                description="general-board position, 0 = most severe",
+            ),
         ],
     ) -> dict[str, Any]:
         """Transfer general-board patient [board_position] to an ICU bed; plays one tick."""
-        return env.play(FLAT_OF[(Kind.TRANSFER_ICU, board_position)])
+        return env_of().play(FLAT_OF[(Kind.TRANSFER_ICU, board_position)])
 
     @mcp.tool
     def discharge(
-        icu_bed: Annotated[int, Field(ge=0, le=_LAST[Kind.DISCHARGE_ICU], description="ICU bed index")],
+        icu_bed: Annotated[
+            int, Field(strict=True, ge=0, le=_LAST[Kind.DISCHARGE_ICU], description="ICU bed index")
+        ],
     ) -> dict[str, Any]:
         """Discharge (step down) the patient in ICU bed [icu_bed]; plays one tick."""
-        return env.play(FLAT_OF[(Kind.DISCHARGE_ICU, icu_bed)])
+        return env_of().play(FLAT_OF[(Kind.DISCHARGE_ICU, icu_bed)])
 
     @mcp.tool
     def early_discharge(
         board_position: Annotated[
             int,
             Field(
+                strict=True,
                 ge=0,
                 le=_LAST[Kind.EARLY_DISCHARGE],
                 description="from the bottom of the board, 0 = least severe",
@@ -303,19 +320,21 @@ def _build_tools(env: HospitalMCPEnvironment) -> FastMCP:
         ],
     ) -> dict[str, Any]:
         """Send a non-critical general-board patient home before treatment ends (costly); plays one tick."""
-        return env.play(FLAT_OF[(Kind.EARLY_DISCHARGE, board_position)])
+        return env_of().play(FLAT_OF[(Kind.EARLY_DISCHARGE, board_position)])
 
     @mcp.tool
     def wait() -> dict[str, Any]:
         """Do nothing this tick (always legal); plays one tick."""
-        return env.play(NOOP)
+        return env_of().play(NOOP)
 
     @mcp.tool
     def act(
-        action: Annotated[int, Field(ge=0, le=N_FLAT_ACTIONS - 1, description="a legal action number")],
+        action: Annotated[
+            int, Field(strict=True, ge=0, le=N_FLAT_ACTIONS - 1, description="a legal action number")
+        ],
     ) -> dict[str, Any]:
         """Play any legal action by its number (as listed on the board); plays one tick."""
-        return env.play(action)
+        return env_of().play(action)
 
     return mcp
 
@@ -325,6 +344,7 @@ __all__ = [
     "READING_TOOLS",
     "TOOL_OF_KIND",
     "HospitalMCPEnvironment",
+    "build_tools",
     "observation_blocks",
     "tool_call",
 ]

@@ -2,7 +2,6 @@
 
     hospital-marl serve --env radiotherapy [--task head_neck] [--web]
     HOSPITAL_ENV=radiotherapy uvicorn server.app:app       # task from $HOSPITAL_RT_TASK
-    python -m server.radiotherapy --port 8001 [--task T]  # alias of the first
 
 :class:`RTEnvironment` is a thin view of
 :class:`hospital_marl.radiotherapy.RadiotherapyPlanningEnv`: the same seed and actions give
@@ -15,7 +14,6 @@ this module only declares the wire models. A reset may name the task
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from typing import Annotated, Any
 
 import numpy as np
@@ -179,22 +177,3 @@ class RTEnvironment(Environment[RTAction, RTObservation, RTState]):
             reward=reward,
             done=done,
         )
-
-
-def make_app(task: str | None = None, **settings: Any) -> Any:
-    """THE server's app (:func:`server.app.build_app`) serving the RT env, with the ED's guards."""
-    from server.app import build_app
-    from server.settings import ServerSettings
-
-    return build_app(ServerSettings(env="radiotherapy", task=task, **settings))
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m server.radiotherapy``: ``hospital-marl serve --env radiotherapy`` (same flags)."""
-    from server.app import main as serve_main
-
-    serve_main(["--env", "radiotherapy", *(argv if argv is not None else __import__("sys").argv[1:])])
-
-
-if __name__ == "__main__":
-    main()

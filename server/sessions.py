@@ -13,7 +13,12 @@ each source is bounded twice — a capacity and an idle timeout:
   as long as they are open; ``server.app`` closes one idle for the timeout.
 
 A :class:`ClientLedger` counts the sessions of every source per client (IP
-address) when a per-client cap is set, so one client cannot take every slot.
+address): with a per-client cap (on by default) a client holds at most that many
+in all and at most half of any one source, so no client can fill a pool.
+
+A session belongs to the client that opened it: :meth:`SessionStore.get` and
+:meth:`SessionStore.close` given another client's address answer as for an
+unknown id, so an id seen elsewhere (a log, a shared screen) drives nothing.
 
 Not thread-safe by design: the app calls these from the event loop only, with
 no ``await`` between looking a session up and using it. (The web view's
@@ -42,43 +47,65 @@ class SessionCapacityError(RuntimeError):
         self.code = code
 
 
-class ClientLedger:
-    """Sessions held per client across every source; refuses a client at ``per_client``.
+def client_share(capacity: int) -> int:
+    """Slots of a source of ``capacity`` one client may hold under a per-client cap: half."""
+    return max(1, capacity // 2)
 
-    ``per_client=None`` turns the cap off (the counts are still kept, for ``/sessions``).
+
+class ClientLedger:
+    """Sessions held per client across every source; refuses a client at ``per_client`` in all,
+    or at half of one source's capacity.
+
+    ``per_client=None`` turns both caps off (the counts are still kept, for ``/sessions``).
     """
 
     def __init__(self, per_client: int | None = None) -> None:
         self.per_client = per_client
         self._held: Counter[str] = Counter()
+        self._by_source: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()  # the web view's handlers count from worker threads
 
-    def acquire(self, client: str) -> None:
-        """Count one more session for ``client`` (raises :class:`SessionCapacityError` at the cap)."""
-        with self._lock:
-            if self.per_client is not None and self._held[client] >= self.per_client:
-                raise SessionCapacityError(
-                    f"per-client session limit reached: this client holds {self._held[client]}/"
-                    f"{self.per_client} sessions (HTTP, WebSocket, MCP and web together). Close one, "
-                    "or wait until an idle one expires.",
-                    code="CLIENT_SESSION_LIMIT",
-                )
-            self._held[client] += 1
+    def acquire(self, client: str, source: str = "", capacity: int | None = None) -> None:
+        """Count one more session of ``source`` (of ``capacity`` slots) for ``client``.
 
-    def release(self, client: str) -> None:
+        Raises :class:`SessionCapacityError` (``CLIENT_SESSION_LIMIT``) at either cap."""
+        with self._lock:
+            if self.per_client is not None:
+                if self._held[client] >= self.per_client:
+                    raise SessionCapacityError(
+                        f"per-client session limit reached: this client holds {self._held[client]}/"
+                        f"{self.per_client} sessions (HTTP, WebSocket, MCP and web together). Close one, "
+                        "or wait until an idle one expires.",
+                        code="CLIENT_SESSION_LIMIT",
+                    )
+                share = None if capacity is None else client_share(capacity)
+                if share is not None and self._by_source[client, source] >= share:
+                    raise SessionCapacityError(
+                        f"per-client session limit reached: this client holds {share} of the {capacity} "
+                        f"{source} slots, the most one client may hold (half), so others can still "
+                        "connect. Close one, or wait until an idle one expires.",
+                        code="CLIENT_SESSION_LIMIT",
+                    )
+            self._held[client] += 1
+            self._by_source[client, source] += 1
+
+    def release(self, client: str, source: str = "") -> None:
         with self._lock:
             self._held[client] -= 1
             if self._held[client] <= 0:
                 del self._held[client]
+            self._by_source[client, source] -= 1
+            if self._by_source[client, source] <= 0:
+                del self._by_source[client, source]
 
     @contextmanager
-    def holding(self, client: str) -> Iterator[None]:
+    def holding(self, client: str, source: str = "", capacity: int | None = None) -> Iterator[None]:
         """Hold one session for ``client`` for the duration of the block."""
-        self.acquire(client)
+        self.acquire(client, source, capacity)
         try:
             yield
         finally:
-            self.release(client)
+            self.release(client, source)
 
     def clients(self) -> int:
         """Clients holding at least one session."""
@@ -105,6 +132,8 @@ class SessionStore(Generic[T]):
         close: releases a value when its session closes or expires.
         name: how errors name this source ("HTTP session", "web session", ...).
         close_hint: how a client closes one of its sessions, for the error at capacity.
+        source: the ledger's name for the pool these sessions take slots of (default ``name``;
+            ``capacity`` the pool's size, default ``max_sessions``): the per-client share is of it.
     """
 
     def __init__(
@@ -117,6 +146,8 @@ class SessionStore(Generic[T]):
         close: Callable[[T], object] | None = None,
         name: str = "HTTP session",
         close_hint: str = "",
+        source: str | None = None,
+        capacity: int | None = None,
     ) -> None:
         self._factory = factory
         self.max_sessions = max_sessions
@@ -126,6 +157,8 @@ class SessionStore(Generic[T]):
         self._close = close
         self.name = name
         self.close_hint = close_hint
+        self.source = source or name
+        self.capacity = capacity or max_sessions
         self._sessions: OrderedDict[str, _Session[T]] = OrderedDict()  # least recently used first
         self.lock = threading.RLock()
 
@@ -158,14 +191,14 @@ class SessionStore(Generic[T]):
                     f"{self.name} limit reached: {len(self._sessions)}/{self.max_sessions} open. Close "
                     f"yours when done{self.close_hint}, or wait: idle sessions expire after {self.ttl_s:g} s."
                 )
-            self._ledger.acquire(client)
+            self._ledger.acquire(client, self.source, self.capacity)
             try:
                 if value is None:
                     if self._factory is None:
                         raise TypeError("this store has no factory: give the session's value")
                     value = self._factory()
             except BaseException:
-                self._ledger.release(client)
+                self._ledger.release(client, self.source)
                 raise
             sid = str(uuid.uuid4())
             self._sessions[sid] = _Session(value, client, self._clock())
@@ -174,30 +207,46 @@ class SessionStore(Generic[T]):
     def add(self, sid: str, value: T, client: str = "") -> None:
         """Track a session whose id was made elsewhere (e.g. by OpenEnv's MCP pool).
 
-        The caller has already checked the per-client cap with :meth:`ClientLedger.acquire`."""
+        The caller has already counted it with ``ledger.acquire(client, store.source, ...)``."""
         with self.lock:
             self._sessions[sid] = _Session(value, client, self._clock())
 
-    def get(self, sid: str) -> T | None:
-        """The session's value (marking it used), or None if unknown or expired."""
+    def get(self, sid: str, client: str | None = None) -> T | None:
+        """The session's value (marking it used), or None if unknown, expired, or (given
+        ``client``) another client's."""
         with self.lock:
             self.expire()
             session = self._sessions.get(sid)
-            if session is None:
+            if session is None or (client is not None and session.client != client):
                 return None
             session.last_used = self._clock()
             self._sessions.move_to_end(sid)
             return session.value
 
-    def close(self, sid: str) -> bool:
-        """Forget a session (releasing its value); False if there was none."""
+    def close(self, sid: str, client: str | None = None) -> bool:
+        """Forget a session (releasing its value); False if there was none (or, given ``client``,
+        it is another client's)."""
         with self.lock:
+            session = self._sessions.get(sid)
+            if session is None or (client is not None and session.client != client):
+                return False
             return self._forget(sid) is not None
+
+    def ids(self) -> list[str]:
+        """The live sessions' ids (for shutting a source down)."""
+        with self.lock:
+            return list(self._sessions)
+
+    def owns(self, sid: str, client: str) -> bool:
+        """Whether ``sid`` is a live session of ``client`` (without marking it used)."""
+        with self.lock:
+            session = self._sessions.get(sid)
+            return session is not None and session.client == client
 
     def _forget(self, sid: str) -> _Session[T] | None:
         session = self._sessions.pop(sid, None)
         if session is not None:
-            self._ledger.release(session.client)
+            self._ledger.release(session.client, self.source)
             if self._close is not None:
                 self._close(session.value)
         return session

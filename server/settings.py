@@ -11,13 +11,21 @@ variable                       meaning                                     defau
 ``HOSPITAL_SCENARIO``          scenario of a reset that names none         normal_day
 ``HOSPITAL_MAX_SESSIONS``      concurrent WebSocket sessions               64
 ``HOSPITAL_MAX_HTTP_SESSIONS`` concurrent stateful HTTP sessions           64
-``HOSPITAL_HTTP_SESSION_TTL``  idle seconds before an HTTP session expires 600
+``HOSPITAL_HTTP_SESSION_TTL``  idle seconds before a session nobody holds  120
+                               a connection to (HTTP episode, HTTP MCP)
+                               expires
 ``HOSPITAL_MAX_MESSAGE_BYTES`` largest HTTP body / WebSocket message       65536
 ``HOSPITAL_IDLE_TIMEOUT``      idle seconds before a WebSocket, MCP or web 600
                                session ends
 ``HOSPITAL_MAX_WEB_SESSIONS``  concurrent web-view tabs (``/web``)         32
-``HOSPITAL_MAX_SESSIONS_PER_   sessions one client (IP address) may hold,  off
-CLIENT``                       all sources together (0 = no cap)
+``HOSPITAL_MAX_SESSIONS_PER_   sessions one client (IP address) may hold,  16
+CLIENT``                       all sources together, and at most half of
+                               any one source (0 = no cap at all)
+``HOSPITAL_ALLOWED_HOSTS``     ``Host`` names served besides loopback,     none
+                               comma-separated (``*``: any; the DNS-
+                               rebinding guard)
+``HOSPITAL_ALLOWED_ORIGINS``   browser ``Origin`` s accepted besides       none
+                               loopback and same-origin (``*``: any)
 ``ENABLE_WEB_INTERFACE``       serve the web view at ``/web`` (OpenEnv's   false
                                switch: true/1/yes)
 ``HOSPITAL_ENV``               the environment served: ``ed`` or           ed
@@ -54,8 +62,17 @@ ENV_VARS: dict[str, str] = {
     "web": "ENABLE_WEB_INTERFACE",
     "env": "HOSPITAL_ENV",
     "task": "HOSPITAL_RT_TASK",
+    "allowed_hosts": "HOSPITAL_ALLOWED_HOSTS",
+    "allowed_origins": "HOSPITAL_ALLOWED_ORIGINS",
 }
 """Settings field -> the environment variable that sets it."""
+
+LOOPBACK_HOSTS: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
+"""The ``Host`` names served by default: a page on another site cannot reach a loopback server
+through a DNS name it controls (DNS rebinding), because that name is not on this list."""
+
+DEFAULT_PER_CLIENT = 16
+"""Sessions one client may hold by default: room for a lab's scripts and tabs, far from any pool."""
 
 MAX_SESSIONS_LIMIT = 4096
 """Sanity cap on either session limit (each session holds one simulator)."""
@@ -94,23 +111,32 @@ class ServerSettings:
     """Concurrent WebSocket sessions (OpenEnv's ``max_concurrent_envs``); one more gets a capacity error."""
     max_http_sessions: int = 64
     """Concurrent stateful HTTP sessions; a reset beyond it gets HTTP 429."""
-    http_session_ttl_s: float = 600.0
-    """An HTTP session idle this long expires (its id then answers 404)."""
+    http_session_ttl_s: float = 120.0
+    """A session nobody holds a connection to (HTTP episode, HTTP MCP session) idle this long
+    expires (its id then answers 404). Shorter than ``idle_timeout_s``: nothing tells the server
+    such a client has gone."""
     max_message_bytes: int = 64 * 1024
     """Largest HTTP request body (else 413) or WebSocket message (else an error message)."""
     idle_timeout_s: float = 600.0
     """A WebSocket (``/ws``, ``/mcp``), HTTP MCP or web-view session idle this long ends."""
     max_web_sessions: int = 32
     """Concurrent web-view tabs; each holds two episodes (yours and the agent's)."""
-    max_sessions_per_client: int | None = None
-    """Sessions one client (IP address) may hold over every source together; None: no cap.
-    Behind a reverse proxy every client has the proxy's address: leave it off there."""
+    max_sessions_per_client: int | None = DEFAULT_PER_CLIENT
+    """Sessions one client (IP address) may hold over every source together, and never more than
+    half of any one source, so no client fills a pool; None (or 0): no cap at all. Behind a reverse
+    proxy every client has the proxy's address: raise it or turn it off there."""
     web: bool = False
     """Serve the web view at ``/web`` (OpenEnv's ``ENABLE_WEB_INTERFACE``)."""
     env: str = "ed"
     """The environment every session of this process serves: ``ed`` or ``radiotherapy``."""
     task: str | None = None
     """Radiotherapy task of a reset that names none (None: prostate); an error with ``env="ed"``."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names served (any port) besides the loopback ones, which always are; ``("*",)``:
+    any. A request naming another host gets 421, a WebSocket 403 (DNS rebinding)."""
+    allowed_origins: tuple[str, ...] = ()
+    """Browser ``Origin`` s accepted besides loopback ones and the server's own (same-origin);
+    ``("*",)``: any. A request or WebSocket from another origin gets 403."""
 
     def __post_init__(self) -> None:
         check_scenario(self.scenario)
@@ -134,6 +160,13 @@ class ServerSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e7:
                 raise ValueError(f"{name} must be a number of seconds in (0, 1e7), got {value!r}")
+        for name in ("allowed_hosts", "allowed_origins"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = tuple(v.strip() for v in value.split(",") if v.strip())
+            if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) and v for v in value):
+                raise ValueError(f"{name} must be names separated by commas, got {value!r}")
+            object.__setattr__(self, name, tuple(v.lower().rstrip("/") for v in value))
         if not isinstance(self.web, bool):
             raise ValueError(f"web must be a bool, got {self.web!r}")
         if (
@@ -175,6 +208,9 @@ class ServerSettings:
                     raise ValueError(f"{var} must be true/false (1/0, yes/no), got {raw!r}")
                 values[name] = raw.lower() in _TRUE
                 continue
+            if "tuple" in kind:
+                values[name] = raw
+                continue
             try:
                 values[name] = float(raw) if kind == "float" else int(raw) if "int" in kind else raw
             except ValueError:
@@ -215,7 +251,8 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="idle seconds before an HTTP session expires (default: $HOSPITAL_HTTP_SESSION_TTL or 600)",
+        help="idle seconds before a session nobody holds a connection to (HTTP episode, HTTP MCP "
+        "session) expires (default: $HOSPITAL_HTTP_SESSION_TTL or 120)",
     )
     parser.add_argument(
         "--idle-timeout",
@@ -235,8 +272,24 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-sessions-per-client",
         type=int,
         default=None,
-        help="sessions one client IP may hold, all sources together "
-        "(default: $HOSPITAL_MAX_SESSIONS_PER_CLIENT or no cap)",
+        help="sessions one client IP may hold, all sources together, never more than half of one "
+        f"source (default: $HOSPITAL_MAX_SESSIONS_PER_CLIENT or {DEFAULT_PER_CLIENT}; 0 = no cap)",
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="also serve requests whose Host is NAME, besides localhost, 127.0.0.1 and ::1 "
+        "(repeatable; * = any; default: $HOSPITAL_ALLOWED_HOSTS or none)",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="also accept browser requests from ORIGIN, e.g. https://lab.example.org (repeatable; "
+        "* = any; default: $HOSPITAL_ALLOWED_ORIGINS; loopback and same-origin always)",
     )
     parser.add_argument(
         "--web",
@@ -276,4 +329,6 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         web=args.web,
         env=args.env,
         task=args.task,
+        allowed_hosts=tuple(args.allow_host) if args.allow_host else None,
+        allowed_origins=tuple(args.allow_origin) if args.allow_origin else None,
     )

@@ -174,7 +174,8 @@ def test_team_track_one_choice_per_role(browser: Any, web_url: str, shots: Any) 
 def test_each_tab_is_its_own_counted_session_and_the_api_stays_responsive(
     browser: Any, shots: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with live_server(ServerSettings(web=True, max_web_sessions=2)) as url:
+    # One browser (one client) fills the view here: per-client caps off (test_safety tests them).
+    with live_server(ServerSettings(web=True, max_web_sessions=2, max_sessions_per_client=0)) as url:
         first, second = open_page(browser, url), open_page(browser, url)
         try:
             assert httpx.get(f"{url}/sessions").json()["web"]["active"] == 2

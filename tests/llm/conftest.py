@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from policies.base import BasePolicy
-from server.openai_standin import OpenAIStandIn, serve_standin
+from tests.llm.openai_standin import OpenAIStandIn, serve_standin
 
 StandInFactory = Callable[..., AbstractContextManager[tuple[OpenAIStandIn, str]]]
 

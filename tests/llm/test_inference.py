@@ -14,11 +14,11 @@ import pytest
 
 from grading.grader import episode_seed, run_flat_episode, run_team_episode
 from hospital_marl.core.actions import ROLES
-from hospital_marl.core.scenarios import get_scenario
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, get_scenario
 from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv
+from hospital_marl_cli.agents.llm import main
 from policies import HeuristicPolicy, TeamHeuristicPolicy
-from server.llm_agent import main
 from tests.llm.conftest import FirstLegalPolicy, StandInFactory, first_legal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +55,18 @@ def _replay_flat(scenario: str, seed: int, actions: list[int]) -> tuple[list[str
     return rewards, f"{env.hospital.score() / 100:.2f}"
 
 
+def _asked(scenario: str, seed: int, actions: list[int]) -> list[int]:
+    """The steps at which more than one action was legal: the only ones the model is asked about."""
+    env = HospitalEDEnv(scenario=scenario)
+    _, info = env.reset(seed=seed)
+    asked = []
+    for i, a in enumerate(actions):
+        if int(info["action_mask"].sum()) > 1:
+            asked.append(i)
+        _, _, _, _, info = env.step(a)
+    return asked
+
+
 def test_inference_py__prints_exactly_the_protocol_and_the_graded_score(standin: StandInFactory) -> None:
     with standin() as (_, url):
         env = {**os.environ, "API_BASE_URL": url, "MODEL_NAME": "standin-model", "HF_TOKEN": "hf_test"}
@@ -86,12 +98,16 @@ def test_script__unusable_replies_are_reported_played_as_noop_and_counted(
     with standin("prose", "json", "illegal", "garbage", "first_legal", "illegal") as (_, url):
         status, out, err = _run(monkeypatch, capsys, url, "--scenarios", "surge")
     assert status == 0
-    _, steps, end = _parse(out)
+    _, all_steps, end = _parse(out)
+    asked = _asked("surge", episode_seed(0, "surge", 0), [int(s.group(2)) for s in all_steps])
+    assert {all_steps[i].group(5) for i in range(len(all_steps)) if i not in asked} <= {"null"}
+    steps = [all_steps[i] for i in asked]  # the scripted replies answer these, in order
     errors = [s.group(5) for s in steps]
     assert errors[:2] == ["null", "null"]  # prose- and JSON-wrapped numbers are understood
     assert re.fullmatch(r"illegal_action_\d+", errors[2]) and errors[3] == "no_action_number"
     assert re.fullmatch(r"illegal_action_\d+", errors[5]) and set(errors[6:]) == {"null"}
     assert [steps[i].group(2) for i in (2, 3, 5)] == ["0", "0", "0"]  # played as the no-op
+    steps = all_steps
     rewards, score = _replay_flat("surge", episode_seed(0, "surge", 0), [int(s.group(2)) for s in steps])
     assert [s.group(3) for s in steps] == rewards and end.group(3) == score
     assert "3 unusable replies" in err
@@ -106,26 +122,34 @@ def test_script__a_5xx_endpoint_ends_with_success_false_and_exit_1(
         )
     assert status == 1
     lines = out.splitlines()
-    assert START.fullmatch(lines[0]) and len(lines) == 4  # START, two steps, END; surge never starts
-    assert lines[3] == f"[END] success=false steps=2 score=0.00 rewards={END.fullmatch(lines[3]).group(4)}"
-    assert len(server.requests) == 2 + 2  # two answers, then one request and one retry
-    assert "FAILED after 2 steps" in err and "500" in err
+    ends = [i for i, line in enumerate(lines) if line.startswith("[END]")]
+    assert len(ends) == 2 and lines[ends[0]].startswith("[END] success=false ")  # normal_day failed...
+    assert lines[ends[0] + 1].startswith("[START] task=surge ")  # ...and surge was still played
+    assert lines[ends[1]] == "[END] success=false steps=0 score=0.00 rewards="
+    assert len(server.requests) == 2 + 2 + 2  # two answers, then per task one request and one retry
+    assert err.count("FAILED after") == 2 and "500" in err
+    # Retries and 5xx answers are counted and reported.
+    assert "4 requests, 2 retries, 4 5xx" in err
 
 
 def test_script__a_slow_answer_is_retried_and_a_dead_one_fails_bounded(
     standin: StandInFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with standin("slow", slow_s=2.0) as (server, url):
-        status, out, _ = _run(
+        status, out, err = _run(
             monkeypatch, capsys, url, "--scenarios", "night_shift", "--timeout", "0.3", "--retries", "1"
         )
     _, steps, _ = _parse(out)
-    assert status == 0 and len(server.requests) == len(steps) + 1  # one timed out, its retry answered
+    asked = _asked("night_shift", episode_seed(0, "night_shift", 0), [int(s.group(2)) for s in steps])
+    assert status == 0 and len(server.requests) == len(asked) + 1  # one timed out, its retry answered
+    assert "1 retries" in err and "1 timeouts" in err
     with standin(default="slow", slow_s=2.0) as (server, url):
         status, out, err = _run(
             monkeypatch, capsys, url, "--scenarios", "night_shift", "--timeout", "0.2", "--retries", "1"
         )
-    assert status == 1 and out.splitlines()[-1] == "[END] success=false steps=0 score=0.00 rewards="
+    # The quiet first ticks need no request; the first question times out twice and ends the episode.
+    assert status == 1 and out.splitlines()[-1].startswith("[END] success=false ")
+    assert " score=0.00 " in out.splitlines()[-1]
     assert len(server.requests) == 2 and "APITimeoutError" in err
 
 
@@ -137,37 +161,42 @@ def test_script__team_track_runs_three_role_agents(
     start, steps, end = _parse(out)
     assert status == 0 and start.group(2) == "hospital_marl/HospitalEDTeam-v0"
     assert all(re.fullmatch(r"\d+,\d+,\d+", s.group(2)) for s in steps)
-    assert len(server.requests) == 3 * len(steps)
     seed = episode_seed(0, "night_shift", 0)
     aec = HospitalAECEnv(scenario="night_shift")  # the grader's team track: roles in turn
     aec.reset(seed=seed)
-    actions, rewards = [], []
+    actions, rewards, asked = [], [], 0
     while not aec.hospital.done:
         joint = []
         for role in ROLES:
-            joint.append(first_legal(aec.observe(role)["action_mask"]))
+            mask = aec.observe(role)["action_mask"]
+            asked += int(mask.sum()) > 1  # a role with only the no-op is not asked
+            joint.append(first_legal(mask))
             aec.step(joint[-1])
         actions.append(",".join(map(str, joint)))
         rewards.append(f"{aec.rewards[ROLES[0]]:.2f}")  # the tick's team reward, every role's
     assert [s.group(2) for s in steps] == actions and [s.group(3) for s in steps] == rewards
+    assert len(server.requests) == asked
     reference = run_team_episode(FirstLegalPolicy(), get_scenario("night_shift"), seed)
     assert end.group(3) == f"{reference.score / 100:.2f}" and int(end.group(2)) == reference.counts["ticks"]
     heuristic = run_team_episode(TeamHeuristicPolicy(), get_scenario("night_shift"), seed).score
     assert end.group(1) == ("true" if reference.score >= heuristic else "false")
 
 
-def test_script__bad_settings_exit_2_before_any_line(
+def test_script__bad_settings_exit_2_with_an_end_line_for_every_task(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv("MODEL_NAME", raising=False)
-    monkeypatch.setenv("API_BASE_URL", "http://127.0.0.1:9/v1")
-    assert main(["--scenarios", "normal_day"]) == 2
-    out = capsys.readouterr()
-    assert out.out == "" and "MODEL_NAME" in out.err
     monkeypatch.setenv("MODEL_NAME", "m")
-    assert main(["--scenarios", "no_such_day"]) == 2
-    assert main(["--mcp"]) == 2
-    assert "unknown scenario" in capsys.readouterr().err
+    assert main(["--scenarios", "no_such_day", "surge"]) == 2
+    out = capsys.readouterr()
+    assert out.out.splitlines() == [
+        "[START] task=no_such_day env=hospital_marl/HospitalED-v0 model=m",
+        "[END] success=false steps=0 score=0.00 rewards=",
+        "[START] task=surge env=hospital_marl/HospitalED-v0 model=m",
+        "[END] success=false steps=0 score=0.00 rewards=",
+    ]
+    assert "unknown scenario" in out.err
+    assert main(["--mcp"]) == 2  # every task by default: each gets its lines
+    assert capsys.readouterr().out.count("[END] success=false") == len(BUILTIN_SCENARIOS)
 
 
 def test_cli__hospital_marl_llm_is_the_same_script(
@@ -189,8 +218,11 @@ def test_script__a_role_can_have_its_own_model(
         status, out, _ = _run(monkeypatch, capsys, url, *argv)
     assert status == 0
     assert out.splitlines()[0].endswith("model=standin-model;ventilator_officer=vent-7b")
-    models = [r["model"] for r in server.requests[:6]]
-    assert models == ["standin-model", "standin-model", "vent-7b"] * 2  # triage, bed manager, officer
+    officer = {
+        r["model"] for r in server.requests if "ventilator officer" in r["messages"][0]["content"].lower()
+    }
+    others = {r["model"] for r in server.requests} - officer
+    assert officer == {"vent-7b"} and others == {"standin-model"}
     assert _run(monkeypatch, capsys, url, "--role-model", "nurse=x", "--track", "team")[0] == 2
     assert _run(monkeypatch, capsys, url, "--role-model", "triage=x")[0] == 2  # flat track: no roles
 

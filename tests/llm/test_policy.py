@@ -32,8 +32,10 @@ def test_grade__an_llm_is_graded_like_the_policy_it_answers_for(standin: StandIn
     assert report["scenario_scores"] == reference["scenario_scores"]
     assert report["scenarios"]["night_shift"]["counts"] == reference["scenarios"]["night_shift"]["counts"]
     ticks = reference["scenarios"]["night_shift"]["counts"]["ticks"]
-    assert len(server.requests) == ticks * (len(ROLES) if track == "team" else 1)
-    assert llm.stats.invalid_replies == 0
+    # Every decision is counted; the ones with only one legal action are not asked (no request).
+    assert llm.stats.decisions == ticks * (len(ROLES) if track == "team" else 1)
+    assert len(server.requests) == llm.stats.asked == llm.stats.decisions - llm.stats.not_asked
+    assert llm.stats.not_asked > 0 and llm.stats.invalid_replies == 0
 
 
 def test_team_track__each_role_is_its_own_agent_with_its_own_prompt(standin: StandInFactory) -> None:
@@ -89,9 +91,9 @@ def test_config__missing_or_bad_settings_are_clear_errors(monkeypatch: pytest.Mo
     monkeypatch.delenv("MODEL_NAME", raising=False)
     monkeypatch.delenv("API_BASE_URL", raising=False)
     with pytest.raises(ValueError, match="MODEL_NAME"):
-        LLMConfig.from_env(base_url="http://127.0.0.1:9/v1")
+        LLMConfig(model="", base_url="http://127.0.0.1:9/v1")
     with pytest.raises(ValueError, match="API_BASE_URL"):
-        LLMConfig.from_env(model="m")
+        LLMConfig(model="m", base_url="")
     with pytest.raises(ValueError, match="temperature"):
         LLMConfig(model="m", base_url="http://x", temperature=3.0)
     with pytest.raises(ValueError, match="unknown LLMPolicy arguments"):

@@ -24,18 +24,21 @@ from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
 from hospital_marl.radiotherapy.core.plan import N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import TASKS
 from server.app import build_app
+from server.app import make_rt_app as make_app
 from server.guards import MAX_JSON_DEPTH
-from server.radiotherapy import make_app
 from server.settings import ServerSettings
+from tests.server.conftest import local_client
 
 pytestmark = pytest.mark.server
 
-SETTINGS = ServerSettings(env="radiotherapy", max_sessions=3, max_http_sessions=2, max_message_bytes=4096)
+SETTINGS = ServerSettings(
+    env="radiotherapy", max_sessions=3, max_http_sessions=2, max_message_bytes=4096, max_sessions_per_client=0
+)
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(build_app(SETTINGS)) as test_client:
+    with local_client(build_app(SETTINGS)) as test_client:
         yield test_client
 
 
@@ -182,7 +185,7 @@ def test_schema_and_metadata_describe_the_rt_env(client: TestClient) -> None:
 
 
 def test_the_served_env_is_chosen_at_start() -> None:
-    with TestClient(make_app("head_neck")) as rt, rt.websocket_connect("/ws") as ws:
+    with local_client(make_app("head_neck")) as rt, rt.websocket_connect("/ws") as ws:
         assert send(ws, {"type": "reset", "data": {"seed": 0}})["data"]["observation"]["task"] == "head_neck"
     environ = {"HOSPITAL_ENV": "radiotherapy", "HOSPITAL_RT_TASK": "pediatric_brain"}
     settings = ServerSettings.from_env(environ)

@@ -29,8 +29,28 @@ class FakeClock:
 
 
 TEST_SETTINGS = ServerSettings(
-    max_sessions=4, max_http_sessions=3, http_session_ttl_s=60.0, max_message_bytes=4096
+    max_sessions=4,
+    max_http_sessions=3,
+    http_session_ttl_s=60.0,
+    max_message_bytes=4096,
+    max_sessions_per_client=0,  # these tests fill pools from one client; test_safety tests the caps
 )
+
+LOCAL = "http://127.0.0.1"
+"""The base URL of in-process test clients: the server serves loopback host names only."""
+
+
+def local_client(app: Any, **options: Any) -> Any:
+    """FastAPI's TestClient addressing the app as ``127.0.0.1`` (HTTP and WebSocket alike:
+    Starlette's ``websocket_connect`` otherwise names the host ``testserver``, which a server
+    that serves loopback names only refuses)."""
+    from fastapi.testclient import TestClient
+
+    class LocalClient(TestClient):
+        def websocket_connect(self, url: str, *args: Any, **kwargs: Any) -> Any:
+            return super().websocket_connect(LOCAL.replace("http", "ws") + url, *args, **kwargs)
+
+    return LocalClient(app, **{"base_url": LOCAL, **options})
 
 
 @pytest.fixture
@@ -41,11 +61,9 @@ def clock() -> FakeClock:
 @pytest.fixture
 def client(clock: FakeClock) -> Iterator[Any]:
     """The app in-process (FastAPI's TestClient), small limits, a fake clock for session expiry."""
-    from fastapi.testclient import TestClient
-
     from server.app import build_app
 
-    with TestClient(build_app(TEST_SETTINGS, clock=clock)) as test_client:
+    with local_client(build_app(TEST_SETTINGS, clock=clock)) as test_client:
         yield test_client
 
 
@@ -54,5 +72,7 @@ def live_url() -> Iterator[str]:
     """A real uvicorn server on a free loopback port, shared by a test module."""
     from tests.server.live import live_server
 
-    with live_server(ServerSettings(max_sessions=16, max_message_bytes=4096)) as url:
+    with live_server(
+        ServerSettings(max_sessions=16, max_message_bytes=4096, max_sessions_per_client=0)
+    ) as url:
         yield url

@@ -235,7 +235,7 @@ def test_cli__serve_web_turns_the_web_view_on_and_the_new_limits_parse() -> None
     assert (settings.web, settings.idle_timeout_s, settings.max_web_sessions) == (True, 30.0, 5)
     assert settings.max_sessions_per_client == 3
     off = settings_from_args(build_parser().parse_args(["serve"]), environ={})
-    assert off.web is False and off.max_sessions_per_client is None
+    assert off.web is False and off.max_sessions_per_client == 16  # on by default (issue 24)
     # OpenEnv's own switch turns it on without the flag.
     on = settings_from_args(build_parser().parse_args(["serve"]), environ={"ENABLE_WEB_INTERFACE": "1"})
     assert on.web is True

@@ -24,20 +24,20 @@ import pytest
 
 pytest.importorskip("openenv.core", reason="the server tests need the `server` extra")
 
-from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import connect
 
 from server.app import SESSION_COOKIE, SESSION_HEADER, build_app
 from server.guards import MAX_JSON_DEPTH
 from server.settings import ServerSettings
-from tests.server.conftest import TEST_SETTINGS, FakeClock
+from tests.server.conftest import TEST_SETTINGS, FakeClock, local_client
 from tests.server.live import live_server
 
 pytestmark = pytest.mark.server
 
 POOL = TEST_SETTINGS.max_sessions
 IDLE = TEST_SETTINGS.idle_timeout_s
+UNHELD = TEST_SETTINGS.http_session_ttl_s  # HTTP MCP sessions: nobody holds a connection to them
 
 
 def rpc(client: Any, method: str, params: dict | None = None, rid: int = 1) -> dict:
@@ -77,8 +77,8 @@ def test_mcp_http_sessions_fill_the_shared_pool_and_expire_when_idle(client: Any
     # The pool is full: WebSocket clients get a readable capacity error, so does another MCP create.
     assert refused(client) == ("CAPACITY_REACHED", 1013)
     assert "error" in rpc(client, "openenv/session/create")
-    # No one uses them: after the idle timeout they are gone and the pool is open again.
-    clock.advance(IDLE + 1)
+    # No one uses them: after the (shorter) idle timeout they are gone and the pool is open again.
+    clock.advance(UNHELD + 1)
     assert pool(client)["active"] == 0 and pool(client)["mcp_http"] == 0
     with client.websocket_connect("/ws") as ws:
         assert ws_send(ws, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
@@ -88,7 +88,7 @@ def test_mcp_http_sessions_fill_the_shared_pool_and_expire_when_idle(client: Any
 def test_mcp_http_session_lives_while_used_and_closes_on_request(client: Any, clock: FakeClock) -> None:
     sid = rpc(client, "openenv/session/create")["result"]["session_id"]
     for _ in range(3):  # each call naming the session restarts its idle clock
-        clock.advance(0.75 * IDLE)
+        clock.advance(0.75 * UNHELD)
         rpc(client, "tools/list", {"session_id": sid})
     assert pool(client)["mcp_http"] == 1
     assert rpc(client, "openenv/session/close", {"session_id": sid})["result"]["closed"] is True
@@ -109,7 +109,7 @@ def test_mcp_websocket_counts_and_survives_non_object_messages(client: Any) -> N
 @pytest.fixture
 def capped(clock: FakeClock) -> Iterator[Any]:
     settings = ServerSettings(max_sessions=8, max_http_sessions=8, max_sessions_per_client=2)
-    with TestClient(build_app(settings, clock=clock)) as test_client:
+    with local_client(build_app(settings, clock=clock)) as test_client:
         yield test_client
 
 
@@ -233,9 +233,15 @@ def test_http_deep_nesting_is_a_422_and_invalid_utf8_a_400(client: Any) -> None:
     deep = '{"seed": 1, "x": ' + "[" * 1500 + "]" * 1500 + "}"  # under the 4 KB body limit
     response = client.post("/reset", content=deep, headers={"content-type": "application/json"})
     assert response.status_code == 422 and response.json()["detail"][0]["type"] == "json_too_deep"
-    response = client.post("/reset", content=b'{"seed": 1, "episode_id": "\xff"}')
+    response = client.post(
+        "/reset", content=b'{"seed": 1, "episode_id": "\xff"}', headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400 and response.json()["detail"]["code"] == "INVALID_UTF8"
-    response = client.post("/mcp", content=b'{"jsonrpc": "2.0", "id": NaN, "method": "tools/list"}')
+    response = client.post(
+        "/mcp",
+        content=b'{"jsonrpc": "2.0", "id": NaN, "method": "tools/list"}',
+        headers={"content-type": "application/json"},
+    )
     assert response.status_code == 422
 
 

@@ -168,7 +168,8 @@ def test_session_limit__clients_see_a_capacity_error_not_a_bare_close() -> None:
         async with HospitalClient(url) as env:  # a freed slot is usable again
             assert (await env.reset(seed=1)).observation.info["tick"] == 0
 
-    with live_server(ServerSettings(max_sessions=2)) as url:
+    # One client fills the pool here: per-client caps off (test_safety tests them).
+    with live_server(ServerSettings(max_sessions=2, max_sessions_per_client=0)) as url:
         asyncio.run(asyncio.wait_for(run(url), timeout=60))
 
 

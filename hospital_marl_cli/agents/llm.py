@@ -8,7 +8,9 @@ carries exactly one line per event (flushed)::
     [STEP] step=<n> action=<action id> reward=<r:.2f> done=<true|false> error=<message|null>
     [END] success=<true|false> steps=<n> score=<s:.2f> rewards=<r1:.2f>,<r2:.2f>,...
 
-Everything else (settings, per-episode summaries, failures) goes to stderr.
+Everything else (settings, per-episode summaries, failures) goes to stderr. The lines are
+written by :mod:`policies.agent_protocol`, which escapes every free-text field (a model's
+tool name or argument, the model name): nothing a model replies can add a line.
 
 - ``action``: the flat action (0..38); on the team track the three role actions
   in role order, ``triage,bed_manager,ventilator_officer`` (each role's own
@@ -25,9 +27,16 @@ Everything else (settings, per-episode summaries, failures) goes to stderr.
   so a run is comparable with ``hospital-marl evaluate --seed``.
 
 The endpoint failing (connection errors, timeouts, 5xx after the ``openai``
-client's bounded retries) or the server failing ends the episode with
-``[END] success=false`` (score 0.00) and the process with exit status 1; no
-further episodes are tried. Bad settings exit with status 2 before any line.
+client's bounded retries) or the server failing ends that episode with
+``[END] success=false`` (score 0.00); the other tasks are still played, and the
+process exits with status 1. Retries, 5xx answers and timeouts are counted and
+reported on stderr and in the transcript. Bad settings print a ``[START]`` and an
+``[END] success=false`` line for every task asked for, then exit with status 2.
+When only the no-op is legal no request is sent (counted).
+
+Defaults follow the hackathon convention: ``API_BASE_URL`` (else Hugging Face's
+router), ``MODEL_NAME`` (else :data:`policies.llm.DEFAULT_MODEL`), the key from
+``API_KEY``, ``HF_TOKEN`` or ``OPENAI_API_KEY``; every built-in scenario (task).
 
 Tracks: ``flat`` is one agent, one action per tick. ``team`` is one agent per
 role, each with its own role prompt: in-process through the AEC env (roles in
@@ -45,11 +54,12 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
-from hospital_marl.core.actions import ROLE_FLAT, ROLES
+from hospital_marl.core.actions import NOOP, ROLE_FLAT, ROLES
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, SCENARIOS
 from hospital_marl.envs.text import estimate_tokens
+from policies.agent_protocol import Protocol, end_line, start_line, step_line
 
 FLAT_ENV_ID = "hospital_marl/HospitalED-v0"
 TEAM_ENV_ID = "hospital_marl/HospitalEDTeam-v0"
@@ -57,37 +67,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 # ----------------------------------------------------------- the protocol
-def _bool(value: bool) -> str:
-    return "true" if value else "false"
-
-
-def start_line(task: str, env: str, model: str) -> str:
-    return f"[START] task={task} env={env} model={model}"
-
-
-def step_line(step: int, action: str, reward: float, done: bool, error: str | None) -> str:
-    return (
-        f"[STEP] step={step} action={action} reward={reward:.2f} done={_bool(done)} error={error or 'null'}"
-    )
-
-
-def end_line(success: bool, steps: int, score: float, rewards: Sequence[float]) -> str:
-    return (
-        f"[END] success={_bool(success)} steps={steps} score={score:.2f} "
-        f"rewards={','.join(f'{r:.2f}' for r in rewards)}"
-    )
-
-
-class Protocol:
-    """Writes the protocol lines (and only them) to ``out``, flushing each."""
-
-    def __init__(self, out: TextIO | None = None) -> None:
-        self.out = out or sys.stdout
-
-    def emit(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
-
-
 def diag(message: str) -> None:
     print(f"[llm] {message}", file=sys.stderr, flush=True)
 
@@ -97,7 +76,7 @@ def diag(message: str) -> None:
 class AgentOptions:
     """What one run plays. Endpoint settings default to ``API_BASE_URL``, ``MODEL_NAME``, ``API_KEY``."""
 
-    scenarios: tuple[str, ...] = ("normal_day",)
+    scenarios: tuple[str, ...] = BUILTIN_SCENARIOS
     seed: int = 0
     episodes: int = 1
     track: str = "flat"
@@ -287,7 +266,9 @@ class LLMAgentRunner:
         return self.policy.config.model + "".join(f";{r}={m}" for r, m in self.options.role_models)
 
     def run(self) -> tuple[int, list[EpisodeRecord]]:
-        """Every episode of every scenario; stops at the first failure. Returns (exit status, records)."""
+        """Every episode of every scenario, each whatever became of the others.
+
+        Returns (exit status: 1 if any episode failed, records)."""
         from grading.grader import episode_seed
 
         o = self.options
@@ -299,11 +280,16 @@ class LLMAgentRunner:
         records = []
         for scenario in o.scenarios:
             for i in range(o.episodes):
-                record = self.episode(scenario, episode_seed(o.seed, scenario, i))
-                records.append(record)
-                if record.failure is not None:
-                    return EXIT_FAILED, records
-        return EXIT_OK, records
+                records.append(self.episode(scenario, episode_seed(o.seed, scenario, i)))
+        traffic = self.policy.traffic
+        diag(
+            f"endpoint: {traffic['calls']} requests, {traffic['retries']} retries, "
+            f"{traffic['server_errors']} 5xx, {traffic['rate_limited']} 429, {traffic['timeouts']} timeouts, "
+            f"{traffic['failures']} failed after retries; {self.policy.stats.not_asked} decisions with only "
+            "one legal action were not asked"
+        )
+        failed = sum(r.failure is not None for r in records)
+        return (EXIT_FAILED if failed else EXIT_OK), records
 
     # ------------------------------------------------------- one episode
     def episode(self, scenario: str, seed: int) -> EpisodeRecord:
@@ -318,14 +304,19 @@ class LLMAgentRunner:
                 self._play_mcp(record)
             else:
                 self._play(record)
-        except EpisodeFailure as exc:
-            record.failure = str(exc)
-        if record.failure is None:
             record.heuristic_score = self._heuristic(scenario, seed)
             record.success = record.score is not None and record.score >= record.heuristic_score
+        except EpisodeFailure as exc:
+            record.failure = str(exc)
+        except Exception as exc:
+            record.failure = f"{type(exc).__name__}: {exc}"
         score = (record.score or 0.0) / 100.0 if record.failure is None else 0.0
         self.protocol.emit(end_line(record.success, record.steps, score, record.rewards))
         self._summary(record, time.perf_counter() - started)
+        self.policy.write_summary(
+            scenario=scenario, seed=seed, steps=record.steps, failure=record.failure,
+            score=record.score, success=record.success,
+        )  # fmt: skip
         return record
 
     def _driver(self, scenario: str) -> Any:
@@ -429,6 +420,21 @@ class LLMAgentRunner:
                 "wait, or act with a legal action number.",
             )
             while not board["done"]:
+                if len(board["legal_actions"]) == 1:  # only the no-op: nothing to ask
+                    result = await client.call_tool("wait")
+                    self.policy.record(
+                        Decision(None, "", "", NOOP, None, 0.0, asked=False), tick=record.steps
+                    )
+                    record.prompt_tokens.append(0)
+                    self._step(
+                        record,
+                        str(result["action"]),
+                        float(result["reward"] or 0.0),
+                        bool(result["done"]),
+                        None,
+                    )
+                    board = result
+                    continue
                 messages: list[dict[str, Any]] = [
                     {"role": "system", "content": system},
                     {"role": "user", "content": board["text"]},
@@ -532,16 +538,16 @@ class LLMAgentRunner:
 # ------------------------------------------------------------------ CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--scenarios", nargs="+", metavar="S", default=["normal_day"],
-        help=f"scenarios to play (default normal_day; 'all' = {' '.join(BUILTIN_SCENARIOS)})",
+        "--scenarios", nargs="+", metavar="S", default=["all"],
+        help=f"scenarios to play (default all: {' '.join(BUILTIN_SCENARIOS)})",
     )  # fmt: skip
     parser.add_argument(
         "--env", choices=("ed", "radiotherapy"), default="ed",
         help="ed: the emergency department (default); radiotherapy: RT planning (SPEC-RT), in-process",
     )  # fmt: skip
     parser.add_argument(
-        "--tasks", nargs="+", metavar="T", default=["prostate"],
-        help="with --env radiotherapy: tasks to plan (default prostate; 'all' = every task)",
+        "--tasks", nargs="+", metavar="T", default=["all"],
+        help="with --env radiotherapy: tasks to plan (default all: every built-in task)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="base seed: the grader's days (default 0)")
     parser.add_argument("--episodes", type=int, default=1, help="episodes per scenario (default 1)")
@@ -554,8 +560,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mcp", action="store_true", help="play through the server's MCP tools with tool calls"
     )
-    parser.add_argument("--model", help="model name (default $MODEL_NAME)")
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default $API_BASE_URL)")
+    parser.add_argument("--model", help="model name (default $MODEL_NAME, else the hackathon's default)")
+    parser.add_argument(
+        "--base-url", help="OpenAI-compatible endpoint (default $API_BASE_URL, else Hugging Face's router)"
+    )
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--max-tokens", type=int, default=64, help="reply length cap (default 64)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
@@ -595,6 +603,7 @@ def run_radiotherapy(args: argparse.Namespace) -> int:
     """``--env radiotherapy``: one LLM plans each task's patients (the RT grader's episode seeds),
     through the same client, request timeout and bounded retries as the ED agent."""
     from grading.common import episode_seed
+    from hospital_marl.radiotherapy import task_env_id
     from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, TASKS
     from policies.llm import ChatModel, LLMConfig
     from policies.radiotherapy.llm import LLMRTPolicy, chat_complete, play
@@ -612,24 +621,43 @@ def run_radiotherapy(args: argparse.Namespace) -> int:
         )  # fmt: skip
         chat = ChatModel(config)
     except (ValueError, ImportError) as exc:
-        print(f"llm agent: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return refuse_all(tasks, task_env_id, _model_named(args), str(exc))
     policy = LLMRTPolicy(chat_complete(chat), name=config.model)
-    for task in tasks:
+    failed = 0
+    for task in tasks:  # one task failing does not end the others
         for i in range(args.episodes):
-            if play(policy, task, episode_seed(args.seed, task, i), config.model) is None:
-                return EXIT_FAILED
-    return EXIT_OK
+            failed += play(policy, task, episode_seed(args.seed, task, i), config.model) is None
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def refuse_all(tasks: Sequence[str], env_id: Callable[[str], str], model: str, reason: str) -> int:
+    """Bad settings: every task asked for still gets its ``[START]`` and ``[END] success=false``
+    lines (a harness counting ``[END]`` lines sees each task fail), and the reason goes to stderr."""
+    print(f"llm agent: error: {reason}", file=sys.stderr)
+    protocol = Protocol()
+    for task in tasks:
+        protocol.emit(start_line(task, env_id(task), model))
+        protocol.emit(end_line(False, 0, 0.0, []))
+    return EXIT_USAGE
+
+
+def _model_named(args: argparse.Namespace) -> str:
+    import os
+
+    from policies.llm import DEFAULT_MODEL
+
+    return args.model or os.environ.get("MODEL_NAME") or DEFAULT_MODEL
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     if args.env == "radiotherapy":
         return run_radiotherapy(args)
+    scenarios = list(BUILTIN_SCENARIOS) if args.scenarios == ["all"] else list(args.scenarios)
+    env_id = TEAM_ENV_ID if args.track == "team" else FLAT_ENV_ID
     try:
         runner = LLMAgentRunner(options_from_args(args))
     except (ValueError, ImportError) as exc:
-        print(f"llm agent: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return refuse_all(scenarios, lambda _: env_id, _model_named(args), str(exc))
     status, _ = runner.run()
     return status
 
@@ -669,8 +697,5 @@ __all__ = [
     "EpisodeRecord",
     "LLMAgentRunner",
     "add_commands",
-    "end_line",
     "main",
-    "start_line",
-    "step_line",
 ]
