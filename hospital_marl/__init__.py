@@ -41,7 +41,7 @@ from hospital_marl.envs.aec import HospitalAECEnv, env, raw_env
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
 from hospital_marl.envs.parallel import HospitalParallelEnv, parallel_env
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # keep equal to pyproject.toml's version (tests/test_packaging.py checks)
 
 COMPOSED_ENV_ID = "hospital_marl/HospitalED-v0"
 TEAM_ENV_ID = "hospital_marl/HospitalEDTeam-v0"

@@ -1,4 +1,4 @@
-"""The README's radiotherapy section: generated tables fresh, scoreboard rows what the command prints."""
+"""The docs site's radiotherapy tables: generated from the code, scoreboard rows what the command prints."""
 
 from __future__ import annotations
 
@@ -10,20 +10,22 @@ import pytest
 from grading.radiotherapy import comparison_markdown, grade_all
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
 sys.path.insert(0, str(ROOT / "tools"))
 import readme as readme_tool  # noqa: E402
+
+RESULTS = (ROOT / "docs" / "results.md").read_text()
 
 
 @pytest.mark.parametrize("marker", ["rt-tasks", "rt-actions", "rt-observations"])
 def test_readme__rt_tables_are_generated_from_the_code(marker: str) -> None:
-    assert readme_tool.section(README, marker).strip() == readme_tool.STATIC_SECTIONS[marker]().strip()
+    page = readme_tool.page_of(marker).read_text()
+    assert readme_tool.section(page, marker).strip() == readme_tool.STATIC_SECTIONS[marker]().strip()
 
 
 def test_readme__rt_scoreboard_rows_match_a_regrade_of_the_cheap_agents() -> None:
     """The scripted agents and ppo are regraded in full (seconds); the planner's row is trusted to the
     same command (its full grade takes a minute)."""
-    section = readme_tool.section(README, "scoreboard-rt")
+    section = readme_tool.section(RESULTS, "scoreboard-rt")
     command = readme_tool.SCOREBOARD_COMMANDS["scoreboard-rt"]
     assert f"`{command}`" in section
     agents = ["random", "masked_random", "six_full", "evenly_spaced", "ppo"]
@@ -32,4 +34,4 @@ def test_readme__rt_scoreboard_rows_match_a_regrade_of_the_cheap_agents() -> Non
     lines = {line for line in section.splitlines() if line.startswith("| ")}
     for line in table.splitlines():
         if line.startswith("| ") and not line.startswith("| agent"):
-            assert line in lines, f"stale README row: {line}"
+            assert line in lines, f"stale docs/results.md row: {line}"
