@@ -1,4 +1,4 @@
-"""The README's promises (its two opening commands, its length, its scoreboards) and the docs' generated tables."""
+"""The README's promises (two opening commands, length, scoreboards) and the docs' generated tables."""
 
 from __future__ import annotations
 
