@@ -60,7 +60,7 @@ for _id, _entry, _vector in (
 ):
     if _id not in gymnasium.registry:
         # No max_episode_steps: the env truncates itself at the end of the shift.
-        # make_vec(id, num_envs=B) builds the natively batched env (SPEC §10).
+        # make_vec(id, num_envs=B) builds the natively batched env.
         gymnasium.register(id=_id, entry_point=_entry, vector_entry_point=_vector, disable_env_checker=False)
 
 from hospital_marl.radiotherapy import register_envs as _register_rt_envs  # noqa: E402

@@ -22,7 +22,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from server.app import serve
     except ImportError as exc:
         raise CLIError(
-            f"the server needs the `server` extra ({exc.name or exc}): pip install 'hospital-marl[server]'"
+            f"the server needs the `server` extra ({exc.name or exc}): "
+            'pip install -e ".[server]" (from a clone)'
         ) from None
     serve(settings, args.host, args.port, args.log_level, access_log=not args.no_access_log)
     return 0

@@ -113,7 +113,7 @@ class HospitalEDEnv(_HospitalGymEnv):
         ``icu_on_vent``, ``icu_ready`` and ``capacity``.
 
     Rewards:
-        The tick's team reward (SPEC §4). Invalid actions: -1, counted, never raised.
+        The tick's team reward. Invalid actions: -1, counted, never raised.
 
     Starting State:
         An empty ED with the day's tick-0 arrivals waiting.
