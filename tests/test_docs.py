@@ -6,11 +6,13 @@ that does not exist, or a notebook that cannot be converted: what a reader would
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +42,7 @@ def test_mkdocs__builds_strictly(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert run.returncode == 0, run.stderr[-4000:]
     assert (tmp_path / "site" / "api" / "index.html").exists()
@@ -70,3 +72,32 @@ def test_every_environment__has_a_card_with_its_gif_in_the_nav() -> None:
 def test_nav__lists_only_pages_that_exist() -> None:
     for page in _nav_pages(_config()["nav"]):
         assert (DOCS / page).exists(), page
+
+
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+
+
+SNIPPET_PAGES = [
+    *(f"environments/{c}.md" for c in ED_CARDS),
+    "environments/rt-prostate.md",
+    "getting-started.md",
+    "grading.md",
+]
+
+
+@pytest.mark.parametrize("page", SNIPPET_PAGES)
+def test_snippets__run_as_printed(page: str, tmp_path: Path) -> None:
+    """What a reader copies runs: every python block of the cards, getting started and grading."""
+    for i, code in enumerate(_python_blocks(DOCS / page)):
+        if code.splitlines()[0].endswith(".py"):  # "# my_policy.py": a module's text, not a script
+            continue
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert run.returncode == 0, f"{page} block {i}:\n{run.stderr[-2000:]}"
+        assert run.stdout.strip(), f"{page} block {i} prints nothing"
