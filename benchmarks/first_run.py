@@ -90,6 +90,7 @@ def measure_test_install(branch: str | None) -> dict:
         "torch_cuda": cuda,
         "nvidia_packages": sum(line.lower().startswith("nvidia") for line in listed),
         "packages": len(listed),
+        "load_average": round(os.getloadavg()[0], 1),  # the machine is shared: read the time against it
         "machine": _machine(),
         "measured": time.strftime("%Y-%m-%d"),
     }

@@ -195,13 +195,15 @@ def test_install_section() -> str:
     import json
 
     r = json.loads((DOCS / "first_run.json").read_text())["test"]
-    gb = r["venv_bytes"] / 1e9
+    gb, gib = r["venv_bytes"] / 1e9, r["venv_bytes"] / 2**30
+    load = f", load average {r['load_average']:.0f} on 2 cores" if "load_average" in r else ""
     build = "the CPU build" if r["torch_cuda"] == "none" else f"a CUDA {r['torch_cuda']} build"
     return (
         f"Measured on a fresh clone in a fresh venv, no pip cache, on the shared development machine "
-        f"({r['machine']}, {r['measured']}; `python benchmarks/first_run.py --command test --write`): "
+        f"({r['machine']}, {r['measured']}{load}; `python benchmarks/first_run.py --command test --write`): "
         f"`{r['command']}` took **{r['install_s'] / 60:.1f} min** (target ≤ 5 min: "
-        f"{'met' if r['install_s'] <= 300 else 'not met'}) and left **{gb:.1f} GB** in the venv "
+        f"{'met' if r['install_s'] <= 300 else 'not met'}) and left **{gb:.2f} GB** ({gib:.2f} GiB) "
+        "in the venv "
         f"(target ≤ 3 GB: {'met' if r['venv_bytes'] <= 3e9 else 'not met'}; {r['packages']} packages), "
         f"with torch {r['torch']}, {build} ({r['nvidia_packages']} `nvidia-*` packages)."
     )
