@@ -141,11 +141,21 @@ def main() -> int:
                 fix = "run `python tools/notebooks.py --execute`"
                 print(f"notebooks/{name}: {problem}: {fix}", file=sys.stderr)
         return 1 if any(bad.values()) else 0
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+    failed = []
     for path in paths:
         print(f"executing {path.name} (budget {args.budget}) ...", flush=True)
-        execute(path, args.budget)
+        try:
+            execute(path, args.budget)
+        except (CellExecutionError, CellTimeoutError) as exc:  # the others still run; the file is kept
+            failed.append(path.name)
+            print(f"  FAILED, left unchanged: {str(exc).splitlines()[-1][:300]}", flush=True)
+            continue
         print(f"  stored, {path.stat().st_size / 1e3:.0f} kB", flush=True)
-    return 0
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
