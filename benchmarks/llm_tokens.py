@@ -1,11 +1,11 @@
-"""What an LLM step costs in prompt tokens, per scenario and track (the README's "LLM agents" figures).
+"""What an LLM step costs in prompt tokens, per scenario and track (docs/llm-agents.md's figures).
 
 Plays heuristic shifts (the state an LLM would face under a competent player) and measures every
 request the agent script would send: system prompt + user message (what the role sees and its
 numbered legal actions), estimated as characters / 4 (``hospital_marl.envs.text.estimate_tokens``).
 A tick is one request on the flat track and three (one per role) on the team track. The
-figures are deterministic (heuristic play, fixed seeds, no timing); ``--write`` puts them in the
-README's ``llm-tokens`` block.
+figures are deterministic (heuristic play, fixed seeds, no timing); ``--write`` puts them in
+docs/llm-agents.md's ``llm-tokens`` block.
 
     python benchmarks/llm_tokens.py [--seeds 3] [--write]
 """
@@ -55,12 +55,12 @@ def tokens_per_tick(scenario: str, seed: int) -> dict[str, list[int]]:
     return out
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "llm-agents.md"
 README_START, README_END = "<!-- BEGIN llm-tokens -->", "<!-- END llm-tokens -->"
 
 
 def table(seeds: int = 3) -> str:
-    """The Markdown block the README shows: the table and what a whole flat shift costs."""
+    """The Markdown block docs/llm-agents.md shows: the table and what a whole flat shift costs."""
     shift_totals: list[float] = []
     rows = [
         "| scenario | flat: mean / max tokens per tick | team (3 requests): mean / max per tick |",
@@ -85,12 +85,12 @@ def table(seeds: int = 3) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=3, help="heuristic shifts per scenario (seeds 0..n-1)")
-    parser.add_argument("--write", action="store_true", help="write the block into README.md (llm-tokens)")
+    parser.add_argument("--write", action="store_true", help="write the block into docs/llm-agents.md")
     args = parser.parse_args()
     block = table(args.seeds)
     print(block)
     if args.write:
-        write_marked(README, README_START, README_END, f"{README_START}\n{block}\n{README_END}")
+        write_marked(DOC, README_START, README_END, f"{README_START}\n{block}\n{README_END}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ Three steps, so that the table and figures regenerate from committed artefacts a
    which decides what "beats" means there (SPEC §7, :func:`grading.common.beats`). Nothing is cached:
    a change to the simulator (e.g. how it draws its random numbers) changes the concrete
    held-out days, and ``collect`` then re-grades everything on the new ones.
-2. the default step reads that JSON only and prints (``--write``: writes into README.md
+2. the default step reads that JSON only and prints (``--write``: writes into docs/results.md
    between the ``marl-stats`` markers) the table: per-scenario mean ± s.e. over seeds,
    paired margins against ``team_heuristic``, the IQM and mean over (seeds x scenarios)
    with stratified-bootstrap 95 % CIs, the probability of improvement over the heuristic,
@@ -57,7 +57,7 @@ from policies.benchmarl import ALGORITHMS  # noqa: E402
 
 OUT = ROOT / "docs" / "marl"
 RESULTS = OUT / "benchmarl_runs.json"
-README = ROOT / "README.md"
+DOC = ROOT / "docs" / "results.md"
 COMMITTED = ROOT / "policies" / "checkpoints" / "marl" / "benchmarl"
 """The committed home of the runs in the table (what ``publish`` copies, what ``collect`` grades)."""
 START, END = "<!-- BEGIN marl-stats -->", "<!-- END marl-stats -->"
@@ -321,8 +321,8 @@ def markdown(data: dict[str, Any], result: dict[str, Any]) -> str:
         lines.append(f"  - {LABELS.get(n, n)}: `{_seedless(runs[0]['command'])}` ({taken} masked)")
     lines += [
         "",
-        "![IQM and mean with 95 % CIs](docs/marl/aggregates.png) "
-        "![validation IQM vs frames, 95 % CI bands](docs/marl/sample_efficiency.png)",
+        "![IQM and mean with 95 % CIs](marl/aggregates.png) "  # relative to docs/results.md
+        "![validation IQM vs frames, 95 % CI bands](marl/sample_efficiency.png)",
         "",
         "marl-eval's JSON of the same runs: `docs/marl/marl_eval.json`.",
         "",
@@ -350,7 +350,7 @@ def margin_tables(data: dict[str, Any]) -> list[str]:
         "",
         "Per-scenario margins against `team_heuristic` on the held-out days (paired; ± s.e. between seeds; "
         "overall: the mean over scenarios; gap closed: the overall margin / `team_planner`'s; "
-        "beats: SPEC §7, as below; a row that beats it on every scenario shows two decimals):",
+        "beats: as defined below; a row that beats it on every scenario shows two decimals):",
         "",
     ]
     head = [*(f"`{s}`" for s in scenarios), "overall", "gap closed", "beats on"]
@@ -472,7 +472,7 @@ def targets(data: dict[str, Any], result: dict[str, Any]) -> list[str]:
     every = [r for runs in data["algorithms"].values() for r in runs]
     cpu, wall = max(r["cpu_time_s"] for r in every), max(r["wall_time_s"] for r in every)
     rule = (
-        '"beats" as SPEC §7 defines it: ahead, or within '
+        '"beats": ahead, or within '
         f"{WITHIN:g} point where the planner's headroom over the heuristic on these days "
         f"is below {NO_HEADROOM:g} points; on the team track, `{PLANNER}` − `{REFERENCE}`"
         + (
@@ -633,7 +633,7 @@ def main() -> int:
     parser.add_argument("--results", default=str(RESULTS), help="the collected JSON")
     parser.add_argument("--reps", type=int, default=stats.DEFAULT_REPS, help="bootstrap resamples")
     parser.add_argument(
-        "--write", action="store_true", help="write README.md's section, the figures, marl_eval.json"
+        "--write", action="store_true", help="write docs/results.md's section, the figures, marl_eval.json"
     )
     args = parser.parse_args()
     results = Path(args.results)
@@ -659,7 +659,7 @@ def main() -> int:
         figures(data, result)
         (OUT / "marl_eval.json").write_text(json.dumps(marl_eval(data)) + "\n")
         (OUT / "stats.json").write_text(json.dumps(result, indent=1) + "\n")
-        write_marked(README, START, END, text)
+        write_marked(DOC, START, END, text)
     return 0
 
 

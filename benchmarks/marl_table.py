@@ -1,4 +1,4 @@
-"""The multi-agent table of README.md (``## Multi-agent experiments``) and ``docs/marl_curves.png``.
+"""The multi-agent table of docs/results.md (``## Multi-agent experiments``) and ``docs/marl_curves.png``.
 
 Grades, with the project's grader (10 episodes per scenario, seed 0 by default), per
 scenario and overall:
@@ -19,7 +19,7 @@ repository alone. With ``--train`` a missing run is trained first through the CL
 ``team_heuristic`` are paired over the same days (± one standard error).
 
     python benchmarks/marl_table.py                       # print the Markdown
-    python benchmarks/marl_table.py --train --write       # train what is missing, write README + plot
+    python benchmarks/marl_table.py --train --write       # train what is missing, write the table + plot
     python benchmarks/marl_table.py --no-planner          # skip the (slow) planner
 """
 
@@ -42,7 +42,7 @@ from grading.tables import write_marked  # noqa: E402
 from hospital_marl.core.actions import ROLES  # noqa: E402
 from policies.learned import CHECKPOINT_DIR, SHIPPED, read_metadata  # noqa: E402
 
-README = ROOT / "README.md"
+DOC = ROOT / "docs" / "results.md"
 RUNS = ROOT / "policies" / "checkpoints" / "marl"
 PLOT = ROOT / "docs" / "marl_curves.png"
 START, END = "<!-- BEGIN marl-table -->", "<!-- END marl-table -->"
@@ -550,7 +550,7 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         "",
         *commands,
         "",
-        "![Learning curves of the multi-agent variants](docs/marl_curves.png)",
+        "![Learning curves of the multi-agent variants](marl_curves.png)",  # relative to docs/results.md
         END,
     ]
     data = {"episodes": args.episodes, "seed": args.seed, "flat": flat, "team": team, "missing": missing}
@@ -585,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"`train rllib --iterations K` when --train trains RLlib (default {iterations}, as committed)",
     )
     parser.add_argument(
-        "--write", action="store_true", help=f"replace the table in {README} and write {PLOT}"
+        "--write", action="store_true", help=f"replace the table in {DOC} and write {PLOT}"
     )
     parser.add_argument("--json", metavar="FILE", help="also write every report as JSON")
     parser.add_argument(
@@ -599,8 +599,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
     if args.write:
-        write_marked(README, START, END, text)
-        print(f"wrote {README}", file=sys.stderr)
+        write_marked(DOC, START, END, text)
+        print(f"wrote {DOC}", file=sys.stderr)
     return 0
 
 

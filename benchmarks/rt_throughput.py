@@ -13,7 +13,7 @@ Measured in one process, one run, so the machine's speed cancels out of the rati
 Each row is timed ``--repeats`` times round-robin and the best repeat is reported (a
 shared machine's fastest run is the least disturbed; ``--clock process_time`` counts CPU
 time instead, for a badly oversubscribed machine). This script prints figures; no test
-asserts on them; ``--write`` puts them in README.md's ``perf-rt`` block (with the date,
+asserts on them; ``--write`` puts them in docs/performance.md's ``perf-rt`` block (with the date,
 versions, clock and the load average at start). Run from the repository root::
 
     python benchmarks/rt_throughput.py [--steps 20000] [--repeats 3] [--clock process_time] [--write]
@@ -42,7 +42,7 @@ from grading.tables import write_marked  # noqa: E402
 from hospital_marl.radiotherapy import BUILTIN_TASKS, Plan, task_env_id  # noqa: E402
 
 TARGET = 5_000
-README = ROOT / "README.md"
+DOC = ROOT / "docs" / "performance.md"
 START, END = "<!-- BEGIN perf-rt -->", "<!-- END perf-rt -->"
 
 
@@ -101,7 +101,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000, help="steps per timed repeat (default 20000)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--write", action="store_true", help="write the figures into README.md (perf-rt)")
+    parser.add_argument("--write", action="store_true", help="write the figures into docs/performance.md")
     parser.add_argument(
         "--clock",
         choices=("perf_counter", "process_time"),
@@ -135,7 +135,7 @@ def main() -> int:
         f"{args.steps} steps per repeat, best of {args.repeats}; masked random actions, resets and "
         "first-use beam computations included).*",
         "",
-        "| row | steps/s | × CartPole | SPEC-RT target |",
+        "| row | steps/s | × CartPole | target |",
         "|---|---:|---:|---|",
     ]
     for name, rate in best.items():
@@ -148,8 +148,8 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        write_marked(README, START, END, f"{START}\n{text}\n{END}")
-        print(f"wrote {README} ({START})")
+        write_marked(DOC, START, END, f"{START}\n{text}\n{END}")
+        print(f"wrote {DOC} ({START})")
     return 0
 
 

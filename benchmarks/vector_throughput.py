@@ -31,7 +31,7 @@ the CPU time is the per-core figure (with ``threads=2`` it sums both threads, so
 shows the second core's help when that core is free (the load average is printed).
 
 This is a script, not a test: nothing asserts on timings. ``--write`` puts the figures in
-README.md between the ``perf-vector`` markers. Run from the repository root::
+docs/performance.md between the ``perf-vector`` markers. Run from the repository root::
 
     python benchmarks/vector_throughput.py [--envs 1024] [--steps 300] [--ppo-steps 8192] [--write]
 """
@@ -62,7 +62,7 @@ from hospital_marl import COMPOSED_ENV_ID, TEAM_ENV_ID  # noqa: E402
 from hospital_marl.envs.vector import KEYS_AHEAD, HospitalMARLVectorEnv  # noqa: E402
 
 VECTOR_GOAL = 1_000_000.0
-README = ROOT / "README.md"
+DOC = ROOT / "docs" / "performance.md"
 START, END = "<!-- BEGIN perf-vector -->", "<!-- END perf-vector -->"
 
 
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory-envs", type=int, default=4096)
     parser.add_argument("--ppo-envs", type=int, default=8)
     parser.add_argument("--ppo-steps", type=int, default=8192, help="0 skips the MaskablePPO rows")
-    parser.add_argument("--write", action="store_true", help="write the figures into README.md (perf-vector)")
+    parser.add_argument("--write", action="store_true", help="write the figures into docs/performance.md")
     args = parser.parse_args(argv)
     if args.envs < 2 or args.steps < 1 or args.repeats < 1:
         parser.error("--envs must be >= 2, --steps and --repeats >= 1")
@@ -362,8 +362,8 @@ def main(argv: list[str] | None = None) -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        write_marked(README, START, END, f"{START}\n{text}\n{END}")
-        print(f"wrote {README} ({START})")
+        write_marked(DOC, START, END, f"{START}\n{text}\n{END}")
+        print(f"wrote {DOC} ({START})")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The reproducible grader: rollouts -> reports (SPEC §7)."""
+"""The reproducible grader: rollouts -> reports."""
 
 from grading.grader import COUNT_KEYS, SCORE_FORMULA, episode_seed, grade, run_flat_episode, run_team_episode
 

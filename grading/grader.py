@@ -1,4 +1,4 @@
-"""The reproducible grader (SPEC §7): rollouts -> a JSON-able report.
+"""The reproducible grader: rollouts -> a JSON-able report.
 
 Every policy is graded on the same days: episode ``i`` of scenario ``s`` is
 seeded from ``(seed, s, i)``, and a seed defines the day's patients

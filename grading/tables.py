@@ -32,7 +32,8 @@ def summary_rows(reports: Sequence[dict[str, Any]]) -> list[list[str]]:
     ]
 
 
-SUMMARY_HEADER = ["agent", "overall", "survival", "critical", "wait", "util", "invalid", "bar"]
+SUMMARY_HEADER = ["agent", "overall", "survival", "critical", "wait (ticks)", "util", "invalid", "bar"]
+"""`wait` is avg_wait_time in ticks of 14.4 minutes; survival, critical, util and invalid are percentages."""
 
 
 def scenario_rows(reports: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:

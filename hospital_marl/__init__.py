@@ -41,7 +41,7 @@ from hospital_marl.envs.aec import HospitalAECEnv, env, raw_env
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
 from hospital_marl.envs.parallel import HospitalParallelEnv, parallel_env
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # keep equal to pyproject.toml's version (tests/test_packaging.py checks)
 
 COMPOSED_ENV_ID = "hospital_marl/HospitalED-v0"
 TEAM_ENV_ID = "hospital_marl/HospitalEDTeam-v0"
@@ -60,7 +60,7 @@ for _id, _entry, _vector in (
 ):
     if _id not in gymnasium.registry:
         # No max_episode_steps: the env truncates itself at the end of the shift.
-        # make_vec(id, num_envs=B) builds the natively batched env (SPEC §10).
+        # make_vec(id, num_envs=B) builds the natively batched env.
         gymnasium.register(id=_id, entry_point=_entry, vector_entry_point=_vector, disable_env_checker=False)
 
 from hospital_marl.radiotherapy import register_envs as _register_rt_envs  # noqa: E402

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,9 +32,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def importable_here() -> None:
+    """Let ``--agent my_module:policy`` import ``my_module.py`` from the current directory.
+
+    ``python -m`` puts the current directory first on ``sys.path``; a console script puts its own
+    bin directory there instead. Appended last, the directory never shadows an installed package.
+    """
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.append(here)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; a user error prints one line and returns 2 (argparse's own errors exit 2 too)."""
     args = build_parser().parse_args(argv)
+    importable_here()
     if not hasattr(args, "quiet"):
         args.quiet = False
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import policies
-from grading import grade
+from grading import SCORE_FORMULA, grade
 from grading import radiotherapy as rt_tables
 from grading import tables as ed_tables
 from grading.grader import SealedPolicy
@@ -25,6 +25,13 @@ from hospital_marl_cli.common import CLIError, console, nonnegative_float, nonne
 
 DEFAULT_COMPARE_AGENTS = ("random", "greedy", "fifo_severity", "heuristic", "ppo", "ppo_pruned", "planner")
 DEFAULT_TEAM_AGENTS = ("random", "team_heuristic", "team_ppo")
+SCORE_TERMS = "0-100 = 40 survival + 20 critical survival + 20 wait + 10 utilisation + 10 valid actions"
+SCORE_EPILOG = f"""score (0-100, per episode, averaged over episodes and scenarios):
+  {SCORE_FORMULA}
+columns: survival, critical (survival of patients who were ever critical), util (bed occupancy)
+and invalid (actions the mask forbade) in percent; wait = avg_wait_time in ticks of 14.4 minutes
+(a shift is up to 100 ticks, 24 h; it ends early when deaths reach the scenario's max_deaths).
+radiotherapy (--env radiotherapy): a plan score from 0 to 1, pass mark 0.60."""
 AGENT_HELP = "a policy name (`hospital-marl agents`), a model path or run directory, or module:attribute"
 
 
@@ -162,10 +169,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             out.print(table)
         if not args.quiet:
             where_text = "per task, radiotherapy" if rt else f"per scenario, {args.track} track"
-            score_text = "0-1 plan score (SPEC-RT §5)" if rt else "0-100 composite (SPEC §7)"
+            score_text = "0-1 plan score (pass mark 0.60)" if rt else SCORE_TERMS
             out.print(
                 f"[dim]{args.episodes} episodes {where_text}, seed {args.seed}, "
-                f"{time.perf_counter() - started:.1f} s. Score: {score_text}.[/dim]"
+                f"{time.perf_counter() - started:.1f} s. Score: {score_text}. "
+                "The formula: hospital-marl compare --help.[/dim]",
+                highlight=False,
             )
     where = {"env": "radiotherapy"} if rt else {"track": args.track}
     write_json({**where, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output)
@@ -199,8 +208,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def agent_tracks(name: str) -> str:
+    """The tracks a named policy plays: its class's ``tracks`` when the name is a class (no
+    settings needed, e.g. ``llm``), else the loaded policy's (cheap for every shipped name)."""
+    factory = getattr(policies, "_lazy_registry", dict)().get(name)
+    tracks = getattr(factory, "tracks", None) if isinstance(factory, type) else None
+    if not isinstance(tracks, tuple):
+        try:
+            tracks = policies.load(name).tracks
+        except Exception as exc:
+            return f"? ({type(exc).__name__}: {str(exc).splitlines()[0][:60]})"
+    return "/".join(tracks)
+
+
 def cmd_agents(args: argparse.Namespace) -> int:
-    print("\n".join(policies.names()))
+    """Every name with its tracks; team-only names are marked (they cannot play the flat track)."""
+    for name in policies.names():
+        tracks = agent_tracks(name)
+        note = "   team track only" if tracks == "team" else ""
+        print(f"{name:16s} {tracks}{note}")
     return 0
 
 
@@ -224,7 +250,7 @@ def add_grading_options(p: argparse.ArgumentParser) -> None:
         "--env",
         choices=tuple(radiotherapy.ENV_DEFAULTS),
         default="ed",
-        help="ed: the emergency department (default); radiotherapy: RT treatment planning (SPEC-RT)",
+        help="ed: the emergency department (default); radiotherapy: RT treatment planning",
     )
     p.add_argument("--tasks", nargs="+", metavar="T", help="radiotherapy tasks (default: all three)")
     p.add_argument(
@@ -241,7 +267,12 @@ def add_grading_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("evaluate", help="grade one agent; prints the JSON report")
+    p = sub.add_parser(
+        "evaluate",
+        help="grade one agent; prints the JSON report",
+        epilog=SCORE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--agent", required=True, help=AGENT_HELP)
     p.add_argument(
         "--isolated",
@@ -259,7 +290,13 @@ def add_commands(sub: Any) -> None:
     add_grading_options(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("compare", help="grade several agents; prints the scoreboard")
+    p = sub.add_parser(
+        "compare",
+        help="grade several agents; prints the scoreboard",
+        description="Grade several agents on the same days and print the scoreboard.",
+        epilog=SCORE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "--agents", nargs="+", metavar="A", help=f"{AGENT_HELP}; default: {' '.join(DEFAULT_COMPARE_AGENTS)}"
     )
@@ -274,7 +311,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--delay", type=nonnegative_float, default=0.0, help="seconds between frames (default 0)")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("agents", help="list the policy names `--agent` accepts")
+    p = sub.add_parser("agents", help="list the policy names `--agent` accepts, with their tracks")
     p.set_defaults(func=cmd_agents)
 
     p = sub.add_parser("scenarios", help="list the scenarios")

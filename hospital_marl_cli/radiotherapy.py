@@ -1,4 +1,4 @@
-"""``evaluate`` / ``compare`` with ``--env radiotherapy``: the RT planning env (SPEC-RT §6)."""
+"""``evaluate`` / ``compare`` with ``--env radiotherapy``: the RT planning env."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hospital_marl_cli.common import CLIError
 
 DEFAULT_RT_COMPARE_AGENTS = ("random", "masked_random", "six_full", "evenly_spaced", "ppo", "planner")
 ENV_DEFAULTS = {"ed": (10, 0), "radiotherapy": (20, 42)}
-"""--env -> (episodes, seed) when not given: the ED grader's and SPEC-RT §6's grade_all defaults."""
+"""--env -> (episodes, seed) when not given: the ED grader's and the RT grader's (grade_all) defaults."""
 
 
 def fill_env_defaults(args: argparse.Namespace) -> None:

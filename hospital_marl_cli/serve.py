@@ -27,7 +27,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CLIError(str(exc.strerror)) from None
     except ImportError as exc:
         raise CLIError(
-            f"the server needs the `server` extra ({exc.name or exc}): pip install 'hospital-marl[server]'"
+            f"the server needs the `server` extra ({exc.name or exc}): "
+            'pip install -e ".[server]" (from a clone)'
         ) from None
     return 0
 

@@ -5,6 +5,9 @@ Flat track (one ``Discrete(39)`` action per tick, from the composed observation 
 - a package :class:`~policies.base.Policy` (returned as it is);
 - any object with ``act(observation, action_mask) -> int`` (``reset`` and ``name`` optional);
 - a plain callable ``f(observation, action_mask) -> int``;
+- either of those taking the observation alone, PettingZoo-style: it gets the observation with
+  the mask inside, ``observation["action_mask"]`` (a composed ``Dict`` gains that key; a role's
+  vector becomes ``{"observation": vector, "action_mask": mask}``, as the AEC env gives it);
 - a Stable-Baselines3 / sb3-contrib model (anything with ``predict`` and ``policy``): it acts
   deterministically, and gets the mask as ``action_masks=`` when its ``predict`` takes one
   (sb3-contrib's MaskablePPO does; plain SB3 models act unmasked, as they were trained).
@@ -64,10 +67,43 @@ def _actor(obj: Any) -> Callable[[Any, np.ndarray], int] | None:
         return predict
     act = getattr(obj, "act", None)
     if callable(act):
-        return act
+        return _with_mask_inside(act, f"{_name_of(obj)}.act")
     if callable(obj) and not isinstance(obj, type):
-        return obj
+        return _with_mask_inside(obj, _name_of(obj))
     return None
+
+
+def _positional(func: Callable[..., Any]) -> tuple[int, int] | None:
+    """(required, at most) positional arguments of ``func``; None when it cannot be told (builtins)."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in params if p.kind in kinds]
+    required = sum(p.default is inspect.Parameter.empty for p in positional)
+    at_most = 1_000 if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params) else len(positional)
+    return required, at_most
+
+
+def _with_mask_inside(func: Callable[..., Any], label: str) -> Callable[[Any, np.ndarray], int]:
+    """``func`` as ``(observation, mask) -> action``: as it is when it takes both, or given the
+    observation with the mask inside when it takes the observation alone (PettingZoo's way)."""
+    arity = _positional(func)
+    if arity is None or arity[0] <= 2 <= arity[1]:
+        return func
+    if arity[0] <= 1 <= arity[1]:
+
+        def observation_only(observation: Any, mask: np.ndarray) -> int:
+            if isinstance(observation, Mapping):
+                return func({**observation, "action_mask": mask})
+            return func({"observation": observation, "action_mask": mask})
+
+        return observation_only
+    raise TypeError(
+        f"{label} takes {arity[0]} positional arguments; a policy takes (observation, action_mask), "
+        "or the observation alone and reads the mask from observation['action_mask']"
+    )
 
 
 def _name_of(obj: Any) -> str:

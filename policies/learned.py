@@ -45,7 +45,7 @@ from hospital_marl.envs.observations import ObservationBuilder
 from policies.base import BasePolicy
 from policies.pruning import prune_dominated
 
-INSTALL_HINT = 'pip install "hospital-marl[train]"'
+INSTALL_HINT = 'pip install -e ".[train]" -c constraints/cpu.txt (from a clone of the repository)'
 ONNX_INPUT = "features"
 ONNX_OUTPUT = "logits"
 MODEL_FILES = ("best_model.zip", "model.zip", "best_model.onnx", "model.onnx")

@@ -253,7 +253,7 @@ class ChatModel:
             import openai
         except ImportError as exc:  # pragma: no cover - openenv-core brings it; the `llm` extra names it
             raise ImportError(
-                f"LLM agents need the `llm` extra: pip install 'hospital-marl[llm]' ({exc})"
+                f'LLM agents need the `llm` extra: pip install -e ".[llm]" from a clone ({exc})'
             ) from exc
 
         import httpx

@@ -1,4 +1,4 @@
-"""The radiotherapy planning env as an OpenEnv ``Environment`` (SPEC-RT §7), for THE server.
+"""The radiotherapy planning env as an OpenEnv ``Environment``, for THE server.
 
     hospital-marl serve --env radiotherapy [--task head_neck] [--web]
     HOSPITAL_ENV=radiotherapy uvicorn server.app:app       # task from $HOSPITAL_RT_TASK
@@ -32,7 +32,7 @@ from server.settings import DEFAULT_RT_TASK
 
 
 class RTAction(Action):
-    """One of the 8 planning actions (SPEC-RT §3): ``{"action": n}``."""
+    """One of the 8 planning actions: ``{"action": n}``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -139,7 +139,7 @@ class RTEnvironment(Environment[RTAction, RTObservation, RTState]):
     def step(
         self, action: RTAction | dict[str, Any] | int, timeout_s: float | None = None, **kwargs: Any
     ) -> RTObservation:
-        """One planning action (SPEC-RT §3); an illegal one is counted and penalised, as in process."""
+        """One planning action; an illegal one is counted and penalised, as in process."""
         if not isinstance(action, RTAction):
             action = RTAction.model_validate(action if isinstance(action, dict) else {"action": action})
         if not self._state.started:
@@ -159,7 +159,7 @@ class RTEnvironment(Environment[RTAction, RTObservation, RTState]):
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(
             name="hospital_marl radiotherapy planning",
-            description="Place, turn and weight up to seven beams and lock the plan (SPEC-RT).",
+            description="Place, turn and weight up to seven beams and lock the plan.",
             version=hospital_marl.__version__,
         )
 

@@ -1,6 +1,6 @@
 """benchmarks/marl_table.py's RLlib verdict and cost line, on made-up runs whose answers are known.
 
-The README's RLlib prose says whether the learning curve levelled off from
+The results page's RLlib prose says whether the learning curve levelled off from
 :func:`convergence` (last third of the validation gradings against the middle third, and the last
 third's least-squares slope per 100k role decisions); a resumed run's cost line lists every
 command that made it.

@@ -1,4 +1,4 @@
-"""The README's promises: its two opening commands, its generated tables, its scoreboards."""
+"""The README's promises (two opening commands, length, scoreboards) and the docs' generated tables."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from grading.tables import comparison_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+RESULTS = (ROOT / "docs" / "results.md").read_text()
+SB3_GUIDE = (ROOT / "docs" / "training" / "sb3.md").read_text()
 sys.path.insert(0, str(ROOT / "tools"))
 import readme as readme_tool  # noqa: E402
 
@@ -37,6 +39,32 @@ def test_readme__opens_with_exactly_two_commands_install_compare_and_install_tes
 def test_ci__runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert opening_commands()[1] in ci
+    assert "export PIP_CONSTRAINT" not in ci  # what users run is what CI runs: no hidden pins
+
+
+def test_readme__test_command_carries_the_cpu_torch_constraint() -> None:
+    """The constraints file the command names exists and pins torch exactly (a range admitting a
+    newer release takes a multi-GB CUDA build on Linux), and never pins gymnasium (ray pins it)."""
+    command = opening_commands()[1]
+    path = command.split(" -c ")[1].split()[0]
+    pins = [
+        line.split("#")[0].strip()
+        for line in (ROOT / path).read_text().splitlines()
+        if line.split("#")[0].strip()
+    ]
+    assert "torch==2.13.0" in pins
+    assert not [p for p in pins if p.startswith("gymnasium")]
+
+
+def test_readme__is_a_front_door_of_at_most_250_lines() -> None:
+    assert len(README.splitlines()) <= 250
+
+
+def test_user_facing_text__never_points_to_a_spec_file_users_do_not_have() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    pages = [p for p in pages if "notebooks" not in p.parts]
+    offending = [str(p.relative_to(ROOT)) for p in pages if "SPEC" in p.read_text()]
+    assert not offending, f"these pages mention SPEC: {offending}"
 
 
 def test_readme__generated_tables_are_fresh() -> None:
@@ -46,10 +74,10 @@ def test_readme__generated_tables_are_fresh() -> None:
     assert run.returncode == 0, run.stderr
 
 
-def test_readme__shows_the_action_table_verbatim() -> None:
+def test_rules_page__shows_the_action_table_verbatim() -> None:
     from hospital_marl.core.actions import action_table_markdown
 
-    assert action_table_markdown() in README
+    assert action_table_markdown() in (ROOT / "docs" / "simulation.md").read_text()
 
 
 SLOW_AGENTS = ("planner", "team_planner")
@@ -61,6 +89,7 @@ def test_readme__scoreboard_rows_match_what_the_command_prints(marker: str, trac
     """Re-grade the cheap agents of the documented command in full and compare their rows exactly;
     a planner's row is checked on one scenario (its full grade takes minutes)."""
     section = readme_tool.section(README, marker)
+    assert readme_tool.section(RESULTS, marker) == section  # one command, shown on both pages
     command = readme_tool.SCOREBOARD_COMMANDS[marker]
     assert f"`{command}`" in section
     agents = command.split("--agents ")[1].split(" --")[0].split()
@@ -131,20 +160,20 @@ def test_checkpoints_readme__team_table_and_training_cost_are_what_the_script_pr
     assert "\n".join(ppo_table.cost_table()) in CHECKPOINTS_README
 
 
-def test_readme__ppo_pruned_prose_quotes_the_tables() -> None:
-    """The Training section's prose figures are the generated tables' (overall, night_shift margin,
+def test_sb3_guide__ppo_pruned_prose_quotes_the_tables() -> None:
+    """The SB3 guide's prose figures are the generated tables' (overall, night_shift margin,
     and the recorded wall time of the 100k-step run)."""
     flat = _readme_table(CHECKPOINTS_README, "| scenario | random |")
     overall = flat[("**overall**", "ppo --prune")]
     night = flat[("`night_shift`", "pruned − heuristic")].replace("-", "−")
-    assert f"({overall} overall, `night_shift` {night})" in README
+    assert f"({overall} overall, `night_shift` {night})" in SB3_GUIDE
     meta = json.loads((ROOT / "policies" / "checkpoints" / "ppo_flat_pruned.json").read_text())
-    low, high = (int(x) for x in re.search(r"100k steps in (\d+)–(\d+) s\*\*", README).groups())
+    low, high = (int(x) for x in re.search(r"100k steps in (\d+)–(\d+) s\*\*", SB3_GUIDE).groups())
     assert low <= meta["run"]["wall_time_s"] <= high
 
 
 @pytest.mark.parametrize("name", ["marl_ibr", "marl_shared", "rllib"])
-def test_readme__marl_table_rows_reproduce_from_the_committed_runs(name: str) -> None:
+def test_results__marl_table_rows_reproduce_from_the_committed_runs(name: str) -> None:
     """The multi-agent table's learned rows come from policies/checkpoints/marl/ (committed), not runs/."""
     from policies import load_run
 
@@ -152,7 +181,7 @@ def test_readme__marl_table_rows_reproduce_from_the_committed_runs(name: str) ->
     report = grade(load_run(run), episodes=10, seed=0, track="team")
     row = next(
         line
-        for line in readme_tool.section(README, "marl-table").splitlines()
+        for line in readme_tool.section(RESULTS, "marl-table").splitlines()
         if line.startswith(f"| `{name}`")
     )
     cells = [c.strip() for c in row.strip("|").split("|")]

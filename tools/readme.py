@@ -1,15 +1,17 @@
-"""Regenerate the README's generated sections from their single sources of truth.
+"""Regenerate the README's and the docs site's generated sections from their single sources of truth.
 
-    python tools/readme.py            # rewrite README.md in place
-    python tools/readme.py --check    # exit 1 if README.md is stale (the test suite runs this)
+    python tools/readme.py            # rewrite README.md and the docs pages in place
+    python tools/readme.py --check    # exit 1 if any of them is stale (the test suite runs this)
 
-Static sections (actions, roles, observations, rewards, scenarios) come from
-the code; ``first-run`` from ``docs/first_run.json`` (``python benchmarks/first_run.py --write``
-measures it on a fresh clone). Other documents' sections are listed in :data:`DOCUMENTS`
-(server/README.md's load figures from ``docs/server_load.json``, written by
-``python -m benchmarks.server_load --write``); ``--check`` covers them too. The scoreboard
-sections come from the grader and are slow (the planner), so they are refreshed only with
-``--scoreboards``.
+Every generated section is listed in :data:`DOCUMENTS` (path -> marker -> renderer). Static
+sections (actions, roles, observations, rewards, scenarios, the radiotherapy tables) come from
+the code and live on the docs site's pages; ``first-run`` and ``test-install`` from
+``docs/first_run.json`` (``python benchmarks/first_run.py --write`` measures both commands on a
+fresh clone); server/README.md's load figures from ``docs/server_load.json`` (written by
+``python -m benchmarks.server_load --write``). The scoreboard sections (:data:`SCOREBOARD_PAGES`:
+the README's and docs/results.md's) come from the grader and are slow (the planner), so they are
+refreshed only with ``--scoreboards``. The benchmarks' ``--write`` scripts fill the performance
+and results pages' other sections.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 SCOREBOARD_COMMANDS = {
     "scoreboard-flat": "hospital-marl -q compare --agents random masked_random greedy fifo_severity "
@@ -34,6 +37,12 @@ SCOREBOARD_COMMANDS = {
 
 SCOREBOARD_DOCUMENTS: dict[Path, dict[str, str]] = {}
 """Other documents' grader sections (slow, like the scoreboards): path -> marker -> command."""
+
+SCOREBOARD_PAGES = {
+    README: ("scoreboard-flat", "scoreboard-team"),
+    DOCS / "results.md": ("scoreboard-flat", "scoreboard-team"),
+}
+"""Where each of :data:`SCOREBOARD_COMMANDS`' sections is shown (one command, run once, shown on each)."""
 
 
 from grading.tables import replace_marked  # noqa: E402
@@ -92,8 +101,9 @@ def scenarios_section() -> str:
     from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, SCENARIOS
 
     rows = [
-        "| scenario | what it tests | λ rate / amp / peak | severity mix 1–5 | arrivals/day | burst |",
-        "|---|---|---|---|---|---|",
+        "| scenario | what it tests | λ rate / amp / peak | severity mix 1–5 | arrivals/day | burst "
+        "| beds: general / ICU / ventilators | ends early at |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name in BUILTIN_SCENARIOS:
         s = SCENARIOS[name]
@@ -105,7 +115,8 @@ def scenarios_section() -> str:
         mix = " ".join(f"{p:.2f}" for p in s.severity_mix)
         rows.append(
             f"| `{name}` | {s.description} | {s.arrival_rate:g} / {s.amplitude:g} / {s.peak:g} | {mix} "
-            f"| ≈ {s.expected_arrivals:.0f} | {burst} |"
+            f"| ≈ {s.expected_arrivals:.0f} | {burst} | {s.general_beds} / {s.icu_beds} / {s.ventilators} "
+            f"| {s.max_deaths} deaths |"
         )
     return "\n".join(rows)
 
@@ -155,7 +166,7 @@ def first_run_section() -> str:
     from policies.planner import PlannerPolicy
 
     futures = inspect.signature(PlannerPolicy).parameters["rollouts"].default
-    r = json.loads((ROOT / "docs" / "first_run.json").read_text())
+    r = json.loads((DOCS / "first_run.json").read_text())
     mb = r["venv_bytes"] / 1e6
     slowest = sorted(r["agents_s"].items(), key=lambda kv: -kv[1])
     per_agent = ", ".join(
@@ -164,9 +175,9 @@ def first_run_section() -> str:
     return (
         f"Measured on a fresh clone in a fresh venv, no pip cache, on the shared development machine "
         f"(other jobs running: an idle machine is faster; {r['machine']}, {r['measured']}; "
-        f"`python benchmarks/first_run.py --write`): **{mb:.0f} MB installed** (target ≤ 1 GB; "
-        f"{'with' if r['torch_installed'] else 'no'} torch), `pip install -e .` **{r['install_s']:.0f} s**, "
-        f"`hospital-marl compare` **{r['compare_s']:.0f} s** ({per_agent}): "
+        f"`python benchmarks/first_run.py --command first --write`): **{mb:.0f} MB installed** "
+        f"(target ≤ 1 GB; {'with' if r['torch_installed'] else 'no'} torch), `pip install -e .` "
+        f"**{r['install_s']:.0f} s**, `hospital-marl compare` **{r['compare_s']:.0f} s** ({per_agent}): "
         f"**{r['total_s']:.0f} s** together (target ≤ 180 s: {'met' if r['total_s'] <= 180 else 'not met'}). "
         "The first agent's time includes the one-time numba compile of the simulation kernel "
         "(cached on disk for later runs); the rest is mostly the planner: per decision it makes "
@@ -176,14 +187,87 @@ def first_run_section() -> str:
     )
 
 
-STATIC_SECTIONS = {
-    "actions": actions_section,
-    "roles": roles_section,
-    "observations": observations_section,
-    "rewards": rewards_section,
-    "scenarios": scenarios_section,
-    "first-run": first_run_section,
+def test_install_section() -> str:
+    """The second command's install, from ``docs/first_run.json``'s ``test`` entry."""
+    import json
+
+    r = json.loads((DOCS / "first_run.json").read_text())["test"]
+    gb, gib = r["venv_bytes"] / 1e9, r["venv_bytes"] / 2**30
+    load = f", load average {r['load_average']:.0f} on 2 cores" if "load_average" in r else ""
+    build = "the CPU build" if r["torch_cuda"] == "none" else f"a CUDA {r['torch_cuda']} build"
+    return (
+        f"Measured on a fresh clone in a fresh venv, no pip cache, on the shared development machine "
+        f"({r['machine']}, {r['measured']}{load}; `python benchmarks/first_run.py --command test --write`): "
+        f"`{r['command']}` took **{r['install_s'] / 60:.1f} min** (target ≤ 5 min: "
+        f"{'met' if r['install_s'] <= 300 else 'not met'}) and left **{gb:.2f} GB** ({gib:.2f} GiB) "
+        "in the venv "
+        f"(target ≤ 3 GB: {'met' if r['venv_bytes'] <= 3e9 else 'not met'}; {r['packages']} packages), "
+        f"with torch {r['torch']}, {build} ({r['nvidia_packages']} `nvidia-*` packages)."
+    )
+
+
+def rt_constraints_section() -> str:
+    """Every clinical constraint of the built-in RT tasks, with its source (the task data)."""
+    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, CONSTRAINT_METRICS, PRIORITIES, TASKS
+
+    rows = ["| task (Rx) | organ | priority | constraint | type | source |", "|---|---|---|---|---|---|"]
+    for name in BUILTIN_TASKS:
+        t = TASKS[name]
+        for o in t.oars:
+            for c in o.constraints:
+                kind = CONSTRAINT_METRICS[c.metric].split(": ")[-1]
+                rows.append(
+                    f"| `{name}` ({t.rx_gy:g} Gy / {t.fractions} fx) | {o.name} | {o.priority} "
+                    f"({PRIORITIES[o.priority]}) | {c.describe()} | {kind} | {c.source} |"
+                )
+    return "\n".join(rows)
+
+
+def rt_splits_section() -> str:
+    """The anatomy distribution of every split of the built-in RT tasks."""
+    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, SPLITS, TASKS
+
+    def ranges(intervals: tuple[tuple[float, float], ...]) -> str:
+        return " ∪ ".join(f"[{lo:g}, {hi:g}]" for lo, hi in intervals)
+
+    rows = ["| task | split | body | tumour | offset | layout |", "|---|---|---|---|---|---|"]
+    for name in BUILTIN_TASKS:
+        anatomy = TASKS[name].anatomy or {}
+        for split in SPLITS:
+            a = anatomy[split]
+            rows.append(
+                f"| `{name}` | {split} | {', '.join(f'{b:g}' for b in a.body)} | {ranges(a.tumour)} "
+                f"| {ranges(a.offset)} | {ranges(a.layout)} |"
+            )
+    return "\n".join(rows)
+
+
+SITE_SECTIONS = {
+    DOCS / "simulation.md": {
+        "roles": roles_section,
+        "actions": actions_section,
+        "observations": observations_section,
+        "rewards": rewards_section,
+        "scenarios": scenarios_section,
+    },
+    DOCS / "radiotherapy.md": {
+        "rt-tasks": rt_tasks_section,
+        "rt-constraints": rt_constraints_section,
+        "rt-splits": rt_splits_section,
+        "rt-actions": rt_actions_section,
+        "rt-observations": rt_observations_section,
+    },
+    DOCS / "environments" / "rt-planning.md": {
+        "rt-tasks": rt_tasks_section,
+        "rt-actions": rt_actions_section,
+        "rt-observations": rt_observations_section,
+    },
+    DOCS / "getting-started.md": {"first-run": first_run_section, "test-install": test_install_section},
 }
+"""The docs site's code-generated sections: page -> marker -> renderer."""
+
+STATIC_SECTIONS = {marker: make for sections in SITE_SECTIONS.values() for marker, make in sections.items()}
+"""Every code-generated section by marker (each is shown on one page only)."""
 
 
 def server_load_section() -> str:
@@ -270,54 +354,12 @@ def ppo_defaults_section() -> str:
     return "\n".join(parts)
 
 
-def rt_constraints_section() -> str:
-    """Every clinical constraint of the built-in RT tasks, with its source (the task data)."""
-    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, CONSTRAINT_METRICS, PRIORITIES, TASKS
-
-    rows = ["| task (Rx) | organ | priority | constraint | type | source |", "|---|---|---|---|---|---|"]
-    for name in BUILTIN_TASKS:
-        t = TASKS[name]
-        for o in t.oars:
-            for c in o.constraints:
-                kind = CONSTRAINT_METRICS[c.metric].split(": ")[-1]
-                rows.append(
-                    f"| `{name}` ({t.rx_gy:g} Gy / {t.fractions} fx) | {o.name} | {o.priority} "
-                    f"({PRIORITIES[o.priority]}) | {c.describe()} | {kind} | {c.source} |"
-                )
-    return "\n".join(rows)
-
-
-def rt_splits_section() -> str:
-    """The anatomy distribution of every split of the built-in RT tasks."""
-    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, SPLITS, TASKS
-
-    def ranges(intervals: tuple[tuple[float, float], ...]) -> str:
-        return " ∪ ".join(f"[{lo:g}, {hi:g}]" for lo, hi in intervals)
-
-    rows = ["| task | split | body | tumour | offset | layout |", "|---|---|---|---|---|---|"]
-    for name in BUILTIN_TASKS:
-        anatomy = TASKS[name].anatomy or {}
-        for split in SPLITS:
-            a = anatomy[split]
-            rows.append(
-                f"| `{name}` | {split} | {', '.join(f'{b:g}' for b in a.body)} | {ranges(a.tumour)} "
-                f"| {ranges(a.offset)} | {ranges(a.layout)} |"
-            )
-    return "\n".join(rows)
-
-
 DOCUMENTS = {
+    **SITE_SECTIONS,
     ROOT / "server" / "README.md": {"server-load": server_load_section},
     ROOT / "policies" / "checkpoints" / "README.md": {"ppo-defaults": ppo_defaults_section},
-    ROOT / "docs" / "radiotherapy.md": {
-        "rt-tasks": rt_tasks_section,
-        "rt-constraints": rt_constraints_section,
-        "rt-splits": rt_splits_section,
-        "rt-actions": rt_actions_section,
-        "rt-observations": rt_observations_section,
-    },
 }
-"""Other documents with generated sections: path -> marker -> its renderer (README.md's: above)."""
+"""Every document with code-generated sections: path -> marker -> its renderer."""
 
 
 def scoreboard_section(marker: str) -> str:
@@ -342,13 +384,9 @@ def section(text: str, marker: str) -> str:
     return match.group(1) if match else ""
 
 
-def render(text: str, scoreboards: bool | list[str]) -> str:
-    """The README with its static sections regenerated, and the scoreboards (all, or the named ones)."""
-    for marker, make in STATIC_SECTIONS.items():
-        text = replace_section(text, marker, make())
-    for marker in SCOREBOARD_COMMANDS if scoreboards is True else scoreboards or ():
-        text = replace_section(text, marker, scoreboard_section(marker))
-    return text
+def page_of(marker: str) -> Path:
+    """The one document that shows a code-generated section."""
+    return next(path for path, sections in DOCUMENTS.items() if marker in sections)
 
 
 def main() -> int:
@@ -362,19 +400,25 @@ def main() -> int:
         help="rerun only this scoreboard",
     )
     args = parser.parse_args()
-    text = README.read_text()
     wanted = set(args.scoreboard or [])
-    readme_boards = True if args.scoreboards else sorted(wanted & set(SCOREBOARD_COMMANDS))
-    new = {README: (text, render(text, readme_boards))}
-    for path in {*DOCUMENTS, *SCOREBOARD_DOCUMENTS}:
+    boards: dict[str, str] = {}
+
+    def board(marker: str) -> str:  # each command runs once, however many pages show it
+        if marker not in boards:
+            boards[marker] = scoreboard_section(marker)
+        return boards[marker]
+
+    new = {}
+    for path in {*DOCUMENTS, *SCOREBOARD_DOCUMENTS, *SCOREBOARD_PAGES}:
         old = body = path.read_text()
+        name = str(path.relative_to(ROOT))
         for marker, make in DOCUMENTS.get(path, {}).items():
-            body = replace_section(body, marker, make(), str(path.relative_to(ROOT)))
-        for marker in SCOREBOARD_DOCUMENTS.get(path, {}):
+            body = replace_section(body, marker, make(), name)
+        for marker in (*SCOREBOARD_DOCUMENTS.get(path, {}), *SCOREBOARD_PAGES.get(path, ())):
             if args.scoreboards or marker in wanted:
-                body = replace_section(body, marker, scoreboard_section(marker), str(path.relative_to(ROOT)))
+                body = replace_section(body, marker, board(marker), name)
         new[path] = (old, body)
-    stale = [path for path, (old, body) in new.items() if old != body]
+    stale = sorted(path for path, (old, body) in new.items() if old != body)
     if args.check:
         for path in stale:
             print(f"{path.relative_to(ROOT)} is stale: run `python tools/readme.py`", file=sys.stderr)

@@ -69,7 +69,7 @@ class Hyperparameters:
     entropy: float = 0.003
     """Entropy bonus."""
     reward: str = "env"
-    """env: the env's dense reward (SPEC §4); score: the graded composite, paid out per step
+    """env: the env's dense reward; score: the graded composite, paid out per step
     (hospital_marl.envs.wrappers.ScoreReward: an episode's return is its score - 90)."""
     reward_overrides: str = ""
     """Training-only RewardTable changes, e.g. "critical_unattended_per_tick=-2" (comma-separated)."""

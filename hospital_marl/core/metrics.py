@@ -1,4 +1,4 @@
-"""Episode counters, the five metrics and the composite score (SPEC §7)."""
+"""Episode counters, the five metrics and the composite score."""
 
 from __future__ import annotations
 

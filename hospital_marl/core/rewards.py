@@ -1,4 +1,4 @@
-"""THE reward table (SPEC §4). Injected into the simulator, so users can swap it."""
+"""THE reward table. Injected into the simulator, so users can swap it."""
 
 from __future__ import annotations
 

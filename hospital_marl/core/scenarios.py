@@ -1,4 +1,4 @@
-"""Scenarios: frozen data in one registry (SPEC §6, §8).
+"""Scenarios: frozen data in one registry.
 
 A scenario is a value, not a subclass. Users define their own by building a
 :class:`Scenario` (validated on construction) and optionally registering it.

@@ -1,4 +1,4 @@
-"""The AEC view: three roles take turns, then the tick runs (SPEC §5)."""
+"""The AEC view: three roles take turns, then the tick runs."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
 
     Rewards:
         ``reward_mode="team"`` (default): every role receives the tick's team
-        reward (SPEC §4) when the tick runs. ``"role"``: action-caused rewards
+        reward when the tick runs. ``"role"``: action-caused rewards
         (an invalid action, a discharge it ordered) go only to the role that
         acted, the tick's other events to all. Invalid actions cost -1, are
         counted (``info["invalid_actions"]``) and never raise.

@@ -120,7 +120,7 @@ class HospitalEDEnv(_HospitalGymEnv):
         slot), the shapes SB3's ``check_env`` expects.
 
     Rewards:
-        The tick's team reward (SPEC §4). Invalid actions: -1, counted, never raised.
+        The tick's team reward. Invalid actions: -1, counted, never raised.
 
     Starting State:
         An empty ED with the day's tick-0 arrivals waiting.

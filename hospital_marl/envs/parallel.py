@@ -1,4 +1,4 @@
-"""The parallel view: the three roles act at once, resolved in role order (SPEC §5).
+"""The parallel view: the three roles act at once, resolved in role order.
 
 Native rather than ``aec_to_parallel``: in the AEC env each role sees the
 previous role's move, so it is not parallelizable. Here all three choose

@@ -1,4 +1,4 @@
-"""Rendering: pure functions of a :class:`Hospital` (SPEC §5 render modes).
+"""Rendering: pure functions of a :class:`Hospital`.
 
 Every env view renders through :func:`render_frame`, so the text frame, the
 printed frame and the video frame always show the same state the same way.
@@ -26,7 +26,7 @@ first, then free beds ``.``), the view the actions address. ICU beds keep
 their fixed indices; each shows the severity and a marker: ``v`` on a
 ventilator, ``r`` ready for step-down, ``!`` needs a ventilator and has none
 (a ready patient still weaning off a ventilator shows ``r``: the bed manager's
-cue). The words are the metrics' (SPEC §7): ``Discharges`` counts successful
+cue). The words are the metrics': ``Discharges`` counts successful
 discharges; ``Critical survival`` is ``critical_patient_survival`` so far (1 − critical
 deaths / critical patients); ``Invalid action rate`` is ``invalid_action_rate``.
 

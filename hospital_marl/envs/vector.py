@@ -1,4 +1,4 @@
-"""Natively batched envs (SPEC §10): B emergency departments stepped by one kernel call.
+"""Natively batched envs: B emergency departments stepped by one kernel call.
 
 - :class:`HospitalEDVectorEnv` -- ``gymnasium.make_vec("hospital_marl/HospitalED-v0", num_envs=B)``:
   ``Discrete(39)`` per env, batched Dict observations, ``action_masks()`` ``(B, 39)``.

@@ -1,8 +1,8 @@
 """Gymnasium wrappers for training on the composed and team envs.
 
-:class:`ScoreReward` pays out the graded composite score (SPEC §7) tick by tick,
+:class:`ScoreReward` pays out the graded composite score tick by tick,
 for learners that should optimise what the benchmark grades rather than the
-env's dense reward (SPEC §4); :class:`VectorScoreReward` does the same for the batched
+env's dense reward; :class:`VectorScoreReward` does the same for the batched
 envs (:mod:`hospital_marl.envs.vector`). Both pay :func:`score_step`, the rule written
 once over arrays. The env's own reward stays the default everywhere.
 """

@@ -543,7 +543,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--env", choices=("ed", "radiotherapy"), default="ed",
-        help="ed: the emergency department (default); radiotherapy: RT planning (SPEC-RT), in-process",
+        help="ed: the emergency department (default); radiotherapy: RT planning, in-process",
     )  # fmt: skip
     parser.add_argument(
         "--tasks", nargs="+", metavar="T", default=["all"],

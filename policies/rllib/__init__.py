@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-INSTALL_HINT = 'pip install "hospital-marl[rllib]"'
+INSTALL_HINT = 'pip install -e ".[rllib]" -c constraints/cpu.txt (from a clone of the repository)'
 METADATA_FILE = "rllib.json"
 """A run directory's metadata (what :func:`load_rllib_policy` reads)."""
 CHECKPOINT_DIR = "checkpoint"

@@ -155,7 +155,7 @@ def test_render_observation__counts_read_as_english() -> None:
 
 
 def test_readme__token_figures_are_what_the_benchmark_prints() -> None:
-    """The README's "what a step costs" table is `python benchmarks/llm_tokens.py` verbatim."""
+    """docs/llm-agents.md's "what a step costs" table is `python benchmarks/llm_tokens.py` verbatim."""
     import importlib.util
     from pathlib import Path
 
@@ -164,4 +164,4 @@ def test_readme__token_figures_are_what_the_benchmark_prints() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.table(seeds=3) in (root / "README.md").read_text()
+    assert module.table(seeds=3) in (root / "docs" / "llm-agents.md").read_text()

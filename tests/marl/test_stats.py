@@ -86,11 +86,11 @@ def marl_stats() -> Any:
 
 
 def test_readme_section_is_what_the_command_renders_from_the_committed_artefacts() -> None:
-    """One command regenerates the README's MAPPO/IPPO table: it must match the committed JSON."""
+    """One command regenerates the results page's MAPPO/IPPO table: it must match the committed JSON."""
     module = marl_stats()
     data = json.loads(module.RESULTS.read_text())
     computed = json.loads((module.OUT / "stats.json").read_text())
-    readme = module.README.read_text()
+    readme = module.DOC.read_text()
     section = readme[readme.index(module.START) : readme.index(module.END) + len(module.END)]
     assert module.markdown(data, computed) == section
     for runs in data["algorithms"].values():

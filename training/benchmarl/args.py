@@ -23,7 +23,7 @@ VALIDATION_SEED = 1000
 HELDOUT_SEED = 20261201
 """Grader base seed of the held-out days: used only by the final evaluation, never in training."""
 EPISODE_TICKS = 100
-INSTALL_HINT = 'pip install "hospital-marl[marl]" (with the CPU torch first, see README "Install")'
+INSTALL_HINT = 'pip install -e ".[marl]" -c constraints/cpu.txt (from a clone of the repository)'
 
 
 def require_marl_extra() -> None:
@@ -86,7 +86,7 @@ class Args(TrainArgs):
     """Hidden layers of every actor and critic MLP (tanh)."""
     reward_mode: str = shared("reward_mode")
     reward: str = shared("reward")
-    """env: the env's dense reward (SPEC §4); score: the graded composite, paid out per step to every
+    """env: the env's dense reward; score: the graded composite, paid out per step to every
     role (hospital_marl.envs.wrappers.VectorScoreReward: an episode's return is its score - 90)."""
     reward_scale: float = shared("reward_scale")
     """Rewards are multiplied by this for learning (a death is -15 on the env's reward, 1-6 points

@@ -1,4 +1,4 @@
-"""The Gymnasium view of the planning core (SPEC-RT §3–§5, §7)."""
+"""The Gymnasium view of the planning core."""
 
 from __future__ import annotations
 
