@@ -304,7 +304,16 @@ def test_shipped_team_checkpoint__onnx_acts_exactly_like_the_torch_model() -> No
             done = terminated or truncated
 
 
-@pytest.mark.parametrize("name", ["ppo", "ppo_pruned"])
+RETRAIN_PPO = (
+    "issue #23, open: the shipped ppo was trained against the old flat heuristic and loses normal_day and "
+    "ventilator_crisis to the new one (docs/reference-policies.md); strict, so it fails once a retrained "
+    "ppo beats it and this mark must go"
+)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param("ppo", marks=pytest.mark.xfail(strict=True, reason=RETRAIN_PPO)), "ppo_pruned"]
+)
 def test_shipped_flat_ppo__beats_the_heuristic_on_every_scenario(name: str) -> None:
     """A fixed-seed check of the shipped artefacts (3 episodes; the README's table uses 10).
 
