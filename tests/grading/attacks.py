@@ -12,6 +12,7 @@ They live in their own module so that the isolated grader's process can import t
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import json
@@ -106,11 +107,13 @@ def forward(roots: list[Any], limit: int = 200_000) -> list[Any]:
     """Everything reachable from ``roots`` by any reference an object holds (``gc.get_referents``
     sees private slots, ``__dict__``, closures' cells, bound methods' ``__self__``), not going
     into modules, classes or functions' globals (they lead to the whole interpreter, and hold
-    nothing of an episode)."""
+    nothing of an episode). Breadth first, so that with a limit the nearest objects are read
+    first (depth first from a frame walk spent the whole limit inside the test runner's own
+    objects in a long session and never reached the grader's frame)."""
     seen: dict[int, Any] = {}
-    stack = list(roots)
+    stack = collections.deque(roots)
     while stack and len(seen) < limit:
-        obj = stack.pop()
+        obj = stack.popleft()
         if id(obj) in seen or isinstance(obj, (_SKIP, Secrets)):
             continue  # (the test's own knowledge is not a leak)
         if isinstance(obj, dict) and "__builtins__" in obj:  # a module's globals
