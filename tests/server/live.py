@@ -48,11 +48,14 @@ def wait_healthy(
 
 @contextmanager
 def live_server(
-    settings: ServerSettings | None = None, *, log_config: dict | str | None = uvicorn.config.LOGGING_CONFIG
+    settings: ServerSettings | None = None, *, log_config: dict | str | None = None
 ) -> Iterator[str]:
     """Serve ``build_app(settings)`` on 127.0.0.1; yields the base URL; always stops the server.
 
-    ``log_config=None`` leaves logging alone, so uvicorn's records reach pytest's ``caplog``."""
+    Logging is left alone by default (uvicorn's records reach pytest's ``caplog``): a
+    ``log_config`` runs ``logging.config.dictConfig``, which closes every handler in the
+    process, and absl's handler (imported with ray by the RLlib tests) closes its stream, which
+    was pytest's capture file: the serial suite then died with "lost sys.stderr"."""
     settings = settings or ServerSettings()
     sock = loopback_socket()
     host, port = sock.getsockname()
