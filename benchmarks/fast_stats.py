@@ -233,7 +233,8 @@ def report(data: dict[str, Any], reps: int) -> str:
     lines += [
         "",
         'Paired margins against `team_heuristic` on the same days (± s.e. between seeds); "beats" is '
-        "SPEC §7's (ahead, or within 1 point where `team_planner` − `team_heuristic` < 2); gap closed = "
+        "[the grader's](grading.md#beats-the-heuristic) (ahead, or within 1 point where "
+        "`team_planner` − `team_heuristic` < 2); gap closed = "
         "overall margin / the planner's:",
         "",
         "| policy | " + " | ".join(head) + " |",
@@ -307,7 +308,8 @@ def report(data: dict[str, Any], reps: int) -> str:
         )  # fmt: skip
         lines += [
             "",
-            f"- Flat PPO from scratch beats `heuristic` on {won} of {len(scenarios)} scenarios (SPEC §7).",
+            f"- Flat PPO from scratch beats `heuristic` on {won} of {len(scenarios)} scenarios "
+            "([the grader's rule](grading.md#beats-the-heuristic)).",
         ]
     _figure(curves)
     return "\n".join(lines)
