@@ -272,12 +272,20 @@ class BeamCache:
         return row
 
     def dose(self, angle_indices: np.ndarray, weights: np.ndarray, margins: np.ndarray) -> np.ndarray:
-        """Σ weight × beam over the given beams, on the body voxels (n_body,)."""
+        """Σ weight × beam over the given beams, on the body voxels (n_body,).
+
+        Summed beam by beam in a fixed order with plain IEEE products and sums, not through
+        BLAS: OpenBLAS picks its kernel per CPU, and its AVX-512 and AVX2 kernels differ in the
+        last bits, so the same plan had different doses (and golden trajectories) on
+        different machines."""
         rows = angle_indices * N_MARGINS + margins
         if not self._done[rows].all():
             for r in rows:
                 self.beam(int(r))
-        return weights @ self.rows[rows]
+        total = np.zeros(self.rows.shape[1])
+        for weight, row in zip(weights.tolist(), rows.tolist()):
+            total += weight * self.rows[row]
+        return total
 
     def to_grid(self, body_dose: np.ndarray) -> np.ndarray:
         """Body-voxel dose -> (64, 64), zero outside the body."""
