@@ -10,14 +10,14 @@ from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
 from hospital_marl.core.generator import DayGenerator, generate_day
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
-from hospital_marl.core.scenarios import Scenario, get_scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario
 from hospital_marl.envs.render import RENDER_MODES, render_frame
 
 REWARD_MODES = ("team", "role")
 
 
 def make_hospital(
-    scenario: str | Scenario | None,
+    scenario: str | Scenario | ScenarioDistribution | None,
     max_cycles: int | None,
     clinical: ClinicalParams | None,
     rewards: RewardTable | None,
@@ -45,18 +45,18 @@ def check_reward_mode(reward_mode: str) -> str:
 
 
 def switch_scenario(hospital: Hospital, options: dict[str, Any] | None) -> None:
-    """``reset(options={"scenario": ...})`` picks the next episode's scenario.
+    """``reset(options={"scenario": ...})`` picks the next episode's scenario (or distribution).
 
     Every scenario has the same observation and action spaces, so switching is safe.
     """
     if options and options.get("scenario") is not None:
-        scenario = get_scenario(options["scenario"])
+        scenario = resolve_scenario(options["scenario"])
         if scenario.episode_length != hospital.scenario.episode_length:
             raise ValueError(
                 f"scenario {scenario.name!r} has episode_length {scenario.episode_length}, this env "
                 f"was built for {hospital.scenario.episode_length}: make a new env instead"
             )
-        hospital.scenario = scenario
+        hospital.set_scenario(scenario)
         hospital.max_ticks = min(hospital.max_ticks, scenario.episode_length)
 
 
@@ -118,7 +118,7 @@ class RoleViewMixin:
 
     def _init_role_view(
         self,
-        scenario: str | Scenario | None,
+        scenario: str | Scenario | ScenarioDistribution | None,
         render_mode: str | None,
         reward_mode: str,
         max_cycles: int | None,

@@ -16,7 +16,7 @@ from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
 from hospital_marl.core.hospital import OUTCOMES
 from hospital_marl.core.rewards import RewardTable
-from hospital_marl.core.scenarios import Scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution
 from hospital_marl.envs import _common
 from hospital_marl.envs.infos import NOOP
 from hospital_marl.envs.render import RENDER_MODES
@@ -85,7 +85,7 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
 
     def __init__(
         self,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         render_mode: str | None = None,
         reward_mode: str = "team",
         max_cycles: int | None = None,

@@ -15,7 +15,7 @@ from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
 from hospital_marl.core.hospital import OUTCOMES, ROLE_MASK_COLUMNS
 from hospital_marl.core.rewards import RewardTable
-from hospital_marl.core.scenarios import Scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution
 from hospital_marl.envs import _common
 from hospital_marl.envs.observations import (
     OFFSETS,
@@ -35,7 +35,7 @@ class _HospitalGymEnv(gym.Env):
 
     def __init__(
         self,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         render_mode: str | None = None,
         max_cycles: int | None = None,
         clinical: ClinicalParams | None = None,
@@ -135,7 +135,12 @@ class HospitalEDEnv(_HospitalGymEnv):
         (default) or ``"dict_1d"``.
     """
 
-    def __init__(self, scenario: str | Scenario | None = None, render_mode: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.Discrete(N_FLAT_ACTIONS)
         self._buffers = ComposedBuffers(one_d=self._one_d)
@@ -186,7 +191,12 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
         as :class:`HospitalEDEnv`.
     """
 
-    def __init__(self, scenario: str | Scenario | None = None, render_mode: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
 

@@ -19,15 +19,13 @@ from hospital_marl.core.actions import ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
 from hospital_marl.core.rewards import RewardTable
-from hospital_marl.core.scenarios import Scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution
 from hospital_marl.envs import _common
 from hospital_marl.envs.infos import NOOP, OUTCOME_NAMES
 from hospital_marl.envs.render import RENDER_MODES
 
 
-def resolve_joint_action(
-    env_hospital: Any, actions: dict[str, Any], masks_seen: dict[str, Any]
-) -> dict:
+def resolve_joint_action(env_hospital: Any, actions: dict[str, Any], masks_seen: dict[str, Any]) -> dict:
     """Carry out one action per role in role order; conflicts are free, invalid actions cost -1."""
     outcomes = {}
     for role in ROLES:
@@ -56,7 +54,7 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
 
     def __init__(
         self,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         render_mode: str | None = None,
         reward_mode: str = "team",
         max_cycles: int | None = None,

@@ -50,7 +50,7 @@ from hospital_marl.core.kernel import ROW_ENDED, ROW_LIVE
 from hospital_marl.core.metrics import METRIC_NAMES, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.rng import seed_key, seed_keys
-from hospital_marl.core.scenarios import Scenario, get_scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario
 from hospital_marl.core.types import (
     COUNTER_FIELDS,
     F_CUMULATIVE_REWARD,
@@ -62,6 +62,7 @@ from hospital_marl.core.types import (
     S_TERMINATED,
     S_TICK,
     S_TRUNCATED,
+    Params,
     State,
     counters_of,
     empty_state,
@@ -97,7 +98,7 @@ class _Batch:
     def __init__(
         self,
         num_envs: int,
-        scenario: str | Scenario | None,
+        scenario: str | Scenario | ScenarioDistribution | None,
         max_cycles: int | None,
         clinical: ClinicalParams | None,
         rewards: RewardTable | None,
@@ -117,8 +118,13 @@ class _Batch:
         )
         s = self.template.scenario
         self.scenario = s
+        self.distribution = self.template.distribution
         self.n = num_envs
         self.params = make_params(s, self.template.clinical, self.template.rewards, self.template.max_ticks)
+        # A distribution draws each env's scenario per episode: one Params per row, rows stepped
+        # one kernel call each, and ended rows restarted from Python (where the next draw is made).
+        self.row_params: list[Params] | None = [self.params] * num_envs if self.distribution else None
+        self._params_cache: dict[Scenario, Params] = {}
         self.user_days = self.template.day_generator is not generate_day
         latent_ticks = s.episode_length if self.user_days else 0  # a user day brings its own draws
         self.state: State = empty_state(num_envs, patient_capacity(s), latent_ticks)
@@ -126,10 +132,11 @@ class _Batch:
         # The keys of each env's next seedless days, drawn ahead (KEYS_AHEAD at a time, from its
         # seeder: the same sequence as one seeder call per reset), so the kernel restarts an
         # ended env in the step itself. A user day generator is Python: none drawn ahead.
-        ahead = 0 if self.user_days else KEYS_AHEAD
+        ahead = 0 if self.user_days or self.distribution else KEYS_AHEAD
         self.keys = np.zeros((num_envs, ahead), np.int64)
         self.key_cursor = np.full(num_envs, ahead, np.int64)  # == ahead: none left
         self.resets = np.zeros(num_envs, np.int8)
+        self.row_scenarios: list[Scenario] = [s] * num_envs
         self.day_seeds = [0] * num_envs  # a user day's seed (its generator's)
         self.final_obs = np.zeros((num_envs, STATE_SIZE), np.float32)
         self.final_scalars = np.zeros_like(self.state.scalars)
@@ -146,6 +153,10 @@ class _Batch:
         kernel needs to restart the rows whose episode ends (see :meth:`ended`)."""
         args = (*args, (self.resets, self.final_obs, self.final_scalars, self.final_floats,
                         self.keys, self.key_cursor))  # fmt: skip
+        if self.row_params is not None:  # a distribution: each row with its own scenario's params
+            for e, params in enumerate(self.row_params):
+                batch_loop(self.state, params, e, e + 1, *args)
+            return
         if self.pool is None:
             batch_loop(self.state, self.params, 0, self.n, *args)
             return
@@ -167,6 +178,16 @@ class _Batch:
         """Start a new day in each of ``rows`` (seed per row, None = that env's next seed): the
         scalar env's day for that seed (same key, same kernel draws)."""
         keys = np.array([self.key_of(e, seed) for e, seed in zip(rows.tolist(), seeds)], np.int64)
+        if self.row_params is not None:
+            self._draw_scenarios(rows)
+        if self.row_params is not None and not self.user_days:
+            for e, key in zip(rows.tolist(), keys.tolist()):
+                one, k = np.array([e], np.int64), np.array([key], np.int64)
+                need = kernel.start_rows(self.state, self.row_params[e], one, k)
+                if need:  # a day beyond the capacity: room for it, then the same day again
+                    self.state = grow_patients(self.state, need)
+                    kernel.start_rows(self.state, self.row_params[e], one, k)
+            return
         if not self.user_days:
             rows = rows.astype(np.int64, copy=False)
             need = kernel.start_rows(self.state, self.params, rows, keys)
@@ -176,17 +197,41 @@ class _Batch:
             return
         for e, key in zip(rows.tolist(), keys.tolist()):
             rng = user_day_rng(self.day_seeds[e])
-            day = day_arrays(self.template.day_generator(self.scenario, rng), self.scenario.episode_length)
+            scenario = self.row_scenario(e)
+            day = day_arrays(self.template.day_generator(scenario, rng), scenario.episode_length)
             if len(day.arrival) > self.state.pat.shape[1]:
                 self.state = grow_patients(self.state, len(day.arrival))
             write_day(self.state, e, day)
             self.state.scalars[e, S_KEY] = key
-            kernel.reset_row(self.state, self.params, e, len(day.arrival))
+            kernel.reset_row(self.state, self.params_of(e), e, len(day.arrival))
+
+    def _draw_scenarios(self, rows: np.ndarray) -> None:
+        """Each row's scenario of its day's seed (what the scalar env draws for that seed)."""
+        assert self.distribution is not None and self.row_params is not None
+        t = self.template
+        for e in rows.tolist():
+            scenario = self.distribution.sample(self.day_seeds[e])
+            params = self._params_cache.get(scenario)
+            if params is None:
+                if len(self._params_cache) > 4 * self.n:
+                    self._params_cache.clear()
+                params = make_params(scenario, t.clinical, t.rewards, t.max_ticks)
+                self._params_cache[scenario] = params
+            self.row_params[e] = params
+            self.row_scenarios[e] = scenario
+
+    def row_scenario(self, e: int) -> Scenario:
+        """Env ``e``'s scenario this episode."""
+        return self.row_scenarios[e] if self.row_params is not None else self.scenario
+
+    def params_of(self, e: int) -> Params:
+        """Env ``e``'s kernel parameters this episode."""
+        return self.row_params[e] if self.row_params is not None else self.params
 
     def key_of(self, e: int, seed: int | None) -> int:
         """The key of env ``e``'s next day: of ``seed``, or (None) its seeder's next seed, drawn
         ahead in :attr:`keys` (a seeded reset drops those drawn from the old seed)."""
-        if seed is not None or self.user_days:
+        if seed is not None or self.user_days or self.distribution is not None:
             day_seed = self.seeders[e](seed)
             self.key_cursor[e] = self.keys.shape[1]
             self.day_seeds[e] = int(day_seed)
@@ -204,7 +249,7 @@ class _Batch:
 
     def observe(self, rows: np.ndarray, obs: np.ndarray, masks: np.ndarray) -> None:
         for e in rows.tolist():
-            kernel.observe_row(self.state, self.params, e, OFFSETS, obs[e], masks[e])
+            kernel.observe_row(self.state, self.params_of(e), e, OFFSETS, obs[e], masks[e])
 
     def seeds_for(self, seed: int | list[int] | None) -> list[int | None]:
         if seed is None:
@@ -266,7 +311,7 @@ class _VectorBase(VectorEnv):
     def __init__(
         self,
         num_envs: int = 1,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         max_cycles: int | None = None,
         clinical: ClinicalParams | None = None,
         rewards: RewardTable | None = None,
@@ -315,8 +360,8 @@ class _VectorBase(VectorEnv):
     def _reset(self, seed: int | list[int] | None, options: dict[str, Any] | None) -> None:
         VectorEnv.reset(self, seed=seed if isinstance(seed, int) else None)  # seeds self.np_random
         if options and options.get("scenario") is not None:
-            new = get_scenario(options["scenario"])
-            if new != self._batch.scenario:
+            new = resolve_scenario(options["scenario"])
+            if new != (self._batch.distribution or self._batch.scenario):
                 raise ValueError("a vector env keeps its scenario: make a new one with scenario=...")
         b = self._batch
         rows = np.arange(b.n)
@@ -384,7 +429,9 @@ class HospitalEDVectorEnv(_VectorBase):
     docstring; None = serial).
     """
 
-    def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, num_envs: int = 1, scenario: str | Scenario | ScenarioDistribution | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(num_envs, scenario, **kwargs)
         self.single_observation_space = composed_space(self._batch.template, self._one_d)
         self.single_action_space = spaces.Discrete(N_FLAT_ACTIONS)
@@ -444,7 +491,9 @@ class _JointVectorBase(_VectorBase):
 class HospitalEDTeamVectorEnv(_JointVectorBase):
     """B team envs (``MultiDiscrete([21, 16, 4])`` each); ``action_masks()`` is ``(B, 41)``."""
 
-    def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, num_envs: int = 1, scenario: str | Scenario | ScenarioDistribution | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(num_envs, scenario, **kwargs)
         self.single_observation_space = composed_space(self._batch.template, self._one_d)
         self.single_action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
@@ -489,7 +538,7 @@ class HospitalMARLVectorEnv(_JointVectorBase):
     def __init__(
         self,
         num_envs: int = 1,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         reward_mode: str = "team",
         **kwargs: Any,
     ) -> None:
