@@ -64,6 +64,7 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
         *,
         observation_format: str = "dict",
         end_info: bool = False,
+        observation_layout: str | None = None,
     ) -> None:
         self._init_role_view(
             scenario,
@@ -75,13 +76,14 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
             day_generator,
             observation_format,
             end_info,
+            observation_layout,
         )
         self._masks_seen: dict[str, np.ndarray] = {}
 
     def _observations(self, agents: list[str]) -> dict[str, Any]:
         observations = self._builder.roles(agents)  # first: builds the state's mask with it
         self._masks_seen = {role: self.hospital.role_mask_array(role) for role in ROLES}
-        if self.observation_format != "dict":
+        if self.observation_format != "dict" or self._masked:
             return {role: self._format(role, observations[role], self._masks_seen[role]) for role in agents}
         return {
             role: {"observation": observations[role], "action_mask": self._masks_seen[role].copy()}

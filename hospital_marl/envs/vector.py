@@ -77,13 +77,19 @@ from hospital_marl.envs.composed import TEAM_MASK_COLUMNS
 from hospital_marl.envs.infos import NOOP
 from hospital_marl.envs.observations import (
     OFFSETS,
+    PRESENCE_SIZE,
     ROLE_INDEX,
     STATE_SIZE,
     check_composed_format,
+    check_layout,
     composed_space,
     composed_views,
+    presence_space,
+    presence_vector,
+    presence_views,
     role_space,
     state_space,
+    with_presence,
 )
 
 _INVALID, _CONFLICTS = COUNTER_FIELDS.index("invalid_actions"), COUNTER_FIELDS.index("conflicts")
@@ -319,12 +325,16 @@ class _VectorBase(VectorEnv):
         threads: int | None = None,
         render_mode: str | None = None,
         observation_format: str = "dict",
+        observation_layout: str | None = None,
     ) -> None:
         if render_mode is not None:
             raise ValueError("the vector envs do not render; render a scalar env (gym.make) instead")
         self.observation_format = observation_format
         self._one_d = check_composed_format(observation_format)
         self._batch = _Batch(num_envs, scenario, max_cycles, clinical, rewards, day_generator, threads)
+        self.observation_layout = check_layout(observation_layout, self._batch.template)
+        self._masked = self.observation_layout == "masked"
+        self._presence = np.zeros((num_envs, PRESENCE_SIZE), np.float32)
         self.num_envs = num_envs
         self._obs = np.zeros((num_envs, STATE_SIZE), np.float32)
         self._masks = np.zeros((num_envs, N_FLAT_ACTIONS), np.bool_)
@@ -369,7 +379,23 @@ class _VectorBase(VectorEnv):
         self._obs = np.empty((b.n, STATE_SIZE), np.float32)
         self._masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
         b.observe(rows, self._obs, self._masks)
+        self._refresh_presence(rows)
         self._reset_called = True
+
+    def _refresh_presence(self, rows: np.ndarray) -> None:
+        """The presence blocks of ``rows``' current hospitals (the ``"masked"`` layout)."""
+        if self._masked:
+            self._presence = self._presence.copy()  # returned arrays stay as they were
+            for e in rows.tolist():
+                s = self._batch.row_scenario(e)
+                self._presence[e] = presence_vector(s.general_beds, s.icu_beds, s.ventilators)
+
+    def _composed(self, obs: np.ndarray) -> dict[str, np.ndarray]:
+        """The batched Dict observation in this env's layout."""
+        views = composed_views(obs, self._one_d)
+        if self._masked:
+            views.update(presence_views(self._presence))
+        return views
 
     def _autoreset(self, obs: np.ndarray, masks: np.ndarray, infos: dict[str, Any]) -> tuple:
         """After a batch step: the ended episodes' final observations and info, and the start
@@ -383,7 +409,7 @@ class _VectorBase(VectorEnv):
             final_obs = np.full(b.n, None, dtype=object)
             last = b.final_obs[finished]  # one copy: every final observation views into it
             for e, vector in zip(finished.tolist(), last):
-                final_obs[e] = self._single_obs(vector)
+                final_obs[e] = self._single_obs(vector, self._presence[e])
             infos["final_obs"] = final_obs
             infos["_final_obs"] = ended
             infos["final_info"] = b.final_info(finished, ended)
@@ -391,10 +417,14 @@ class _VectorBase(VectorEnv):
         if len(left):
             b.reset_rows(left, [None] * len(left))
             b.observe(left, obs, masks)
+        self._refresh_presence(finished)
         return terminated, truncated
 
-    def _single_obs(self, vector: np.ndarray) -> Any:
-        return composed_views(vector, self._one_d)
+    def _single_obs(self, vector: np.ndarray, presence: np.ndarray) -> Any:
+        views = composed_views(vector, self._one_d)
+        if self._masked:
+            views.update(presence_views(presence))
+        return views
 
     def _counter_infos(self, outcome: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The infos every batched env returns from ``reset()`` and ``step()`` alike: ``(B,)`` int64
@@ -434,6 +464,10 @@ class HospitalEDVectorEnv(_VectorBase):
     ) -> None:
         super().__init__(num_envs, scenario, **kwargs)
         self.single_observation_space = composed_space(self._batch.template, self._one_d)
+        if self._masked:
+            self.single_observation_space = spaces.Dict(
+                {**self.single_observation_space.spaces, **presence_space()}
+            )
         self.single_action_space = spaces.Discrete(N_FLAT_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -441,7 +475,7 @@ class HospitalEDVectorEnv(_VectorBase):
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
         infos = {"action_mask": self._masks.copy(), **self._counter_infos()}
-        return composed_views(self._obs, self._one_d), infos
+        return self._composed(self._obs), infos
 
     def action_masks(self) -> np.ndarray:
         """``(B, 39)`` bool validity of every env's actions (sb3-contrib's convention)."""
@@ -462,7 +496,7 @@ class HospitalEDVectorEnv(_VectorBase):
         self._obs, self._masks = obs, masks
         infos["action_mask"] = masks.copy()
         infos.update(self._counter_infos(outcomes))
-        return composed_views(obs, self._one_d), rewards, terminated, truncated, infos
+        return self._composed(obs), rewards, terminated, truncated, infos
 
 
 class _JointVectorBase(_VectorBase):
@@ -496,6 +530,10 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
     ) -> None:
         super().__init__(num_envs, scenario, **kwargs)
         self.single_observation_space = composed_space(self._batch.template, self._one_d)
+        if self._masked:
+            self.single_observation_space = spaces.Dict(
+                {**self.single_observation_space.spaces, **presence_space()}
+            )
         self.single_action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -504,7 +542,7 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
         self._reset(seed, options)
         infos = {"action_mask": self.action_masks(), **self._counter_infos()}
         infos["outcomes"] = infos["outcome"]  # the name kept from before the shared keys
-        return composed_views(self._obs, self._one_d), infos
+        return self._composed(self._obs), infos
 
     def action_masks(self) -> np.ndarray:
         """``(B, 41)``: the three role masks (each with its no-op) concatenated, as MaskablePPO expects."""
@@ -517,7 +555,7 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
         infos["action_mask"] = masks[:, TEAM_MASK_COLUMNS]
         infos.update(self._counter_infos(outcomes))
         infos["outcomes"] = outcomes
-        return composed_views(obs, self._one_d), rewards, terminated, truncated, infos
+        return self._composed(obs), rewards, terminated, truncated, infos
 
 
 class HospitalMARLVectorEnv(_JointVectorBase):
@@ -545,36 +583,53 @@ class HospitalMARLVectorEnv(_JointVectorBase):
         super().__init__(num_envs, scenario, **kwargs)
         self.reward_mode = check_reward_mode(reward_mode)
         h = self._batch.template
+        observed = {role: role_space(role, h) for role in ROLES}
+        if self._masked:
+            observed = {role: with_presence(box) for role, box in observed.items()}
         self.single_observation_spaces = {
             role: spaces.Dict(
                 {
-                    "observation": role_space(role, h),
+                    "observation": with_presence(role_space(role, h))
+                    if self._masked
+                    else role_space(role, h),
                     "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
                 }
             )
             for role in ROLES
         }
         self.single_action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
-        self.single_state_space = state_space(h)
+        self.single_state_space = with_presence(state_space(h)) if self._masked else state_space(h)
         self.single_observation_space = spaces.Dict(self.single_observation_spaces)
         self.single_action_space = spaces.Dict(self.single_action_spaces)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
     def _role_observations(self, obs: np.ndarray, masks: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+        if self._masked:
+            obs = np.concatenate([obs, self._presence], axis=1)
+            index = {
+                role: np.concatenate([ROLE_INDEX[role], STATE_SIZE + np.arange(PRESENCE_SIZE)])
+                for role in ROLES
+            }
+        else:
+            index = ROLE_INDEX
         return {
             role: {
-                "observation": obs[:, ROLE_INDEX[role]],
+                "observation": obs[:, index[role]],
                 "action_mask": masks[:, ROLE_MASK_COLUMNS[role]].view(np.int8),
             }
             for role in ROLES
         }
 
-    def _single_obs(self, vector: np.ndarray) -> Any:
+    def _single_obs(self, vector: np.ndarray, presence: np.ndarray) -> Any:
+        if self._masked:
+            return {role: np.concatenate([vector[ROLE_INDEX[role]], presence]) for role in ROLES}
         return {role: vector[ROLE_INDEX[role]] for role in ROLES}
 
     def state(self) -> np.ndarray:
-        """The global state of every env, ``(B, 106)`` (a copy)."""
+        """The global state of every env, ``(B, 106)`` (a copy; ``"masked"``: presence appended)."""
+        if self._masked:
+            return np.concatenate([self._obs, self._presence], axis=1)
         return self._obs.copy()
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):

@@ -21,6 +21,7 @@ from hospital_marl.core.scenarios import (
     register_scenario,
     resolve_scenario,
 )
+from hospital_marl.envs.observations import ROLE_INDEX
 from hospital_marl.envs.vector import HospitalEDVectorEnv, HospitalMARLVectorEnv
 from tests.helpers import (
     assert_same_trajectory,
@@ -171,7 +172,71 @@ RECORDERS = {"aec": record_aec, "team": record_team, "parallel": record_parallel
 def test_views__agree_on_a_distribution(view: str, scenario) -> None:
     seed = 23
     actions = flat_action_script(scenario, seed, p_unmasked=0.2)
-    assert_same_trajectory(record_composed(scenario, seed, actions), RECORDERS[view](scenario, seed, actions))
+    fixed = {"observation_layout": "fixed"}  # the harness compares the shared 106-float state
+    assert_same_trajectory(
+        record_composed(scenario, seed, actions, **fixed), RECORDERS[view](scenario, seed, actions, **fixed)
+    )
+
+
+def _presence_of(s: Scenario) -> dict[str, np.ndarray]:
+    return {
+        "general_present": (np.arange(20) < s.general_beds).astype(np.float32),
+        "icu_present": (np.arange(5) < s.icu_beds).astype(np.float32),
+        "ventilator_present": (np.arange(3) < s.ventilators).astype(np.float32),
+    }
+
+
+def test_layout__defaults_masked_for_distributions_and_fixed_for_scenarios() -> None:
+    named = gym.make(hospital_marl.COMPOSED_ENV_ID, scenario="normal_day")
+    assert "general_present" not in named.observation_space.spaces
+    assert named.unwrapped.observation_layout == "fixed"
+    opted = gym.make(hospital_marl.COMPOSED_ENV_ID, scenario="normal_day", observation_layout="masked")
+    obs, _ = opted.reset(seed=1)
+    assert obs["general_present"].sum() == 20 and obs["icu_present"].sum() == 5
+    with pytest.raises(ValueError, match="observation_layout"):
+        gym.make(hospital_marl.COMPOSED_ENV_ID, observation_layout="padded")
+
+
+def test_layout__presence_follows_each_episodes_hospital_in_every_view() -> None:
+    env = gym.make(hospital_marl.COMPOSED_ENV_ID, scenario=WIDE)
+    aec = hospital_marl.env(scenario=WIDE)
+    par = hospital_marl.parallel_env(scenario=WIDE)
+    for seed in range(6):
+        obs, _ = env.reset(seed=seed)
+        assert env.observation_space.contains(obs)
+        expected = _presence_of(WIDE.sample(seed))
+        for key, value in expected.items():
+            np.testing.assert_array_equal(obs[key], value)
+        tail = np.concatenate(list(expected.values()))
+        aec.reset(seed=seed)
+        pobs, _ = par.reset(seed=seed)
+        np.testing.assert_array_equal(aec.state()[-28:], tail)
+        for role in hospital_marl.ROLES:
+            o = aec.observe(role)
+            assert aec.observation_space(role).contains(o)
+            np.testing.assert_array_equal(o["observation"][-28:], tail)
+            np.testing.assert_array_equal(o["observation"][:-28], aec.state()[:-28][ROLE_INDEX[role]])
+            np.testing.assert_array_equal(pobs[role]["observation"], o["observation"])
+
+
+def test_layout__masks_never_offer_a_slot_the_hospital_lacks() -> None:
+    """Padding is exact: admitting to, discharging from or ventilating with a slot the episode's
+    hospital does not have is never valid, whatever the state."""
+    env = gym.make(hospital_marl.COMPOSED_ENV_ID, scenario=WIDE)
+    rng = np.random.default_rng(1)
+    for seed in range(8):
+        obs, info = env.reset(seed=seed)
+        s = env.unwrapped.hospital.scenario
+        done = False
+        while not done:
+            mask = info["action_mask"]
+            assert not mask[34 + s.icu_beds : 39].any(), "ICU discharge of a missing bed"
+            assert not mask[21 + s.ventilators : 24].any(), "a missing ventilator"
+            occupied = int((obs["bed_occupancy"] > 0).sum())
+            assert occupied <= s.general_beds and (obs["icu_occupancy"][s.icu_beds :] == 0).all()
+            assert (obs["ventilator_status"][s.ventilators :] == 0).all()
+            obs, _, te, tr, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+            done = te or tr
 
 
 def _masked_random(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -189,6 +254,7 @@ def test_vector__env_i_is_the_scalar_env_seeded_s_plus_i(scenario) -> None:
     for i, env in enumerate(scalars):
         o, _ = env.reset(seed=seed + i)
         assert all(np.array_equal(o[k], obs[k][i]) for k in o)
+        assert set(o) == set(obs) and "general_present" in o
         assert venv._batch.row_scenario(i) == env.unwrapped.hospital.scenario
     rng = np.random.default_rng(0)
     episodes_ended = 0
@@ -214,3 +280,5 @@ def test_marl_vector__takes_a_distribution() -> None:
     for role in hospital_marl.ROLES:
         assert np.array_equal(obs[role]["observation"][1], pobs[role]["observation"])
         assert np.array_equal(obs[role]["action_mask"][1], pobs[role]["action_mask"])
+        assert venv.single_observation_spaces[role]["observation"].contains(obs[role]["observation"][1])
+    np.testing.assert_array_equal(venv.state()[1], par.state())
