@@ -212,6 +212,19 @@ for _s in (
 BUILTIN_SCENARIOS: tuple[str, ...] = tuple(SCENARIOS)
 """The five named scenarios, in table order."""
 
+register_scenario(
+    SCENARIOS["night_shift"].with_overrides(
+        name="night_shift_lean",
+        description="night_shift's arrivals in a lean night-time department (5 beds, 2 ICU, 1 ventilator), "
+        "a more severe mix: separates agents where night_shift saturates (docs/generalisation.md)",
+        general_beds=5,
+        icu_beds=2,
+        ventilators=1,
+        severity_mix=(0.15, 0.35, 0.30, 0.15, 0.05),
+    )
+)
+"""A harder tier of the night shift, outside the five built-ins (the scoreboards keep those)."""
+
 DEFAULT_SCENARIO = "normal_day"
 
 
