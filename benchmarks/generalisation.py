@@ -104,8 +104,8 @@ def tables(reports: dict[str, dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=30, help="episodes per split (default 30)")
-    parser.add_argument("--slow-episodes", type=int, default=10, help="episodes per split for the planners")
+    parser.add_argument("--episodes", type=int, default=40, help="episodes per split (default 40)")
+    parser.add_argument("--slow-episodes", type=int, default=20, help="episodes per split for the planners")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agents", nargs="+", default=list(AGENTS))
     parser.add_argument(

@@ -586,3 +586,30 @@ for _d in (
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 """The generalisation protocol's distributions (train on the first, grade on the other two)."""
+
+
+CLOCK_START_HOUR = 0.0
+"""The ``calibrated`` distribution's clock: tick 0 is midnight (a tick is 24 h / episode_length)."""
+CALIBRATED_SEVERITY = (0.10, 0.32, 0.45, 0.12, 0.01)
+"""Severity 1..5 = ESI 5..1 (SPEC §2: s = 6 - ESI). ESI 1..5 = 1 %, 12 %, 45 %, 32 %, 10 %: the
+US national ED survey's triage mix with unknown levels left out, rounded (docs/calibration.md)."""
+CALIBRATED_PEAK_HOURS = (11.0, 13.0)
+"""Hour of peak arrivals (late morning to early afternoon; docs/calibration.md)."""
+CALIBRATED_AMPLITUDE = (0.5, 0.6)
+"""Peak / trough ratio (1 + a) / (1 - a) = 3 to 4 (docs/calibration.md)."""
+
+register_distribution(
+    ScenarioDistribution(
+        name="calibrated",
+        description="days matched to published ED figures (docs/calibration.md): triage mix, hourly "
+        "arrival profile with tick 0 at midnight",
+        general_beds=(20, 20),
+        icu_beds=(5, 5),
+        ventilators=(3, 3),
+        arrival_per_bed=(0.0425, 0.0425),
+        amplitude=CALIBRATED_AMPLITUDE,
+        peak=(CALIBRATED_PEAK_HOURS[0] / 24 * 100, CALIBRATED_PEAK_HOURS[1] / 24 * 100),
+        severity_mixes=(CALIBRATED_SEVERITY,),
+        condition_mixes=(_NORMAL_CONDITIONS,),
+    )
+)
