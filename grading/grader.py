@@ -12,6 +12,7 @@ means over scenarios of each scenario's episode means.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -250,4 +251,32 @@ def grade(
     own = getattr(policy, "report_metrics", None)
     if callable(own):
         report["policy_metrics"] = dict(own())
+    return report
+
+
+def grade_generalisation(
+    policy: Any,
+    episodes: int = 10,
+    seed: int = 0,
+    track: str = "flat",
+    in_distribution: str | ScenarioDistribution = "validation",
+    out_of_distribution: str | ScenarioDistribution = "test",
+    **options: Any,
+) -> dict[str, Any]:
+    """:func:`grade` on an in-distribution and an out-of-distribution family of hospitals
+    (default: the ``validation`` and ``test`` splits, docs/generalisation.md). The report gains
+    ``generalisation``: each side's mean score and standard error, and the gap (in − out) with
+    its standard error (the two sides' episodes are independent draws). ``options`` go to
+    :func:`grade` (``progress``, ``isolate``, ``time_limit``)."""
+    ind, ood = resolve_scenario(in_distribution), resolve_scenario(out_of_distribution)
+    if ind.name == ood.name:
+        raise ValueError(f"in- and out-of-distribution must differ, both are {ind.name!r}")
+    report = grade(policy, episodes, seed, [ind, ood], track, **options)
+    a, b = report["scenarios"][ind.name], report["scenarios"][ood.name]
+    report["generalisation"] = {
+        "in_distribution": {"name": ind.name, "score": a["score"], "score_stderr": a["score_stderr"]},
+        "out_of_distribution": {"name": ood.name, "score": b["score"], "score_stderr": b["score_stderr"]},
+        "gap": a["score"] - b["score"],
+        "gap_stderr": math.hypot(a["score_stderr"], b["score_stderr"]),
+    }
     return report
