@@ -98,7 +98,7 @@ def tables(reports: dict[str, dict[str, Any]]) -> str:
         f"**Difficulty tiers of `test`** by the `{REFERENCE}`'s measured score on each day "
         f"(hard < {cuts[0]:.1f} ≤ medium < {cuts[1]:.1f} ≤ easy):\n\n{tier}\n\n"
         f"**Night shift** (`night_shift` saturates: every agent above masked_random scores about 90; "
-        f"`night_shift_lean` is the same night with a lean night-time department):\n\n{night}"
+        f"`night_shift_lean` is a night in a lean night-time department):\n\n{night}"
     )
 
 

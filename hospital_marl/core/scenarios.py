@@ -86,8 +86,18 @@ class Scenario:
     severity_mix: tuple[float, ...] = (0.12, 0.34, 0.39, 0.12, 0.03)
     condition_mix: tuple[float, ...] = (0.22, 0.20, 0.22, 0.22, 0.14)
     burst: Burst | None = None
+    service_profile: tuple[float, ...] = ()
+    """Staffing: the probability per tick that adequate care advances a patient's treatment, as
+    k equal periods of the episode (24 entries = by hour); () = 1 at every tick (full speed)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "service_profile", _as_mix("Scenario", "service_profile", self.service_profile)
+        )
+        if any(not 0.0 < v <= 1.0 for v in self.service_profile):
+            raise ValueError(
+                f"Scenario.service_profile entries must lie in (0, 1], got {self.service_profile!r}"
+            )
         object.__setattr__(self, "severity_mix", _as_mix("Scenario", "severity_mix", self.severity_mix))
         object.__setattr__(self, "condition_mix", _as_mix("Scenario", "condition_mix", self.condition_mix))
         if not isinstance(self.name, str) or not self.name:
@@ -119,6 +129,13 @@ class Scenario:
             self.arrival_rate * (1 + self.amplitude * math.cos(2 * math.pi * (t - self.peak) / n))
             for t in range(n)
         ]
+
+    def service_speeds(self) -> list[float]:
+        """The service speed of each tick t = 0 .. episode_length-1 (see ``service_profile``)."""
+        n, k = self.episode_length, len(self.service_profile)
+        if not k:
+            return [1.0] * n
+        return [self.service_profile[t * k // n] for t in range(n)]
 
     @property
     def expected_arrivals(self) -> float:
@@ -215,12 +232,14 @@ BUILTIN_SCENARIOS: tuple[str, ...] = tuple(SCENARIOS)
 register_scenario(
     SCENARIOS["night_shift"].with_overrides(
         name="night_shift_lean",
-        description="night_shift's arrivals in a lean night-time department (5 beds, 2 ICU, 1 ventilator), "
-        "a more severe mix: separates agents where night_shift saturates (docs/generalisation.md)",
+        description="a night in a lean night-time department (5 beds, 2 ICU, 1 ventilator), a little busier, "
+        "sicker and more respiratory: separates agents where night_shift saturates (docs/generalisation.md)",
         general_beds=5,
         icu_beds=2,
         ventilators=1,
-        severity_mix=(0.15, 0.35, 0.30, 0.15, 0.05),
+        arrival_rate=0.5,
+        severity_mix=(0.10, 0.30, 0.35, 0.18, 0.07),
+        condition_mix=(0.15, 0.35, 0.15, 0.20, 0.15),
     )
 )
 """A harder tier of the night shift, outside the five built-ins (the scoreboards keep those)."""
@@ -282,6 +301,8 @@ __all__ = [
 _SCENARIO_TAG = 0x5CE7_A210_D157_0001
 """Keeps a seed's scenario draws apart from its day's (the scenario has its own stream)."""
 _MASK64 = (1 << 64) - 1
+NIGHT_START_HOUR, NIGHT_END_HOUR = 22, 7
+"""A distribution's night staffing applies from 22:00 to 07:00 (tick 0 = midnight)."""
 _GAMMA = 0x9E3779B97F4A7C15
 
 
@@ -377,7 +398,9 @@ class ScenarioDistribution:
     beds, 5 ICU beds (the bed manager's ``discharge ICU bed [j]`` actions) and 3 ventilators.
     The background rate scales with size: ``arrival_rate = arrival_per_bed * general_beds``.
     A resource shock takes ``ventilator_shock`` ventilators out of service for the whole day
-    (never the last one); the kernel has no mid-day capacity change.
+    (never the last one); the kernel has no mid-day capacity change. Staffing: treatment
+    advances at ``night_service`` speed (drawn) from 22:00 to 07:00 and at full speed by day
+    (tick 0 = midnight; the drawn scenario's ``service_profile``, by hour).
     """
 
     name: str
@@ -398,6 +421,7 @@ class ScenarioDistribution:
     burst_severity_mixes: tuple[tuple[float, ...], ...] = ((0.0, 0.0, 0.2, 0.5, 0.3),)
     shock_probability: float = 0.0
     ventilator_shock: tuple[int, int] = (1, 1)
+    night_service: tuple[float, float] = (1.0, 1.0)
     episode_length: int = 100
     max_deaths: int = 40
 
@@ -418,8 +442,11 @@ class ScenarioDistribution:
             ("amplitude", float),
             ("peak", float),
             ("burst_rate", float),
+            ("night_service", float),
         ):
             object.__setattr__(self, name, _as_bounds(own, name, getattr(self, name), kind))
+        if not 0.0 < self.night_service[0] <= self.night_service[1] <= 1.0:
+            raise ValueError(f"{own}.night_service must lie in (0, 1], got {self.night_service}")
         for name, low, high in (("general_beds", 1, 20), ("icu_beds", 1, 5), ("ventilators", 1, 3)):
             lo, hi = getattr(self, name)
             if lo < low or hi > high:
@@ -474,6 +501,8 @@ class ScenarioDistribution:
                 condition=self.burst_conditions[d.choice(14, len(self.burst_conditions))],
                 severity_mix=d.blend(15, self.burst_severity_mixes),
             )
+        night = round(d.real(16, self.night_service), 6)
+        service = tuple(night if h < NIGHT_END_HOUR or h >= NIGHT_START_HOUR else 1.0 for h in range(24))
         tag = f"{general}g{icu}i{vents - shock}v" + (f" (shock -{shock})" if shock else "")
         return Scenario(
             name=f"{self.name}:{seed}",
@@ -489,6 +518,7 @@ class ScenarioDistribution:
             severity_mix=d.blend(8, self.severity_mixes),
             condition_mix=d.blend(9, self.condition_mixes),
             burst=burst,
+            service_profile=service if night < 1.0 else (),
         )
 
     def with_overrides(self, **changes: object) -> ScenarioDistribution:
@@ -547,6 +577,7 @@ _TRAIN = {
     "burst_conditions": (condition_id_of("trauma"), condition_id_of("cardiac")),
     "shock_probability": 0.2,
     "ventilator_shock": (1, 1),
+    "night_service": (0.75, 1.0),
 }
 for _d in (
     ScenarioDistribution(
@@ -563,7 +594,7 @@ for _d in (
     ScenarioDistribution(
         name="test",
         description="out of distribution: 8-20 general beds, 2-5 ICU, night/evening peaks, heavier load, "
-        "respiratory/infection bursts, 1-2 ventilator shocks",
+        "respiratory/infection bursts, 1-2 ventilator shocks, thinner night staffing",
         general_beds=(8, 20),
         icu_beds=(2, 5),
         ventilators=(1, 3),
@@ -580,6 +611,7 @@ for _d in (
         burst_severity_mixes=((0.0, 0.1, 0.4, 0.3, 0.2), (0.0, 0.0, 0.2, 0.5, 0.3)),
         shock_probability=0.5,
         ventilator_shock=(1, 2),
+        night_service=(0.5, 0.75),
     ),
 ):
     register_distribution(_d)

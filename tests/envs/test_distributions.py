@@ -21,6 +21,7 @@ from hospital_marl.core.scenarios import (
     register_scenario,
     resolve_scenario,
 )
+from hospital_marl.core.types import DISCHARGED
 from hospital_marl.envs.observations import ROLE_INDEX
 from hospital_marl.envs.vector import HospitalEDVectorEnv, HospitalMARLVectorEnv
 from tests.helpers import (
@@ -282,3 +283,49 @@ def test_marl_vector__takes_a_distribution() -> None:
         assert np.array_equal(obs[role]["action_mask"][1], pobs[role]["action_mask"])
         assert venv.single_observation_spaces[role]["observation"].contains(obs[role]["observation"][1])
     np.testing.assert_array_equal(venv.state()[1], par.state())
+
+
+def test_service_profile__validated_and_mapped_to_ticks() -> None:
+    s = Scenario(name="staffed", service_profile=(0.5, 1.0))
+    speeds = s.service_speeds()
+    assert speeds[:50] == [0.5] * 50 and speeds[50:] == [1.0] * 50
+    assert Scenario(name="full").service_speeds() == [1.0] * 100
+    for bad in ((0.0,), (1.5,), (0.5, -1.0)):
+        with pytest.raises(ValueError, match="service_profile"):
+            Scenario(name="bad", service_profile=bad)
+
+
+def _treatment_ticks(scenario: Scenario, seed: int) -> int:
+    """Ticks until the first admitted patient goes home (admit the queue head, then wait)."""
+    h = Hospital(scenario)
+    h.reset(seed)
+    while not h.queue:
+        h.tick()
+    pid = h.queue[0]
+    h.act_flat(1)  # admit waiting patient [0] to a general bed
+    ticks = 0
+    while h.location[pid] != DISCHARGED and not h.done:
+        h.tick()
+        ticks += 1
+    assert h.location[pid] == DISCHARGED
+    return ticks
+
+
+def test_service_speed__slows_treatment_by_its_inverse() -> None:
+    """At service speed q a general-bed treatment of r ticks takes about r / q ticks."""
+    calm = Scenario(name="calm", arrival_rate=0.3, severity_mix=(1.0, 0.0, 0.0, 0.0, 0.0))
+    slow = calm.with_overrides(name="calm_slow", service_profile=(0.5,))
+    full = [_treatment_ticks(calm, seed) for seed in range(40)]
+    half = [_treatment_ticks(slow, seed) for seed in range(40)]
+    ratio = np.mean(half) / np.mean(full)
+    assert 1.6 < ratio < 2.4, ratio
+
+
+def test_night_service__drawn_inside_its_range() -> None:
+    train, test = DISTRIBUTIONS["train"], DISTRIBUTIONS["test"]
+    for seed in range(100):
+        for dist, (lo, hi) in ((train, (0.75, 1.0)), (test, (0.5, 0.75))):
+            s = dist.sample(seed)
+            night = min(s.service_speeds())
+            assert lo <= night <= hi
+            assert s.service_speeds()[50] == 1.0  # noon: day staffing
