@@ -45,6 +45,12 @@ SPLITS = ("validation", "test")
 NIGHT = ("night_shift", "night_shift_lean")
 REFERENCE = "heuristic"
 COMMAND = "python -m benchmarks.generalisation --write"
+LEARNERS_MARKER = "generalisation-learners"
+LEARNERS_COMMAND = (
+    "for s in 0 1 2 3 4; do hospital-marl train fast-ppo --scenario train --frames 1000000 --num-envs 250 "
+    "--seed $s --save runs/generalisation_ppo_s$s; done; "
+    "python -m benchmarks.generalisation --learners runs/generalisation_ppo_s* --write"
+)
 
 
 def _grade(agent: str, episodes: int, seed: int) -> dict[str, Any]:
@@ -102,16 +108,45 @@ def tables(reports: dict[str, dict[str, Any]]) -> str:
     )
 
 
+def learners_table(runs: list[str], episodes: int, seed: int) -> str:
+    """Each trained run graded on both splits (the main table's days), and the mean over runs
+    with its standard error across training seeds."""
+    from grading import grade_generalisation
+
+    rows, sides = [], {"validation": [], "test": [], "gap": []}
+    for run in runs:
+        report = grade_generalisation(str(Path(run) / "model.onnx"), episodes=episodes, seed=seed)
+        g = report["generalisation"]
+        ind, ood = g["in_distribution"], g["out_of_distribution"]
+        cells = [(ind["score"], ind["score_stderr"]), (ood["score"], ood["score_stderr"])]
+        rows.append([f"`{Path(run).name}`", *(f"{m:.1f} ± {e:.1f}" for m, e in cells),
+                     f"{g['gap']:+.1f} ± {g['gap_stderr']:.1f}"])  # fmt: skip
+        sides["validation"].append(ind["score"])
+        sides["test"].append(ood["score"])
+        sides["gap"].append(g["gap"])
+    rows.append([f"**mean of {len(runs)} seeds**", *(_cell(sides[k]) for k in ("validation", "test", "gap"))])
+    return markdown_table(["run", "validation (in-distribution)", "test (out-of-distribution)", "gap"], rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=40, help="episodes per split (default 40)")
     parser.add_argument("--slow-episodes", type=int, default=20, help="episodes per split for the planners")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agents", nargs="+", default=list(AGENTS))
+    parser.add_argument("--learners", nargs="+", metavar="RUN", help="grade these trained runs instead")
     parser.add_argument(
         "--write", action="store_true", help=f"write the tables into {PAGE.relative_to(ROOT)}"
     )
     args = parser.parse_args(argv)
+    if args.learners:
+        body = learners_table(args.learners, args.episodes, args.seed)
+        print(body)
+        if args.write:
+            start, end = f"<!-- BEGIN {LEARNERS_MARKER} -->", f"<!-- END {LEARNERS_MARKER} -->"
+            text = f"`{LEARNERS_COMMAND}` (seed {args.seed}, {args.episodes} episodes per split)"
+            write_marked(PAGE, start, end, f"{start}\n{text}\n\n{body}\n{end}")
+        return 0
     if REFERENCE not in args.agents:
         parser.error(f"the tiers need the reference agent {REFERENCE!r}")
     reports = {}
