@@ -92,7 +92,7 @@ def render(days: dict[str, object], care: dict[str, tuple[float, float]], n_days
         f"| busiest / quietest hourly arrivals | {days['peak_to_trough']:.2f} |",
     ]
     for key, label, scale, unit in (
-        ("wait", "mean wait to a bed (heuristic)", 1, " min"),
+        ("wait", "time waiting per admission (heuristic)", 1, " min"),
         ("critical", "patients ever critical (severity ≥ 4), share of arrivals (heuristic)", 100, " %"),
         ("icu", "patients ever in an ICU bed, share of arrivals (heuristic)", 100, " %"),
         ("vent", "patients ever ventilated, share of arrivals (heuristic)", 100, " %"),
