@@ -19,6 +19,11 @@ Seeding: ``reset(seed=s)`` seeds env ``i`` exactly as the scalar env ``reset(see
 would (a list of seeds seeds each env itself), and its later episodes follow the scalar
 env's ``reset()`` seed sequence, so env ``i``'s trajectory equals the scalar one bit for bit.
 
+Scenario distributions (``scenario="train"`` or a :class:`ScenarioDistribution`): env ``i``
+draws its hospital per episode from its day's seed, as the scalar env does, so each row has
+its own kernel parameters; rows are then stepped one compiled call each (serially, ``threads``
+unused) and ended rows restart from Python, where the next hospital is drawn.
+
 Threads: ``threads=k`` steps the batch on k Python threads, each running the compiled
 (GIL-free) loop over its own contiguous range of rows; results are bit-identical to
 serial (``threads=None``, the default). numba's own parallel layer is not used, so no
