@@ -45,12 +45,20 @@ SPLITS = ("validation", "test")
 NIGHT = ("night_shift", "night_shift_lean")
 REFERENCE = "heuristic"
 COMMAND = "python -m benchmarks.generalisation --write"
-LEARNERS_MARKER = "generalisation-learners"
-LEARNERS_COMMAND = (
-    "for s in 0 1 2 3 4; do hospital-marl train fast-ppo --scenario train --frames 1000000 --num-envs 250 "
-    "--seed $s --save runs/generalisation_ppo_s$s; done; "
-    "python -m benchmarks.generalisation --learners runs/generalisation_ppo_s* --write"
-)
+LEARNERS = {  # track -> (marker, trainer, run prefix)
+    "flat": ("generalisation-learners", "fast-ppo", "generalisation_ppo"),
+    "team": ("generalisation-learners-team", "fast-mappo", "generalisation_mappo"),
+}
+
+
+def learners_command(track: str) -> str:
+    """The documented commands that train the learners of ``track`` and write their table."""
+    _, trainer, prefix = LEARNERS[track]
+    return (
+        f"for s in 0 1 2 3 4; do hospital-marl train {trainer} --scenario train --frames 1000000 "
+        f"--num-envs 250 --seed $s --save runs/{prefix}_s$s; done; python -m benchmarks.generalisation "
+        f"--learners runs/{prefix}_s* --track {track} --write"
+    )
 
 
 def _grade(agent: str, episodes: int, seed: int) -> dict[str, Any]:
@@ -108,14 +116,15 @@ def tables(reports: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def learners_table(runs: list[str], episodes: int, seed: int) -> str:
+def learners_table(runs: list[str], episodes: int, seed: int, track: str = "flat") -> str:
     """Each trained run graded on both splits (the main table's days), and the mean over runs
     with its standard error across training seeds."""
     from grading import grade_generalisation
 
     rows, sides = [], {"validation": [], "test": [], "gap": []}
     for run in runs:
-        report = grade_generalisation(str(Path(run) / "model.onnx"), episodes=episodes, seed=seed)
+        model = str(Path(run) / "model.onnx") if track == "flat" else run  # a MAPPO run: its directory
+        report = grade_generalisation(model, episodes=episodes, seed=seed, track=track)
         g = report["generalisation"]
         ind, ood = g["in_distribution"], g["out_of_distribution"]
         cells = [(ind["score"], ind["score_stderr"]), (ood["score"], ood["score_stderr"])]
@@ -124,7 +133,9 @@ def learners_table(runs: list[str], episodes: int, seed: int) -> str:
         sides["validation"].append(ind["score"])
         sides["test"].append(ood["score"])
         sides["gap"].append(g["gap"])
-    rows.append([f"**mean of {len(runs)} seeds**", *(_cell(sides[k]) for k in ("validation", "test", "gap"))])
+    gap = f"{mean(sides['gap']):+.1f} ± {stderr(sides['gap']):.1f}"
+    mean_row = [f"**mean of {len(runs)} seeds**", _cell(sides["validation"]), _cell(sides["test"]), gap]
+    rows.append(mean_row)
     return markdown_table(["run", "validation (in-distribution)", "test (out-of-distribution)", "gap"], rows)
 
 
@@ -135,16 +146,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agents", nargs="+", default=list(AGENTS))
     parser.add_argument("--learners", nargs="+", metavar="RUN", help="grade these trained runs instead")
+    parser.add_argument("--track", choices=tuple(LEARNERS), default="flat", help="the learners' track")
     parser.add_argument(
         "--write", action="store_true", help=f"write the tables into {PAGE.relative_to(ROOT)}"
     )
     args = parser.parse_args(argv)
     if args.learners:
-        body = learners_table(args.learners, args.episodes, args.seed)
+        body = learners_table(args.learners, args.episodes, args.seed, args.track)
         print(body)
         if args.write:
-            start, end = f"<!-- BEGIN {LEARNERS_MARKER} -->", f"<!-- END {LEARNERS_MARKER} -->"
-            text = f"`{LEARNERS_COMMAND}` (seed {args.seed}, {args.episodes} episodes per split)"
+            marker = LEARNERS[args.track][0]
+            start, end = f"<!-- BEGIN {marker} -->", f"<!-- END {marker} -->"
+            text = f"`{learners_command(args.track)}` (seed {args.seed}, {args.episodes} episodes per split)"
             write_marked(PAGE, start, end, f"{start}\n{text}\n\n{body}\n{end}")
         return 0
     if REFERENCE not in args.agents:
