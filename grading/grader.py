@@ -12,6 +12,7 @@ means over scenarios of each scenario's episode means.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from grading.common import stderr as _stderr
 from grading.isolated import FAULTS, TIME_LIMIT, IsolatedPolicy
 from hospital_marl.core.hospital import Seal
 from hospital_marl.core.metrics import METRIC_NAMES, SCORE_WEIGHTS, WAIT_SCALE, composite_score
-from hospital_marl.core.scenarios import Scenario, get_scenario, scenario_names
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario, scenario_names
 from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv
 from policies import as_policy, load
@@ -100,7 +101,7 @@ def sealed(policy: Any) -> Any:
     return policy if callable(getattr(policy, "start", None)) else SealedPolicy(policy)
 
 
-def run_flat_episode(policy: Policy, scenario: Scenario, seed: int) -> EpisodeResult:
+def run_flat_episode(policy: Policy, scenario: Scenario | ScenarioDistribution, seed: int) -> EpisodeResult:
     """One episode on the flat track: one Discrete(39) action per tick through the composed env.
     The policy sees observations, masks and a sealed handle (:func:`sealed`)."""
     agent = sealed(policy)
@@ -114,7 +115,7 @@ def run_flat_episode(policy: Policy, scenario: Scenario, seed: int) -> EpisodeRe
     return _result(env.hospital, seed)
 
 
-def run_team_episode(policy: Policy, scenario: Scenario, seed: int) -> EpisodeResult:
+def run_team_episode(policy: Policy, scenario: Scenario | ScenarioDistribution, seed: int) -> EpisodeResult:
     """One episode on the team track: one action per role per tick through the AEC env."""
     agent = sealed(policy)
     env = HospitalAECEnv(scenario=scenario)
@@ -130,7 +131,7 @@ def run_team_episode(policy: Policy, scenario: Scenario, seed: int) -> EpisodeRe
     return _result(env.hospital, seed)
 
 
-RUNNERS: dict[str, Callable[[Policy, Scenario, int], EpisodeResult]] = {
+RUNNERS: dict[str, Callable[[Policy, Any, int], EpisodeResult]] = {
     "flat": run_flat_episode,
     "team": run_team_episode,
 }
@@ -151,10 +152,10 @@ def summarize_scenario(results: Sequence[EpisodeResult]) -> dict[str, Any]:
 
 def _grade_scenarios(
     agent: Any,
-    scenarios: Sequence[Scenario],
+    scenarios: Sequence[Scenario | ScenarioDistribution],
     episodes: int,
     seed: int,
-    run: Callable[[Any, Scenario, int], EpisodeResult],
+    run: Callable[[Any, Any, int], EpisodeResult],
     progress: Callable[[str, int], None] | None,
 ) -> dict[str, dict[str, Any]]:
     per_scenario: dict[str, dict[str, Any]] = {}
@@ -175,7 +176,7 @@ def grade(
     policy: Any,
     episodes: int = 10,
     seed: int = 0,
-    scenarios: Iterable[str | Scenario] | None = None,
+    scenarios: Iterable[str | Scenario | ScenarioDistribution] | None = None,
     track: str = "flat",
     progress: Callable[[str, int], None] | None = None,
     isolate: bool = False,
@@ -192,7 +193,8 @@ def grade(
         episodes: episodes per scenario (10 by default; at half that, paired noise between two
             policies grew markedly on the noisier scenarios when it was measured).
         seed: base seed; episode seeds derive from it, the scenario name and the index.
-        scenarios: names or Scenario objects.
+        scenarios: names or Scenario objects, or distributions (ScenarioDistribution or a
+            registered name: each episode draws its hospital from its seed, e.g. "validation", "test").
         track: ``"flat"`` (one Discrete(39) action per tick) or ``"team"`` (one action per role per tick).
         progress: called as ``progress(scenario_name, episode_index)`` after each episode.
         isolate: run the policy in a process of its own (:mod:`grading.isolated`, SPEC §12): it
@@ -212,7 +214,7 @@ def grade(
         raise ValueError(f"episodes must be a positive int, got {episodes!r}")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    resolved = [get_scenario(s) for s in (scenarios if scenarios is not None else scenario_names())]
+    resolved = [resolve_scenario(s) for s in (scenarios if scenarios is not None else scenario_names())]
     if not resolved:
         raise ValueError("scenarios must not be empty")
     if isolate:
@@ -249,4 +251,32 @@ def grade(
     own = getattr(policy, "report_metrics", None)
     if callable(own):
         report["policy_metrics"] = dict(own())
+    return report
+
+
+def grade_generalisation(
+    policy: Any,
+    episodes: int = 10,
+    seed: int = 0,
+    track: str = "flat",
+    in_distribution: str | ScenarioDistribution = "validation",
+    out_of_distribution: str | ScenarioDistribution = "test",
+    **options: Any,
+) -> dict[str, Any]:
+    """:func:`grade` on an in-distribution and an out-of-distribution family of hospitals
+    (default: the ``validation`` and ``test`` splits, docs/generalisation.md). The report gains
+    ``generalisation``: each side's mean score and standard error, and the gap (in − out) with
+    its standard error (the two sides' episodes are independent draws). ``options`` go to
+    :func:`grade` (``progress``, ``isolate``, ``time_limit``)."""
+    ind, ood = resolve_scenario(in_distribution), resolve_scenario(out_of_distribution)
+    if ind.name == ood.name:
+        raise ValueError(f"in- and out-of-distribution must differ, both are {ind.name!r}")
+    report = grade(policy, episodes, seed, [ind, ood], track, **options)
+    a, b = report["scenarios"][ind.name], report["scenarios"][ood.name]
+    report["generalisation"] = {
+        "in_distribution": {"name": ind.name, "score": a["score"], "score_stderr": a["score_stderr"]},
+        "out_of_distribution": {"name": ood.name, "score": b["score"], "score_stderr": b["score_stderr"]},
+        "gap": a["score"] - b["score"],
+        "gap_stderr": math.hypot(a["score_stderr"], b["score_stderr"]),
+    }
     return report

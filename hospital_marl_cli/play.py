@@ -18,7 +18,7 @@ from grading import tables as ed_tables
 from grading.grader import SealedPolicy
 from grading.isolated import TIME_LIMIT, PolicyFault
 from hospital_marl.core.hospital import Seal
-from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, SCENARIOS, get_scenario
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DISTRIBUTIONS, SCENARIOS, get_scenario
 from hospital_marl.envs.composed import HospitalEDEnv
 from hospital_marl_cli import radiotherapy
 from hospital_marl_cli.common import CLIError, console, nonnegative_float, nonnegative_int, positive_int
@@ -39,8 +39,9 @@ def check_scenarios(names: Sequence[str] | None) -> list[str] | None:
     if not names:
         return None
     for name in names:
-        if name not in SCENARIOS:
-            raise CLIError(f"unknown scenario {name!r}; valid names: {', '.join(SCENARIOS)}")
+        if name not in SCENARIOS and name not in DISTRIBUTIONS:
+            valid = ", ".join([*SCENARIOS, *DISTRIBUTIONS])
+            raise CLIError(f"unknown scenario {name!r}; valid names: {valid}")
     return list(names)
 
 
@@ -234,6 +235,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     for name in SCENARIOS:
         s = get_scenario(name)
         print(f"{name:18s} ~{s.expected_arrivals:5.1f} arrivals/day  {s.description}")
+    for name, d in DISTRIBUTIONS.items():
+        print(f"{name:18s} distribution         {d.description}")
     return 0
 
 

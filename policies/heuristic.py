@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_FLAT, ROLES
-from hospital_marl.envs.observations import BLOCK_BY_KEY, BLOCKS, OFFSETS, ROLE_BLOCKS
+from hospital_marl.envs.observations import BLOCK_BY_KEY, BLOCKS, OFFSETS, PRESENCE_SIZE, ROLE_BLOCKS
 from policies import heuristic_kernel as hk
 from policies.base import BasePolicy, flat_mask_from_role
 
@@ -92,8 +92,13 @@ def role_vector(role: str, observation: np.ndarray) -> np.ndarray:
     if role not in hk.ROLE_NUMBER:
         raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
     vector = np.ascontiguousarray(observation, np.float32)  # the role's AEC vector, as laid out
-    if vector.shape != (_SIZE[ROLE_BLOCKS[role]],):
-        raise ValueError(f"{role}'s observation has {_SIZE[ROLE_BLOCKS[role]]} entries, got {vector.shape}")
+    size = _SIZE[ROLE_BLOCKS[role]]
+    if vector.shape == (size + PRESENCE_SIZE,):  # the "masked" layout: the same blocks, then presence
+        return vector[:size]
+    if vector.shape != (size,):
+        raise ValueError(
+            f"{role}'s observation has {size} entries (or {size + PRESENCE_SIZE}), got {vector.shape}"
+        )
     return vector
 
 

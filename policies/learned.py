@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.core.constants import CONDITIONS, CRITICAL_SEVERITY, N_SEVERITIES
+from hospital_marl.core.constants import CONDITIONS, CRITICAL_SEVERITY, N_SEVERITIES, RESPIRATORY
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.kernel import needs_ventilator
 from hospital_marl.envs.observations import ObservationBuilder

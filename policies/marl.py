@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE, role_slices
+from hospital_marl.envs.observations import PRESENCE_SIZE, ROLE_INDEX, STATE_SIZE, role_slices
 from policies.base import BasePolicy
 from policies.heuristic import HeuristicPolicy
 from policies.learned import Logits, TorchLogits, best_action, load_model
@@ -60,8 +60,14 @@ ROLE_SCALES = _role_scales()
 
 
 def encode_role(role: str, observation: np.ndarray) -> np.ndarray:
-    """A role's raw AEC vector -> a fixed-scale float32 vector in [0, OBS_CLIP]."""
-    scaled = np.asarray(observation, np.float32) / ROLE_SCALES[role]
+    """A role's raw AEC vector -> a fixed-scale float32 vector in [0, OBS_CLIP]. In the ``"masked"``
+    layout (presence blocks appended) the role's blocks are read and the presence blocks left out:
+    these networks were shaped on the fixed layout."""
+    vector = np.asarray(observation, np.float32)
+    scales = ROLE_SCALES[role]
+    if vector.shape[-1] == scales.shape[0] + PRESENCE_SIZE:
+        vector = vector[..., : scales.shape[0]]
+    scaled = vector / scales
     return np.clip(scaled, 0.0, OBS_CLIP).astype(np.float32)
 
 

@@ -295,8 +295,10 @@ def tick_record(
     }
 
 
-def record_composed(scenario: str | Scenario, seed: int, actions: Sequence[int]) -> list[dict[str, Any]]:
-    env = gym.make(hospital_marl.COMPOSED_ENV_ID, scenario=scenario)
+def record_composed(
+    scenario: str | Scenario, seed: int, actions: Sequence[int], **env_kwargs: Any
+) -> list[dict[str, Any]]:
+    env = gym.make(hospital_marl.COMPOSED_ENV_ID, scenario=scenario, **env_kwargs)
     obs, info = env.reset(seed=seed)
     h = env.unwrapped.hospital
     records = [tick_record(global_vector(obs), info["action_mask"], 0.0, False, False, h)]
@@ -308,8 +310,10 @@ def record_composed(scenario: str | Scenario, seed: int, actions: Sequence[int])
     return records
 
 
-def record_team(scenario: str | Scenario, seed: int, actions: Sequence[int]) -> list[dict[str, Any]]:
-    env = gym.make(hospital_marl.TEAM_ENV_ID, scenario=scenario)
+def record_team(
+    scenario: str | Scenario, seed: int, actions: Sequence[int], **env_kwargs: Any
+) -> list[dict[str, Any]]:
+    env = gym.make(hospital_marl.TEAM_ENV_ID, scenario=scenario, **env_kwargs)
     obs, info = env.reset(seed=seed)
     h = env.unwrapped.hospital
 
@@ -333,9 +337,11 @@ def record_team(scenario: str | Scenario, seed: int, actions: Sequence[int]) -> 
     return records
 
 
-def record_aec(scenario: str | Scenario, seed: int, actions: Sequence[int]) -> list[dict[str, Any]]:
+def record_aec(
+    scenario: str | Scenario, seed: int, actions: Sequence[int], **env_kwargs: Any
+) -> list[dict[str, Any]]:
     """Each flat action decomposed into the three roles' actions (one acts, two no-op)."""
-    env = hospital_marl.env(scenario=scenario)
+    env = hospital_marl.env(scenario=scenario, **env_kwargs)
     env.reset(seed=seed)
     h = env.unwrapped.hospital
 
@@ -369,8 +375,10 @@ def record_aec(scenario: str | Scenario, seed: int, actions: Sequence[int]) -> l
     return records
 
 
-def record_parallel(scenario: str | Scenario, seed: int, actions: Sequence[int]) -> list[dict[str, Any]]:
-    env = hospital_marl.parallel_env(scenario=scenario)
+def record_parallel(
+    scenario: str | Scenario, seed: int, actions: Sequence[int], **env_kwargs: Any
+) -> list[dict[str, Any]]:
+    env = hospital_marl.parallel_env(scenario=scenario, **env_kwargs)
     observations, _ = env.reset(seed=seed)
     h = env.hospital
 

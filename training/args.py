@@ -24,7 +24,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DEFAULT_SCENARIO, SCENARIOS
+from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DEFAULT_SCENARIO, DISTRIBUTIONS, SCENARIOS
 
 EXCLUSIVE = ("scenario", "all_scenarios")
 """``--scenario S`` and ``--all-scenarios`` exclude each other in every trainer."""
@@ -220,10 +220,11 @@ class TrainArgs:
                 target.add_argument(
                     _flag(f.name),
                     dest=f.name,
-                    choices=tuple(SCENARIOS),
+                    choices=(*SCENARIOS, *DISTRIBUTIONS),
                     default=default,
                     metavar="S",
-                    help=f"{doc} (default {default}; one of {', '.join(SCENARIOS)})",
+                    help=f"{doc} (default {default}; one of {', '.join(SCENARIOS)}; "
+                    f"or a distribution: {', '.join(DISTRIBUTIONS)})",
                 )
             elif f.name in PATH_FIELDS:
                 target.add_argument(_flag(f.name), dest=f.name, default=default, metavar="PATH", help=doc)

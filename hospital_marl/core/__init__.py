@@ -21,11 +21,16 @@ from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.scenarios import (
     BUILTIN_SCENARIOS,
     CONDITIONS,
+    DISTRIBUTIONS,
     SCENARIOS,
+    SPLITS,
     Burst,
     Scenario,
+    ScenarioDistribution,
     get_scenario,
+    register_distribution,
     register_scenario,
+    resolve_scenario,
 )
 
 __all__ = [
@@ -35,11 +40,13 @@ __all__ = [
     "CONDITIONS",
     "DEFAULT_CLINICAL",
     "DEFAULT_REWARDS",
+    "DISTRIBUTIONS",
     "METRIC_NAMES",
     "N_FLAT_ACTIONS",
     "ROLES",
     "ROLE_ACTION_COUNTS",
     "SCENARIOS",
+    "SPLITS",
     "ActionSpec",
     "Burst",
     "ClinicalParams",
@@ -51,6 +58,7 @@ __all__ = [
     "RewardTable",
     "RoleAction",
     "Scenario",
+    "ScenarioDistribution",
     "TickResult",
     "composite_score",
     "episode_metrics",
@@ -58,6 +66,8 @@ __all__ = [
     "flat_to_role",
     "generate_day",
     "get_scenario",
+    "register_distribution",
     "register_scenario",
+    "resolve_scenario",
     "role_to_flat",
 ]

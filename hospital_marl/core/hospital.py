@@ -31,7 +31,7 @@ from hospital_marl.core.generator import (
 from hospital_marl.core.metrics import EpisodeCounters, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.rng import fresh_key, imagine_key, seal_salt, seed_key
-from hospital_marl.core.scenarios import Scenario, get_scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario
 from hospital_marl.core.types import (
     AWAY,
     BEDS_GENERAL,
@@ -186,7 +186,9 @@ class Hospital:
     """The emergency department simulation (one environment of the kernel).
 
     Args:
-        scenario: a registered name, a :class:`Scenario`, or a mapping of overrides.
+        scenario: a registered name, a :class:`Scenario`, or a mapping of overrides; or a
+            :class:`ScenarioDistribution` (or its name): each :meth:`reset` then draws the
+            episode's scenario from its seed (:attr:`distribution`), before the day.
         clinical: dynamics parameters (defaults calibrated, SPEC §8).
         rewards: the reward table (SPEC §4).
         day_generator: a user's arrival model (the default, :func:`generate_day`, is drawn in
@@ -201,14 +203,15 @@ class Hospital:
 
     def __init__(
         self,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         *,
         clinical: ClinicalParams = DEFAULT_CLINICAL,
         rewards: RewardTable = DEFAULT_REWARDS,
         day_generator: DayGenerator = generate_day,
         max_ticks: int | None = None,
     ) -> None:
-        self.scenario = get_scenario(scenario)
+        self.distribution: ScenarioDistribution | None = None
+        self.scenario = self.set_scenario(scenario)
         self.clinical = clinical
         self.rewards = rewards
         self.day_generator = day_generator
@@ -222,12 +225,29 @@ class Hospital:
         self._mask_version = -1
         self._mask = np.zeros(N_FLAT_ACTIONS, np.bool_)
 
+    def set_scenario(self, scenario: str | Scenario | ScenarioDistribution | None) -> Scenario:
+        """Use ``scenario`` (or a distribution) from the next :meth:`reset` on. Returns the
+        scenario in force until then (a distribution's draw for seed 0, for the spaces)."""
+        resolved = resolve_scenario(scenario)
+        if isinstance(resolved, ScenarioDistribution):
+            self.distribution = resolved
+            self.scenario = resolved.sample(0)
+        else:
+            self.distribution = None
+            self.scenario = resolved
+        return self.scenario
+
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None) -> None:
-        """Start a new day. ``seed`` defines the day; ``None`` draws fresh entropy."""
+        """Start a new day. ``seed`` defines the day (and, with a :attr:`distribution`, the
+        scenario first); ``None`` draws fresh entropy."""
         if seed is not None and (not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+        if seed is None and self.distribution is not None:  # the scenario needs a seed to draw from
+            seed = int(np.random.SeedSequence().entropy) & ((1 << 63) - 1)  # type: ignore[operator]
         self.seed = int(seed) if seed is not None else None
+        if self.distribution is not None:
+            self.scenario = self.distribution.sample(self.seed)  # type: ignore[arg-type]
         key = fresh_key() if seed is None else seed_key(int(seed))
         params_key = (self.scenario, self.clinical, self.rewards, self.max_ticks)
         if params_key != self._params_key:

@@ -50,6 +50,7 @@ D_DYNAMICS = 6  # patient i's dynamics uniform at tick j (deterioration, improve
 D_BOUNCE = 7  # the i-th early discharge: j = 0 bounces back?, j = 1 the delay
 D_PENDING = 8  # imagine(): patient i's pending bounce-back redrawn, j = 0 / 1 as above
 D_QUANTILE = 9  # imagine(): patient i's unrevealed treatment quantile redrawn, j = 0 general / 1 ICU
+D_SERVICE = 10  # patient i's treatment progresses at tick j? (drawn only when the service speed < 1)
 
 POISSON_CHUNK = 30.0
 """Poisson draws with λ above this are the sum of ceil(λ / 30) Poisson(λ / m) draws (exact by

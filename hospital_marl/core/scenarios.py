@@ -6,11 +6,13 @@ A scenario is a value, not a subclass. Users define their own by building a
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
 from hospital_marl.core.constants import CONDITIONS, N_SEVERITIES
+from hospital_marl.core.constants import condition_id as condition_id_of
 
 
 def _as_mix(owner: str, name: str, mix: object) -> tuple[float, ...]:
@@ -84,8 +86,18 @@ class Scenario:
     severity_mix: tuple[float, ...] = (0.12, 0.34, 0.39, 0.12, 0.03)
     condition_mix: tuple[float, ...] = (0.22, 0.20, 0.22, 0.22, 0.14)
     burst: Burst | None = None
+    service_profile: tuple[float, ...] = ()
+    """Staffing: the probability per tick that adequate care advances a patient's treatment, as
+    k equal periods of the episode (24 entries = by hour); () = 1 at every tick (full speed)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "service_profile", _as_mix("Scenario", "service_profile", self.service_profile)
+        )
+        if any(not 0.0 < v <= 1.0 for v in self.service_profile):
+            raise ValueError(
+                f"Scenario.service_profile entries must lie in (0, 1], got {self.service_profile!r}"
+            )
         object.__setattr__(self, "severity_mix", _as_mix("Scenario", "severity_mix", self.severity_mix))
         object.__setattr__(self, "condition_mix", _as_mix("Scenario", "condition_mix", self.condition_mix))
         if not isinstance(self.name, str) or not self.name:
@@ -118,6 +130,13 @@ class Scenario:
             for t in range(n)
         ]
 
+    def service_speeds(self) -> list[float]:
+        """The service speed of each tick t = 0 .. episode_length-1 (see ``service_profile``)."""
+        n, k = self.episode_length, len(self.service_profile)
+        if not k:
+            return [1.0] * n
+        return [self.service_profile[t * k // n] for t in range(n)]
+
     @property
     def expected_arrivals(self) -> float:
         """Expected arrivals per episode, burst included."""
@@ -140,12 +159,17 @@ _NORMAL_CONDITIONS = (0.22, 0.20, 0.22, 0.22, 0.14)
 
 SCENARIOS: dict[str, Scenario] = {}
 """The registry: name -> Scenario. The five built-ins are listed first."""
+DISTRIBUTIONS: dict[str, ScenarioDistribution] = {}
+"""The registry's distributions: name -> :class:`ScenarioDistribution` (one namespace with
+:data:`SCENARIOS`: a name is a scenario or a distribution, never both)."""
 
 
 def register_scenario(scenario: Scenario, *, overwrite: bool = False) -> Scenario:
     """Add a user-defined scenario to the registry so it is selectable by name."""
     if not isinstance(scenario, Scenario):
         raise ValueError(f"register_scenario expects a Scenario, got {type(scenario).__name__}")
+    if scenario.name in DISTRIBUTIONS:
+        raise ValueError(f"{scenario.name!r} is a registered distribution")
     if scenario.name in SCENARIOS and not overwrite:
         raise ValueError(f"scenario {scenario.name!r} is already registered (pass overwrite=True)")
     SCENARIOS[scenario.name] = scenario
@@ -205,6 +229,21 @@ for _s in (
 BUILTIN_SCENARIOS: tuple[str, ...] = tuple(SCENARIOS)
 """The five named scenarios, in table order."""
 
+register_scenario(
+    SCENARIOS["night_shift"].with_overrides(
+        name="night_shift_lean",
+        description="a night in a lean night-time department (5 beds, 2 ICU, 1 ventilator), a little busier, "
+        "sicker and more respiratory: separates agents where night_shift saturates (docs/generalisation.md)",
+        general_beds=5,
+        icu_beds=2,
+        ventilators=1,
+        arrival_rate=0.5,
+        severity_mix=(0.10, 0.30, 0.35, 0.18, 0.07),
+        condition_mix=(0.15, 0.35, 0.15, 0.20, 0.15),
+    )
+)
+"""A harder tier of the night shift, outside the five built-ins (the scoreboards keep those)."""
+
 DEFAULT_SCENARIO = "normal_day"
 
 
@@ -244,10 +283,365 @@ __all__ = [
     "BUILTIN_SCENARIOS",
     "CONDITIONS",
     "DEFAULT_SCENARIO",
+    "DISTRIBUTIONS",
     "SCENARIOS",
+    "SPLITS",
     "Burst",
     "Scenario",
+    "ScenarioDistribution",
     "get_scenario",
+    "register_distribution",
     "register_scenario",
+    "resolve_scenario",
     "scenario_names",
 ]
+
+
+# ------------------------------------------------------------------ distributions
+_SCENARIO_TAG = 0x5CE7_A210_D157_0001
+"""Keeps a seed's scenario draws apart from its day's (the scenario has its own stream)."""
+_MASK64 = (1 << 64) - 1
+NIGHT_START_HOUR, NIGHT_END_HOUR = 22, 7
+"""A distribution's night staffing applies from 22:00 to 07:00 (tick 0 = midnight)."""
+_GAMMA = 0x9E3779B97F4A7C15
+
+
+def _mix64(z: int) -> int:
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _seed_bits(seed: int) -> int:
+    """SplitMix64 of the seed's 64-bit words (the same function as ``rng.seed_key``, unsigned)."""
+    z = _GAMMA
+    while True:
+        z = _mix64((z + (seed & _MASK64) + _GAMMA) & _MASK64)
+        seed >>= 64
+        if not seed:
+            return z
+
+
+class _Draws:
+    """The scenario stream of one seed: the counter-based generator of SPEC §2 (SplitMix64 at a
+    counter, as :func:`hospital_marl.core.rng.uniform`), keyed by the seed's key mixed with a tag
+    and the distribution's name, so sampling a scenario draws nothing from the day's stream and
+    two registered distributions do not share their draws."""
+
+    def __init__(self, seed: int, name: str) -> None:
+        salt = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little")
+        self.key = _mix64(_seed_bits(seed) ^ _SCENARIO_TAG ^ salt)
+
+    def uniform(self, i: int, j: int = 0) -> float:
+        c = (i << 28) | j
+        return (_mix64((self.key + (c + 1) * _GAMMA) & _MASK64) >> 11) * (1.0 / 9007199254740992.0)
+
+    def integer(self, i: int, bounds: tuple[int, int]) -> int:
+        low, high = bounds
+        return low + min(high - low, int(self.uniform(i) * (high - low + 1)))
+
+    def real(self, i: int, bounds: tuple[float, float]) -> float:
+        low, high = bounds
+        return low + (high - low) * self.uniform(i)
+
+    def choice(self, i: int, n: int) -> int:
+        return min(n - 1, int(self.uniform(i) * n))
+
+    def blend(self, i: int, corners: tuple[tuple[float, ...], ...]) -> tuple[float, ...]:
+        """A point of the simplex spanned by ``corners``: weights ~ flat Dirichlet (normalised
+        exponentials), so every mix between the corners can be drawn and nothing outside them."""
+        if len(corners) == 1:
+            return corners[0]
+        w = [-math.log(1.0 - self.uniform(i, k)) for k in range(len(corners))]
+        total = sum(w)
+        mix = [sum(wk * c[n] for wk, c in zip(w, corners)) / total for n in range(len(corners[0]))]
+        s = sum(mix)
+        return tuple(round(p / s, 12) for p in mix)
+
+
+def _as_bounds(owner: str, name: str, value: object, kind: type) -> tuple:
+    try:
+        low, high = value  # type: ignore[misc]
+    except (TypeError, ValueError):
+        raise ValueError(f"{owner}.{name} must be a (low, high) pair, got {value!r}") from None
+    for v in (low, high):
+        if kind is int and (not isinstance(v, int) or isinstance(v, bool)):
+            raise ValueError(f"{owner}.{name} must hold ints, got {value!r}")
+        if kind is float and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            raise ValueError(f"{owner}.{name} must hold finite numbers, got {value!r}")
+    if high < low:
+        raise ValueError(f"{owner}.{name} must have low <= high, got {value!r}")
+    return (kind(low), kind(high))
+
+
+def _as_corners(owner: str, name: str, value: object, size: int) -> tuple[tuple[float, ...], ...]:
+    if not isinstance(value, (tuple, list)) or not value:
+        raise ValueError(f"{owner}.{name} must be a non-empty sequence of mixes, got {value!r}")
+    corners = tuple(_as_mix(owner, name, c) for c in value)
+    for c in corners:
+        _check_mix(owner, name, c, size)
+    return corners
+
+
+@dataclass(frozen=True)
+class ScenarioDistribution:
+    """A family of ED days: each episode's :class:`Scenario` is drawn from the episode's seed.
+
+    Every field is a range (``(low, high)``, inclusive, drawn uniformly), a probability, or a
+    tuple of *corner* mixes (the drawn mix is a random convex combination of the corners:
+    one corner = that mix exactly). :meth:`sample` is a function of the seed only, drawn from its
+    own stream of the counter-based generator, so the day's draws (arrivals, dynamics) are those
+    of the drawn scenario with the same seed, and every policy meets the same hospital and the
+    same patients (common random numbers).
+
+    Sizes are bounded by the action and observation layout (SPEC §3, §5): at most 20 general
+    beds, 5 ICU beds (the bed manager's ``discharge ICU bed [j]`` actions) and 3 ventilators.
+    The background rate scales with size: ``arrival_rate = arrival_per_bed * general_beds``.
+    A resource shock takes ``ventilator_shock`` ventilators out of service for the whole day
+    (never the last one); the kernel has no mid-day capacity change. Staffing: treatment
+    advances at ``night_service`` speed (drawn) from 22:00 to 07:00 and at full speed by day
+    (tick 0 = midnight; the drawn scenario's ``service_profile``, by hour).
+    """
+
+    name: str
+    description: str = ""
+    general_beds: tuple[int, int] = (12, 20)
+    icu_beds: tuple[int, int] = (3, 5)
+    ventilators: tuple[int, int] = (2, 3)
+    arrival_per_bed: tuple[float, float] = (0.035, 0.05)
+    amplitude: tuple[float, float] = (0.1, 0.4)
+    peak: tuple[float, float] = (25.0, 50.0)
+    severity_mixes: tuple[tuple[float, ...], ...] = ((0.12, 0.34, 0.39, 0.12, 0.03),)
+    condition_mixes: tuple[tuple[float, ...], ...] = ((0.22, 0.20, 0.22, 0.22, 0.14),)
+    burst_probability: float = 0.0
+    burst_start: tuple[int, int] = (20, 60)
+    burst_length: tuple[int, int] = (2, 5)
+    burst_rate: tuple[float, float] = (2.0, 5.0)
+    burst_conditions: tuple[int, ...] = (3,)
+    burst_severity_mixes: tuple[tuple[float, ...], ...] = ((0.0, 0.0, 0.2, 0.5, 0.3),)
+    shock_probability: float = 0.0
+    ventilator_shock: tuple[int, int] = (1, 1)
+    night_service: tuple[float, float] = (1.0, 1.0)
+    episode_length: int = 100
+    max_deaths: int = 40
+
+    def __post_init__(self) -> None:
+        own = "ScenarioDistribution"
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"{own}.name must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.description, str):
+            raise ValueError(f"{own}.description must be a string, got {self.description!r}")
+        for name, kind in (
+            ("general_beds", int),
+            ("icu_beds", int),
+            ("ventilators", int),
+            ("burst_start", int),
+            ("burst_length", int),
+            ("ventilator_shock", int),
+            ("arrival_per_bed", float),
+            ("amplitude", float),
+            ("peak", float),
+            ("burst_rate", float),
+            ("night_service", float),
+        ):
+            object.__setattr__(self, name, _as_bounds(own, name, getattr(self, name), kind))
+        if not 0.0 < self.night_service[0] <= self.night_service[1] <= 1.0:
+            raise ValueError(f"{own}.night_service must lie in (0, 1], got {self.night_service}")
+        for name, low, high in (("general_beds", 1, 20), ("icu_beds", 1, 5), ("ventilators", 1, 3)):
+            lo, hi = getattr(self, name)
+            if lo < low or hi > high:
+                raise ValueError(
+                    f"{own}.{name} must lie in [{low}, {high}] (the action layout), got {(lo, hi)}"
+                )
+        _check_int(own, "episode_length", self.episode_length, 1, 10_000)
+        _check_int(own, "max_deaths", self.max_deaths, 1, 1_000_000)
+        if self.arrival_per_bed[0] < 0:
+            raise ValueError(f"{own}.arrival_per_bed must be >= 0, got {self.arrival_per_bed}")
+        if self.amplitude[0] < 0 or self.amplitude[1] > 1:
+            raise ValueError(f"{own}.amplitude must lie in [0, 1], got {self.amplitude}")
+        if self.burst_rate[0] < 0:
+            raise ValueError(f"{own}.burst_rate must be >= 0, got {self.burst_rate}")
+        if self.burst_start[0] < 0 or self.burst_length[0] < 1:
+            raise ValueError(f"{own}.burst_start must be >= 0 and burst_length >= 1")
+        if self.ventilator_shock[0] < 0:
+            raise ValueError(f"{own}.ventilator_shock must be >= 0, got {self.ventilator_shock}")
+        _check_real(own, "burst_probability", self.burst_probability, 0.0, 1.0)
+        _check_real(own, "shock_probability", self.shock_probability, 0.0, 1.0)
+        sizes = {"severity_mixes": N_SEVERITIES, "condition_mixes": len(CONDITIONS)}
+        sizes["burst_severity_mixes"] = N_SEVERITIES
+        for name, size in sizes.items():
+            object.__setattr__(self, name, _as_corners(own, name, getattr(self, name), size))
+        conditions = (
+            tuple(self.burst_conditions) if isinstance(self.burst_conditions, (tuple, list)) else None
+        )
+        if not conditions:
+            raise ValueError(f"{own}.burst_conditions must be a non-empty sequence of condition ids")
+        for c in conditions:
+            _check_int(own, "burst_conditions", c, 1, len(CONDITIONS))
+        object.__setattr__(self, "burst_conditions", conditions)
+
+    def sample(self, seed: int) -> Scenario:
+        """The scenario of episode seed ``seed`` (a function of the seed only)."""
+        if isinstance(seed, bool) or not hasattr(seed, "__index__") or int(seed) < 0:
+            raise ValueError(f"a seed must be a non-negative int, got {seed!r}")
+        d = _Draws(int(seed), self.name)
+        general = d.integer(0, self.general_beds)
+        icu = d.integer(1, self.icu_beds)
+        vents = d.integer(2, self.ventilators)
+        shock = 0
+        if d.uniform(3) < self.shock_probability:
+            shock = min(vents - 1, d.integer(4, self.ventilator_shock))
+        burst = None
+        if d.uniform(10) < self.burst_probability:
+            start = d.integer(11, self.burst_start)
+            burst = Burst(
+                start=start,
+                end=start + d.integer(12, self.burst_length) - 1,
+                rate=round(d.real(13, self.burst_rate), 6),
+                condition=self.burst_conditions[d.choice(14, len(self.burst_conditions))],
+                severity_mix=d.blend(15, self.burst_severity_mixes),
+            )
+        night = round(d.real(16, self.night_service), 6)
+        service = tuple(night if h < NIGHT_END_HOUR or h >= NIGHT_START_HOUR else 1.0 for h in range(24))
+        tag = f"{general}g{icu}i{vents - shock}v" + (f" (shock -{shock})" if shock else "")
+        return Scenario(
+            name=f"{self.name}:{seed}",
+            description=f"{self.name} draw: {tag}" + (", burst" if burst else ""),
+            general_beds=general,
+            icu_beds=icu,
+            ventilators=vents - shock,
+            episode_length=self.episode_length,
+            max_deaths=self.max_deaths,
+            arrival_rate=round(d.real(5, self.arrival_per_bed) * general, 6),
+            amplitude=round(d.real(6, self.amplitude), 6),
+            peak=round(d.real(7, self.peak), 6),
+            severity_mix=d.blend(8, self.severity_mixes),
+            condition_mix=d.blend(9, self.condition_mixes),
+            burst=burst,
+            service_profile=service if night < 1.0 else (),
+        )
+
+    def with_overrides(self, **changes: object) -> ScenarioDistribution:
+        """A validated copy with some fields changed."""
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise ValueError(f"unknown ScenarioDistribution field(s): {sorted(unknown)}")
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def register_distribution(
+    distribution: ScenarioDistribution, *, overwrite: bool = False
+) -> ScenarioDistribution:
+    """Add a distribution to the registry so ``scenario="name"`` selects it."""
+    if not isinstance(distribution, ScenarioDistribution):
+        raise ValueError(
+            f"register_distribution expects a ScenarioDistribution, got {type(distribution).__name__}"
+        )
+    name = distribution.name
+    if name in SCENARIOS or (name in DISTRIBUTIONS and not overwrite):
+        raise ValueError(f"{name!r} is already registered (pass overwrite=True to replace a distribution)")
+    DISTRIBUTIONS[name] = distribution
+    return distribution
+
+
+def resolve_scenario(
+    scenario: str | Scenario | ScenarioDistribution | Mapping[str, object] | None,
+) -> Scenario | ScenarioDistribution:
+    """A scenario or a distribution: a registered name of either, or the value itself."""
+    if isinstance(scenario, ScenarioDistribution):
+        return scenario
+    if isinstance(scenario, str) and scenario in DISTRIBUTIONS:
+        return DISTRIBUTIONS[scenario]
+    return get_scenario(scenario)
+
+
+# The generalisation split (docs/generalisation.md). ``validation`` has train's ranges under its
+# own name, hence its own draws (in-distribution, unseen days and hospitals); ``test`` reaches
+# outside train's ranges: smaller and larger departments, night and evening peaks, a sharper
+# daily swing, heavier load, respiratory and infection bursts, and two-ventilator shocks.
+_SURGE_SEVERITY = (0.05, 0.20, 0.35, 0.25, 0.15)
+_RESPIRATORY_HEAVY = (0.12, 0.50, 0.10, 0.18, 0.10)
+_TRAIN = {
+    "general_beds": (12, 18),
+    "icu_beds": (3, 4),
+    "ventilators": (2, 3),
+    "arrival_per_bed": (0.035, 0.055),
+    "amplitude": (0.1, 0.35),
+    "peak": (25.0, 50.0),
+    "severity_mixes": (_NORMAL_SEVERITY, _SURGE_SEVERITY),
+    "condition_mixes": (_NORMAL_CONDITIONS, _RESPIRATORY_HEAVY),
+    "burst_probability": 0.3,
+    "burst_start": (20, 60),
+    "burst_length": (2, 4),
+    "burst_rate": (2.0, 4.0),
+    "burst_conditions": (condition_id_of("trauma"), condition_id_of("cardiac")),
+    "shock_probability": 0.2,
+    "ventilator_shock": (1, 1),
+    "night_service": (0.75, 1.0),
+}
+for _d in (
+    ScenarioDistribution(
+        name="train",
+        description="training hospitals: 12-18 general beds, day peaks, trauma/cardiac bursts, "
+        "1-ventilator shocks",
+        **_TRAIN,  # type: ignore[arg-type]
+    ),
+    ScenarioDistribution(
+        name="validation",
+        description="train's ranges, its own draws: in-distribution evaluation",
+        **_TRAIN,  # type: ignore[arg-type]
+    ),
+    ScenarioDistribution(
+        name="test",
+        description="out of distribution: 8-20 general beds, 2-5 ICU, night/evening peaks, heavier load, "
+        "respiratory/infection bursts, 1-2 ventilator shocks, thinner night staffing",
+        general_beds=(8, 20),
+        icu_beds=(2, 5),
+        ventilators=(1, 3),
+        arrival_per_bed=(0.045, 0.07),
+        amplitude=(0.3, 0.6),
+        peak=(55.0, 95.0),
+        severity_mixes=(_NORMAL_SEVERITY, _SURGE_SEVERITY, (0.05, 0.20, 0.45, 0.20, 0.10)),
+        condition_mixes=(_NORMAL_CONDITIONS, _RESPIRATORY_HEAVY, (0.10, 0.25, 0.10, 0.45, 0.10)),
+        burst_probability=0.5,
+        burst_start=(10, 80),
+        burst_length=(3, 6),
+        burst_rate=(2.0, 5.0),
+        burst_conditions=(condition_id_of("respiratory"), condition_id_of("infection")),
+        burst_severity_mixes=((0.0, 0.1, 0.4, 0.3, 0.2), (0.0, 0.0, 0.2, 0.5, 0.3)),
+        shock_probability=0.5,
+        ventilator_shock=(1, 2),
+        night_service=(0.5, 0.75),
+    ),
+):
+    register_distribution(_d)
+
+SPLITS: tuple[str, ...] = ("train", "validation", "test")
+"""The generalisation protocol's distributions (train on the first, grade on the other two)."""
+
+
+CLOCK_START_HOUR = 0.0
+"""The ``calibrated`` distribution's clock: tick 0 is midnight (a tick is 24 h / episode_length)."""
+CALIBRATED_SEVERITY = (0.10, 0.32, 0.45, 0.12, 0.01)
+"""Severity 1..5 = ESI 5..1 (SPEC §2: s = 6 - ESI). ESI 1..5 = 1 %, 12 %, 45 %, 32 %, 10 %: the
+US national ED survey's triage mix with unknown levels left out, rounded (docs/calibration.md)."""
+CALIBRATED_PEAK_HOURS = (11.0, 13.0)
+"""Hour of peak arrivals (late morning to early afternoon; docs/calibration.md)."""
+CALIBRATED_AMPLITUDE = (0.5, 0.6)
+"""Peak / trough ratio (1 + a) / (1 - a) = 3 to 4 (docs/calibration.md)."""
+
+register_distribution(
+    ScenarioDistribution(
+        name="calibrated",
+        description="days matched to published ED figures (docs/calibration.md): triage mix, hourly "
+        "arrival profile with tick 0 at midnight",
+        general_beds=(20, 20),
+        icu_beds=(5, 5),
+        ventilators=(3, 3),
+        arrival_per_bed=(0.0425, 0.0425),
+        amplitude=CALIBRATED_AMPLITUDE,
+        peak=(CALIBRATED_PEAK_HOURS[0] / 24 * 100, CALIBRATED_PEAK_HOURS[1] / 24 * 100),
+        severity_mixes=(CALIBRATED_SEVERITY,),
+        condition_mixes=(_NORMAL_CONDITIONS,),
+    )
+)

@@ -336,7 +336,9 @@ class Params(NamedTuple):
     ``role_flat`` ``(3, 21)`` role action -> flat action; ``role_actions`` ``(3,)`` sizes.
     The arrival model (SPEC §2, §6): ``rates`` ``(T,)`` λ(t) without the burst; ``mix_cdf``
     ``(3, 5)`` cumulative [severity, condition, burst severity] mixes; the burst's ticks,
-    condition (``I_BURST_*``, no burst: start > end) and rate (``P_BURST_RATE``).
+    condition (``I_BURST_*``, no burst: start > end) and rate (``P_BURST_RATE``). ``service``
+    ``(T,)``: the probability that adequate care advances a patient's treatment at tick t
+    (staffing; 1 = every tick, the default).
     """
 
     ints: np.ndarray
@@ -352,6 +354,7 @@ class Params(NamedTuple):
     role_actions: np.ndarray
     rates: np.ndarray
     mix_cdf: np.ndarray
+    service: np.ndarray
 
 
 def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTable, max_ticks: int) -> Params:
@@ -410,6 +413,7 @@ def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTab
         **_ACTION_ARRAYS,
         rates=np.asarray(scenario.arrival_rates(), np.float64),
         mix_cdf=mix_cdf,
+        service=np.asarray(scenario.service_speeds(), np.float64),
     )
 
 

@@ -10,14 +10,14 @@ from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
 from hospital_marl.core.generator import DayGenerator, generate_day
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
-from hospital_marl.core.scenarios import Scenario, get_scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario
 from hospital_marl.envs.render import RENDER_MODES, render_frame
 
 REWARD_MODES = ("team", "role")
 
 
 def make_hospital(
-    scenario: str | Scenario | None,
+    scenario: str | Scenario | ScenarioDistribution | None,
     max_cycles: int | None,
     clinical: ClinicalParams | None,
     rewards: RewardTable | None,
@@ -45,18 +45,18 @@ def check_reward_mode(reward_mode: str) -> str:
 
 
 def switch_scenario(hospital: Hospital, options: dict[str, Any] | None) -> None:
-    """``reset(options={"scenario": ...})`` picks the next episode's scenario.
+    """``reset(options={"scenario": ...})`` picks the next episode's scenario (or distribution).
 
     Every scenario has the same observation and action spaces, so switching is safe.
     """
     if options and options.get("scenario") is not None:
-        scenario = get_scenario(options["scenario"])
+        scenario = resolve_scenario(options["scenario"])
         if scenario.episode_length != hospital.scenario.episode_length:
             raise ValueError(
                 f"scenario {scenario.name!r} has episode_length {scenario.episode_length}, this env "
                 f"was built for {hospital.scenario.episode_length}: make a new env instead"
             )
-        hospital.scenario = scenario
+        hospital.set_scenario(scenario)
         hospital.max_ticks = min(hospital.max_ticks, scenario.episode_length)
 
 
@@ -118,7 +118,7 @@ class RoleViewMixin:
 
     def _init_role_view(
         self,
-        scenario: str | Scenario | None,
+        scenario: str | Scenario | ScenarioDistribution | None,
         render_mode: str | None,
         reward_mode: str,
         max_cycles: int | None,
@@ -127,22 +127,33 @@ class RoleViewMixin:
         day_generator: DayGenerator | None,
         observation_format: str = "dict",
         end_info: bool = False,
+        observation_layout: str | None = None,
     ) -> None:
         from gymnasium import spaces
 
         from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-        from hospital_marl.envs.observations import ObservationBuilder, role_space, state_space
+        from hospital_marl.envs.observations import (
+            ObservationBuilder,
+            check_layout,
+            role_space,
+            state_space,
+            with_presence,
+        )
 
         self.render_mode = check_render_mode(render_mode)
         self.reward_mode = check_reward_mode(reward_mode)
         self.observation_format = check_observation_format(observation_format)
         self.end_info = bool(end_info)
         self.hospital = make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
+        self.observation_layout = check_layout(observation_layout, self.hospital)
+        self._masked = self.observation_layout == "masked"
         self._builder = ObservationBuilder(self.hospital)
         self._seeder = EpisodeSeeder()
         self.possible_agents = list(ROLES)
         padded = observation_format.startswith("padded")
         boxes = {role: role_space(role, self.hospital) for role in ROLES}
+        if self._masked:  # every role sees which slots exist (appended to its vector)
+            boxes = {role: with_presence(box) for role, box in boxes.items()}
         widest, most = max(b.shape[0] for b in boxes.values()), max(ROLE_ACTION_COUNTS.values())
         n_obs = {role: widest if padded else boxes[role].shape[0] for role in ROLES}
         n_act = {role: most if padded else ROLE_ACTION_COUNTS[role] for role in ROLES}
@@ -172,6 +183,8 @@ class RoleViewMixin:
                 )
         self.action_spaces = {role: spaces.Discrete(n_act[role]) for role in ROLES}
         self.state_space = state_space(self.hospital)
+        if self._masked:
+            self.state_space = with_presence(self.state_space)
 
     def observation_space(self, agent: str) -> Any:
         return self.observation_spaces[agent]
@@ -190,16 +203,25 @@ class RoleViewMixin:
         return self.mask_slices[agent]
 
     def state(self) -> np.ndarray:
+        if self._masked:
+            return np.concatenate([self._builder.state(), self._presence()])
         return self._builder.state()
+
+    def _presence(self) -> np.ndarray:
+        from hospital_marl.envs.observations import presence_of
+
+        return presence_of(self.hospital)
 
     def _format(self, role: str, observation: np.ndarray, mask: np.ndarray) -> Any:
         """One role's observation in this env's ``observation_format`` (``mask``: int8, role-sized)."""
+        if self._masked:
+            observation = np.concatenate([observation, self._presence()])
         pad = self._pad[role]
         if pad is not None:
             observation, mask = _padded(observation, pad[0]), _padded(mask, pad[1])
         if self.observation_format.endswith("flat"):
             return np.concatenate([observation, mask.astype(np.float32)])
-        return {"observation": observation, "action_mask": mask}
+        return {"observation": observation, "action_mask": mask if pad is not None else mask.copy()}
 
     def _end_info(self) -> dict[str, Any]:
         """With ``end_info=True``, the finished episode's metrics and counters in the last infos

@@ -16,7 +16,7 @@ from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
 from hospital_marl.core.hospital import OUTCOMES
 from hospital_marl.core.rewards import RewardTable
-from hospital_marl.core.scenarios import Scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution
 from hospital_marl.envs import _common
 from hospital_marl.envs.infos import NOOP
 from hospital_marl.envs.render import RENDER_MODES
@@ -72,6 +72,9 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
         max_cycles: truncate after this many ticks (PettingZoo convention).
         clinical, rewards, day_generator: swap the dynamics, reward table or arrival model.
         observation_format: ``"dict"`` (default), ``"flat"``, ``"padded"`` or ``"padded_flat"``.
+        observation_layout: ``"fixed"``, ``"masked"`` (each role's vector ends with the
+            presence blocks: which general beds, ICU beds, ventilators exist this episode) or
+            None (masked for a distribution, fixed otherwise).
         end_info: also put the episode's ``metrics`` and ``counters`` in the last infos
             (changes the info keys at the end; off by default).
     """
@@ -85,7 +88,7 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
 
     def __init__(
         self,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         render_mode: str | None = None,
         reward_mode: str = "team",
         max_cycles: int | None = None,
@@ -95,6 +98,7 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
         *,
         observation_format: str = "dict",
         end_info: bool = False,
+        observation_layout: str | None = None,
     ) -> None:
         super().__init__()
         self._init_role_view(
@@ -107,6 +111,7 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
             day_generator,
             observation_format,
             end_info,
+            observation_layout,
         )
 
     def action_mask(self, agent: str) -> np.ndarray:
@@ -117,7 +122,7 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
 
     def observe(self, agent: str) -> Any:
         observation = self._builder.role(agent)  # first: builds the state's mask with it
-        if self.observation_format == "dict":
+        if self.observation_format == "dict" and not self._masked:
             return {"observation": observation, "action_mask": self.hospital.role_mask_array(agent)}
         return self._format(agent, observation, self.hospital.role_mask_array(agent))
 

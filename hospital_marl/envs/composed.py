@@ -15,14 +15,18 @@ from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
 from hospital_marl.core.hospital import OUTCOMES, ROLE_MASK_COLUMNS
 from hospital_marl.core.rewards import RewardTable
-from hospital_marl.core.scenarios import Scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution
 from hospital_marl.envs import _common
 from hospital_marl.envs.observations import (
     OFFSETS,
     ComposedBuffers,
     ObservationBuilder,
     check_composed_format,
+    check_layout,
     composed_space,
+    presence_of,
+    presence_space,
+    presence_views,
 )
 from hospital_marl.envs.parallel import resolve_joint_action
 from hospital_marl.envs.render import RENDER_MODES
@@ -35,7 +39,7 @@ class _HospitalGymEnv(gym.Env):
 
     def __init__(
         self,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         render_mode: str | None = None,
         max_cycles: int | None = None,
         clinical: ClinicalParams | None = None,
@@ -43,13 +47,18 @@ class _HospitalGymEnv(gym.Env):
         day_generator: DayGenerator | None = None,
         *,
         observation_format: str = "dict",
+        observation_layout: str | None = None,
     ) -> None:
         self.render_mode = _common.check_render_mode(render_mode)
         self._one_d = check_composed_format(observation_format)
         self.observation_format = observation_format
         self.hospital = _common.make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
+        self.observation_layout = check_layout(observation_layout, self.hospital)
+        self._masked = self.observation_layout == "masked"
         self._builder = ObservationBuilder(self.hospital)
         self.observation_space = composed_space(self.hospital, self._one_d)
+        if self._masked:
+            self.observation_space = spaces.Dict({**self.observation_space.spaces, **presence_space()})
         self._seeder = _common.EpisodeSeeder()
         self._mask: np.ndarray = np.zeros(N_FLAT_ACTIONS, np.bool_)
         self._mask_version = -1
@@ -83,14 +92,28 @@ class _HospitalGymEnv(gym.Env):
         super().reset(seed=seed)
         _common.switch_scenario(self.hospital, options)
         self.hospital.reset(self._seeder(seed))
+        if self._masked:
+            self._presence = presence_views(presence_of(self.hospital))
         if self.render_mode == "human":
             self.render()
-        return self._builder.composed(self._one_d), self._info({})
+        return self._observation(self._builder.composed(self._one_d)), self._info({})
+
+    def _observation(self, views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The Dict observation in this env's layout (``"masked"``: with the presence blocks)."""
+        if self._masked:
+            views.update((key, value.copy()) for key, value in self._presence.items())
+        return views
 
     def _finish_step(self, reward: float, terminated: bool, truncated: bool, extra: dict[str, Any]):
         if self.render_mode == "human":
             self.render()
-        return self._builder.composed(self._one_d), reward, terminated, truncated, self._info(extra)
+        return (
+            self._observation(self._builder.composed(self._one_d)),
+            reward,
+            terminated,
+            truncated,
+            self._info(extra),
+        )
 
     def render(self) -> Any:
         return _common.render(self.hospital, self.render_mode)
@@ -132,10 +155,17 @@ class HospitalEDEnv(_HospitalGymEnv):
         scenario, render_mode, max_cycles, clinical, rewards, day_generator: as
         for :func:`hospital_marl.env`. ``reset(options={"scenario": name})``
         switches scenario for the next episode. observation_format: ``"dict"``
-        (default) or ``"dict_1d"``.
+        (default) or ``"dict_1d"``. observation_layout: ``"fixed"``, ``"masked"`` (adds
+        ``general_present`` (20,), ``icu_present`` (5,), ``ventilator_present`` (3,): which
+        slots exist this episode) or None (masked for a distribution, fixed otherwise).
     """
 
-    def __init__(self, scenario: str | Scenario | None = None, render_mode: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.Discrete(N_FLAT_ACTIONS)
         self._buffers = ComposedBuffers(one_d=self._one_d)
@@ -162,7 +192,7 @@ class HospitalEDEnv(_HospitalGymEnv):
         info["outcome"] = OUTCOME_VALUES[code]
         if terminated or truncated:
             self._add_episode_end(info)
-        return views, reward, terminated, truncated, info
+        return self._observation(views), reward, terminated, truncated, info
 
 
 OUTCOME_VALUES = tuple(outcome.value for outcome in OUTCOMES)
@@ -186,7 +216,12 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
         as :class:`HospitalEDEnv`.
     """
 
-    def __init__(self, scenario: str | Scenario | None = None, render_mode: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
 

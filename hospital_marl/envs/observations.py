@@ -289,3 +289,68 @@ class ObservationBuilder:
 
     def state(self) -> np.ndarray:
         return self.vector().copy()
+
+
+# ------------------------------------------------------------------ layouts
+OBSERVATION_LAYOUTS = ("fixed", "masked")
+"""``observation_layout`` of every view: ``"fixed"`` (today's blocks: every size shown in the
+maximum layout, empty and absent slots both 0) or ``"masked"`` (the same blocks plus
+:data:`PRESENCE_BLOCKS`: which bed, ICU bed and ventilator slots exist in this episode's
+hospital). ``None`` (the default) picks ``"masked"`` for a :class:`ScenarioDistribution`,
+whose hospitals differ in size from episode to episode, and ``"fixed"`` for a named scenario
+(its observation, golden trajectories and shipped checkpoints unchanged)."""
+
+PRESENCE_BLOCKS: tuple[Block, ...] = (
+    Block("general_present", (MAX_GENERAL_BEDS,), 1, "1 = the department has this general bed"),
+    Block("icu_present", (MAX_ICU_BEDS,), 1, "1 = the department has this ICU bed"),
+    Block("ventilator_present", (MAX_VENTILATORS,), 1, "1 = this ventilator is in service"),
+)
+PRESENCE_SIZE = sum(int(np.prod(b.shape)) for b in PRESENCE_BLOCKS)
+
+
+def check_layout(observation_layout: str | None, hospital: Hospital) -> str:
+    """The layout a view uses (``None``: by what the env was built with, see :data:`OBSERVATION_LAYOUTS`)."""
+    if observation_layout is None:
+        return "masked" if hospital.distribution is not None else "fixed"
+    if observation_layout not in OBSERVATION_LAYOUTS:
+        raise ValueError(
+            f"observation_layout must be one of {OBSERVATION_LAYOUTS} or None, got {observation_layout!r}"
+        )
+    return observation_layout
+
+
+def presence_vector(general_beds: int, icu_beds: int, ventilators: int) -> np.ndarray:
+    """The presence blocks of one hospital, concatenated (float32, :data:`PRESENCE_SIZE`)."""
+    out = np.zeros(PRESENCE_SIZE, np.float32)
+    out[:general_beds] = 1.0
+    out[MAX_GENERAL_BEDS : MAX_GENERAL_BEDS + icu_beds] = 1.0
+    out[MAX_GENERAL_BEDS + MAX_ICU_BEDS : MAX_GENERAL_BEDS + MAX_ICU_BEDS + ventilators] = 1.0
+    return out
+
+
+def presence_of(hospital: Hospital) -> np.ndarray:
+    """:func:`presence_vector` of the hospital's current scenario."""
+    s = hospital.scenario
+    return presence_vector(s.general_beds, s.icu_beds, s.ventilators)
+
+
+def presence_views(vector: np.ndarray) -> dict[str, np.ndarray]:
+    """The presence blocks as Dict entries (views of one vector, or of a batch ``(B, 28)``)."""
+    out, start = {}, 0
+    for b in PRESENCE_BLOCKS:
+        size = int(np.prod(b.shape))
+        out[b.key] = vector[..., start : start + size]
+        start += size
+    return out
+
+
+def presence_space() -> dict[str, spaces.Box]:
+    """The presence blocks' boxes (0/1 float32)."""
+    return {b.key: spaces.Box(0.0, 1.0, b.shape, np.float32) for b in PRESENCE_BLOCKS}
+
+
+def with_presence(box: spaces.Box) -> spaces.Box:
+    """A flat vector's box with the presence blocks appended (role vectors, the global state)."""
+    low = np.concatenate([box.low, np.zeros(PRESENCE_SIZE, np.float32)])
+    high = np.concatenate([box.high, np.ones(PRESENCE_SIZE, np.float32)])
+    return spaces.Box(low, high, dtype=np.float32)

@@ -19,15 +19,13 @@ from hospital_marl.core.actions import ROLES
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.generator import DayGenerator
 from hospital_marl.core.rewards import RewardTable
-from hospital_marl.core.scenarios import Scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution
 from hospital_marl.envs import _common
 from hospital_marl.envs.infos import NOOP, OUTCOME_NAMES
 from hospital_marl.envs.render import RENDER_MODES
 
 
-def resolve_joint_action(
-    env_hospital: Any, actions: dict[str, Any], masks_seen: dict[str, Any]
-) -> dict:
+def resolve_joint_action(env_hospital: Any, actions: dict[str, Any], masks_seen: dict[str, Any]) -> dict:
     """Carry out one action per role in role order; conflicts are free, invalid actions cost -1."""
     outcomes = {}
     for role in ROLES:
@@ -56,7 +54,7 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
 
     def __init__(
         self,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         render_mode: str | None = None,
         reward_mode: str = "team",
         max_cycles: int | None = None,
@@ -66,6 +64,7 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
         *,
         observation_format: str = "dict",
         end_info: bool = False,
+        observation_layout: str | None = None,
     ) -> None:
         self._init_role_view(
             scenario,
@@ -77,13 +76,14 @@ class HospitalParallelEnv(_common.RoleViewMixin, ParallelEnv):
             day_generator,
             observation_format,
             end_info,
+            observation_layout,
         )
         self._masks_seen: dict[str, np.ndarray] = {}
 
     def _observations(self, agents: list[str]) -> dict[str, Any]:
         observations = self._builder.roles(agents)  # first: builds the state's mask with it
         self._masks_seen = {role: self.hospital.role_mask_array(role) for role in ROLES}
-        if self.observation_format != "dict":
+        if self.observation_format != "dict" or self._masked:
             return {role: self._format(role, observations[role], self._masks_seen[role]) for role in agents}
         return {
             role: {"observation": observations[role], "action_mask": self._masks_seen[role].copy()}

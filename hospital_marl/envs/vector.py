@@ -19,6 +19,11 @@ Seeding: ``reset(seed=s)`` seeds env ``i`` exactly as the scalar env ``reset(see
 would (a list of seeds seeds each env itself), and its later episodes follow the scalar
 env's ``reset()`` seed sequence, so env ``i``'s trajectory equals the scalar one bit for bit.
 
+Scenario distributions (``scenario="train"`` or a :class:`ScenarioDistribution`): env ``i``
+draws its hospital per episode from its day's seed, as the scalar env does, so each row has
+its own kernel parameters; rows are then stepped one compiled call each (serially, ``threads``
+unused) and ended rows restart from Python, where the next hospital is drawn.
+
 Threads: ``threads=k`` steps the batch on k Python threads, each running the compiled
 (GIL-free) loop over its own contiguous range of rows; results are bit-identical to
 serial (``threads=None``, the default). numba's own parallel layer is not used, so no
@@ -50,7 +55,7 @@ from hospital_marl.core.kernel import ROW_ENDED, ROW_LIVE
 from hospital_marl.core.metrics import METRIC_NAMES, composite_score, episode_metrics
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.rng import seed_key, seed_keys
-from hospital_marl.core.scenarios import Scenario, get_scenario
+from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario
 from hospital_marl.core.types import (
     COUNTER_FIELDS,
     F_CUMULATIVE_REWARD,
@@ -62,6 +67,7 @@ from hospital_marl.core.types import (
     S_TERMINATED,
     S_TICK,
     S_TRUNCATED,
+    Params,
     State,
     counters_of,
     empty_state,
@@ -76,13 +82,19 @@ from hospital_marl.envs.composed import TEAM_MASK_COLUMNS
 from hospital_marl.envs.infos import NOOP
 from hospital_marl.envs.observations import (
     OFFSETS,
+    PRESENCE_SIZE,
     ROLE_INDEX,
     STATE_SIZE,
     check_composed_format,
+    check_layout,
     composed_space,
     composed_views,
+    presence_space,
+    presence_vector,
+    presence_views,
     role_space,
     state_space,
+    with_presence,
 )
 
 _INVALID, _CONFLICTS = COUNTER_FIELDS.index("invalid_actions"), COUNTER_FIELDS.index("conflicts")
@@ -97,7 +109,7 @@ class _Batch:
     def __init__(
         self,
         num_envs: int,
-        scenario: str | Scenario | None,
+        scenario: str | Scenario | ScenarioDistribution | None,
         max_cycles: int | None,
         clinical: ClinicalParams | None,
         rewards: RewardTable | None,
@@ -117,8 +129,13 @@ class _Batch:
         )
         s = self.template.scenario
         self.scenario = s
+        self.distribution = self.template.distribution
         self.n = num_envs
         self.params = make_params(s, self.template.clinical, self.template.rewards, self.template.max_ticks)
+        # A distribution draws each env's scenario per episode: one Params per row, rows stepped
+        # one kernel call each, and ended rows restarted from Python (where the next draw is made).
+        self.row_params: list[Params] | None = [self.params] * num_envs if self.distribution else None
+        self._params_cache: dict[Scenario, Params] = {}
         self.user_days = self.template.day_generator is not generate_day
         latent_ticks = s.episode_length if self.user_days else 0  # a user day brings its own draws
         self.state: State = empty_state(num_envs, patient_capacity(s), latent_ticks)
@@ -126,10 +143,11 @@ class _Batch:
         # The keys of each env's next seedless days, drawn ahead (KEYS_AHEAD at a time, from its
         # seeder: the same sequence as one seeder call per reset), so the kernel restarts an
         # ended env in the step itself. A user day generator is Python: none drawn ahead.
-        ahead = 0 if self.user_days else KEYS_AHEAD
+        ahead = 0 if self.user_days or self.distribution else KEYS_AHEAD
         self.keys = np.zeros((num_envs, ahead), np.int64)
         self.key_cursor = np.full(num_envs, ahead, np.int64)  # == ahead: none left
         self.resets = np.zeros(num_envs, np.int8)
+        self.row_scenarios: list[Scenario] = [s] * num_envs
         self.day_seeds = [0] * num_envs  # a user day's seed (its generator's)
         self.final_obs = np.zeros((num_envs, STATE_SIZE), np.float32)
         self.final_scalars = np.zeros_like(self.state.scalars)
@@ -146,6 +164,10 @@ class _Batch:
         kernel needs to restart the rows whose episode ends (see :meth:`ended`)."""
         args = (*args, (self.resets, self.final_obs, self.final_scalars, self.final_floats,
                         self.keys, self.key_cursor))  # fmt: skip
+        if self.row_params is not None:  # a distribution: each row with its own scenario's params
+            for e, params in enumerate(self.row_params):
+                batch_loop(self.state, params, e, e + 1, *args)
+            return
         if self.pool is None:
             batch_loop(self.state, self.params, 0, self.n, *args)
             return
@@ -167,6 +189,16 @@ class _Batch:
         """Start a new day in each of ``rows`` (seed per row, None = that env's next seed): the
         scalar env's day for that seed (same key, same kernel draws)."""
         keys = np.array([self.key_of(e, seed) for e, seed in zip(rows.tolist(), seeds)], np.int64)
+        if self.row_params is not None:
+            self._draw_scenarios(rows)
+        if self.row_params is not None and not self.user_days:
+            for e, key in zip(rows.tolist(), keys.tolist()):
+                one, k = np.array([e], np.int64), np.array([key], np.int64)
+                need = kernel.start_rows(self.state, self.row_params[e], one, k)
+                if need:  # a day beyond the capacity: room for it, then the same day again
+                    self.state = grow_patients(self.state, need)
+                    kernel.start_rows(self.state, self.row_params[e], one, k)
+            return
         if not self.user_days:
             rows = rows.astype(np.int64, copy=False)
             need = kernel.start_rows(self.state, self.params, rows, keys)
@@ -176,17 +208,41 @@ class _Batch:
             return
         for e, key in zip(rows.tolist(), keys.tolist()):
             rng = user_day_rng(self.day_seeds[e])
-            day = day_arrays(self.template.day_generator(self.scenario, rng), self.scenario.episode_length)
+            scenario = self.row_scenario(e)
+            day = day_arrays(self.template.day_generator(scenario, rng), scenario.episode_length)
             if len(day.arrival) > self.state.pat.shape[1]:
                 self.state = grow_patients(self.state, len(day.arrival))
             write_day(self.state, e, day)
             self.state.scalars[e, S_KEY] = key
-            kernel.reset_row(self.state, self.params, e, len(day.arrival))
+            kernel.reset_row(self.state, self.params_of(e), e, len(day.arrival))
+
+    def _draw_scenarios(self, rows: np.ndarray) -> None:
+        """Each row's scenario of its day's seed (what the scalar env draws for that seed)."""
+        assert self.distribution is not None and self.row_params is not None
+        t = self.template
+        for e in rows.tolist():
+            scenario = self.distribution.sample(self.day_seeds[e])
+            params = self._params_cache.get(scenario)
+            if params is None:
+                if len(self._params_cache) > 4 * self.n:
+                    self._params_cache.clear()
+                params = make_params(scenario, t.clinical, t.rewards, t.max_ticks)
+                self._params_cache[scenario] = params
+            self.row_params[e] = params
+            self.row_scenarios[e] = scenario
+
+    def row_scenario(self, e: int) -> Scenario:
+        """Env ``e``'s scenario this episode."""
+        return self.row_scenarios[e] if self.row_params is not None else self.scenario
+
+    def params_of(self, e: int) -> Params:
+        """Env ``e``'s kernel parameters this episode."""
+        return self.row_params[e] if self.row_params is not None else self.params
 
     def key_of(self, e: int, seed: int | None) -> int:
         """The key of env ``e``'s next day: of ``seed``, or (None) its seeder's next seed, drawn
         ahead in :attr:`keys` (a seeded reset drops those drawn from the old seed)."""
-        if seed is not None or self.user_days:
+        if seed is not None or self.user_days or self.distribution is not None:
             day_seed = self.seeders[e](seed)
             self.key_cursor[e] = self.keys.shape[1]
             self.day_seeds[e] = int(day_seed)
@@ -204,7 +260,7 @@ class _Batch:
 
     def observe(self, rows: np.ndarray, obs: np.ndarray, masks: np.ndarray) -> None:
         for e in rows.tolist():
-            kernel.observe_row(self.state, self.params, e, OFFSETS, obs[e], masks[e])
+            kernel.observe_row(self.state, self.params_of(e), e, OFFSETS, obs[e], masks[e])
 
     def seeds_for(self, seed: int | list[int] | None) -> list[int | None]:
         if seed is None:
@@ -266,7 +322,7 @@ class _VectorBase(VectorEnv):
     def __init__(
         self,
         num_envs: int = 1,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         max_cycles: int | None = None,
         clinical: ClinicalParams | None = None,
         rewards: RewardTable | None = None,
@@ -274,12 +330,16 @@ class _VectorBase(VectorEnv):
         threads: int | None = None,
         render_mode: str | None = None,
         observation_format: str = "dict",
+        observation_layout: str | None = None,
     ) -> None:
         if render_mode is not None:
             raise ValueError("the vector envs do not render; render a scalar env (gym.make) instead")
         self.observation_format = observation_format
         self._one_d = check_composed_format(observation_format)
         self._batch = _Batch(num_envs, scenario, max_cycles, clinical, rewards, day_generator, threads)
+        self.observation_layout = check_layout(observation_layout, self._batch.template)
+        self._masked = self.observation_layout == "masked"
+        self._presence = np.zeros((num_envs, PRESENCE_SIZE), np.float32)
         self.num_envs = num_envs
         self._obs = np.zeros((num_envs, STATE_SIZE), np.float32)
         self._masks = np.zeros((num_envs, N_FLAT_ACTIONS), np.bool_)
@@ -315,8 +375,8 @@ class _VectorBase(VectorEnv):
     def _reset(self, seed: int | list[int] | None, options: dict[str, Any] | None) -> None:
         VectorEnv.reset(self, seed=seed if isinstance(seed, int) else None)  # seeds self.np_random
         if options and options.get("scenario") is not None:
-            new = get_scenario(options["scenario"])
-            if new != self._batch.scenario:
+            new = resolve_scenario(options["scenario"])
+            if new != (self._batch.distribution or self._batch.scenario):
                 raise ValueError("a vector env keeps its scenario: make a new one with scenario=...")
         b = self._batch
         rows = np.arange(b.n)
@@ -324,7 +384,23 @@ class _VectorBase(VectorEnv):
         self._obs = np.empty((b.n, STATE_SIZE), np.float32)
         self._masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
         b.observe(rows, self._obs, self._masks)
+        self._refresh_presence(rows)
         self._reset_called = True
+
+    def _refresh_presence(self, rows: np.ndarray) -> None:
+        """The presence blocks of ``rows``' current hospitals (the ``"masked"`` layout)."""
+        if self._masked:
+            self._presence = self._presence.copy()  # returned arrays stay as they were
+            for e in rows.tolist():
+                s = self._batch.row_scenario(e)
+                self._presence[e] = presence_vector(s.general_beds, s.icu_beds, s.ventilators)
+
+    def _composed(self, obs: np.ndarray) -> dict[str, np.ndarray]:
+        """The batched Dict observation in this env's layout."""
+        views = composed_views(obs, self._one_d)
+        if self._masked:
+            views.update(presence_views(self._presence))
+        return views
 
     def _autoreset(self, obs: np.ndarray, masks: np.ndarray, infos: dict[str, Any]) -> tuple:
         """After a batch step: the ended episodes' final observations and info, and the start
@@ -338,7 +414,7 @@ class _VectorBase(VectorEnv):
             final_obs = np.full(b.n, None, dtype=object)
             last = b.final_obs[finished]  # one copy: every final observation views into it
             for e, vector in zip(finished.tolist(), last):
-                final_obs[e] = self._single_obs(vector)
+                final_obs[e] = self._single_obs(vector, self._presence[e])
             infos["final_obs"] = final_obs
             infos["_final_obs"] = ended
             infos["final_info"] = b.final_info(finished, ended)
@@ -346,10 +422,14 @@ class _VectorBase(VectorEnv):
         if len(left):
             b.reset_rows(left, [None] * len(left))
             b.observe(left, obs, masks)
+        self._refresh_presence(finished)
         return terminated, truncated
 
-    def _single_obs(self, vector: np.ndarray) -> Any:
-        return composed_views(vector, self._one_d)
+    def _single_obs(self, vector: np.ndarray, presence: np.ndarray) -> Any:
+        views = composed_views(vector, self._one_d)
+        if self._masked:
+            views.update(presence_views(presence))
+        return views
 
     def _counter_infos(self, outcome: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The infos every batched env returns from ``reset()`` and ``step()`` alike: ``(B,)`` int64
@@ -384,9 +464,15 @@ class HospitalEDVectorEnv(_VectorBase):
     docstring; None = serial).
     """
 
-    def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, num_envs: int = 1, scenario: str | Scenario | ScenarioDistribution | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(num_envs, scenario, **kwargs)
         self.single_observation_space = composed_space(self._batch.template, self._one_d)
+        if self._masked:
+            self.single_observation_space = spaces.Dict(
+                {**self.single_observation_space.spaces, **presence_space()}
+            )
         self.single_action_space = spaces.Discrete(N_FLAT_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -394,7 +480,7 @@ class HospitalEDVectorEnv(_VectorBase):
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
         infos = {"action_mask": self._masks.copy(), **self._counter_infos()}
-        return composed_views(self._obs, self._one_d), infos
+        return self._composed(self._obs), infos
 
     def action_masks(self) -> np.ndarray:
         """``(B, 39)`` bool validity of every env's actions (sb3-contrib's convention)."""
@@ -415,7 +501,7 @@ class HospitalEDVectorEnv(_VectorBase):
         self._obs, self._masks = obs, masks
         infos["action_mask"] = masks.copy()
         infos.update(self._counter_infos(outcomes))
-        return composed_views(obs, self._one_d), rewards, terminated, truncated, infos
+        return self._composed(obs), rewards, terminated, truncated, infos
 
 
 class _JointVectorBase(_VectorBase):
@@ -444,9 +530,15 @@ class _JointVectorBase(_VectorBase):
 class HospitalEDTeamVectorEnv(_JointVectorBase):
     """B team envs (``MultiDiscrete([21, 16, 4])`` each); ``action_masks()`` is ``(B, 41)``."""
 
-    def __init__(self, num_envs: int = 1, scenario: str | Scenario | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, num_envs: int = 1, scenario: str | Scenario | ScenarioDistribution | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(num_envs, scenario, **kwargs)
         self.single_observation_space = composed_space(self._batch.template, self._one_d)
+        if self._masked:
+            self.single_observation_space = spaces.Dict(
+                {**self.single_observation_space.spaces, **presence_space()}
+            )
         self.single_action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -455,7 +547,7 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
         self._reset(seed, options)
         infos = {"action_mask": self.action_masks(), **self._counter_infos()}
         infos["outcomes"] = infos["outcome"]  # the name kept from before the shared keys
-        return composed_views(self._obs, self._one_d), infos
+        return self._composed(self._obs), infos
 
     def action_masks(self) -> np.ndarray:
         """``(B, 41)``: the three role masks (each with its no-op) concatenated, as MaskablePPO expects."""
@@ -468,7 +560,7 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
         infos["action_mask"] = masks[:, TEAM_MASK_COLUMNS]
         infos.update(self._counter_infos(outcomes))
         infos["outcomes"] = outcomes
-        return composed_views(obs, self._one_d), rewards, terminated, truncated, infos
+        return self._composed(obs), rewards, terminated, truncated, infos
 
 
 class HospitalMARLVectorEnv(_JointVectorBase):
@@ -489,43 +581,60 @@ class HospitalMARLVectorEnv(_JointVectorBase):
     def __init__(
         self,
         num_envs: int = 1,
-        scenario: str | Scenario | None = None,
+        scenario: str | Scenario | ScenarioDistribution | None = None,
         reward_mode: str = "team",
         **kwargs: Any,
     ) -> None:
         super().__init__(num_envs, scenario, **kwargs)
         self.reward_mode = check_reward_mode(reward_mode)
         h = self._batch.template
+        observed = {role: role_space(role, h) for role in ROLES}
+        if self._masked:
+            observed = {role: with_presence(box) for role, box in observed.items()}
         self.single_observation_spaces = {
             role: spaces.Dict(
                 {
-                    "observation": role_space(role, h),
+                    "observation": with_presence(role_space(role, h))
+                    if self._masked
+                    else role_space(role, h),
                     "action_mask": spaces.Box(0, 1, (ROLE_ACTION_COUNTS[role],), np.int8),
                 }
             )
             for role in ROLES
         }
         self.single_action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
-        self.single_state_space = state_space(h)
+        self.single_state_space = with_presence(state_space(h)) if self._masked else state_space(h)
         self.single_observation_space = spaces.Dict(self.single_observation_spaces)
         self.single_action_space = spaces.Dict(self.single_action_spaces)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
     def _role_observations(self, obs: np.ndarray, masks: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+        if self._masked:
+            obs = np.concatenate([obs, self._presence], axis=1)
+            index = {
+                role: np.concatenate([ROLE_INDEX[role], STATE_SIZE + np.arange(PRESENCE_SIZE)])
+                for role in ROLES
+            }
+        else:
+            index = ROLE_INDEX
         return {
             role: {
-                "observation": obs[:, ROLE_INDEX[role]],
+                "observation": obs[:, index[role]],
                 "action_mask": masks[:, ROLE_MASK_COLUMNS[role]].view(np.int8),
             }
             for role in ROLES
         }
 
-    def _single_obs(self, vector: np.ndarray) -> Any:
+    def _single_obs(self, vector: np.ndarray, presence: np.ndarray) -> Any:
+        if self._masked:
+            return {role: np.concatenate([vector[ROLE_INDEX[role]], presence]) for role in ROLES}
         return {role: vector[ROLE_INDEX[role]] for role in ROLES}
 
     def state(self) -> np.ndarray:
-        """The global state of every env, ``(B, 106)`` (a copy)."""
+        """The global state of every env, ``(B, 106)`` (a copy; ``"masked"``: presence appended)."""
+        if self._masked:
+            return np.concatenate([self._obs, self._presence], axis=1)
         return self._obs.copy()
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):

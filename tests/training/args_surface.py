@@ -11,7 +11,9 @@ option of ``train ppo``, whose surface is unchanged), a narrower ``--reward-scal
 ``--algorithm qmix|vdn`` and the off-policy flags ``--optimizer-steps``, ``--replay-batch``,
 ``--replay-size`` (re-recorded; nothing else moved). ``train rllib`` gained ``--resume PATH``
 (re-recorded; an addition only). ``train fast-mappo`` and ``train fast-ppo`` were added (issue 26;
-re-recorded, nothing else moved).
+re-recorded, nothing else moved). Every trainer's ``--scenario`` accepts the registered
+scenario distributions and ``night_shift_lean`` too (issue 28; its choices and help re-recorded,
+together with the ``--reward`` help that had already dropped its SPEC reference).
 """
 
 from __future__ import annotations

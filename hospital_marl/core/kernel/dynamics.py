@@ -33,6 +33,7 @@ from hospital_marl.core.rng import (
     D_Q_GENERAL,
     D_Q_ICU,
     D_QUANTILE,
+    D_SERVICE,
     D_SEVERITY,
     categorical,
     poisson,
@@ -122,11 +123,14 @@ def dynamics_uniform(st, e, t, pid) -> float:
 
 
 @_jit
-def _treat(st, p, e, pid, u: float, care: int) -> None:
-    """Adequate care: treatment progresses; severity may improve; residual mortality at 5."""
+def _treat(st, p, e, pid, u: float, care: int, t: int) -> None:
+    """Adequate care: treatment progresses (at the tick's service speed: staffing); severity
+    may improve; residual mortality at 5."""
     pat = st.pat
     if pat[e, pid, PAT_REMAINING] > 0:
-        pat[e, pid, PAT_REMAINING] -= 1
+        speed = p.service[t]
+        if speed >= 1.0 or uniform(st.scalars[e, S_KEY], np.int64(D_SERVICE), np.int64(pid), t) < speed:
+            pat[e, pid, PAT_REMAINING] -= 1
     sev = pat[e, pid, PAT_SEVERITY]
     if sev == MAX_SEVERITY:
         death = death_probability(p, np.bool_(True), np.bool_(True))
@@ -211,7 +215,7 @@ def tick(st, p, e) -> None:
             continue
         u = dynamics_uniform(st, e, t, pid)
         if pat[e, pid, PAT_VENT_OF] != EMPTY or not needs_ventilator(s, pat[e, pid, PAT_CONDITION]):
-            _treat(st, p, e, pid, u, np.int64(1))
+            _treat(st, p, e, pid, u, np.int64(1), t)
         else:
             _neglect(st, p, e, pid, u, np.bool_(True))
         if pat[e, pid, PAT_LOCATION] == DEAD:
@@ -225,7 +229,7 @@ def tick(st, p, e) -> None:
             continue
         u = dynamics_uniform(st, e, t, pid)
         if pat[e, pid, PAT_SEVERITY] < CRITICAL_SEVERITY:
-            _treat(st, p, e, pid, u, np.int64(0))
+            _treat(st, p, e, pid, u, np.int64(0), t)
             if pat[e, pid, PAT_REMAINING] <= 0:
                 beds[e, BEDS_GENERAL, bed] = EMPTY
                 _discharge(st, p, e, pid, np.int64(NO_ROLE))
