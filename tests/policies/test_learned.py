@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -49,7 +50,7 @@ def test_load_shipped__plays_without_torch_and_never_an_invalid_action(no_torch:
 
 def test_load_torch_backend__without_torch_fails_naming_the_extra(no_torch: None) -> None:
     assert {"ppo", "team_ppo"} <= set(policies.names())
-    with pytest.raises(ImportError, match=INSTALL_HINT.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ImportError, match=re.escape(INSTALL_HINT)):
         policies.load("ppo:backend=torch")
 
 
