@@ -80,7 +80,10 @@ class SealedPolicy:
     referrers, the modules it shares): grade code you do not trust with ``isolate=True``."""
 
     def __init__(self, policy: Policy) -> None:
-        self.policy, self.name, self.tracks = policy, policy.name, policy.tracks
+        # A plain object run directly by the episode runners may lack the protocol's labels.
+        self.policy = policy
+        self.name = getattr(policy, "name", type(policy).__name__)
+        self.tracks = getattr(policy, "tracks", ("flat", "team"))
         self._seal: Seal | None = None
 
     def start(self, seed: int, seal: Seal) -> None:
