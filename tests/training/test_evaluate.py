@@ -86,7 +86,9 @@ def test_radiotherapy_train__grades_baselines_and_actor_with_the_function_given(
         eval_seed=5, save=str(tmp_path / "rt"),
     )  # fmt: skip
     run = train(args, evaluate)
-    assert evaluate.calls and all(c == {"n_episodes": 1, "seed": 5} for c in evaluate.calls)
+    # Checkpoints are chosen on the validation patients, never the test splits (SPEC-RT §8).
+    validation = {"n_episodes": 1, "seed": 5, "split": "validation"}
+    assert evaluate.calls and all(c == validation for c in evaluate.calls)
     assert evaluate.policies[: len(SCRIPTED)] == list(SCRIPTED)  # the validation baselines, by name
     meta = json.loads((run / "best_model.json").read_text())
     assert meta["command"].startswith("hospital-marl train radiotherapy --seed 0 --timesteps 256")
