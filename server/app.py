@@ -154,10 +154,13 @@ def serve(
     check_port(host, port)
     import uvicorn
 
+    from server.logs import log_config
+
     uvicorn.run(
         build_app(settings),
         host=host,
         port=port,
+        log_config=log_config(),  # follows sys.stderr: safe to call under a captured or redirected stream
         log_level=log_level,
         access_log=access_log,
         **uvicorn_options(settings),

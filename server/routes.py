@@ -398,6 +398,36 @@ def _add_streamable_mcp(app: FastAPI, streamable: StreamableMCP) -> None:
 
     app.router.lifespan_context = lifespan
     app.state.streamable_mcp = streamable
+    _document_mcp_delete(app)
+
+
+_JSON_RPC_ERROR = {
+    "description": "a JSON-RPC error (`error.data.code` says which)",
+    "content": {"application/json": {"schema": {"type": "object"}}},
+}
+
+
+def _document_mcp_delete(app: FastAPI) -> None:
+    """``DELETE /mcp`` ends a standard MCP session: :class:`~server.mcp_http.MCPDispatch` serves it
+    before any route is reached; this route puts it in the OpenAPI document (an undocumented
+    method must be a 405, and this one is real)."""
+
+    @app.delete(
+        "/mcp",
+        operation_id="end_mcp_session",
+        tags=["MCP"],
+        summary="End a standard MCP session (streamable HTTP)",
+        response_class=Response,
+        responses={
+            200: {"description": "the session ended"},
+            400: _JSON_RPC_ERROR | {"description": "no `Mcp-Session-Id` header"},
+            404: _JSON_RPC_ERROR | {"description": "unknown, expired, closed or another client's session"},
+        },
+    )
+    async def end_mcp_session(
+        mcp_session_id: Annotated[str, Header(alias="Mcp-Session-Id", min_length=1)],
+    ) -> Response:  # pragma: no cover - MCPDispatch answers first
+        raise _error(404, "UNKNOWN_SESSION", "no MCP session")
 
 
 def warm_up(served: ServedEnv) -> None:

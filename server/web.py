@@ -25,8 +25,13 @@ worker threads: the page never blocks the API's event loop.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
+import io
+import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +39,8 @@ from typing import Any
 import gradio as gr
 import numpy as np
 import pandas as pd
+from gradio.data_classes import ImageData
+from PIL import Image
 
 import policies
 from grading.grader import SealedPolicy, policy_seed
@@ -62,6 +69,15 @@ CHARTS: tuple[tuple[str, str], ...] = (
 
 WEB_CONCURRENCY = 4
 """Gradio events run at once per handler (each in a worker thread)."""
+
+PNG_CACHE_ENTRIES = 64
+"""Encoded frames kept in memory (least recently used first out): the image cache's bound."""
+
+GRADIO_CACHE_SWEEP: tuple[int, int] = (300, 600)
+"""Gradio's ``delete_cache`` (every, older than; seconds): any file Gradio itself writes for the
+page is removed on this schedule. The boards write none (:class:`MemoryImage`)."""
+
+logger = logging.getLogger("server.web")
 
 BOARD_SCALE = 2
 """The 240 × 480 frame is drawn at this integer zoom (crisp cells, no smoothing)."""
@@ -273,12 +289,12 @@ class TabSessions:
     def session(self, sid: str | None, request: gr.Request | None) -> tuple[str, Any, str]:
         """The tab's web session, opening a fresh one if it has none or it expired."""
         store = self.store
+        client = request.client.host if request is not None and request.client else ""
         if sid is not None:
             with store.lock:
-                episodes = store.get(sid)
+                episodes = store.get(sid, client)  # a tab's session is its client's, as every session
             if episodes is not None:
                 return sid, episodes, ""
-        client = request.client.host if request is not None and request.client else ""
         with store.lock:
             new_sid, episodes = store.open(client)
         if request is not None and request.session_hash:
@@ -314,14 +330,92 @@ class TabSessions:
         with self._lock:
             sid = self._tabs.pop(request.session_hash, None) if request.session_hash else None
         if sid is not None:
+            client = request.client.host if request.client else ""
             with self.store.lock:
-                self.store.close(sid)
+                self.store.close(sid, client)
 
 
 # ------------------------------------------------------------------ page
+class PNGCache:
+    """Frames encoded as PNG ``data:`` URLs, at most ``entries`` of them, in memory (thread-safe).
+
+    Boards repeat (the agent's while it waits, an unchanged day on reload): a repeat costs a
+    hash, not an encode. Nothing is written to disk, so nothing is shared between requests."""
+
+    def __init__(self, entries: int = PNG_CACHE_ENTRIES) -> None:
+        self.entries = entries
+        self._urls: OrderedDict[bytes, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._urls)
+
+    def data_url(self, frame: np.ndarray) -> str:
+        frame = np.ascontiguousarray(frame, dtype=np.uint8)
+        key = hashlib.blake2b(
+            frame.tobytes(), digest_size=16, person=repr(frame.shape).encode()[:16]
+        ).digest()
+        with self._lock:
+            url = self._urls.get(key)
+            if url is not None:
+                self._urls.move_to_end(key)
+                return url
+        buffer = io.BytesIO()
+        Image.fromarray(frame).save(buffer, format="PNG", compress_level=3)
+        url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+        with self._lock:
+            self._urls[key] = url
+            while len(self._urls) > self.entries:
+                self._urls.popitem(last=False)
+        return url
+
+
+FRAMES = PNGCache()
+"""The process's encoded frames (every page and tab; bounded)."""
+
+
+class MemoryImage(gr.Image):
+    """``gr.Image`` whose numpy frames reach the browser inside the event's reply, as a PNG
+    ``data:`` URL from :data:`FRAMES`. Gradio's own ``gr.Image`` writes each frame to one file
+    named by its content hash and serves that file: two tabs showing the same board rewrite the
+    same file while the other's download reads it (truncated images, tracebacks), and the cache
+    directory grows with every new board (~1 MB per 90 ticks measured)."""
+
+    def get_block_name(self) -> str:
+        return "image"  # the browser's own Image component renders it
+
+    def postprocess(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return ImageData(url=FRAMES.data_url(value), mime_type="image/png", orig_name="board.png")
+        return super().postprocess(value)
+
+
+class WebPage(gr.Blocks):
+    """The pages' ``gr.Blocks``: Gradio's temporary files swept on a schedule, and input Gradio
+    cannot even convert (a seed ``"abc"``, too few values) refused with one log line, not a
+    traceback per request (it still reaches the browser as an error)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(delete_cache=GRADIO_CACHE_SWEEP, **kwargs)
+
+    async def preprocess_data(self, block_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().preprocess_data(block_fn, *args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as exc:  # Gradio's own validation: the request's fault, not the server's
+            reason = next(
+                (line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__
+            )
+            logger.warning(
+                "web view: bad input to %s refused: %s", getattr(block_fn, "name", "?"), reason[:200]
+            )
+            raise gr.Error(f"Bad input: {reason}", print_exception=False) from None
+
+
 def picture(label: str, elem_id: str) -> gr.Image:
-    """A read-only picture of an env's ``rgb_array`` frame (numpy in, PNG to the browser)."""
-    return gr.Image(
+    """A read-only picture of an env's ``rgb_array`` frame (numpy in, PNG in the reply)."""
+    return MemoryImage(
         label=label,
         show_label=False,
         buttons=[],
@@ -364,7 +458,7 @@ def build_web_view(
     agents = available_agents()
     tabs = TabSessions(store)
 
-    with gr.Blocks(title=title) as page:
+    with WebPage(title=title) as page:
         sid_state = gr.State(None)
         gr.Markdown(
             "## The emergency department, live\n"
