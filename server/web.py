@@ -374,20 +374,22 @@ FRAMES = PNGCache()
 """The process's encoded frames (every page and tab; bounded)."""
 
 
-class MemoryImage(gr.Image):
-    """``gr.Image`` whose numpy frames reach the browser inside the event's reply, as a PNG
-    ``data:`` URL from :data:`FRAMES`. Gradio's own ``gr.Image`` writes each frame to one file
-    named by its content hash and serves that file: two tabs showing the same board rewrite the
-    same file while the other's download reads it (truncated images, tracebacks), and the cache
-    directory grows with every new board (~1 MB per 90 ticks measured)."""
+def in_memory(image: gr.Image) -> gr.Image:
+    """``image`` with its numpy frames sent inside the event's reply, as a PNG ``data:`` URL from
+    :data:`FRAMES`. Gradio's own ``gr.Image`` writes each frame to one file named by its content
+    hash and serves that file: two tabs showing the same board rewrite the same file while the
+    other's download reads it (truncated images, tracebacks), and the cache directory grows with
+    every new board (~1 MB per 90 ticks measured). (Set on the instance: a ``gr.Image``
+    subclass would make Gradio write a ``.pyi`` stub beside this module at import.)"""
+    to_file = image.postprocess
 
-    def get_block_name(self) -> str:
-        return "image"  # the browser's own Image component renders it
-
-    def postprocess(self, value: Any) -> Any:
+    def postprocess(value: Any) -> Any:
         if isinstance(value, np.ndarray):
             return ImageData(url=FRAMES.data_url(value), mime_type="image/png", orig_name="board.png")
-        return super().postprocess(value)
+        return to_file(value)
+
+    image.postprocess = postprocess  # type: ignore[method-assign]
+    return image
 
 
 class WebPage(gr.Blocks):
@@ -415,14 +417,16 @@ class WebPage(gr.Blocks):
 
 def picture(label: str, elem_id: str) -> gr.Image:
     """A read-only picture of an env's ``rgb_array`` frame (numpy in, PNG in the reply)."""
-    return MemoryImage(
-        label=label,
-        show_label=False,
-        buttons=[],
-        type="numpy",
-        interactive=False,
-        elem_id=elem_id,
-        format="png",
+    return in_memory(
+        gr.Image(
+            label=label,
+            show_label=False,
+            buttons=[],
+            type="numpy",
+            interactive=False,
+            elem_id=elem_id,
+            format="png",
+        )
     )
 
 

@@ -26,6 +26,7 @@ from PIL import Image
 
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.envs.render import render_frame
+from server import web
 from server.settings import ServerSettings
 from server.web import BOARD_SCALE, FRAMES, PNGCache
 from tests.server.live import live_server
@@ -106,6 +107,7 @@ def test_boards_travel_in_the_reply_as_complete_pngs_and_no_file_is_written(url:
             png = base64.b64decode(image["url"].split(",", 1)[1])
             assert np.array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGB")), board[..., :3])
     assert _cache_files() - before == set()
+    assert not list(Path(web.__file__).parent.glob("*.pyi"))  # Gradio writes one per component subclass
 
 
 def test_the_frame_cache_is_bounded_and_gives_repeats_the_same_url() -> None:
