@@ -115,6 +115,14 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     return {"ws_max_size": settings.ws_frame_limit_bytes, "ws_per_message_deflate": False}
 
 
+GIL_SWITCH_INTERVAL_S = 0.0005
+"""``sys.setswitchinterval`` while serving. The web view's agents (the planner above all) run in
+Gradio's worker threads, off the event loop but under the same GIL: at Python's default 5 ms a
+planner thread can hold the interpreter that long each time the event loop wants it back, and
+every WebSocket step waits. A tenth of that bounds the wait at a small cost in the threads'
+throughput (``benchmarks/server_load.py`` measures both)."""
+
+
 class PortInUseError(OSError):
     """The address to serve on is taken (or not ours to bind): said before any slow start-up."""
 
@@ -153,6 +161,8 @@ def serve(
     the port is taken)."""
     check_port(host, port)
     import uvicorn
+
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
     from server.logs import log_config
 
