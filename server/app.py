@@ -67,10 +67,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from server.settings import ServerSettings, add_server_arguments, settings_from_args
-
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from server.settings import ServerSettings
 
 _FROM_ROUTES = ("SESSION_COOKIE", "SESSION_HEADER", "ServedEnv", "served_env", "OpenEnvPool")
 
@@ -88,6 +88,8 @@ def build_app(
 
 def make_rt_app(task: str | None = None, **settings: Any) -> FastAPI:
     """The app serving the radiotherapy env (SPEC-RT §7), with every guard and limit of the ED's."""
+    from server.settings import ServerSettings
+
     return build_app(ServerSettings(env="radiotherapy", task=task, **settings))
 
 
@@ -150,6 +152,29 @@ def check_port(host: str, port: int) -> None:
             ) from None
 
 
+def precheck_port(argv: Sequence[str], prog: str) -> None:
+    """Exit at once, with :func:`check_port`'s one line, if the ``--host`` / ``--port`` that
+    ``argv`` asks for (defaults 127.0.0.1:8000) cannot be bound: run before the settings'
+    import, which loads the simulator package (numba, gymnasium) and took most of a busy-port
+    refusal's time under load. Arguments it cannot read are left to the real parser."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    try:
+        known, _ = parser.parse_known_args(list(argv))
+    except (SystemExit, ValueError):
+        return
+    if not 0 <= known.port <= 65535:
+        return
+    try:
+        check_port(known.host, known.port)
+    except PortInUseError as exc:
+        print(f"{prog}: error: {exc.strerror}", file=sys.stderr)
+        sys.exit(1 if prog == "server" else 2)
+    except (OSError, UnicodeError):
+        return  # an unusable host: the real parser and check_port say so
+
+
 def serve(
     settings: ServerSettings,
     host: str = "127.0.0.1",
@@ -179,6 +204,9 @@ def serve(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``server`` console script (OpenEnv's entry point): ``server --host --port --scenario ...``."""
+    precheck_port(sys.argv[1:] if argv is None else argv, "server")
+    from server.settings import add_server_arguments, settings_from_args
+
     parser = argparse.ArgumentParser(prog="server", description="Run the hospital_marl OpenEnv server.")
     add_server_arguments(parser)
     args = parser.parse_args(argv)
