@@ -9,7 +9,35 @@ command, set with ``set_defaults(func=...)``; raise :class:`CLIError` for a user
 append its ``add_commands`` to :data:`hospital_marl_cli.app.COMMANDS`.
 """
 
-from hospital_marl_cli.app import COMMANDS, build_parser, main
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
 from hospital_marl_cli.common import CLIError
 
 __all__ = ["COMMANDS", "CLIError", "build_parser", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``hospital-marl`` command (:func:`hospital_marl_cli.app.main`). ``serve`` on a busy
+    port is refused before the subcommands' imports (the simulator, policies, numba), which
+    took most of the refusal's time under load."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["serve"]:
+        from server.app import precheck_port
+
+        precheck_port(args[1:], "hospital-marl")
+    from hospital_marl_cli.app import main as run
+
+    return run(args)
+
+
+def __getattr__(name: str) -> Any:
+    """``COMMANDS`` and ``build_parser`` load the subcommands on first use."""
+    if name in ("COMMANDS", "build_parser"):
+        from hospital_marl_cli import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module 'hospital_marl_cli' has no attribute {name!r}")

@@ -67,10 +67,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from server.settings import ServerSettings, add_server_arguments, settings_from_args
-
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from server.settings import ServerSettings
 
 _FROM_ROUTES = ("SESSION_COOKIE", "SESSION_HEADER", "ServedEnv", "served_env", "OpenEnvPool")
 
@@ -88,6 +88,8 @@ def build_app(
 
 def make_rt_app(task: str | None = None, **settings: Any) -> FastAPI:
     """The app serving the radiotherapy env (SPEC-RT §7), with every guard and limit of the ED's."""
+    from server.settings import ServerSettings
+
     return build_app(ServerSettings(env="radiotherapy", task=task, **settings))
 
 
@@ -113,6 +115,14 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     both ends than it saves on loopback or a LAN, and adds latency to every step.
     """
     return {"ws_max_size": settings.ws_frame_limit_bytes, "ws_per_message_deflate": False}
+
+
+GIL_SWITCH_INTERVAL_S = 0.0005
+"""``sys.setswitchinterval`` while serving. The web view's agents (the planner above all) run in
+Gradio's worker threads, off the event loop but under the same GIL: at Python's default 5 ms a
+planner thread can hold the interpreter that long each time the event loop wants it back, and
+every WebSocket step waits. A tenth of that bounds the wait at a small cost in the threads'
+throughput (``benchmarks/server_load.py`` measures both)."""
 
 
 class PortInUseError(OSError):
@@ -142,6 +152,29 @@ def check_port(host: str, port: int) -> None:
             ) from None
 
 
+def precheck_port(argv: Sequence[str], prog: str) -> None:
+    """Exit at once, with :func:`check_port`'s one line, if the ``--host`` / ``--port`` that
+    ``argv`` asks for (defaults 127.0.0.1:8000) cannot be bound: run before the settings'
+    import, which loads the simulator package (numba, gymnasium) and took most of a busy-port
+    refusal's time under load. Arguments it cannot read are left to the real parser."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    try:
+        known, _ = parser.parse_known_args(list(argv))
+    except (SystemExit, ValueError):
+        return
+    if not 0 <= known.port <= 65535:
+        return
+    try:
+        check_port(known.host, known.port)
+    except PortInUseError as exc:
+        print(f"{prog}: error: {exc.strerror}", file=sys.stderr)
+        sys.exit(1 if prog == "server" else 2)
+    except (OSError, UnicodeError):
+        return  # an unusable host: the real parser and check_port say so
+
+
 def serve(
     settings: ServerSettings,
     host: str = "127.0.0.1",
@@ -154,10 +187,15 @@ def serve(
     check_port(host, port)
     import uvicorn
 
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+
+    from server.logs import log_config
+
     uvicorn.run(
         build_app(settings),
         host=host,
         port=port,
+        log_config=log_config(),  # follows sys.stderr: safe to call under a captured or redirected stream
         log_level=log_level,
         access_log=access_log,
         **uvicorn_options(settings),
@@ -166,6 +204,9 @@ def serve(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``server`` console script (OpenEnv's entry point): ``server --host --port --scenario ...``."""
+    precheck_port(sys.argv[1:] if argv is None else argv, "server")
+    from server.settings import add_server_arguments, settings_from_args
+
     parser = argparse.ArgumentParser(prog="server", description="Run the hospital_marl OpenEnv server.")
     add_server_arguments(parser)
     args = parser.parse_args(argv)

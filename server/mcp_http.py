@@ -50,9 +50,12 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == name), None)
 
 
-async def _json_reply(send: Send, status: int, body: dict[str, Any]) -> None:
+async def _json_reply(
+    send: Send, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
     payload = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
@@ -118,7 +121,7 @@ class StreamableMCP:
     @staticmethod
     def claims(scope: Scope, body: bytes) -> bool:
         """Whether a request to ``/mcp`` is the SDK's (standard MCP) rather than OpenEnv's."""
-        if scope["method"] in ("GET", "DELETE") or _header(scope, SESSION_HEADER) is not None:
+        if scope["method"] == "DELETE" or _header(scope, SESSION_HEADER) is not None:
             return True
         if _header(scope, VERSION_HEADER) is not None:
             return True
@@ -200,6 +203,18 @@ class StreamableMCP:
         return env
 
 
+ALLOWED_METHODS = ("POST", "DELETE")
+"""What ``/mcp`` serves over HTTP (the OpenAPI document lists both)."""
+
+
+async def _method_not_allowed(scope: Scope, send: Send) -> None:
+    """405 with ``Allow: POST, DELETE``. No server-initiated SSE stream is offered (the tools only
+    answer requests), so ``GET`` is a 405 as MCP's transport allows; clients carry on without it."""
+    message = f"{scope['method']} /mcp: use POST (DELETE with Mcp-Session-Id ends a session)"
+    allow = ((b"allow", ", ".join(ALLOWED_METHODS).encode()),)
+    await _json_reply(send, 405, _rpc_error(-32600, message, "METHOD_NOT_ALLOWED"), allow)
+
+
 def _replay(body: bytes) -> Receive:
     sent = False
 
@@ -224,6 +239,9 @@ class MCPDispatch:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].rstrip("/") != "/mcp":
             await self.app(scope, receive, send)
+            return
+        if scope["method"] not in ALLOWED_METHODS:
+            await _method_not_allowed(scope, send)
             return
         chunks = []
         while True:

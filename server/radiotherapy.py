@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import numpy as np
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
 import hospital_marl
@@ -57,6 +57,12 @@ class RTObservation(Observation):
     steps: int = Field(ge=0)
 
 
+_PAIR = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}
+"""A beam's ``[angle, weight]`` as JSON Schema without ``prefixItems``: the tuple's own schema is
+valid OpenAPI 3.1, but schemathesis rewrites it into a form its validator rejects (a "Schema
+Error" on every ``GET /state`` response); the pair's types are said in the description."""
+
+
 class RTState(State):
     """The session's episode."""
 
@@ -64,7 +70,9 @@ class RTState(State):
     seed: int | None = None
     started: bool = False
     score: float = 0.0
-    beams: list[tuple[int, float]] = Field(default_factory=list, description="(angle in degrees, weight)")
+    beams: list[Annotated[tuple[int, float], WithJsonSchema(_PAIR)]] = Field(
+        default_factory=list, description="[angle in whole degrees, weight] per beam"
+    )
 
 
 class RTResetParams(BaseModel):

@@ -398,6 +398,36 @@ def _add_streamable_mcp(app: FastAPI, streamable: StreamableMCP) -> None:
 
     app.router.lifespan_context = lifespan
     app.state.streamable_mcp = streamable
+    _document_mcp_delete(app)
+
+
+_JSON_RPC_ERROR = {
+    "description": "a JSON-RPC error (`error.data.code` says which)",
+    "content": {"application/json": {"schema": {"type": "object"}}},
+}
+
+
+def _document_mcp_delete(app: FastAPI) -> None:
+    """``DELETE /mcp`` ends a standard MCP session: :class:`~server.mcp_http.MCPDispatch` serves it
+    before any route is reached; this route puts it in the OpenAPI document (an undocumented
+    method must be a 405, and this one is real)."""
+
+    @app.delete(
+        "/mcp",
+        operation_id="end_mcp_session",
+        tags=["MCP"],
+        summary="End a standard MCP session (streamable HTTP)",
+        response_class=Response,
+        responses={
+            200: {"description": "the session ended"},
+            400: _JSON_RPC_ERROR | {"description": "no `Mcp-Session-Id` header"},
+            404: _JSON_RPC_ERROR | {"description": "unknown, expired, closed or another client's session"},
+        },
+    )
+    async def end_mcp_session(
+        mcp_session_id: Annotated[str, Header(alias="Mcp-Session-Id", min_length=1)],
+    ) -> Response:  # pragma: no cover - MCPDispatch answers first
+        raise _error(404, "UNKNOWN_SESSION", "no MCP session")
 
 
 def warm_up(served: ServedEnv) -> None:
@@ -419,33 +449,47 @@ def _typed(handler: Callable[..., Any], **annotations: Any) -> Callable[..., Any
     return handler
 
 
+def _lookup(store: SessionStore[Any], request: Request, sid: str | None) -> tuple[str, Any]:
+    """The caller's HTTP session ``sid`` (400 without an id; 404 unknown, expired or another's)."""
+    if not sid:
+        raise _error(400, "NO_SESSION", _NO_SESSION)
+    env = store.get(sid, _client(request))
+    if env is None:
+        raise _error(
+            404,
+            "UNKNOWN_SESSION",
+            f"no HTTP session {sid!r}: it never existed, was closed, or expired after "
+            f"{store.ttl_s:g} s idle. POST /reset to start a new one.",
+        )
+    return sid, env
+
+
+def _answer(response: Response, sid: str, obs: Any) -> HospitalStepResponse:
+    """An observation with its session id (body field and header)."""
+    response.headers[SESSION_HEADER] = sid
+    return HospitalStepResponse(**serialize_observation(obs), session_id=sid)
+
+
+_OK = {"description": "the observation and the session id", "headers": _SESSION_HEADERS}
+_SESSION_OF_RESET = "$response.body#/session_id"
+_RESET_LINKS = {
+    # How a client goes on from a reset: documented, and schemathesis' stateful phase follows them.
+    "StepSession": {"operationId": "step", "parameters": {f"header.{SESSION_HEADER}": _SESSION_OF_RESET}},
+    "SessionState": {"operationId": "state", "parameters": {"query.session_id": _SESSION_OF_RESET}},
+    "CloseSession": {"operationId": "close_session", "parameters": {"path.session_id": _SESSION_OF_RESET}},
+}
+
+
 def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -> None:
+    """Stateful HTTP episodes: ``POST /reset``, ``POST /step``, ``GET /state``, ``DELETE /sessions/{id}``."""
+    _add_reset_route(app, store, served)
+    _add_step_route(app, store, served)
+    _add_state_route(app, store, served)
+    _add_close_route(app, store)
+
+
+def _add_reset_route(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -> None:
     empty_reset_body = Body(default_factory=served.reset_request)  # no body: reset with defaults (as OpenEnv)
-
-    def lookup(request: Request, sid: str | None) -> tuple[str, Any]:
-        if not sid:
-            raise _error(400, "NO_SESSION", _NO_SESSION)
-        env = store.get(sid, _client(request))
-        if env is None:
-            raise _error(
-                404,
-                "UNKNOWN_SESSION",
-                f"no HTTP session {sid!r}: it never existed, was closed, or expired after "
-                f"{store.ttl_s:g} s idle. POST /reset to start a new one.",
-            )
-        return sid, env
-
-    def answer(response: Response, sid: str, obs: Any) -> HospitalStepResponse:
-        response.headers[SESSION_HEADER] = sid
-        return HospitalStepResponse(**serialize_observation(obs), session_id=sid)
-
-    ok = {"description": "the observation and the session id", "headers": _SESSION_HEADERS}
-    session_of_reset = "$response.body#/session_id"
-    links = {  # how a client goes on from a reset: documented, and schemathesis' stateful phase follows them
-        "StepSession": {"operationId": "step", "parameters": {f"header.{SESSION_HEADER}": session_of_reset}},
-        "SessionState": {"operationId": "state", "parameters": {"query.session_id": session_of_reset}},
-        "CloseSession": {"operationId": "close_session", "parameters": {"path.session_id": session_of_reset}},
-    }
 
     async def reset(
         request: Request,
@@ -467,7 +511,7 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         assert sid is not None
         obs = env.reset(**body.model_dump(exclude={"session_id"}))
         response.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="lax")
-        return answer(response, sid, obs)
+        return _answer(response, sid, obs)
 
     app.post(
         "/reset",
@@ -476,9 +520,9 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         tags=["Environment Control"],
         summary="Start an episode (opens or reuses a stateful HTTP session)",
         responses={
-            200: ok
+            200: _OK
             | {
-                "links": links,
+                "links": _RESET_LINKS,
                 "headers": _SESSION_HEADERS
                 | {
                     "Set-Cookie": {
@@ -496,6 +540,8 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         },
     )(_typed(reset, body=served.reset_request))
 
+
+def _add_step_route(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -> None:
     async def step(
         request: Request,
         response: Response,
@@ -507,12 +553,12 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         (ED: ``{"action": n}`` flat or ``{"triage": a, "bed_manager": b, "ventilator_officer": c}``
         team; RT: ``{"action": n}``). The session id: body ``session_id``, else the header, else
         the cookie."""
-        sid, env = lookup(request, body.session_id or x_session_id or hospital_session)
+        sid, env = _lookup(store, request, body.session_id or x_session_id or hospital_session)
         try:
             obs = env.step(body.action)
         except EpisodeStateError as exc:
             raise _error(409, exc.code, str(exc)) from None
-        return answer(response, sid, obs)
+        return _answer(response, sid, obs)
 
     app.post(
         "/step",
@@ -521,7 +567,7 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         tags=["Environment Control"],
         summary="Take one step in an HTTP session's episode",
         responses={
-            200: ok,
+            200: _OK,
             400: {
                 "model": ErrorResponse,
                 "description": "no session id given (`NO_SESSION`), "
@@ -534,13 +580,15 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         },
     )(_typed(step, body=served.step_request))
 
+
+def _add_state_route(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -> None:
     async def state(
         request: Request,
         session_id: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
         x_session_id: _SessionHeader = None,
         hospital_session: _SessionCookie = None,
     ) -> Any:
-        _, env = lookup(request, session_id or x_session_id or hospital_session)
+        _, env = _lookup(store, request, session_id or x_session_id or hospital_session)
         return env.state
 
     app.get(
@@ -552,6 +600,8 @@ def _add_http_session_routes(app: FastAPI, store: SessionStore[Any], served: Ser
         responses={400: _ERROR, 404: _ERROR},
     )(_typed(state, **{"return": served.state}))
 
+
+def _add_close_route(app: FastAPI, store: SessionStore[Any]) -> None:
     @app.delete(
         "/sessions/{session_id}",
         operation_id="close_session",
@@ -623,6 +673,66 @@ def _web_interface(enabled: bool) -> Iterator[None]:
             os.environ["ENABLE_WEB_INTERFACE"] = saved
 
 
+def _web_view(
+    settings: ServerSettings, ledger: ClientLedger, clock: Callable[[], float]
+) -> tuple[SessionStore[Any], Callable[..., Any]]:
+    """The web view's tab sessions and the page builder ``create_app`` mounts (ED or RT page)."""
+    if settings.env == "radiotherapy":
+        from server.rt_web import RTWebEpisodes as Episodes
+        from server.rt_web import rt_web_view_builder as view_builder
+
+        default = settings.rt_task
+    else:
+        from server.web import WebEpisodes as Episodes  # type: ignore[assignment]
+        from server.web import web_view_builder as view_builder  # type: ignore[assignment]
+
+        default = settings.scenario
+    store = SessionStore[Any](
+        functools.partial(Episodes, default),
+        settings.max_web_sessions,
+        settings.idle_timeout_s,
+        clock,
+        ledger,
+        name="web session",
+    )
+    return store, view_builder(store, default)
+
+
+def _gate_openenv_sessions(
+    app: FastAPI, settings: ServerSettings, ledger: ClientLedger, clock: Callable[[], float]
+) -> OpenEnvPool:
+    """OpenEnv's ``/ws``, ``/mcp`` WebSocket and HTTP ``/mcp`` routes behind this app's session
+    gate (counted, capped, owned, expiring); returns the pool they share."""
+    openenv_ws = _pop_route(app, "/ws", None)
+    pool = OpenEnvPool(openenv_ws.endpoint, settings, ledger, clock)
+    app.add_api_websocket_route(
+        "/ws", _SessionGate(openenv_ws.endpoint, "ws", pool, ledger, settings), name="ws"
+    )
+    openenv_mcp_ws = _pop_route(app, "/mcp", None)
+    app.add_api_websocket_route(
+        "/mcp", _SessionGate(openenv_mcp_ws.endpoint, "mcp", pool, ledger, settings), name="mcp_ws"
+    )
+    _add_mcp_http_route(app, _pop_route(app, "/mcp", "POST").endpoint, pool, ledger)
+    return pool
+
+
+def _add_schema_route(app: FastAPI, served: ServedEnv) -> None:
+    """``/schema`` with the served env's real models (OpenEnv reports its base ``State``)."""
+
+    @app.get(
+        "/schema",
+        response_model=SchemaResponse,
+        tags=["Schema"],
+        summary="Action, observation and state schemas",
+    )
+    async def schema() -> SchemaResponse:
+        return SchemaResponse(
+            action=served.action.model_json_schema(),
+            observation=served.observation.model_json_schema(),
+            state=served.state.model_json_schema(),
+        )
+
+
 def build_app(
     settings: ServerSettings | None = None, *, clock: Callable[[], float] = time.monotonic
 ) -> FastAPI:
@@ -638,28 +748,7 @@ def build_app(
     served = served_env(settings)
     warm_up(served)
     ledger = ClientLedger(settings.max_sessions_per_client)
-    web_store = None
-    builder = None
-    if settings.web:
-        if settings.env == "radiotherapy":
-            from server.rt_web import RTWebEpisodes as Episodes
-            from server.rt_web import rt_web_view_builder as view_builder
-
-            default = settings.rt_task
-        else:
-            from server.web import WebEpisodes as Episodes  # type: ignore[assignment]
-            from server.web import web_view_builder as view_builder  # type: ignore[assignment]
-
-            default = settings.scenario
-        web_store = SessionStore[Any](
-            functools.partial(Episodes, default),
-            settings.max_web_sessions,
-            settings.idle_timeout_s,
-            clock,
-            ledger,
-            name="web session",
-        )
-        builder = view_builder(web_store, default)
+    web_store, builder = _web_view(settings, ledger, clock) if settings.web else (None, None)
     with _web_interface(settings.web):
         app = create_app(
             served.factory,
@@ -680,16 +769,7 @@ def build_app(
     if settings.web:
         for path, method in _OPENENV_WEB_ROUTES:
             _pop_route(app, path, method)
-    openenv_ws = _pop_route(app, "/ws", None)
-    pool = OpenEnvPool(openenv_ws.endpoint, settings, ledger, clock)
-    app.add_api_websocket_route(
-        "/ws", _SessionGate(openenv_ws.endpoint, "ws", pool, ledger, settings), name="ws"
-    )
-    openenv_mcp_ws = _pop_route(app, "/mcp", None)
-    app.add_api_websocket_route(
-        "/mcp", _SessionGate(openenv_mcp_ws.endpoint, "mcp", pool, ledger, settings), name="mcp_ws"
-    )
-    _add_mcp_http_route(app, _pop_route(app, "/mcp", "POST").endpoint, pool, ledger)
+    pool = _gate_openenv_sessions(app, settings, ledger, clock)
 
     store = SessionStore[Any](
         served.factory,
@@ -702,20 +782,7 @@ def build_app(
     )
     _add_http_session_routes(app, store, served)
     _add_sessions_route(app, settings, store, pool, ledger, web_store)
-
-    @app.get(
-        "/schema",
-        response_model=SchemaResponse,
-        tags=["Schema"],
-        summary="Action, observation and state schemas",
-    )
-    async def schema() -> SchemaResponse:
-        return SchemaResponse(
-            action=served.action.model_json_schema(),
-            observation=served.observation.model_json_schema(),
-            state=served.state.model_json_schema(),
-        )
-
+    _add_schema_route(app, served)
     if served.action is HospitalAction:  # the ED has MCP tools; RT none
         _add_streamable_mcp(app, StreamableMCP(settings, ledger, clock, settings.scenario))
     app.add_middleware(  # outermost: every request is checked before anything else sees it

@@ -32,7 +32,7 @@ from hospital_marl.radiotherapy.core.sealed import PlanSeal
 from hospital_marl.radiotherapy.core.tasks import TASKS
 from server.models import MAX_SEED
 from server.sessions import SessionStore
-from server.web import WEB_CONCURRENCY, TabSessions, WebError, gradio_builder, picture
+from server.web import WEB_CONCURRENCY, TabSessions, WebError, WebPage, gradio_builder, picture
 
 AGENTS: tuple[str, ...] = ("planner", "anatomy_aware", "evenly_spaced", "ppo")
 """Agents the page offers, those :func:`policies.radiotherapy.load` can build here."""
@@ -190,7 +190,7 @@ def build_rt_web_view(
     agents = available_agents()
     tabs = TabSessions(store)
 
-    with gr.Blocks(title=title) as page:
+    with WebPage(title=title) as page:
         sid_state = gr.State(None)
         gr.Markdown(
             "## Radiotherapy treatment planning, live\n"

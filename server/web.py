@@ -25,8 +25,13 @@ worker threads: the page never blocks the API's event loop.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
+import io
+import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +39,8 @@ from typing import Any
 import gradio as gr
 import numpy as np
 import pandas as pd
+from gradio.data_classes import ImageData
+from PIL import Image
 
 import policies
 from grading.grader import SealedPolicy, policy_seed
@@ -62,6 +69,15 @@ CHARTS: tuple[tuple[str, str], ...] = (
 
 WEB_CONCURRENCY = 4
 """Gradio events run at once per handler (each in a worker thread)."""
+
+PNG_CACHE_ENTRIES = 64
+"""Encoded frames kept in memory (least recently used first out): the image cache's bound."""
+
+GRADIO_CACHE_SWEEP: tuple[int, int] = (300, 600)
+"""Gradio's ``delete_cache`` (every, older than; seconds): any file Gradio itself writes for the
+page is removed on this schedule. The boards write none (:class:`MemoryImage`)."""
+
+logger = logging.getLogger("server.web")
 
 BOARD_SCALE = 2
 """The 240 × 480 frame is drawn at this integer zoom (crisp cells, no smoothing)."""
@@ -273,12 +289,12 @@ class TabSessions:
     def session(self, sid: str | None, request: gr.Request | None) -> tuple[str, Any, str]:
         """The tab's web session, opening a fresh one if it has none or it expired."""
         store = self.store
+        client = request.client.host if request is not None and request.client else ""
         if sid is not None:
             with store.lock:
-                episodes = store.get(sid)
+                episodes = store.get(sid, client)  # a tab's session is its client's, as every session
             if episodes is not None:
                 return sid, episodes, ""
-        client = request.client.host if request is not None and request.client else ""
         with store.lock:
             new_sid, episodes = store.open(client)
         if request is not None and request.session_hash:
@@ -314,21 +330,103 @@ class TabSessions:
         with self._lock:
             sid = self._tabs.pop(request.session_hash, None) if request.session_hash else None
         if sid is not None:
+            client = request.client.host if request.client else ""
             with self.store.lock:
-                self.store.close(sid)
+                self.store.close(sid, client)
 
 
 # ------------------------------------------------------------------ page
+class PNGCache:
+    """Frames encoded as PNG ``data:`` URLs, at most ``entries`` of them, in memory (thread-safe).
+
+    Boards repeat (the agent's while it waits, an unchanged day on reload): a repeat costs a
+    hash, not an encode. Nothing is written to disk, so nothing is shared between requests."""
+
+    def __init__(self, entries: int = PNG_CACHE_ENTRIES) -> None:
+        self.entries = entries
+        self._urls: OrderedDict[bytes, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._urls)
+
+    def data_url(self, frame: np.ndarray) -> str:
+        frame = np.ascontiguousarray(frame, dtype=np.uint8)
+        key = hashlib.blake2b(
+            frame.tobytes(), digest_size=16, person=repr(frame.shape).encode()[:16]
+        ).digest()
+        with self._lock:
+            url = self._urls.get(key)
+            if url is not None:
+                self._urls.move_to_end(key)
+                return url
+        buffer = io.BytesIO()
+        Image.fromarray(frame).save(buffer, format="PNG", compress_level=3)
+        url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+        with self._lock:
+            self._urls[key] = url
+            while len(self._urls) > self.entries:
+                self._urls.popitem(last=False)
+        return url
+
+
+FRAMES = PNGCache()
+"""The process's encoded frames (every page and tab; bounded)."""
+
+
+def in_memory(image: gr.Image) -> gr.Image:
+    """``image`` with its numpy frames sent inside the event's reply, as a PNG ``data:`` URL from
+    :data:`FRAMES`. Gradio's own ``gr.Image`` writes each frame to one file named by its content
+    hash and serves that file: two tabs showing the same board rewrite the same file while the
+    other's download reads it (truncated images, tracebacks), and the cache directory grows with
+    every new board (~1 MB per 90 ticks measured). (Set on the instance: a ``gr.Image``
+    subclass would make Gradio write a ``.pyi`` stub beside this module at import.)"""
+    to_file = image.postprocess
+
+    def postprocess(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return ImageData(url=FRAMES.data_url(value), mime_type="image/png", orig_name="board.png")
+        return to_file(value)
+
+    image.postprocess = postprocess  # type: ignore[method-assign]
+    return image
+
+
+class WebPage(gr.Blocks):
+    """The pages' ``gr.Blocks``: Gradio's temporary files swept on a schedule, and input Gradio
+    cannot even convert (a seed ``"abc"``, too few values) refused with one log line, not a
+    traceback per request (it still reaches the browser as an error)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(delete_cache=GRADIO_CACHE_SWEEP, **kwargs)
+
+    async def preprocess_data(self, block_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().preprocess_data(block_fn, *args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as exc:  # Gradio's own validation: the request's fault, not the server's
+            reason = next(
+                (line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__
+            )
+            logger.warning(
+                "web view: bad input to %s refused: %s", getattr(block_fn, "name", "?"), reason[:200]
+            )
+            raise gr.Error(f"Bad input: {reason}", print_exception=False) from None
+
+
 def picture(label: str, elem_id: str) -> gr.Image:
-    """A read-only picture of an env's ``rgb_array`` frame (numpy in, PNG to the browser)."""
-    return gr.Image(
-        label=label,
-        show_label=False,
-        buttons=[],
-        type="numpy",
-        interactive=False,
-        elem_id=elem_id,
-        format="png",
+    """A read-only picture of an env's ``rgb_array`` frame (numpy in, PNG in the reply)."""
+    return in_memory(
+        gr.Image(
+            label=label,
+            show_label=False,
+            buttons=[],
+            type="numpy",
+            interactive=False,
+            elem_id=elem_id,
+            format="png",
+        )
     )
 
 
@@ -357,162 +455,204 @@ def web_view_builder(store: SessionStore[WebEpisodes], scenario: str) -> Callabl
     return gradio_builder(build_web_view, store, scenario)
 
 
+@dataclass
+class _EDPage:
+    """The ED page's components, in the order every handler returns them (:meth:`outputs`)."""
+
+    sid_state: Any
+    scenario: Any
+    seed: Any
+    track: Any
+    agent: Any
+    new_day: Any
+    status: Any
+    you_board: Any
+    you_metrics: Any
+    agent_board: Any
+    agent_metrics: Any
+    flat_group: Any
+    team_group: Any
+    flat_buttons: list[Any]
+    role_radios: list[Any]
+    team_play: Any
+    agent_tick: Any
+    agent_finish: Any
+    charts: list[Any]
+
+    def outputs(self) -> list[Any]:
+        return [
+            self.sid_state,
+            self.status,
+            self.you_board,
+            self.you_metrics,
+            self.agent_board,
+            self.agent_metrics,
+            self.flat_group,
+            self.team_group,
+            *self.flat_buttons,
+            *self.role_radios,
+            *self.charts,
+        ]
+
+
+def _ed_layout(scenario: str, agents: list[str]) -> _EDPage:
+    """The ED page's components (inside the page's ``gr.Blocks``): the day's pick, both boards,
+    the moves of both tracks, the agent's buttons, the charts."""
+    sid_state = gr.State(None)
+    gr.Markdown(
+        "## The emergency department, live\n"
+        "Pick a day (scenario and seed), then play it tick by tick with the legal actions below, "
+        "while an agent plays the same day beside you. Cells are patients coloured by severity "
+        "(green 1 … red 5); rows: 20 general beds, 5 ICU beds and 3 ventilators, the waiting "
+        "queue, then time, deaths and queue-length bars."
+    )
+    with gr.Row():
+        scenario_pick = gr.Dropdown(list(SCENARIOS), value=scenario, label="Scenario", elem_id="scenario")
+        seed = gr.Number(value=0, precision=0, minimum=0, label="Seed (the day)", elem_id="seed")
+        track = gr.Radio(list(TRACKS), value="flat", label="Your track", elem_id="track")
+        agent = gr.Dropdown(agents, value=agents[0], label="Agent", elem_id="agent")
+        new_day = gr.Button("New day", variant="primary", elem_id="new-day")
+    status = gr.Markdown(elem_id="status")
+    with gr.Row():
+        with gr.Column():
+            you_board = picture("Your ED", "board-you")
+            you_metrics = gr.Markdown(elem_id="metrics-you")
+        with gr.Column():
+            agent_board = picture("The agent's ED", "board-agent")
+            agent_metrics = gr.Markdown(elem_id="metrics-agent")
+    with gr.Group(visible=True) as flat_group:
+        gr.Markdown("**Your move** — the legal actions this tick (flat track):")
+        with gr.Row():
+            flat_buttons = [
+                gr.Button(_flat_label(i), size="sm", visible=False, elem_id=f"act-{i}", min_width=80)
+                for i in range(N_FLAT_ACTIONS)
+            ]
+    with gr.Group(visible=False) as team_group:
+        gr.Markdown("**Your move** — one legal action per role, carried out in this order (team track):")
+        role_radios = [gr.Radio([], value=0, label=role, elem_id=f"role-{role}") for role in ROLES]
+        team_play = gr.Button("Play this tick", variant="primary", elem_id="team-play")
+    with gr.Row():
+        agent_tick = gr.Button("Agent: one tick", elem_id="agent-tick")
+        agent_finish = gr.Button("Agent: finish the shift", elem_id="agent-finish")
+    with gr.Row():
+        charts = [
+            gr.LinePlot(
+                x="tick",
+                y=column,
+                color="who",
+                color_map={"you": "#1f77b4", "agent": "#ff7f0e"},
+                title=chart_title,
+                height=220,
+                elem_id=f"chart-{column}",
+            )
+            for column, chart_title in CHARTS
+        ]
+    return _EDPage(
+        sid_state, scenario_pick, seed, track, agent, new_day, status, you_board, you_metrics,
+        agent_board, agent_metrics, flat_group, team_group, flat_buttons, role_radios, team_play,
+        agent_tick, agent_finish, charts,
+    )  # fmt: skip
+
+
+def _ed_view(sid: str | None, episodes: WebEpisodes | None, message: str = "") -> list[Any]:
+    """Every output of the ED page (:meth:`_EDPage.outputs` order) for the tab's episodes."""
+    if episodes is None or not episodes.started:
+        hidden = [gr.update(visible=False)] * N_FLAT_ACTIONS
+        empty = [gr.update(choices=[], value=None)] * len(ROLES)
+        return [
+            sid,
+            message,
+            None,
+            "",
+            None,
+            "",
+            gr.update(),
+            gr.update(),
+            *hidden,
+            *empty,
+            *[None] * len(CHARTS),
+        ]
+    you_h, agent_h = episodes._your_hospital(), episodes.agent_hospital
+    line = message or (
+        f"Last move: {episodes.last_outcome}"
+        if episodes.last_outcome
+        else f"Day: **{episodes.scenario}**, seed **{episodes.seed}**, track "
+        f"**{episodes.track}**, agent **{episodes.agent_name}**."
+    )
+    legal = episodes.legal_flat()
+    roles = episodes.legal_roles()
+    history = pd.DataFrame(episodes.history)
+    return [
+        sid,
+        line,
+        _board(you_h),
+        metrics_markdown(you_h, "You"),
+        _board(agent_h),
+        metrics_markdown(agent_h, f"Agent ({episodes.agent_name})"),
+        gr.update(visible=episodes.track == "flat"),
+        gr.update(visible=episodes.track == "team"),
+        *[gr.update(visible=ok) for ok in legal],
+        *[gr.update(choices=roles[role], value=0 if roles[role] else None) for role in ROLES],
+        *[history[["tick", "who", column]] for column, _ in CHARTS],
+    ]
+
+
+def _start_day(episodes: WebEpisodes, scenario: str, seed: Any, track: str, agent: str) -> None:
+    episodes.new_day(scenario, seed, track, agent)
+
+
+def _ensure_day(episodes: WebEpisodes, scenario: str, seed: Any, track: str, agent: str) -> None:
+    if not episodes.started:
+        episodes.new_day(scenario, seed, track, agent)
+
+
+def _play_team(episodes: WebEpisodes, *choices: Any) -> None:
+    episodes.play_team(dict(zip(ROLES, choices)))
+
+
+def _wire_ed_events(page: gr.Blocks, parts: _EDPage, tabs: TabSessions) -> None:
+    """Each control's event: the tab's session, the action, then the whole view."""
+    run = functools.partial(tabs.run, _ed_view)
+
+    # Gradio passes the request only to a parameter it can see: one wrapper per arity.
+    def handler(act: Callable[..., None]) -> Callable[..., list[Any]]:
+        def on_click(sid: str | None, request: gr.Request) -> list[Any]:
+            return run(act, sid, (), request)
+
+        return on_click
+
+    def day_handler(act: Callable[..., None]) -> Callable[..., list[Any]]:
+        def on_day(
+            sid: str | None, scenario_: Any, seed_: Any, track_: Any, agent_: Any, request: gr.Request
+        ) -> list[Any]:
+            return run(act, sid, (scenario_, seed_, track_, agent_), request)
+
+        return on_day
+
+    def on_team(
+        sid: str | None, triage: Any, bed_manager: Any, ventilator_officer: Any, request: gr.Request
+    ) -> list[Any]:
+        return run(_play_team, sid, (triage, bed_manager, ventilator_officer), request)
+
+    day_inputs = [parts.sid_state, parts.scenario, parts.seed, parts.track, parts.agent]
+    one = [parts.sid_state]
+    events = {"outputs": parts.outputs(), "concurrency_limit": WEB_CONCURRENCY}
+    page.load(day_handler(_ensure_day), inputs=day_inputs, **events)
+    parts.new_day.click(day_handler(_start_day), inputs=day_inputs, **events)
+    for i, button in enumerate(parts.flat_buttons):
+        button.click(handler(functools.partial(WebEpisodes.play_flat, action=i)), inputs=one, **events)
+    parts.team_play.click(on_team, inputs=[parts.sid_state, *parts.role_radios], **events)
+    parts.agent_tick.click(handler(WebEpisodes.agent_step), inputs=one, **events)
+    parts.agent_finish.click(handler(WebEpisodes.agent_finish), inputs=one, **events)
+    page.unload(tabs.close_tab)
+
+
 def build_web_view(
     store: SessionStore[WebEpisodes], scenario: str, title: str = "hospital_marl"
 ) -> gr.Blocks:
     """The page. Every handler takes the tab's session id and returns the whole view."""
-    agents = available_agents()
     tabs = TabSessions(store)
-
-    with gr.Blocks(title=title) as page:
-        sid_state = gr.State(None)
-        gr.Markdown(
-            "## The emergency department, live\n"
-            "Pick a day (scenario and seed), then play it tick by tick with the legal actions below, "
-            "while an agent plays the same day beside you. Cells are patients coloured by severity "
-            "(green 1 … red 5); rows: 20 general beds, 5 ICU beds and 3 ventilators, the waiting "
-            "queue, then time, deaths and queue-length bars."
-        )
-        with gr.Row():
-            scenario_pick = gr.Dropdown(list(SCENARIOS), value=scenario, label="Scenario", elem_id="scenario")
-            seed = gr.Number(value=0, precision=0, minimum=0, label="Seed (the day)", elem_id="seed")
-            track = gr.Radio(list(TRACKS), value="flat", label="Your track", elem_id="track")
-            agent = gr.Dropdown(agents, value=agents[0], label="Agent", elem_id="agent")
-            new_day = gr.Button("New day", variant="primary", elem_id="new-day")
-        status = gr.Markdown(elem_id="status")
-        with gr.Row():
-            with gr.Column():
-                you_board = picture("Your ED", "board-you")
-                you_metrics = gr.Markdown(elem_id="metrics-you")
-            with gr.Column():
-                agent_board = picture("The agent's ED", "board-agent")
-                agent_metrics = gr.Markdown(elem_id="metrics-agent")
-        with gr.Group(visible=True) as flat_group:
-            gr.Markdown("**Your move** — the legal actions this tick (flat track):")
-            with gr.Row():
-                flat_buttons = [
-                    gr.Button(_flat_label(i), size="sm", visible=False, elem_id=f"act-{i}", min_width=80)
-                    for i in range(N_FLAT_ACTIONS)
-                ]
-        with gr.Group(visible=False) as team_group:
-            gr.Markdown("**Your move** — one legal action per role, carried out in this order (team track):")
-            role_radios = [gr.Radio([], value=0, label=role, elem_id=f"role-{role}") for role in ROLES]
-            team_play = gr.Button("Play this tick", variant="primary", elem_id="team-play")
-        with gr.Row():
-            agent_tick = gr.Button("Agent: one tick", elem_id="agent-tick")
-            agent_finish = gr.Button("Agent: finish the shift", elem_id="agent-finish")
-        with gr.Row():
-            charts = [
-                gr.LinePlot(
-                    x="tick",
-                    y=column,
-                    color="who",
-                    color_map={"you": "#1f77b4", "agent": "#ff7f0e"},
-                    title=chart_title,
-                    height=220,
-                    elem_id=f"chart-{column}",
-                )
-                for column, chart_title in CHARTS
-            ]
-
-        outputs = [
-            sid_state,
-            status,
-            you_board,
-            you_metrics,
-            agent_board,
-            agent_metrics,
-            flat_group,
-            team_group,
-            *flat_buttons,
-            *role_radios,
-            *charts,
-        ]
-
-        def view(sid: str | None, episodes: WebEpisodes | None, message: str = "") -> list[Any]:
-            if episodes is None or not episodes.started:
-                hidden = [gr.update(visible=False)] * N_FLAT_ACTIONS
-                empty = [gr.update(choices=[], value=None)] * len(ROLES)
-                return [
-                    sid,
-                    message,
-                    None,
-                    "",
-                    None,
-                    "",
-                    gr.update(),
-                    gr.update(),
-                    *hidden,
-                    *empty,
-                    *[None] * len(charts),
-                ]
-            you_h, agent_h = episodes._your_hospital(), episodes.agent_hospital
-            line = message or (
-                f"Last move: {episodes.last_outcome}"
-                if episodes.last_outcome
-                else f"Day: **{episodes.scenario}**, seed **{episodes.seed}**, track "
-                f"**{episodes.track}**, agent **{episodes.agent_name}**."
-            )
-            legal = episodes.legal_flat()
-            roles = episodes.legal_roles()
-            history = pd.DataFrame(episodes.history)
-            return [
-                sid,
-                line,
-                _board(you_h),
-                metrics_markdown(you_h, "You"),
-                _board(agent_h),
-                metrics_markdown(agent_h, f"Agent ({episodes.agent_name})"),
-                gr.update(visible=episodes.track == "flat"),
-                gr.update(visible=episodes.track == "team"),
-                *[gr.update(visible=ok) for ok in legal],
-                *[gr.update(choices=roles[role], value=0 if roles[role] else None) for role in ROLES],
-                *[history[["tick", "who", column]] for column, _ in CHARTS],
-            ]
-
-        run = functools.partial(tabs.run, view)
-
-        # Gradio passes the request only to a parameter it can see: one wrapper per arity.
-        def handler(act: Callable[..., None]) -> Callable[..., list[Any]]:
-            def on_click(sid: str | None, request: gr.Request) -> list[Any]:
-                return run(act, sid, (), request)
-
-            return on_click
-
-        def day_handler(act: Callable[..., None]) -> Callable[..., list[Any]]:
-            def on_day(
-                sid: str | None, scenario_: Any, seed_: Any, track_: Any, agent_: Any, request: gr.Request
-            ) -> list[Any]:
-                return run(act, sid, (scenario_, seed_, track_, agent_), request)
-
-            return on_day
-
-        def on_team(
-            sid: str | None, triage: Any, bed_manager: Any, ventilator_officer: Any, request: gr.Request
-        ) -> list[Any]:
-            return run(team, sid, (triage, bed_manager, ventilator_officer), request)
-
-        def start(episodes: WebEpisodes, scenario_: str, seed_: Any, track_: str, agent_: str) -> None:
-            episodes.new_day(scenario_, seed_, track_, agent_)
-
-        def ensure_day(episodes: WebEpisodes, scenario_: str, seed_: Any, track_: str, agent_: str) -> None:
-            if not episodes.started:
-                episodes.new_day(scenario_, seed_, track_, agent_)
-
-        def team(episodes: WebEpisodes, *choices: Any) -> None:
-            episodes.play_team(dict(zip(ROLES, choices)))
-
-        day_inputs = [sid_state, scenario_pick, seed, track, agent]
-        events = {"outputs": outputs, "concurrency_limit": WEB_CONCURRENCY}
-        page.load(day_handler(ensure_day), inputs=day_inputs, **events)
-        new_day.click(day_handler(start), inputs=day_inputs, **events)
-        for i, button in enumerate(flat_buttons):
-            button.click(
-                handler(functools.partial(WebEpisodes.play_flat, action=i)), inputs=[sid_state], **events
-            )
-        team_play.click(on_team, inputs=[sid_state, *role_radios], **events)
-        agent_tick.click(handler(WebEpisodes.agent_step), inputs=[sid_state], **events)
-        agent_finish.click(handler(WebEpisodes.agent_finish), inputs=[sid_state], **events)
-
-        page.unload(tabs.close_tab)
+    with WebPage(title=title) as page:
+        parts = _ed_layout(scenario, available_agents())
+        _wire_ed_events(page, parts, tabs)
     return page

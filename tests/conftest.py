@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,28 @@ from hospital_marl import SCENARIOS, Scenario, register_scenario
 from tests.helpers import TINY
 
 pytest_plugins = ["tests.ci_gaps"]  # in CI, a test that cannot import its dependencies fails
+
+
+def closed_stream_handlers() -> list[str]:
+    """Loggers with a ``StreamHandler`` whose stream is closed (``"<logger>: <handler>"``)."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    return [
+        f"{logger.name}: {handler!r}"
+        for logger in loggers
+        if isinstance(logger, logging.Logger)
+        for handler in logger.handlers
+        if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False)
+    ]
+
+
+@pytest.fixture(autouse=True)
+def _no_log_handler_on_a_closed_stream() -> Iterator[None]:
+    """A test must not leave a logging handler on a stream that is closed once the test ends
+    (pytest's capture streams are): every later record would raise ``I/O operation on closed
+    file``, and a serial CI run lost its ``sys.stderr`` that way. Checked as the test ends."""
+    yield
+    if leaked := closed_stream_handlers():
+        pytest.fail(f"logging handlers left on a closed stream: {leaked}", pytrace=False)
 
 
 @pytest.fixture

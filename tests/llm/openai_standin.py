@@ -165,8 +165,6 @@ def serve_standin(standin: OpenAIStandIn, host: str = "127.0.0.1", port: int = 0
     # Accepted sockets inherit it: without, every reply waits ~40 ms for a delayed ACK (Nagle).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
-    # log_config=None: dictConfig would close every handler in the test process (see
-    # tests/server/live.py), absl's with pytest's capture file behind it.
     server = uvicorn.Server(uvicorn.Config(standin.app, log_level="warning", log_config=None, lifespan="off"))
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="openai-standin"

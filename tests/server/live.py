@@ -47,22 +47,20 @@ def wait_healthy(
 
 
 @contextmanager
-def live_server(
-    settings: ServerSettings | None = None, *, log_config: dict | str | None = None
-) -> Iterator[str]:
+def live_server(settings: ServerSettings | None = None) -> Iterator[str]:
     """Serve ``build_app(settings)`` on 127.0.0.1; yields the base URL; always stops the server.
 
-    Logging is left alone by default (uvicorn's records reach pytest's ``caplog``): a
-    ``log_config`` runs ``logging.config.dictConfig``, which closes every handler in the
-    process, and absl's handler (imported with ray by the RLlib tests) closes its stream, which
-    was pytest's capture file: the serial suite then died with "lost sys.stderr"."""
+    Logging is left alone (uvicorn's ``log_config=None``): its records propagate to pytest's
+    ``caplog`` and reports. uvicorn's default config would bind handlers to the ``sys.stderr``
+    of the moment, a capture stream pytest closes after the test (``I/O operation on closed
+    file`` for every later record, and a suite that loses its stderr)."""
     settings = settings or ServerSettings()
     sock = loopback_socket()
     host, port = sock.getsockname()
     config = uvicorn.Config(
         build_app(settings),
         log_level="warning",
-        log_config=log_config,
+        log_config=None,
         **uvicorn_options(settings),
         lifespan="on",
     )

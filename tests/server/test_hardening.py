@@ -279,7 +279,7 @@ def test_client_closing_mid_step_is_logged_at_info_without_traceback(
                 await ws.close()
 
     caplog.set_level(logging.INFO)
-    with live_server(ServerSettings(), log_config=None) as url:
+    with live_server(ServerSettings()) as url:
         for abort in (False, True, False, True):
             asyncio.run(hang_up(url, abort))
         import httpx

@@ -16,14 +16,21 @@ from tests.server.live import loopback_socket
 pytestmark = pytest.mark.server
 
 PROBE = """
+import runpy
 import sys
-from server.app import main
 try:
-    main(sys.argv[1:])
+    if sys.argv[1] == "server":
+        from server.app import main
+        main(sys.argv[2:])
+    else:  # what `python -m hospital_marl_cli serve ...` runs
+        sys.argv = ["hospital_marl_cli", "serve", *sys.argv[2:]]
+        runpy.run_module("hospital_marl_cli", run_name="__main__")
 finally:
     # What was loaded before the refusal: the port is checked before fastapi, openenv-core,
-    # Gradio and the kernel's compile (which took ~24 s before failing, measured).
-    loaded = [m for m in ("fastapi", "gradio", "openenv.core", "uvicorn") if m in sys.modules]
+    # Gradio, the kernel's compile (which took ~24 s before failing, measured) and even the
+    # simulator package's import (numba, gymnasium: most of a refusal's 3.7 s under load).
+    heavy = ("fastapi", "gradio", "openenv.core", "uvicorn", "hospital_marl", "numba", "gymnasium")
+    loaded = [m for m in heavy if m in sys.modules]
     print("loaded:", ",".join(loaded), file=sys.stderr)
 """
 
@@ -34,10 +41,7 @@ def test_a_busy_port_fails_before_any_slow_start_up_with_a_one_line_hint(command
         taken.listen()
         port = str(taken.getsockname()[1])
         argv = ["--host", "127.0.0.1", "--port", port]
-        if command == "server":
-            run = [sys.executable, "-c", PROBE, *argv]
-        else:
-            run = [sys.executable, "-m", "hospital_marl_cli", "serve", *argv]
+        run = [sys.executable, "-c", PROBE, command, *argv]
         started = time.monotonic()
         done = subprocess.run(run, capture_output=True, text=True, timeout=120)
         elapsed = time.monotonic() - started
@@ -45,9 +49,8 @@ def test_a_busy_port_fails_before_any_slow_start_up_with_a_one_line_hint(command
     assert done.returncode != 0 and done.stdout == ""
     assert len(lines) == 1, done.stderr  # one line: no traceback, no "Application startup complete"
     assert f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0] and "--port" in lines[0]
-    if command == "server":
-        loaded = [line for line in done.stderr.splitlines() if line.startswith("loaded:")]
-        assert loaded == ["loaded: "], done.stderr
+    loaded = [line for line in done.stderr.splitlines() if line.startswith("loaded:")]
+    assert loaded == ["loaded: "], done.stderr
     print(f"{command}: refused in {elapsed:.2f} s")  # a figure for the record, not a threshold
 
 
