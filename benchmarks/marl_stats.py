@@ -189,14 +189,29 @@ def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[
     for runs in algorithms.values():
         runs.sort(key=lambda r: r["seed"])
     algorithms = dict(sorted(algorithms.items(), key=lambda item: ORDER.index(item[0])))
-    flat = {name: heldout(name, track="flat") for name in FLAT}
     return {
         "heldout": {"grader_seed": HELDOUT_SEED, "episodes_per_scenario": episodes, "track": "team"},
         "validation": {"grader_seed": 1000, "note": "checkpoint selection and the learning curves"},
         "scenarios": list(BUILTIN_SCENARIOS),
-        "reference": {REFERENCE: heldout(REFERENCE), PLANNER: heldout(PLANNER)},
+        **references(episodes),
         "algorithms": algorithms,
-        "flat": {"track": "flat", "policies": flat},
+    }
+
+
+def references(episodes: int) -> dict[str, Any]:
+    """The reference policies' held-out scores (team: heuristic and planner; flat: ``FLAT``), the
+    part of the collected JSON to redo alone when only a reference policy changed
+    (``collect --references``)."""
+    from grading import grade
+    from training.benchmarl.train import HELDOUT_SEED
+
+    def heldout(policy: Any, track: str = "team") -> dict[str, list[float]]:
+        report = grade(policy, episodes=episodes, seed=HELDOUT_SEED, track=track)
+        return {s: [round(v, 4) for v in report["scenarios"][s]["episode_scores"]] for s in BUILTIN_SCENARIOS}
+
+    return {
+        "reference": {REFERENCE: heldout(REFERENCE), PLANNER: heldout(PLANNER)},
+        "flat": {"track": "flat", "policies": {name: heldout(name, track="flat") for name in FLAT}},
     }
 
 
@@ -630,6 +645,12 @@ def main() -> int:
     )
     parser.add_argument("--episodes", type=int, default=100, help="collect: held-out episodes per scenario")
     parser.add_argument("--only", nargs="*", default=(), help="publish/collect: only these run directories")
+    parser.add_argument(
+        "--references",
+        action="store_true",
+        help="collect: re-grade only the reference policies (team and flat) into the existing JSON, "
+        "after a reference policy changed; the runs' scores are kept",
+    )
     parser.add_argument("--results", default=str(RESULTS), help="the collected JSON")
     parser.add_argument("--reps", type=int, default=stats.DEFAULT_REPS, help="bootstrap resamples")
     parser.add_argument(
@@ -646,7 +667,11 @@ def main() -> int:
         if not any(runs_root.glob("*/benchmarl.json")):
             parser.error(f"no train benchmarl run directories under {runs_root}")
         results.parent.mkdir(parents=True, exist_ok=True)
-        collected = collect(runs_root, args.episodes, tuple(args.only))
+        if args.references:
+            collected = json.loads(results.read_text())
+            collected.update(references(collected["heldout"]["episodes_per_scenario"]))
+        else:
+            collected = collect(runs_root, args.episodes, tuple(args.only))
         results.write_text(json.dumps(collected, indent=1) + "\n")
         print(results)
         return 0
