@@ -6,9 +6,10 @@
   (turned onto the exact spacing), then the weights nudged down (up) one beam at a
   time while the tumour is overdosed (D95 > 1.05 Rx) or short (D95 < 0.97 Rx), then lock;
 - ``six_full``: the original's fixed script: six beams at full weight, then lock;
-- ``anatomy_aware``: what a planner does first on the CT: beam angles chosen away from the
-  OARs (entry and exit sides, by priority, from the observation's ``anatomy`` block), apertures
-  narrowed to a 1-voxel margin, then the weights trimmed to coverage like ``evenly_spaced``.
+- ``anatomy_aware``: what a planner does at the console: seven evenly spaced beams turned to
+  where they cross the OARs least (entry and exit side, by priority, from the observation's
+  ``anatomy`` block), the weights trimmed, then one edit at a time (aperture, weight, a turn away
+  from the OARs) kept when the score, rebuilt from the observation, rises and undone otherwise.
 
 The scripted ones read only the observation (beam table, tumour status, anatomy), never the phantom.
 Weight trimming: one notch per beam in turn, down while the tumour has a hot spot (D2 > 1.07 Rx),
@@ -23,6 +24,13 @@ import numpy as np
 
 from hospital_marl.radiotherapy.core.calibration import evenly_spaced_angles
 from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, MAX_MARGIN, N_ANGLES
+from hospital_marl.radiotherapy.core.metrics import (
+    D2_FAIL,
+    PRIORITY_WEIGHTS,
+    beam_term,
+    oar_fraction,
+    score_from_terms,
+)
 from hospital_marl.radiotherapy.core.plan import (
     ADD,
     LOCK,
@@ -134,37 +142,150 @@ PRIORITY_COST = {1: 4.0, 2: 2.0, 3: 1.0}
 """How much a beam through an OAR costs, by priority (the anatomy-aware baseline's)."""
 
 
+def observed_score(observation: Mapping[str, np.ndarray]) -> float:
+    """The plan's score rebuilt from the observation alone (what a planner reads off the DVH
+    panel): every term of :func:`~hospital_marl.radiotherapy.core.metrics.score_terms` is in it
+    (V95, the D98 shortfall, the hot-spot term, CI, D2, the beams, each OAR's priority, worst
+    constraint ratio and failure flag), combined by the score's own
+    :func:`~hospital_marl.radiotherapy.core.metrics.score_from_terms`; equal to the env's score
+    up to the observation's float32 rounding."""
+    status = observation["tumour_status"].astype(np.float64)
+    oars = observation["oar_status"].astype(np.float64)
+    present = observation["oar_present"] > 0
+    priority = np.rint(oars[:, 0] * 3).astype(int)
+    weights = [PRIORITY_WEIGHTS.get(int(p), 0.0) if ok else 0.0 for p, ok in zip(priority, present)]
+    total = sum(weights)
+    oar = (
+        sum(w * oar_fraction(2.0 * r, 1.0) for w, r in zip(weights, oars[:, 1]) if w) / total
+        if total
+        else 1.0
+    )
+    n_beams = round(float(observation["beams"][:, 2].sum()))
+    terms = {
+        "coverage": 0.5 * (1.0 - status[1]) + 0.5 * (1.0 - status[0]),
+        "oar": oar,
+        "ci": status[4],
+        "beams": beam_term(n_beams),
+        "hot": status[2],
+    }
+    critical_fails = bool(np.any(present & (priority == 1) & (oars[:, 3] > 0)))
+    return score_from_terms(terms, critical_fails or 2.0 * status[5] > D2_FAIL)
+
+
+def _anatomy_cost(observation: Mapping[str, np.ndarray]) -> np.ndarray:
+    """(N_ANGLES,) how much a beam at each grid angle crosses the OARs, entering or leaving,
+    weighted by priority (read from the observation's ``anatomy`` block)."""
+    anatomy, status = observation["anatomy"], observation["oar_status"]
+    grid = np.arange(N_ANGLES) * 2 * np.pi / N_ANGLES
+    cost = np.zeros(N_ANGLES)
+    for j in np.flatnonzero(observation["oar_present"] > 0):
+        towards = np.arctan2(2 * anatomy[j, 1] - 1, 2 * anatomy[j, 0] - 1)  # gantry angle at the OAR
+        distance = max(float(anatomy[j, 2]) * 32, 1.0)
+        width = np.arctan2(6.0, distance)  # the field's half width (voxels) seen from the OAR
+        priority = round(float(status[j, 0]) * 3)
+        for side in (0.0, np.pi):  # the beam enters through it, or leaves through it
+            delta = np.angle(np.exp(1j * (grid + side - towards)))
+            cost += PRIORITY_COST.get(priority, 1.0) * np.exp(-(delta**2) / (2 * width**2))
+    return cost
+
+
+_INVERSE = {TURN_CW: TURN_CCW, TURN_CCW: TURN_CW, WEIGHT_UP: WEIGHT_DOWN, WEIGHT_DOWN: WEIGHT_UP}
+_INVERSE.update({WIDEN: NARROW, NARROW: WIDEN})
+
+
 class AnatomyAwarePolicy(EvenlySpacedPolicy):
-    """Beams turned away from the OARs by priority (read from the observation), narrow apertures,
-    weights trimmed to coverage; the ``anatomy_aware`` baseline of SPEC-RT §8."""
+    """The ``anatomy_aware`` baseline of SPEC-RT §8: what a planner does at the console, reading
+    only the observation (the CT's anatomy, the DVH panel, the beam table).
+
+    1. Seven evenly spaced beams, the template turned (by at most half its spacing) to where
+       the beams cross the OARs least, entering or leaving, weighted by priority; then the
+       weights trimmed to coverage (as ``evenly_spaced``).
+    2. Then, with the steps left, one edit at a time on the active beam, kept if the plan's
+       score (rebuilt from the observation: :func:`observed_score`) rises and undone otherwise:
+       narrow or widen its aperture, trim its weight, turn it away from the OARs (the turn whose
+       anatomy cost falls); the next beam when none helps; lock after a full round without a
+       gain or when the steps run short (an undo must still fit).
+    """
 
     name = "anatomy_aware"
 
-    def __init__(self, n_beams: int = 6, low: float = 0.97, margin: int = 1, spacing: int = 3) -> None:
+    def __init__(self, n_beams: int = 7, low: float = 0.97, margin: int = NEW_MARGIN) -> None:
         super().__init__(n_beams, low, margin)
-        self.spacing = spacing  # grid steps (× 10°) between any two beams at least
+
+    def reset(self, seed: int | None = None, plan=None) -> None:  # type: ignore[no-untyped-def]
+        super().reset(seed, plan)
+        self._steps = 0
+        self._max_steps: int | None = None
+        self._climbing = False
+        self._best = 0.0
+        self._trial: int | None = None
+        self._tried: list[int] = []  # edits tried (and undone) on the active beam since it last changed
+        self._idle = 0  # beams visited in a row without a gain
 
     def choose_angles(self, observation: Mapping[str, np.ndarray]) -> list[int]:
-        anatomy, status = observation["anatomy"], observation["oar_status"]
-        present = observation["oar_present"] > 0
-        grid = np.arange(N_ANGLES) * 2 * np.pi / N_ANGLES
-        cost = np.zeros(N_ANGLES)
-        for j in np.flatnonzero(present):
-            towards = np.arctan2(2 * anatomy[j, 1] - 1, 2 * anatomy[j, 0] - 1)  # gantry angle at the OAR
-            distance = max(float(anatomy[j, 2]) * 32, 1.0)
-            width = np.arctan2(6.0, distance)  # the field's half width (voxels) seen from the OAR
-            priority = round(float(status[j, 0]) * 3)
-            for side in (0.0, np.pi):  # the beam enters through it, or leaves through it
-                delta = np.angle(np.exp(1j * (grid + side - towards)))
-                cost += PRIORITY_COST.get(priority, 1.0) * np.exp(-(delta**2) / (2 * width**2))
-        chosen: list[int] = []
-        for a in np.argsort(cost, kind="stable"):
-            gaps = [min((a - c) % N_ANGLES, (c - a) % N_ANGLES) for c in chosen]
-            if all(g >= self.spacing for g in gaps):
-                chosen.append(int(a))
-            if len(chosen) == self.n_beams:
-                break
-        return chosen + self.targets[len(chosen) :]
+        cost = _anatomy_cost(observation)
+        spacing = N_ANGLES / self.n_beams
+        best = min(
+            range(int(spacing // 2) + 1),
+            key=lambda shift: (sum(cost[(t + shift) % N_ANGLES] for t in self.targets), shift),
+        )
+        shifts = [best] if best == 0 else [best, -best]
+        best = min(shifts, key=lambda s: (sum(cost[(t + s) % N_ANGLES] for t in self.targets), -s))
+        return [(t + best) % N_ANGLES for t in self.targets]
+
+    def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
+        action = self._act(observation, action_mask)
+        self._steps += 1
+        return action
+
+    def _left(self, observation: Mapping[str, np.ndarray]) -> int | None:
+        """Steps left before truncation (the limit read off ``step_fraction``), None if unknown."""
+        if self._max_steps is None and self._steps:
+            self._max_steps = round(self._steps / float(observation["step_fraction"][0]))
+        return None if self._max_steps is None else self._max_steps - self._steps
+
+    def _act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
+        left = self._left(observation)
+        if not self._climbing:
+            action = super().act(observation, action_mask)
+            if action != LOCK:
+                return action
+            self._climbing = True
+            self._best = observed_score(observation)
+        score = observed_score(observation)
+        if self._trial is not None:
+            trial, self._trial = self._trial, None
+            if score > self._best + 1e-6:
+                self._best, self._tried, self._idle = score, [], 0
+            else:
+                self._tried.append(trial)
+                return _INVERSE[trial]
+        if left is not None and left < 3:  # a trial and its undo must fit, or lock now
+            return LOCK
+        for edit in self._edits(observation):
+            if edit not in self._tried and action_mask[edit]:
+                self._trial = edit
+                return edit
+        self._idle += 1
+        present = round(float(observation["beams"][:, 2].sum()))
+        if self._idle >= present or not action_mask[NEXT]:
+            return LOCK
+        self._tried = []
+        return NEXT
+
+    def _edits(self, observation: Mapping[str, np.ndarray]) -> list[int]:
+        """The active beam's candidate edits, in order: aperture, weight, a turn away from the OARs."""
+        beams = observation["beams"]
+        active = int(np.argmax(beams[:, 3]))
+        status = observation["tumour_status"]
+        weight = WEIGHT_DOWN if float(status[2]) > 0 else WEIGHT_UP
+        edits = [NARROW, weight, _INVERSE[weight], WIDEN]
+        cost = _anatomy_cost(observation)
+        current = round(float(beams[active, 0]) * N_ANGLES) % N_ANGLES
+        for turn, step in ((TURN_CW, 1), (TURN_CCW, -1)):
+            if cost[(current + step) % N_ANGLES] < cost[current]:
+                edits.append(turn)
+        return edits
 
 
 class SixFullPolicy(BaseRTPolicy):

@@ -4,9 +4,8 @@
 
 The reply parser is the package's one (:func:`policies.llm.parse_action`, the ED agent's: an
 ambiguous reply is refused, not read as its first integer). The ``[START]/[STEP]/[END]``
-formatter is the server's (``server/llm_agent.py``), which this policies-layer module may not
-import: the lines below are written to the same format, and ``inference.py --env
-radiotherapy`` (the server layer) is the place to switch to the one formatter when it lands.
+lines are written by the package's one formatter (:mod:`policies.agent_protocol`, the ED
+agent's), which escapes every free-text field (a model's error text can never add a line).
 
 The prompt is a compact text rendering of the plan (the env's ``ansi`` summary: beams,
 tumour metrics, every OAR against its limit, the score) and the numbered list of the
@@ -38,6 +37,7 @@ from hospital_marl.radiotherapy import task_env_id
 from hospital_marl.radiotherapy.core.plan import ACTIONS, ADD, LOCK, Plan
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from hospital_marl.radiotherapy.envs.render import render_ansi
+from policies.agent_protocol import Protocol, end_line, start_line, step_line
 from policies.llm import ChatModel, LLMConfig, LLMUnavailableError
 from policies.llm import parse_action as parse_reply
 from policies.radiotherapy.base import BaseRTPolicy
@@ -121,28 +121,23 @@ def play(policy: LLMRTPolicy, task: str, seed: int, model: str, out: TextIO | No
     """One episode with the protocol's log lines; returns the score (None: the endpoint failed)."""
     from policies.radiotherapy.baselines import EvenlySpacedPolicy
 
-    def log(line: str) -> None:
-        print(line, file=out or sys.stdout, flush=True)  # sys.stdout at call time (captured in tests)
-
+    protocol = Protocol(out or sys.stdout)  # sys.stdout at call time (captured in tests)
     env = RadiotherapyPlanningEnv(task)
     obs, info = env.reset(seed=seed)
     policy.reset(seed=seed, plan=env.plan)
-    log(f"[START] task={task} env={task_env_id(task)} model={model}")
+    protocol.emit(start_line(task, task_env_id(task), model))
     rewards, done = [], False
     while not done:
         try:
             action = policy.act(obs, info["action_mask"])
         except LLMUnavailableError as exc:
             print(f"llm agent: {exc}", file=sys.stderr)
-            so_far = ",".join(f"{r:.2f}" for r in rewards)
-            log(f"[END] success=false steps={len(rewards)} score=0.00 rewards={so_far}")
+            protocol.emit(end_line(False, len(rewards), 0.0, rewards))
             return None
         obs, reward, terminated, truncated, info = env.step(action)
         done = terminated or truncated
         rewards.append(reward)
-        error = policy.last_error or "null"
-        step = f"[STEP] step={len(rewards)} action={action} reward={reward:.2f}"
-        log(f"{step} done={str(done).lower()} error={error}")
+        protocol.emit(step_line(len(rewards), action, reward, done, policy.last_error or None))
     reference = RadiotherapyPlanningEnv(task)
     ref_obs, ref_info = reference.reset(seed=seed)
     baseline = EvenlySpacedPolicy()
@@ -150,10 +145,7 @@ def play(policy: LLMRTPolicy, task: str, seed: int, model: str, out: TextIO | No
     while not reference.plan.done:
         ref_obs, _, _, _, ref_info = reference.step(baseline.act(ref_obs, ref_info["action_mask"]))
     score = info["score"]
-    log(
-        f"[END] success={str(score >= ref_info['score']).lower()} steps={len(rewards)} score={score:.2f} "
-        f"rewards={','.join(f'{r:.2f}' for r in rewards)}"
-    )
+    protocol.emit(end_line(score >= ref_info["score"], len(rewards), score, rewards))
     return score
 
 

@@ -129,3 +129,23 @@ def test_aperture__is_the_sum_of_its_beamlets() -> None:
     for margin in (0, 2, 5):
         span = columns[7 - margin : len(columns) - 7 + margin]
         np.testing.assert_allclose(A[:, span].sum(axis=1), plan.cache.beam(margin), rtol=1e-9, atol=1e-12)
+
+
+def test_beam_caches__reused_across_bodies_never_shared_and_recomputed_for_each_patient() -> None:
+    """A plan moving between bodies takes a set-aside cache of the new body (no reallocation),
+    yet two live plans never hold the same cache and every dose is the fresh cache's."""
+    from hospital_marl.radiotherapy.core.plan import Plan
+
+    plans = [Plan("pediatric_brain"), Plan("pediatric_brain")]
+    rngs = [np.random.default_rng(s) for s in (3, 4)]
+    bodies, angles, weights, margins = set(), np.array([0, 9, 21]), np.array([6, 10, 3]), np.array([0, 2, 5])
+    for _ in range(12):
+        for plan, rng in zip(plans, rngs):
+            plan.reset(rng)
+            bodies.add(plan.phantom.body.tobytes())
+            fresh = BeamCache(plan.phantom, plan.dose_scale)
+            np.testing.assert_array_equal(
+                plan.cache.dose(angles, weights / 10, margins), fresh.dose(angles, weights / 10, margins)
+            )
+        assert plans[0].cache is not plans[1].cache
+    assert len(bodies) > 1  # the plans did change bodies

@@ -30,3 +30,27 @@ def test_structure_statistics__gather_and_oar_means_and_maxima_as_numpy() -> Non
     oar_dose = dose[voxels][n_tumour:]
     assert np.array_equal(mean, np.add.reduceat(oar_dose, starts) / np.array(sizes, float))
     assert np.array_equal(highest, np.maximum.reduceat(oar_dose, starts))
+
+
+def test_aperture_beam__is_the_field_formula_bit_for_bit_inside_and_far_outside_the_field() -> None:
+    """The compiled field skips erf and exp where both are saturated; every value, on both sides
+    of that cut and across the penumbra, is still exactly the formula's (math.erf, math.exp)."""
+    import math
+
+    from hospital_marl.radiotherapy.core.kernels import aperture_beam
+
+    lo, hi, sigma, k = -3.5, 4.5, 1.5, 0.36
+    scale = 1.0 / (math.sqrt(2.0) * sigma)
+    cut = 6.0 / scale  # lateral distance beyond an edge where the kernel stops evaluating
+    lateral = np.concatenate(
+        (np.linspace(-40, 40, 4001), [hi + cut, hi + cut - 1e-9, lo - cut, lo - cut + 1e-9, hi + 5.9 / scale])
+    )
+    mu_d = np.linspace(0.0, 0.8, lateral.size)
+    out = np.empty(lateral.size)
+    aperture_beam(lateral, mu_d, lo, hi, sigma, k, out)
+    want = [
+        k * (0.5 * (math.erf((x - lo) * scale) - math.erf((x - hi) * scale))) * math.exp(-d)
+        for x, d in zip(lateral.tolist(), mu_d.tolist())
+    ]
+    assert out.tolist() == want
+    assert (out[np.abs(lateral) > 25] == 0.0).all() and not np.signbit(out).any()

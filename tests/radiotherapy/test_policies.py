@@ -7,7 +7,13 @@ import pytest
 
 from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
 from policies.radiotherapy import load, names
-from policies.radiotherapy.baselines import EvenlySpacedPolicy, SixFullPolicy
+from policies.radiotherapy.baselines import (
+    AnatomyAwarePolicy,
+    EvenlySpacedPolicy,
+    SixFullPolicy,
+    _anatomy_cost,
+    observed_score,
+)
 from policies.radiotherapy.planner import PlannerRTPolicy, action_sequence
 
 
@@ -48,6 +54,67 @@ def test_evenly_spaced__beams_360_over_n_apart_near_prescription(n_beams: int) -
     assert (
         (m["d2"] <= 1.07 and m["d98"] >= 0.97 * 0.95) or env.plan.truncated or not info["action_mask"].any()
     )
+
+
+@pytest.mark.parametrize("task", ["prostate", "head_neck", "pediatric_brain"])
+def test_observed_score__is_the_env_score_rebuilt_from_the_observation(task: str) -> None:
+    """Every score term is in the observation (SPEC-RT §4), so a script that reads only it knows
+    the score (to float32 rounding) on any plan, passing or capped."""
+    env = RadiotherapyPlanningEnv(task)
+    rng = np.random.default_rng(5)
+    seen = set()
+    for seed in range(4):
+        obs, info = env.reset(seed=seed)
+        done = False
+        while not done:
+            assert observed_score(obs) == pytest.approx(info["score"], abs=1e-6)
+            seen.add(info["score"] >= 0.6)
+            obs, _, terminated, truncated, info = env.step(
+                int(rng.choice(np.flatnonzero(info["action_mask"])))
+            )
+            done = terminated or truncated
+        assert observed_score(obs) == pytest.approx(info["score"], abs=1e-6)
+    seen.add(play(AnatomyAwarePolicy(), env, 0)["score"] >= 0.6)
+    assert seen == {False, True}
+
+
+def test_anatomy_cost__highest_where_a_beam_enters_or_leaves_through_a_critical_organ() -> None:
+    env = RadiotherapyPlanningEnv("prostate")
+    obs = {k: v.copy() for k, v in env.reset(seed=0)[0].items()}
+    obs["oar_present"][:] = 0
+    obs["oar_present"][0], obs["oar_status"][0, 0] = 1.0, 1 / 3  # one critical organ, at gantry 30°
+    theta = np.radians(30)
+    obs["anatomy"][0] = ((1 + np.cos(theta)) / 2, (1 + np.sin(theta)) / 2, 10 / 32)
+    cost = _anatomy_cost(obs)
+    assert set(np.flatnonzero(cost > cost.max() - 1e-9)) == {3, 21}  # 30° (entering), 210° (leaving)
+    assert cost.argmin() in {12, 30}  # 90° away from it on either side
+
+
+@pytest.mark.parametrize("task", ["prostate", "head_neck", "pediatric_brain"])
+def test_anatomy_aware__reads_only_the_observation_and_never_keeps_an_edit_that_lowers_the_score(
+    task: str,
+) -> None:
+    env = RadiotherapyPlanningEnv(task)
+    for seed in (0, 1):
+        policy = AnatomyAwarePolicy()
+        obs, info = env.reset(seed=seed)
+        policy.reset(seed=seed)  # no plan view: the observation is all it gets
+        actions, at_climb, done = [], None, False
+        while not done:
+            action = policy.act(obs, info["action_mask"])
+            if policy._climbing and at_climb is None:
+                at_climb = info["score"]  # the trimmed evenly spaced plan its edits start from
+            actions.append(action)
+            obs, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        assert at_climb is not None and info["score"] >= at_climb
+        assert info["invalid_actions"] == 0
+        replay = AnatomyAwarePolicy()
+        obs, info = env.reset(seed=seed)
+        replay.reset(seed=seed, plan=env.plan)  # given the plan view, it still plays the same
+        for action in actions:
+            assert replay.act(obs, info["action_mask"]) == action
+            obs, *_, info = env.step(action)
 
 
 def test_action_sequence__rebuilds_any_beam_set_from_an_empty_plan() -> None:

@@ -292,3 +292,27 @@ class BeamCache:
         grid = np.zeros(GRID * GRID)
         grid[self.body_index] = body_dose
         return grid.reshape(GRID, GRID)
+
+
+_SPARE_CACHES: dict[tuple[bytes, float], list[BeamCache]] = {}
+_SPARE_MAX = 8
+"""Beam caches set aside when a plan moved to another body, kept for the next plan on that body:
+allocating a cache's (216, n_body) rows costs more than a whole step, and the built-in tasks draw
+their bodies from a few sizes. A cache is in at most one place: a plan, or this pool."""
+
+
+def next_cache(phantom: Phantom, k: float, previous: BeamCache | None) -> BeamCache:
+    """A cache serving ``phantom`` (every beam to be computed afresh): ``previous`` if it has the
+    same body, else a spare one of that body (``previous`` becomes a spare), else a new one."""
+    if previous is not None:
+        if previous.k == k and previous.renew(phantom):
+            return previous
+        if sum(map(len, _SPARE_CACHES.values())) >= _SPARE_MAX:
+            _SPARE_CACHES.clear()
+        _SPARE_CACHES.setdefault((previous._body_key, previous.k), []).append(previous)
+    spares = _SPARE_CACHES.get((phantom.body.tobytes(), k))
+    if spares:
+        cache = spares.pop()
+        cache.renew(phantom)
+        return cache
+    return BeamCache(phantom, k)

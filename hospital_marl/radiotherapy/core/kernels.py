@@ -206,6 +206,12 @@ def constraint_values(
             out[c] = np.partition(structure_dose[start:stop], near_max_position[j])[near_max_position[j]]
 
 
+_ERF_ONE = 6.0
+"""erf(x) is exactly 1.0 in float64 from x ≈ 5.9216 on (−1.0 below −5.9216): a voxel this many
+penumbra widths (× √2) beyond both field edges gets exactly 0.0, so the beam skips its erf and exp
+(``test_kernels.py`` checks the formula bit for bit on both sides of the cut)."""
+
+
 @_jit
 def aperture_beam(
     lateral: np.ndarray, depth: np.ndarray, lo: float, hi: float, penumbra: float, k: float, out: np.ndarray
@@ -215,5 +221,9 @@ def aperture_beam(
     ``lo`` to ``hi`` across the beam, a Gaussian penumbra σ = ``penumbra``)."""
     scale = 1.0 / (math.sqrt(2.0) * penumbra)
     for i in range(lateral.size):
-        profile = 0.5 * (math.erf((lateral[i] - lo) * scale) - math.erf((lateral[i] - hi) * scale))
+        a, b = (lateral[i] - lo) * scale, (lateral[i] - hi) * scale  # a >= b
+        if b >= _ERF_ONE or a <= -_ERF_ONE:  # erf(a) = erf(b) = ±1 exactly: the formula gives +0.0
+            out[i] = 0.0
+            continue
+        profile = 0.5 * (math.erf(a) - math.erf(b))
         out[i] = k * profile * math.exp(-depth[i])

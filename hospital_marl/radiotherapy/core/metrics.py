@@ -37,6 +37,7 @@ nothing for sparing organs it never irradiated; coverage alone (0.40) fails.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -309,10 +310,15 @@ def score_terms(m: PlanMetrics, task: Task) -> dict[str, float]:
 def plan_score(m: PlanMetrics, task: Task) -> float:
     """The plan's score in [0, 1] (module docstring); below the pass mark if a critical OAR fails
     or the tumour's near-maximum exceeds :data:`D2_FAIL`."""
-    t = score_terms(m, task)
+    capped = m.d2 > D2_FAIL or not all(m.oar_pass[j] for j in _oar_table(task.oars).critical)
+    return score_from_terms(score_terms(m, task), capped)
+
+
+def score_from_terms(t: Mapping[str, float], capped: bool) -> float:
+    """THE combination of the score's terms (:func:`score_terms`), capped at :data:`CRITICAL_CAP`
+    when ``capped`` (a critical constraint fails or D2 > :data:`D2_FAIL`). Shared by
+    :func:`plan_score` and by scripts that rebuild the score from an observation."""
     w = SCORE_WEIGHTS
     score = t["coverage"] * (w["base"] + w["oar"] * t["oar"] + w["ci"] * t["ci"] + w["beams"] * t["beams"])
     score = min(1.0, max(0.0, score - w["hot"] * t["hot"]))
-    if m.d2 > D2_FAIL or not all(m.oar_pass[j] for j in _oar_table(task.oars).critical):
-        score = min(score, CRITICAL_CAP)
-    return score
+    return min(score, CRITICAL_CAP) if capped else score

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, MAX_MARGIN, N_ANGLES, BeamCache
+from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, MAX_MARGIN, N_ANGLES, BeamCache, next_cache
 from hospital_marl.radiotherapy.core.kernels import (
     constraint_values,
     cumulative_dvhs,
@@ -173,8 +173,7 @@ class Plan:
         self.phantom = phantom or draw_phantom(
             task.generator, rng, task.oar_names, task.envelopes, self._anatomy
         )
-        if self.cache is None or not self.cache.renew(self.phantom):
-            self.cache = BeamCache(self.phantom, self.dose_scale)
+        self.cache = next_cache(self.phantom, self.dose_scale, self.cache)
         position = self.cache.voxels.position
         size = position.size
         tumour = np.flatnonzero(self.phantom.tumour)
