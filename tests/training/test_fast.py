@@ -160,6 +160,7 @@ def test_shipped_team_runs__load_by_name_and_ship_in_the_wheel() -> None:
     """Every registered team run loads by name (onnxruntime, no torch) and lies under a folder the
     wheel's package-data globs include (an installed wheel could not load it otherwise)."""
     import fnmatch
+
     import tomllib
 
     from policies import SHIPPED_TEAM_RUNS

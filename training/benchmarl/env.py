@@ -66,8 +66,9 @@ class _FullFinalObs(HospitalMARLVectorEnv):
     """The batched MARL env keeping a finished day's whole state vector in ``final_obs``
     (the parent keeps the role views only; a centralised critic bootstraps from the state)."""
 
-    def _single_obs(self, vector: np.ndarray) -> Any:
-        return vector
+    def _single_obs(self, vector: np.ndarray, presence: np.ndarray) -> Any:
+        # As :meth:`state` has it: the masked layout appends the presence blocks.
+        return np.concatenate([vector, presence]) if self._masked else vector
 
 
 def split_rows(num_envs: int, scenarios: Sequence[str]) -> list[int]:
