@@ -74,6 +74,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "network": ("entity", "mlp"),
     "reward": REWARDS,
     "select": ("score", "margin"),
+    "warm_start": ("none", "heuristic"),
 }
 """The fields of :class:`Args` that take one of a few names."""
 
@@ -151,6 +152,15 @@ class Args(TrainArgs):
     progress: bool = shared("progress")
     verbose: int = 0
     """SB3 verbosity (1 prints the training statistics table)."""
+    warm_start: str = "none"
+    """heuristic: before PPO, clone the flat heuristic (masked cross-entropy on its actions, the critic
+    fitted to the demonstrations' discounted training returns); the clone is graded at step 0."""
+    clone_days: int = 400
+    """Warm start: training days the heuristic plays for the demonstrations (their own seeds)."""
+    clone_epochs: int = 30
+    """Warm start: passes of the cloning fit over the demonstrations."""
+    clone_learning_rate: float = 1e-3
+    """Warm start: Adam step size of the cloning fit."""
 
     def __post_init__(self) -> None:
         for name, valid in CHOICES.items():
@@ -162,6 +172,8 @@ class Args(TrainArgs):
             raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
         if self.prune and (self.track != "flat" or not self.mask):
             raise ValueError("prune narrows the flat track's mask: it needs --track flat and masking")
+        if self.warm_start != "none" and self.track != "flat":
+            raise ValueError("warm_start clones the flat heuristic: it needs --track flat")
         if self.reward != "score" and self.early_discharge_points:
             raise ValueError("early_discharge_points is charged on top of --reward score")
         self.require_at_least(1, "timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes")
@@ -305,6 +317,10 @@ def make_grade_callback(args: Args, run_dir: Path, clock: Clock, evaluate: Evalu
                 self.reference = self.grade_policy(reference)["scenario_scores"]
             self._last = 0
 
+        def _on_training_start(self) -> None:
+            if args.warm_start != "none":  # the clone itself is a candidate
+                self.evaluate()
+
         def _on_step(self) -> bool:
             if args.eval_freq and self.num_timesteps - self._last >= args.eval_freq:
                 self._last = self.num_timesteps
@@ -435,6 +451,11 @@ def train(args: Args, evaluate: Evaluate) -> Path:
         verbose=args.verbose,
     )
     model.set_logger(make_logger(args, run_dir))
+    if args.warm_start != "none":
+        from training.clone import warm_start
+
+        clone = warm_start(model, args)
+        (run_dir / "clone.json").write_text(json.dumps(clone, indent=2) + "\n")
     callback = make_grade_callback(args, run_dir, clock, evaluate)
     model.learn(
         total_timesteps=args.timesteps,
