@@ -100,7 +100,7 @@ def clone_into(model: Any, demos: Demonstrations, args: Args) -> dict[str, float
 
     policy = model.policy
     policy.set_training_mode(True)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=args.clone_learning_rate)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.warm_start_lr)
     generator = torch.Generator().manual_seed(args.seed)
     obs = torch.as_tensor(demos.observations)
     masks = torch.as_tensor(demos.masks)
@@ -108,7 +108,7 @@ def clone_into(model: Any, demos: Demonstrations, args: Args) -> dict[str, float
     returns = torch.as_tensor(demos.returns)
     n = len(actions)
     stats: dict[str, float] = {}
-    for _ in range(args.clone_epochs):
+    for _ in range(args.warm_start_epochs):
         totals = np.zeros(2)
         for batch in torch.randperm(n, generator=generator).split(CLONE_MINIBATCH):
             values, log_prob, _ = policy.evaluate_actions(obs[batch], actions[batch], masks[batch])
@@ -135,5 +135,5 @@ def clone_into(model: Any, demos: Demonstrations, args: Args) -> dict[str, float
 
 def warm_start(model: Any, args: Args) -> dict[str, float]:
     """Steps 1 and 2 of the module docstring on ``model``; the statistics go in the run's metadata."""
-    demos = collect_demonstrations(args, args.clone_days)
+    demos = collect_demonstrations(args, args.warm_start_days)
     return clone_into(model, demos, args)

@@ -155,11 +155,11 @@ class Args(TrainArgs):
     warm_start: str = "none"
     """heuristic: before PPO, clone the flat heuristic (masked cross-entropy on its actions, the critic
     fitted to the demonstrations' discounted training returns); the clone is graded at step 0."""
-    clone_days: int = 400
+    warm_start_days: int = 400
     """Warm start: training days the heuristic plays for the demonstrations (their own seeds)."""
-    clone_epochs: int = 30
+    warm_start_epochs: int = 30
     """Warm start: passes of the cloning fit over the demonstrations."""
-    clone_learning_rate: float = 1e-3
+    warm_start_lr: float = 1e-3
     """Warm start: Adam step size of the cloning fit."""
 
     def __post_init__(self) -> None:
@@ -177,6 +177,9 @@ class Args(TrainArgs):
         if self.reward != "score" and self.early_discharge_points:
             raise ValueError("early_discharge_points is charged on top of --reward score")
         self.require_at_least(1, "timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes")
+        self.require_at_least(1, "warm_start_days", "warm_start_epochs")
+        if not self.warm_start_lr > 0:
+            raise ValueError("warm_start_lr must be > 0")
         self.require_at_least(0, "eval_freq")
         if not (self.reward_scale > 0 and self.learning_rate > 0):
             raise ValueError("reward_scale and learning_rate must be > 0")
