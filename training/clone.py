@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hospital_marl.core.hospital import Hospital, Seal
+from policies.base import policy_seed
 from policies.heuristic import flat_heuristic_action
+from policies.planner import PlannerPolicy
 
 if TYPE_CHECKING:
     from training.ppo import Args
@@ -50,31 +53,66 @@ def demo_seed(seed: int, day: int) -> int:
     return int(np.random.SeedSequence([DEMO_TAG, seed, day]).generate_state(1)[0])
 
 
-def collect_demonstrations(args: Args, days: int) -> Demonstrations:
-    """The heuristic on ``days`` training days (scenarios cycled as in training)."""
+class Expert:
+    """The policy whose actions are cloned: ``heuristic`` (a function of the observation) or
+    ``planner``, which plans on a sealed view of the training day (SPEC §12), as when graded."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.planner = PlannerPolicy() if name == "planner" else None
+        self.seal: Seal | None = None
+
+    def start(self, hospital: Hospital, seed: int) -> None:
+        if self.planner is not None:
+            self.seal = Seal(hospital)
+            self.planner.reset(seed=policy_seed(seed), hospital=self.seal.handle)
+
+    def act(self, observation: dict[str, np.ndarray], mask: np.ndarray) -> int:
+        if self.planner is None:
+            return flat_heuristic_action(observation, mask)
+        self.seal.refresh()
+        return self.planner.act(observation, mask)
+
+
+def collect_demonstrations(
+    args: Args, days: int, expert: str = "heuristic", student: Any = None, first_day: int = 0
+) -> Demonstrations:
+    """``expert``'s actions on ``days`` training days (scenarios cycled as in training).
+
+    With a ``student`` (a model: DAgger), the student's masked argmax is played and the expert
+    only labels the states the student reaches. States whose expert action the training mask
+    excludes (possible with ``--prune`` and the planner) are played but not kept.
+    """
     from training.ppo import make_env
 
     env = make_env(args, rank=0)  # EncodedObservation on top of the reward wrappers
     inner = env.env  # the Dict observation, the scaled training reward
     encode = env.encoder
+    teacher = Expert(expert)
     obs_rows: list[np.ndarray] = []
     mask_rows: list[np.ndarray] = []
     actions: list[int] = []
     returns: list[np.ndarray] = []
-    seeds = [demo_seed(args.seed, day) for day in range(days)]
+    seeds = [demo_seed(args.seed, day) for day in range(first_day, first_day + days)]
     for seed in seeds:
         observation, _ = inner.reset(seed=seed)
+        teacher.start(inner.unwrapped.hospital, seed)
         rewards: list[float] = []
+        kept: list[int] = []
         done = False
         while not done:
             env_mask = np.asarray(inner.unwrapped.action_masks(), dtype=bool)
             mask = np.asarray(inner.get_wrapper_attr("action_masks")(), dtype=bool)  # pruned if --prune
-            action = flat_heuristic_action(observation, env_mask)
-            if not mask[action]:  # pruning never removes the heuristic's action (tests/policies)
-                raise RuntimeError(f"the training mask excludes the heuristic's action {action}")
-            obs_rows.append(encode(observation))
-            mask_rows.append(mask)
-            actions.append(action)
+            label = teacher.act(observation, env_mask)
+            encoded = encode(observation)
+            if mask[label]:
+                kept.append(len(rewards))
+                obs_rows.append(encoded)
+                mask_rows.append(mask)
+                actions.append(label)
+            elif student is None and expert == "heuristic":
+                raise RuntimeError(f"the training mask excludes the heuristic's action {label}")
+            action = label if student is None else student_action(student, encoded, mask)
             observation, reward, terminated, truncated, _ = inner.step(action)
             rewards.append(float(reward))
             done = terminated or truncated
@@ -83,14 +121,30 @@ def collect_demonstrations(args: Args, days: int) -> Demonstrations:
         for t in range(len(rewards) - 1, -1, -1):
             running = rewards[t] + args.gamma * running
             discounted[t] = running
-        returns.append(discounted)
+        returns.append(discounted[kept])
     env.close()
     return Demonstrations(
-        np.asarray(obs_rows, np.float32),
-        np.asarray(mask_rows, bool),
+        np.asarray(obs_rows, np.float32).reshape(len(actions), -1),
+        np.asarray(mask_rows, bool).reshape(len(actions), -1),
         np.asarray(actions, np.int64),
         np.concatenate(returns),
         seeds,
+    )
+
+
+def student_action(model: Any, encoded: np.ndarray, mask: np.ndarray) -> int:
+    """The model's deterministic choice (masked argmax), as graded."""
+    action, _ = model.predict(encoded, action_masks=mask, deterministic=True)
+    return int(action)
+
+
+def concat(parts: list[Demonstrations]) -> Demonstrations:
+    return Demonstrations(
+        *(
+            np.concatenate([getattr(d, k) for d in parts])
+            for k in ("observations", "masks", "actions", "returns")
+        ),
+        [seed for d in parts for seed in d.day_seeds],
     )
 
 
@@ -134,6 +188,12 @@ def clone_into(model: Any, demos: Demonstrations, args: Args) -> dict[str, float
 
 
 def warm_start(model: Any, args: Args) -> dict[str, float]:
-    """Steps 1 and 2 of the module docstring on ``model``; the statistics go in the run's metadata."""
-    demos = collect_demonstrations(args, args.warm_start_days)
-    return clone_into(model, demos, args)
+    """Steps 1 and 2 of the module docstring on ``model`` (then ``--dagger-rounds`` of DAgger);
+    the statistics go in the run's ``clone.json``."""
+    demos = [collect_demonstrations(args, args.warm_start_days, args.warm_start)]
+    stats = clone_into(model, demos[0], args)
+    for r in range(args.dagger_rounds):
+        first = args.warm_start_days + r * args.dagger_days
+        demos.append(collect_demonstrations(args, args.dagger_days, args.warm_start, model, first))
+        stats = clone_into(model, concat(demos), args)
+    return stats

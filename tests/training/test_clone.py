@@ -78,3 +78,33 @@ def test_args__warm_start_is_flat_only() -> None:
         Args(track="team", warm_start="heuristic")
     with pytest.raises(ValueError, match="warm_start_days"):
         Args(warm_start="heuristic", warm_start_days=0)
+    with pytest.raises(ValueError, match="dagger_rounds"):
+        Args(dagger_rounds=1)
+
+
+class _Idle:
+    """A student that always plays the no-op (SB3's ``predict`` signature)."""
+
+    def predict(self, observation, action_masks=None, deterministic=True):
+        return 0, None
+
+
+def test_dagger__the_student_plays_and_the_expert_labels_the_states_it_reaches() -> None:
+    from hospital_marl.envs.composed import HospitalEDEnv
+
+    args = Args(scenario="surge")
+    demos = collect_demonstrations(args, days=1, student=_Idle())
+    env = HospitalEDEnv(scenario="surge", rewards=args.rewards)
+    observation, _ = env.reset(seed=demos.day_seeds[0])
+    for label in demos.actions:  # the idle student's day, labelled by the heuristic
+        assert label == flat_heuristic_action(observation, env.action_masks())
+        observation, *_ = env.step(0)
+    assert (demos.actions != 0).any()  # patients pile up: the expert would have acted
+
+
+def test_planner_demonstrations__legal_and_reproducible() -> None:
+    args = Args(scenario="ventilator_crisis")
+    demos = collect_demonstrations(args, days=1, expert="planner")
+    again = collect_demonstrations(args, days=1, expert="planner")
+    np.testing.assert_array_equal(demos.actions, again.actions)
+    assert demos.masks[np.arange(len(demos.actions)), demos.actions].all()
