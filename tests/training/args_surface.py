@@ -11,9 +11,10 @@ option of ``train ppo``, whose surface is unchanged), a narrower ``--reward-scal
 ``--algorithm qmix|vdn`` and the off-policy flags ``--optimizer-steps``, ``--replay-batch``,
 ``--replay-size`` (re-recorded; nothing else moved). ``train rllib`` gained ``--resume PATH``
 (re-recorded; an addition only). ``train fast-mappo`` and ``train fast-ppo`` were added (issue 26;
-re-recorded, nothing else moved). ``train ppo`` gained ``--warm-start heuristic|planner``, ``--dagger-rounds``, ``--dagger-days``,
-``--warm-start-days``, ``--warm-start-epochs``, ``--warm-start-lr`` (issue 23; only ``ppo`` re-recorded,
-which also took its ``--reward`` help without "(SPEC §4)", as the code already had it).
+re-recorded, nothing else moved). ``train ppo`` gained ``--warm-start heuristic|planner``,
+``--warm-start-days``, ``--warm-start-epochs``, ``--warm-start-lr``, ``--dagger-rounds``,
+``--dagger-days`` (issue 23; only ``ppo`` re-recorded, which also took its ``--reward`` help
+without "(SPEC §4)", as the code already had it).
 """
 
 from __future__ import annotations
