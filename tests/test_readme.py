@@ -131,7 +131,8 @@ def _readme_table(text: str, first_header: str) -> dict[tuple[str, str], str]:
 def ppo_table_reports() -> dict[str, dict]:
     from benchmarks import ppo_table
 
-    flat = {a: grade(a, episodes=10, seed=0) for a in ("random", "masked_random", "heuristic", "ppo")}
+    flat = {a: grade(a, episodes=10, seed=0) for a in ("random", "masked_random", "greedy", "fifo_severity")}
+    flat |= {a: grade(a, episodes=10, seed=0) for a in ("heuristic", "ppo")}
     flat |= {a: grade(a, episodes=10, seed=0) for a in ("ppo_pruned", "ppo_nomask")}
     team = {
         a: grade(a, episodes=10, seed=0, track="team")

@@ -334,7 +334,8 @@ def server_load_section() -> str:
 
 def ppo_defaults_section() -> str:
     """policies/checkpoints/README.md's training hyperparameters: what the shipped dense-reward runs
-    recorded (``ppo_flat.json``'s ``args``; fields recorded later: ``training.ppo.Args``'s defaults)."""
+    recorded (``ppo_team.json``'s ``args``; fields recorded later: ``training.ppo.Args``'s defaults).
+    ``ppo_flat`` has its own recipe since issue 23 (a warm start; its command is in its ``.json``)."""
     import json
     from dataclasses import fields
     from types import SimpleNamespace
@@ -348,13 +349,13 @@ def ppo_defaults_section() -> str:
     ]
     names = {f.name for f in fields(Args)}
     recorded = {}
-    for file in ("ppo_flat", "ppo_team", "ppo_flat_nomask"):
+    for file in ("ppo_team", "ppo_flat_nomask"):
         args = json.loads((ROOT / "policies" / "checkpoints" / f"{file}.json").read_text())["args"]
         recorded[file] = {**Args().as_json(), **{k: v for k, v in args.items() if k in names}}
-    differ = [f for f in recorded if any(recorded[f][k] != recorded["ppo_flat"][k] for k in shown)]
+    differ = [f for f in recorded if any(recorded[f][k] != recorded["ppo_team"][k] for k in shown)]
     if differ:
         raise SystemExit(f"policies/checkpoints: {differ} were trained with other hyperparameters")
-    a = SimpleNamespace(**recorded["ppo_flat"])
+    a = SimpleNamespace(**recorded["ppo_team"])
     lr_end = a.learning_rate * a.lr_final_fraction
     parts = [
         f"{a.timesteps:,} timesteps (`--timesteps`) over {a.n_envs} `DummyVecEnv` envs (`--n-envs`),",

@@ -122,6 +122,8 @@ def export_checkpoint(run_dir: Path, out: Path) -> Path:
     final = json.loads((run_dir / "model.json").read_text())
     meta["run"] = {k: final[k] for k in ("timesteps", "wall_time_s", "cpu_time_s")}
     meta["curve"] = json.loads((run_dir / "curve.json").read_text())
+    if (run_dir / "clone.json").exists():  # --warm-start: how well the clone fitted its expert
+        meta["warm_start"] = json.loads((run_dir / "clone.json").read_text())
     meta["exported"] = "best_model.zip, optimizer state emptied (inference only; weights unchanged)"
     strip_optimizer(run_dir / "best_model.zip", out)
     export_onnx(out, out.with_suffix(".onnx"))

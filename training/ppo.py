@@ -74,6 +74,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "network": ("entity", "mlp"),
     "reward": REWARDS,
     "select": ("score", "margin"),
+    "warm_start": ("none", "heuristic", "planner"),
 }
 """The fields of :class:`Args` that take one of a few names."""
 
@@ -151,6 +152,21 @@ class Args(TrainArgs):
     progress: bool = shared("progress")
     verbose: int = 0
     """SB3 verbosity (1 prints the training statistics table)."""
+    warm_start: str = "none"
+    """heuristic / planner: before PPO, clone that policy's play on training days (masked cross-entropy
+    on its actions, the critic fitted to the discounted training returns; training/clone.py); the clone
+    is graded at step 0."""
+    warm_start_days: int = 400
+    """Warm start: training days the heuristic plays for the demonstrations (their own seeds)."""
+    warm_start_epochs: int = 30
+    """Warm start: passes of the cloning fit over the demonstrations."""
+    warm_start_lr: float = 1e-3
+    """Warm start: Adam step size of the cloning fit."""
+    dagger_rounds: int = 0
+    """Warm start: DAgger rounds after the demonstrations (the clone plays fresh training days, the
+    expert labels the states it reaches, the clone is refitted on every round's labels)."""
+    dagger_days: int = 100
+    """Warm start: training days per DAgger round."""
 
     def __post_init__(self) -> None:
         for name, valid in CHOICES.items():
@@ -162,9 +178,17 @@ class Args(TrainArgs):
             raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
         if self.prune and (self.track != "flat" or not self.mask):
             raise ValueError("prune narrows the flat track's mask: it needs --track flat and masking")
+        if self.warm_start != "none" and self.track != "flat":
+            raise ValueError("warm_start clones a flat policy: it needs --track flat")
         if self.reward != "score" and self.early_discharge_points:
             raise ValueError("early_discharge_points is charged on top of --reward score")
         self.require_at_least(1, "timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "eval_episodes")
+        self.require_at_least(1, "warm_start_days", "warm_start_epochs", "dagger_days")
+        self.require_at_least(0, "dagger_rounds")
+        if self.dagger_rounds and self.warm_start == "none":
+            raise ValueError("dagger_rounds refits a warm start: it needs --warm-start heuristic|planner")
+        if not self.warm_start_lr > 0:
+            raise ValueError("warm_start_lr must be > 0")
         self.require_at_least(0, "eval_freq")
         if not (self.reward_scale > 0 and self.learning_rate > 0):
             raise ValueError("reward_scale and learning_rate must be > 0")
@@ -305,6 +329,10 @@ def make_grade_callback(args: Args, run_dir: Path, clock: Clock, evaluate: Evalu
                 self.reference = self.grade_policy(reference)["scenario_scores"]
             self._last = 0
 
+        def _on_training_start(self) -> None:
+            if args.warm_start != "none":  # the clone itself is a candidate
+                self.evaluate()
+
         def _on_step(self) -> bool:
             if args.eval_freq and self.num_timesteps - self._last >= args.eval_freq:
                 self._last = self.num_timesteps
@@ -435,6 +463,11 @@ def train(args: Args, evaluate: Evaluate) -> Path:
         verbose=args.verbose,
     )
     model.set_logger(make_logger(args, run_dir))
+    if args.warm_start != "none":
+        from training.clone import warm_start
+
+        clone = warm_start(model, args)
+        (run_dir / "clone.json").write_text(json.dumps(clone, indent=2) + "\n")
     callback = make_grade_callback(args, run_dir, clock, evaluate)
     model.learn(
         total_timesteps=args.timesteps,

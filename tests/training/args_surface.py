@@ -13,7 +13,9 @@ option of ``train ppo``, whose surface is unchanged), a narrower ``--reward-scal
 (re-recorded; an addition only). ``train fast-mappo`` and ``train fast-ppo`` were added (issue 26;
 re-recorded, nothing else moved). Every trainer's ``--scenario`` accepts the registered
 scenario distributions and ``night_shift_lean`` too (issue 28; its choices and help re-recorded,
-together with the ``--reward`` help that had already dropped its SPEC reference).
+together with the ``--reward`` help that had already dropped its SPEC reference). ``train ppo`` gained
+``--warm-start heuristic|planner``, ``--warm-start-days``, ``--warm-start-epochs``, ``--warm-start-lr``,
+``--dagger-rounds``, ``--dagger-days`` (issue 23).
 """
 
 from __future__ import annotations
