@@ -25,7 +25,9 @@ choosing the best model would peek at the test days.
 a training-only price on early discharges, which the score charges only through
 bounce-back deaths. ``--prune`` trains on the env's mask minus the dominated actions of
 :mod:`policies.pruning` (and the saved model acts that way): a policy-design choice, labelled
-``_pruned`` in the model's name. All three are measured in policies/checkpoints/README.md.
+``_pruned`` in the model's name. ``--warm-start heuristic|planner`` (``--dagger-rounds N``)
+clones an expert into the network before PPO (:mod:`training.clone`). All four are measured in
+policies/checkpoints/README.md.
 
 Reads top to bottom like a CleanRL script: the arguments, the env pipeline, the
 evaluation callback, then :func:`train`. torch and sb3-contrib (the ``train`` extra) are

@@ -4,6 +4,7 @@ deterministic, and a clone that plays the heuristic's rules before PPO starts.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from hospital_marl import BUILTIN_SCENARIOS
 from policies.heuristic import flat_heuristic_action
 from training.clone import collect_demonstrations, demo_seed
 from training.ppo import Args
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_demonstrations__never_play_the_graders_days() -> None:
@@ -54,7 +57,7 @@ def test_demonstration_actions__equal_the_heuristic_on_the_same_observations() -
 
 def test_train_ppo_cli__warm_start_clones_the_heuristic_and_grades_the_clone_first(tmp_path: Path) -> None:
     run = tmp_path / "ws"
-    argv = "--all-scenarios --warm-start heuristic --warm-start-days 15 --warm-start-epochs 20"
+    argv = "--all-scenarios --warm-start heuristic --warm-start-days 40 --warm-start-epochs 30"
     argv += " --timesteps 256 --n-envs 2 --n-steps 128 --n-epochs 1 --eval-freq 0 --eval-episodes 1"
     argv += " --no-progress"
     done = subprocess.run(
@@ -63,6 +66,7 @@ def test_train_ppo_cli__warm_start_clones_the_heuristic_and_grades_the_clone_fir
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout, not an installed copy
     )
     assert done.returncode == 0, done.stderr
     clone = json.loads((run / "clone.json").read_text())
@@ -70,7 +74,7 @@ def test_train_ppo_cli__warm_start_clones_the_heuristic_and_grades_the_clone_fir
     curve = json.loads((run / "curve.json").read_text())
     assert curve[0]["timesteps"] == 0  # the clone, graded before any PPO update
     meta = json.loads((run / "best_model.json").read_text())
-    assert "--warm-start heuristic" in meta["command"] and meta["args"]["warm_start_days"] == 15
+    assert "--warm-start heuristic" in meta["command"] and meta["args"]["warm_start_days"] == 40
 
 
 def test_args__warm_start_is_flat_only() -> None:
