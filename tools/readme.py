@@ -374,8 +374,28 @@ def ppo_defaults_section() -> str:
     return "\n".join(parts)
 
 
+def generalisation_summary_section() -> str:
+    """The README's in- and out-of-distribution columns: the splits table of
+    docs/generalisation.md's generated block (``python -m benchmarks.generalisation --write``)."""
+    page = ROOT / "docs" / "generalisation.md"
+    block = section(page.read_text(), "generalisation")
+    command = block.splitlines()[0]
+    table = block.split("**Splits**", 1)[1].split("\n\n", 2)[1]
+    return "\n".join(
+        [
+            f"{command}: the [procedural hospitals](docs/generalisation.md)' `validation` split (in "
+            "distribution: the training ranges, unseen draws) and `test` split (out of distribution: "
+            "smaller and larger departments, other arrival profiles, unseen shocks); mean ± standard "
+            "error over episodes.",
+            "",
+            table.strip(),
+        ]
+    )
+
+
 DOCUMENTS = {
     **SITE_SECTIONS,
+    README: {"generalisation-summary": generalisation_summary_section},
     ROOT / "server" / "README.md": {"server-load": server_load_section},
     ROOT / "policies" / "checkpoints" / "README.md": {"ppo-defaults": ppo_defaults_section},
 }
