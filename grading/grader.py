@@ -20,7 +20,7 @@ from typing import Any
 from grading.common import episode_seed, policy_seed
 from grading.common import mean as _mean
 from grading.common import stderr as _stderr
-from grading.isolated import FAULTS, TIME_LIMIT, IsolatedPolicy
+from grading.isolated import FAULTS, INVALID, TIME_LIMIT, IsolatedPolicy, as_action
 from hospital_marl.core.hospital import Seal
 from hospital_marl.core.metrics import METRIC_NAMES, SCORE_WEIGHTS, WAIT_SCALE, composite_score
 from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario, scenario_names
@@ -76,6 +76,10 @@ class SealedPolicy:
     gets a :class:`~hospital_marl.core.hospital.Seal`'s handle, never the episode's simulator,
     and the handle's present is brought up to date before every decision.
 
+    A decision that raises or is not an integer action is a counted fault (``errors``,
+    ``garbage``), played as an invalid action (the no-op), as in isolated mode: a bad policy
+    gets a clear outcome in the report, never a crashed grader.
+
     In one process a policy can still walk back to the grader (its caller's frames, ``gc``
     referrers, the modules it shares): grade code you do not trust with ``isolate=True``."""
 
@@ -84,19 +88,37 @@ class SealedPolicy:
         self.policy = policy
         self.name = getattr(policy, "name", type(policy).__name__)
         self.tracks = getattr(policy, "tracks", ("flat", "team"))
+        self.faults = dict.fromkeys(FAULTS, 0)
+        self.messages: list[str] = []
         self._seal: Seal | None = None
 
     def start(self, seed: int, seal: Seal) -> None:
         self._seal = seal
         self.policy.reset(seed=seed, hospital=seal.handle)
 
-    def act(self, observation: Any, action_mask: Any) -> Any:
+    def act(self, observation: Any, action_mask: Any) -> int:
         self._seal.refresh()
-        return self.policy.act(observation, action_mask)
+        return self._checked(self.policy.act, observation, action_mask)
 
-    def act_role(self, role: str, observation: Any, action_mask: Any) -> Any:
+    def act_role(self, role: str, observation: Any, action_mask: Any) -> int:
         self._seal.refresh()
-        return self.policy.act_role(role, observation, action_mask)
+        return self._checked(self.policy.act_role, role, observation, action_mask)
+
+    def _checked(self, decide: Callable[..., Any], *args: Any) -> int:
+        try:
+            value = decide(*args)
+        except Exception as error:  # the policy's own bug: counted, the episode goes on
+            return self._fault("errors", f"{type(error).__name__}: {error}")
+        action = as_action(value)
+        if action is None:
+            return self._fault("garbage", repr(value)[:200])
+        return action
+
+    def _fault(self, key: str, detail: str) -> int:
+        self.faults[key] += 1
+        if len(self.messages) < 20:
+            self.messages.append(f"{key}: {detail[:500]}")
+        return INVALID
 
 
 def sealed(policy: Any) -> Any:
@@ -223,7 +245,7 @@ def grade(
     if isolate:
         agent: Any = IsolatedPolicy(policy, track, time_limit)
     else:
-        agent = as_policy(load(policy) if isinstance(policy, str) else policy, track)
+        agent = SealedPolicy(as_policy(load(policy) if isinstance(policy, str) else policy, track))
     try:
         if track not in agent.tracks:
             raise ValueError(f"policy {agent.name!r} plays {agent.tracks}, not the {track!r} track")
@@ -242,11 +264,8 @@ def grade(
     for m in METRIC_NAMES:
         report[m] = _mean([s["metrics"][m] for s in per_scenario.values()])
     report["scenario_scores"] = {name: s["score"] for name, s in per_scenario.items()}
-    if isolate:
-        report["policy_faults"] = {
-            k: sum(s["policy_faults"][k] for s in per_scenario.values()) for k in FAULTS
-        }
-        report["policy_fault_messages"] = list(agent.messages)
+    report["policy_faults"] = {k: sum(s["policy_faults"][k] for s in per_scenario.values()) for k in FAULTS}
+    report["policy_fault_messages"] = list(agent.messages)
     report["scenarios"] = per_scenario
     report["score_formula"] = SCORE_FORMULA
     # What the policy itself counted (an LLM's unusable-reply rate: its no-ops are legal moves, so

@@ -44,7 +44,7 @@ INVALID = -1
 FAULTS = ("timeouts", "errors", "garbage")
 
 
-def _as_action(value: Any) -> int | None:
+def as_action(value: Any) -> int | None:
     """An integer action (int, NumPy integer, one-element integer array), or None for garbage."""
     if isinstance(value, (bool, np.bool_)):
         return None
@@ -83,7 +83,7 @@ def _serve(conn: Connection, policy_spec: Any, track: str) -> None:
                 continue
             handle = mirror(args[-1], handle)
             value = policy.act(*args[:2]) if kind == "act" else policy.act_role(*args[:3])
-            action = _as_action(value)
+            action = as_action(value)
             if action is None:
                 _reply(conn, number, "garbage", repr(value)[:200])
             else:
