@@ -27,7 +27,7 @@ from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve
 from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv
 from policies import as_policy, load
-from policies.base import TRACKS, Policy
+from policies.base import TRACKS, Policy, PolicyUnavailableError
 
 COUNT_KEYS: tuple[str, ...] = (
     "arrivals",
@@ -107,6 +107,8 @@ class SealedPolicy:
     def _checked(self, decide: Callable[..., Any], *args: Any) -> int:
         try:
             value = decide(*args)
+        except PolicyUnavailableError:
+            raise  # it cannot play at all: not a decision to count
         except Exception as error:  # the policy's own bug: counted, the episode goes on
             return self._fault("errors", f"{type(error).__name__}: {error}")
         action = as_action(value)

@@ -26,7 +26,14 @@ def policy_seed(seed: int) -> int:
     seeds every policy with it; a trainer replaying a policy on training days does the same)."""
     return int(np.random.SeedSequence([seed, 0x9011C7]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
+
 TRACKS = ("flat", "team")
+
+
+class PolicyUnavailableError(RuntimeError):
+    """The policy cannot decide at all (e.g. its model endpoint is down after its retries):
+    grading stops with this error instead of counting every decision as a fault, which would
+    grade a day of no-ops as if the policy had played it."""
 
 
 @runtime_checkable

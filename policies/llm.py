@@ -33,7 +33,7 @@ import numpy as np
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.envs.text import estimate_tokens, render_prompt
-from policies.base import BasePolicy, role_blocks
+from policies.base import BasePolicy, PolicyUnavailableError, role_blocks
 
 # ------------------------------------------------------------------ prompts
 _RULES = (
@@ -135,7 +135,7 @@ def parse_action(reply: str | None, legal: Collection[int]) -> tuple[int | None,
 
 
 # ---------------------------------------------------------------- the client
-class LLMUnavailableError(RuntimeError):
+class LLMUnavailableError(PolicyUnavailableError):
     """The endpoint failed (timeouts, connection errors, 5xx) after the bounded retries."""
 
 
