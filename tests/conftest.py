@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 import pytest
 
 from hospital_marl import SCENARIOS, Scenario, register_scenario
-from tests.helpers import TINY
+from tests.helpers import TINY, stream_handlers
 
 pytest_plugins = ["tests.ci_gaps"]  # in CI, a test that cannot import its dependencies fails
 
 
 def closed_stream_handlers() -> list[str]:
     """Loggers with a ``StreamHandler`` whose stream is closed (``"<logger>: <handler>"``)."""
-    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
-    return [
-        f"{logger.name}: {handler!r}"
-        for logger in loggers
-        if isinstance(logger, logging.Logger)
-        for handler in logger.handlers
-        if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False)
-    ]
+    return stream_handlers(lambda stream: getattr(stream, "closed", False))
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ so that hypothesis tests and the cross-process determinism script can use it.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -493,3 +494,15 @@ BAD_ACTIONS: list[object] = [
     object(),
 ]
 """Actions that must be counted invalid (-1), never raise, in every view (one list for core and envs)."""
+
+
+def stream_handlers(where: Callable[[Any], bool]) -> list[str]:
+    """Every logger's ``StreamHandler`` whose stream satisfies ``where`` (``"<logger>: <handler>"``)."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    return [
+        f"{logger.name}: {handler!r}"
+        for logger in loggers
+        if isinstance(logger, logging.Logger)
+        for handler in logger.handlers
+        if isinstance(handler, logging.StreamHandler) and where(handler.stream)
+    ]

@@ -20,6 +20,7 @@ pytest.importorskip("openenv.core", reason="the server tests need the `server` e
 
 from server.logs import CurrentStreamHandler, log_config
 from server.settings import ServerSettings
+from tests.helpers import stream_handlers
 from tests.llm.openai_standin import OpenAIStandIn, serve_standin
 from tests.server.live import live_server
 
@@ -27,14 +28,7 @@ pytestmark = pytest.mark.server
 
 
 def _handlers_on(*streams: io.StringIO) -> list[str]:
-    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
-    return [
-        f"{logger.name}: {handler!r}"
-        for logger in loggers
-        if isinstance(logger, logging.Logger)
-        for handler in logger.handlers
-        if isinstance(handler, logging.StreamHandler) and any(handler.stream is s for s in streams)
-    ]
+    return stream_handlers(lambda stream: any(stream is s for s in streams))
 
 
 SERVERS: dict[str, Callable[[], AbstractContextManager[str]]] = {
