@@ -72,7 +72,7 @@ def _result(env_hospital: Any, seed: int) -> EpisodeResult:
 
 
 class SealedPolicy:
-    """A policy run in the grader's process behind the sealed view (SPEC §12): its ``reset``
+    """A policy run in the grader's process behind the sealed view (docs: Sealed evaluation): its ``reset``
     gets a :class:`~hospital_marl.core.hospital.Seal`'s handle, never the episode's simulator,
     and the handle's present is brought up to date before every decision.
 
@@ -224,7 +224,7 @@ def grade(
             registered name: each episode draws its hospital from its seed, e.g. "validation", "test").
         track: ``"flat"`` (one Discrete(39) action per tick) or ``"team"`` (one action per role per tick).
         progress: called as ``progress(scenario_name, episode_index)`` after each episode.
-        isolate: run the policy in a process of its own (:mod:`grading.isolated`, SPEC §12): it
+        isolate: run the policy in a process of its own (:mod:`grading.isolated`; docs: Sealed evaluation): it
             receives only observations, masks and the sealed present, within ``time_limit``
             seconds per decision; a name or path is then loaded only in that process. Use it
             for code you do not trust. A deterministic policy scores the same either way.

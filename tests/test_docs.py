@@ -49,6 +49,8 @@ def test_mkdocs__builds_strictly(tmp_path: Path) -> None:
     # mkdocstrings rendered the documented objects, not an empty page
     api = (tmp_path / "site" / "api" / "index.html").read_text()
     assert "render_labelled" in api and "grade" in api
+    # the API reference is the docstrings: none may point to a spec file users do not have
+    assert "SPEC" not in api, [line for line in api.splitlines() if "SPEC" in line][:3]
     # the notebooks became pages
     assert (tmp_path / "site" / "notebooks" / "01_quickstart" / "index.html").exists()
 
