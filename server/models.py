@@ -185,7 +185,7 @@ class HospitalObservation(Observation):
     terminated: bool = Field(default=False, description="deaths reached the scenario's max_deaths")
     truncated: bool = Field(default=False, description="the shift ended")
     metrics: dict[str, float] | None = Field(
-        default=None, description="the five graded metrics (SPEC §7), once the episode is done"
+        default=None, description="the five graded metrics (docs: Grading), once the episode is done"
     )
     info: dict[str, Any] = Field(
         default_factory=dict, description="tick, scenario, outcome(s); at the end counters and score"
