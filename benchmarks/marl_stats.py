@@ -142,13 +142,11 @@ def row_name(meta: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ collect
 def collect(runs_root: Path, episodes: int, only: tuple[str, ...] = ()) -> dict[str, Any]:
     """Grade every run and the heuristic on the held-out days; the JSON the table is built from."""
-    from grading import grade
     from policies.benchmarl import METADATA_FILE, load_benchmarl_policy
     from training.benchmarl.train import HELDOUT_SEED
 
-    def heldout(policy: Any, track: str = "team") -> dict[str, list[float]]:
-        report = grade(policy, episodes=episodes, seed=HELDOUT_SEED, track=track)
-        return {s: [round(v, 4) for v in report["scenarios"][s]["episode_scores"]] for s in BUILTIN_SCENARIOS}
+    def heldout(policy: Any) -> dict[str, list[float]]:
+        return heldout_scores(policy, episodes)
 
     algorithms: dict[str, list[dict[str, Any]]] = {}
     for meta_file in sorted(runs_root.glob(f"*/{METADATA_FILE}")):
@@ -202,17 +200,18 @@ def references(episodes: int) -> dict[str, Any]:
     """The reference policies' held-out scores (team: heuristic and planner; flat: ``FLAT``), the
     part of the collected JSON to redo alone when only a reference policy changed
     (``collect --references``)."""
+    team = {name: heldout_scores(name, episodes) for name in (REFERENCE, PLANNER)}
+    flat = {name: heldout_scores(name, episodes, track="flat") for name in FLAT}
+    return {"reference": team, "flat": {"track": "flat", "policies": flat}}
+
+
+def heldout_scores(policy: Any, episodes: int, track: str = "team") -> dict[str, list[float]]:
+    """A policy's per-episode scores on the held-out days, by scenario (4 decimals, as stored)."""
     from grading import grade
     from training.benchmarl.train import HELDOUT_SEED
 
-    def heldout(policy: Any, track: str = "team") -> dict[str, list[float]]:
-        report = grade(policy, episodes=episodes, seed=HELDOUT_SEED, track=track)
-        return {s: [round(v, 4) for v in report["scenarios"][s]["episode_scores"]] for s in BUILTIN_SCENARIOS}
-
-    return {
-        "reference": {REFERENCE: heldout(REFERENCE), PLANNER: heldout(PLANNER)},
-        "flat": {"track": "flat", "policies": {name: heldout(name, track="flat") for name in FLAT}},
-    }
+    report = grade(policy, episodes=episodes, seed=HELDOUT_SEED, track=track)
+    return {s: [round(v, 4) for v in report["scenarios"][s]["episode_scores"]] for s in BUILTIN_SCENARIOS}
 
 
 # ------------------------------------------------------------------ publish
