@@ -197,7 +197,7 @@ def build_rt_web_view(
             "Pick a patient (task and seed), then place, turn and weight beams with the legal actions "
             "below and lock the plan, while an agent plans the same patient beside you. Left of each "
             "picture: the dose wash over the tumour (outlined) and the organs at risk, with the beams; "
-            "right: the dose-volume histograms. Doses are in units of the prescription (Rx)."
+            "right: the dose-volume histograms. Doses are in Gy, against the task's prescription (Rx)."
         )
         with gr.Row():
             task_pick = gr.Dropdown(list(TASKS), value=task, label="Task", elem_id="task")
