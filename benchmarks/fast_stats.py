@@ -23,6 +23,10 @@ Three steps, so that the page regenerates from committed artefacts alone (as ben
     python benchmarks/fast_stats.py publish --runs runs/fast
     python benchmarks/fast_stats.py collect --episodes 30
     python benchmarks/fast_stats.py --write
+
+Ablations (``tools/fast_ablations.sh``): ``ablations --runs runs/fast_ablate`` reads each run's final
+validation grading (no checkpoint choice) into :data:`ABLATIONS` and grades ``team_heuristic`` on the
+same validation days; the default step then also writes the ``fast-ablations`` block.
 """
 
 from __future__ import annotations
@@ -52,7 +56,9 @@ RESULTS = ROOT / "docs" / "fast" / "fast_runs.json"
 FIGURE = ROOT / "docs" / "fast" / "sample_efficiency.png"
 PAGE = ROOT / "docs" / "learning-at-scale.md"
 STORED = ROOT / "docs" / "marl" / "benchmarl_runs.json"
+ABLATIONS = ROOT / "docs" / "fast" / "ablations.json"
 START, END = "<!-- BEGIN fast-stats -->", "<!-- END fast-stats -->"
+ABL_START, ABL_END = "<!-- BEGIN fast-ablations -->", "<!-- END fast-ablations -->"
 LABELS = {
     "fast_mappo": "MAPPO, fast trainer",
     "fast_ippo": "IPPO, fast trainer",
@@ -186,6 +192,102 @@ def collect(episodes: int) -> dict[str, Any]:
         "algorithms": algorithms,
         "flat": flat,
     }
+
+
+# ------------------------------------------------------------------ ablations
+def collect_ablations(runs_root: Path) -> dict[str, Any]:
+    """Every ablation run's final validation grading, grouped by variant (run dir ``<variant>_s<seed>``)."""
+    from grading import grade
+    from policies.fast import METADATA_FILE
+
+    variants: dict[str, list[dict[str, Any]]] = {}
+    validation: dict[str, int] = {}
+    for meta_file in sorted(runs_root.glob(f"*/{METADATA_FILE}")):
+        meta = json.loads(meta_file.read_text())
+        if not meta.get("complete", True) or not meta.get("final_eval"):
+            print(f"  skipped {meta_file.parent.name}: not finished", file=sys.stderr)
+            continue
+        final = meta["final_eval"]
+        args = meta["args"]
+        validation = {"seed": args["eval_seed"], "episodes_per_scenario": args["eval_episodes"]}
+        variants.setdefault(meta_file.parent.name.rsplit("_s", 1)[0], []).append(
+            {
+                "seed": meta["args"]["seed"],
+                "frames": meta["frames"],
+                "wall_time_s": meta["wall_time_s"],
+                "cpu_time_s": meta["cpu_time_s"],
+                "command": meta["command"],
+                "validation": {s: final[f"score_{s}"] for s in BUILTIN_SCENARIOS},
+            }
+        )
+    if not variants:
+        raise SystemExit(f"no finished ablation run under {runs_root}")
+    report = grade(
+        "team_heuristic",
+        episodes=validation["episodes_per_scenario"],
+        seed=validation["seed"],
+        track="team",
+    )
+    return {
+        "validation": validation,
+        "scenarios": list(BUILTIN_SCENARIOS),
+        "team_heuristic": {s: report["scenario_scores"][s] for s in BUILTIN_SCENARIOS},
+        "variants": variants,
+    }
+
+
+def _se(values: list[float]) -> float:
+    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
+
+
+def ablation_report(data: dict[str, Any]) -> str:
+    """The ablation table: each variant's validation score (mean ± s.e. over its seeds) and its
+    difference from the baseline row (± the two s.e. combined; seeds are not paired across rows)."""
+    scenarios, variants = data["scenarios"], data["variants"]
+    overall = {n: [float(np.mean([r["validation"][s] for s in scenarios])) for r in runs] for n, runs in variants.items()}  # noqa: E501
+    base = overall.get("baseline")
+    v = data["validation"]
+    lines = [
+        f"Validation days (grader seed {v['seed']}, {v['episodes_per_scenario']} episodes per scenario), "
+        "each run graded once at its end (no checkpoint choice). `team_heuristic` on the same days: "
+        + ", ".join(f"`{s}` {data['team_heuristic'][s]:.1f}" for s in scenarios)
+        + f"; overall {np.mean(list(data['team_heuristic'].values())):.1f}.",
+        "",
+        "| variant | options | seeds | frames | " + " | ".join(f"`{s}`" for s in scenarios)
+        + " | overall | − baseline |",
+        "|" + "---|" * (len(scenarios) + 6),
+    ]
+    order = sorted(variants, key=lambda n: (n != "baseline", -np.mean(overall[n])))
+    for name in order:
+        runs = variants[name]
+        options = " ".join(_variant_options(runs[0]["command"].split("fast-mappo", 1)[1])) or "(defaults)"
+        cells = [_mean_se([r["validation"][s] for r in runs]) for s in scenarios]
+        delta = "—"
+        if base is not None and name != "baseline":
+            d = np.mean(overall[name]) - np.mean(base)
+            delta = f"{d:+.1f} ± {np.hypot(_se(overall[name]), _se(base)):.1f}"
+        lines.append(
+            f"| {name} | {options} | {len(runs)} | {_frames(runs)} | " + " | ".join(cells)
+            + f" | {_mean_se(overall[name])} | {delta} |"
+        )
+    return "\n".join(lines)
+
+
+_COMMON_OPTIONS = ("--frames", "--seed", "--save", "--eval-interval", "--eval-episodes", "--all-scenarios")
+
+
+def _variant_options(command_tail: str) -> list[str]:
+    """The options of an ablation command that are the variant's own (not frames, seed, paths)."""
+    tokens, out, skip = command_tail.split(), [], False
+    for i, t in enumerate(tokens):
+        if skip:
+            skip = False
+            continue
+        if t in _COMMON_OPTIONS:
+            skip = t != "--all-scenarios" and i + 1 < len(tokens) and not tokens[i + 1].startswith("--")
+            continue
+        out.append(f"`{t}`" if t.startswith("--") else t)
+    return out
 
 
 # ------------------------------------------------------------------ report
@@ -339,14 +441,16 @@ def _figure(curves: dict[str, dict[str, list[float]]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", nargs="?", choices=("publish", "collect", "report"), default="report")
-    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "fast")
+    parser.add_argument(
+        "step", nargs="?", choices=("publish", "collect", "ablations", "report"), default="report"
+    )
+    parser.add_argument("--runs", type=Path, help="default runs/fast (publish), runs/fast_ablate (ablations)")
     parser.add_argument("--episodes", type=int, default=30, help="held-out episodes per scenario")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap replicates")
     parser.add_argument("--write", action="store_true", help=f"write the block into {PAGE.name}")
     opts = parser.parse_args(argv)
     if opts.step == "publish":
-        for path in publish(opts.runs):
+        for path in publish(opts.runs or ROOT / "runs" / "fast"):
             print(path.relative_to(ROOT))
         return 0
     if opts.step == "collect":
@@ -354,10 +458,20 @@ def main(argv: list[str] | None = None) -> int:
         RESULTS.write_text(json.dumps(collect(opts.episodes), indent=1) + "\n")
         print(RESULTS.relative_to(ROOT))
         return 0
+    if opts.step == "ablations":
+        data = collect_ablations(opts.runs or ROOT / "runs" / "fast_ablate")
+        ABLATIONS.write_text(json.dumps(data, indent=1) + "\n")
+        print(ABLATIONS.relative_to(ROOT))
+        return 0
     block = report(json.loads(RESULTS.read_text()), opts.reps)
     if opts.write:
         write_marked(PAGE, START, END, f"{START}\n{block}\n{END}")
     print(block)
+    if ABLATIONS.exists():
+        ablations = ablation_report(json.loads(ABLATIONS.read_text()))
+        if opts.write:
+            write_marked(PAGE, ABL_START, ABL_END, f"{ABL_START}\n{ablations}\n{ABL_END}")
+        print(ablations)
     return 0
 
 
