@@ -11,12 +11,12 @@ FRAMES=${FRAMES:-20000000}
 EVAL="--eval-interval ${EVAL_INTERVAL:-500000} --eval-episodes ${EVAL_EPISODES:-4} --max-wall-s $MAX_WALL"
 mkdir -p runs/fast logs
 {
-  for seed in ${SEEDS:-0 1 2 3 4}; do
-    for alg in ${ALGS:-mappo ippo}; do
+  for seed in ${SEEDS-0 1 2 3 4}; do
+    for alg in ${ALGS-mappo ippo}; do
       echo "fast-mappo --algorithm $alg --save runs/fast/${alg}_s${seed} --seed $seed logs/fast_${alg}_s${seed}.log"
     done
   done
-  for seed in ${PPO_SEEDS:-0 1 2 3 4}; do
+  for seed in ${PPO_SEEDS-0 1 2 3 4}; do  # PPO_SEEDS= : none
     echo "fast-ppo --track flat --save runs/fast/ppo_flat_s${seed} --seed $seed logs/fast_ppo_flat_s${seed}.log"
   done
 } | OMP_NUM_THREADS=1 xargs -P "${JOBS:-2}" -L 1 sh -c \
