@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # The from-scratch runs of docs/learning-at-scale.md: MAPPO and IPPO (5 seeds each) and flat PPO,
 # all scenarios, 20M frames or MAX_WALL seconds per run, whichever comes first (the frames each
-# reached are in its fast.json / best_model.json). Background, nice 19, one torch thread each, JOBS
+# reached are in its fast.json / best_model.json). Background, niced, one torch thread each, JOBS
 # at a time (default 2, this box's cores): a queue, so that the runs that finish are whole runs even
-# if the session's time ends before the queue does. Order: mappo and ippo interleaved by seed, then
-# flat PPO.
+# if the session's time ends before the queue does. Order: every mappo seed, then every ippo seed,
+# then flat PPO. NICE (default 10) is the runs' niceness.
 set -euo pipefail
 MAX_WALL=${MAX_WALL:-0}
 FRAMES=${FRAMES:-20000000}
 EVAL="--eval-interval ${EVAL_INTERVAL:-500000} --eval-episodes ${EVAL_EPISODES:-4} --max-wall-s $MAX_WALL"
 mkdir -p runs/fast logs
 {
-  for seed in ${SEEDS-0 1 2 3 4}; do
-    for alg in ${ALGS-mappo ippo}; do
+  for alg in ${ALGS-mappo ippo}; do
+    for seed in ${SEEDS-0 1 2 3 4}; do
       echo "fast-mappo --algorithm $alg --save runs/fast/${alg}_s${seed} --seed $seed logs/fast_${alg}_s${seed}.log"
     done
   done
@@ -20,5 +20,5 @@ mkdir -p runs/fast logs
     echo "fast-ppo --track flat --save runs/fast/ppo_flat_s${seed} --seed $seed logs/fast_ppo_flat_s${seed}.log"
   done
 } | OMP_NUM_THREADS=1 xargs -P "${JOBS:-2}" -L 1 sh -c \
-  'exec nice -n 19 python -m hospital_marl_cli train "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
+  'exec nice -n '"${NICE:-10}"' python -m hospital_marl_cli train "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
      --frames '"$FRAMES"' --all-scenarios '"$EVAL"' > "$8" 2>&1' sh
