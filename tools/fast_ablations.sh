@@ -19,6 +19,7 @@ VARIANTS=(
   "gamma_0.995|--gamma 0.995"
   "rollout_256|--steps 256"
   "wide_128|--hidden 128 128"
+  "score_reward|--reward score --reward-scale 0.3"
   "lr_1e-3|--learning-rate 0.001"
 )
 {

@@ -15,7 +15,8 @@ re-recorded, nothing else moved). Every trainer's ``--scenario`` accepts the reg
 scenario distributions and ``night_shift_lean`` too (issue 28; its choices and help re-recorded,
 together with the ``--reward`` help that had already dropped its SPEC reference). ``train ppo`` gained
 ``--warm-start heuristic|planner``, ``--warm-start-days``, ``--warm-start-epochs``, ``--warm-start-lr``,
-``--dagger-rounds``, ``--dagger-days`` (issue 23).
+``--dagger-rounds``, ``--dagger-days`` (issue 23). ``train fast-mappo`` gained ``--reward env|score``
+(issue 26's score-reward ablation; re-recorded, an addition only).
 """
 
 from __future__ import annotations

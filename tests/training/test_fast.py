@@ -13,7 +13,7 @@ import torch
 
 import policies
 from grading import grade
-from hospital_marl.core.actions import ROLES
+from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.envs.vector import HospitalEDVectorEnv, HospitalMARLVectorEnv
 from policies.fast import load_fast_policy
 from policies.learned import FeatureEncoder, OnnxLogits, encode_batch
@@ -172,3 +172,35 @@ def test_shipped_team_runs__load_by_name_and_ship_in_the_wheel() -> None:
         assert any(fnmatch.fnmatchcase(shipped, glob) for glob in globs), (rel, globs)
         policy = policies.load(name)
         assert policy.name == name and policy.tracks == ("team",)
+
+
+def test_mappo__score_reward_pays_each_day_its_graded_score_minus_the_empty_shift() -> None:
+    """--reward score: a department's undiscounted return over a day is the day's graded score
+    minus an empty shift's (the score the grader reports for that day), for every row at once."""
+    from hospital_marl.envs.wrappers import VectorScoreReward
+    from training.fast.mappo import Departments
+
+    envs = Departments(MappoArgs(**{**TINY, "all_scenarios": True, "reward": "score"}))
+    empty = envs.steppers[0].empty_shift_score
+    assert isinstance(envs.steppers[0], VectorScoreReward)
+    returns = np.zeros(TINY["num_envs"])
+    finished = np.zeros(TINY["num_envs"], bool)
+    order: list[int] = []
+    rng = np.random.default_rng(0)
+    while not finished.all():
+        sizes = [ROLE_ACTION_COUNTS[role] for role in ROLES]
+        masks = np.split(envs.masks, np.cumsum(sizes)[:-1], axis=1)  # (B, 21 + 16 + 4)
+        actions = np.stack([[rng.choice(np.flatnonzero(m[i])) for i in range(len(m))] for m in masks], 1)
+        reward, done = envs.step(actions)
+        returns += np.where(finished, 0.0, reward)
+        order += [i for i in np.flatnonzero(done & ~finished)]
+        finished |= done
+    # scores are appended in row order of the step that ended each day, as `order` was
+    assert envs.scores[: len(order)] == pytest.approx((returns[order] + empty).tolist(), abs=1e-6)
+
+
+def test_mappo_args__score_reward_refuses_reward_overrides() -> None:
+    with pytest.raises(ValueError, match="reward_overrides"):
+        MappoArgs(reward="score", reward_overrides="death=-20")
+    with pytest.raises(ValueError, match="reward"):
+        MappoArgs(reward="points")

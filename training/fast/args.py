@@ -13,7 +13,7 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
-from training.args import TrainArgs, shared
+from training.args import REWARDS, TrainArgs, shared
 from training.common import reward_table
 
 ALGORITHMS = ("mappo", "ippo")
@@ -32,7 +32,7 @@ class MappoArgs(TrainArgs):
     """Every option of ``hospital-marl train fast-mappo``; its --help is generated from these docstrings."""
 
     COMMAND: ClassVar[str] = "hospital-marl train fast-mappo"
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"algorithm": ALGORITHMS}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"algorithm": ALGORITHMS, "reward": REWARDS}
     ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("algorithm", "frames", "seed")
     RUN_PREFIX: ClassVar[str] = "fast"
 
@@ -73,6 +73,9 @@ class MappoArgs(TrainArgs):
     """Hidden layers of every actor and critic MLP."""
     shared_actor: bool = False
     """One actor network for the three roles (padded observation + role one-hot) instead of one each."""
+    reward: str = shared("reward")
+    """env: the env's dense team reward; score: the graded composite's per-step change, the team's
+    (hospital_marl.envs.wrappers.VectorScoreReward: a day's return is its score - 90)."""
     reward_scale: float = shared("reward_scale")
     reward_overrides: str = shared("reward_overrides")
     eval_interval: int = 2_000_000
@@ -92,6 +95,10 @@ class MappoArgs(TrainArgs):
         if self.num_envs < len(self.scenarios):
             raise ValueError(f"num_envs ({self.num_envs}) must be at least the number of scenarios")
         self.hidden = tuple(int(w) for w in self.hidden)
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward must be one of {REWARDS}, got {self.reward!r}")
+        if self.reward == "score" and self.reward_overrides:
+            raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
         reward_table(self.reward_overrides)  # a bad override fails here, not after the envs are built
 
     @property

@@ -39,6 +39,7 @@ from torch import nn
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
+from hospital_marl.envs.wrappers import VectorScoreReward
 from policies.fast import FORMAT, METADATA_FILE
 from policies.marl import MAX_ACTIONS, MAX_OBS, MarlTeamPolicy, encode_state, logits_role
 from training.common import Clock, Evaluate, eval_row, require_evaluate, reward_table, write_curve, write_json
@@ -141,11 +142,13 @@ class Departments:
         self.rows = [base + (k < extra) for k in range(len(names))]
         rewards = reward_table(args.reward_overrides)
         self.vecs = [HospitalMARLVectorEnv(n, scenario=s, rewards=rewards) for n, s in zip(self.rows, names)]
+        self.steppers: list[Any] = [VectorScoreReward(v) if args.reward == "score" else v for v in self.vecs]
+        """What ``reset``/``step`` call: the vector envs, or their score-reward wrappers."""
         self.scores: list[float] = []
         self._observe(
             [
-                vec.reset(seed=SEED_BASE + args.seed * 100_000 + k * 10_000)[0]
-                for k, vec in enumerate(self.vecs)
+                env.reset(seed=SEED_BASE + args.seed * 100_000 + k * 10_000)[0]
+                for k, env in enumerate(self.steppers)
             ]
         )
 
@@ -160,10 +163,10 @@ class Departments:
         """Joint actions ``(B, 3)`` -> team rewards ``(B,)`` and episode ends ``(B,)``; finished
         days restart at once (their scores are appended to :attr:`scores`)."""
         observations, rewards, dones, start = [], [], [], 0
-        for vec, n in zip(self.vecs, self.rows):
+        for env, n in zip(self.steppers, self.rows):
             part = actions[start : start + n]
             start += n
-            obs, rew, term, trunc, info = vec.step({role: part[:, r] for r, role in enumerate(ROLES)})
+            obs, rew, term, trunc, info = env.step({role: part[:, r] for r, role in enumerate(ROLES)})
             observations.append(obs)
             rewards.append(rew[ROLES[0]])
             dones.append(term[ROLES[0]] | trunc[ROLES[0]])
