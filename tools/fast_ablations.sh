@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ablations of docs/learning-at-scale.md ("why does MAPPO from scratch not reach team_heuristic?"):
+# Ablations (NICE, default 10; JOBS at a time, default 2) of docs/learning-at-scale.md ("why does MAPPO from scratch not reach team_heuristic?"):
 # fast MAPPO on all scenarios, one option changed per row, SEEDS each, FRAMES per run (default 2M:
 # a tenth of the main runs, so every row fits in this box's time), graded only at the end on
 # validation days (seed 1000, EVAL_EPISODES per scenario; no checkpoint choice, so no selection
@@ -30,6 +30,6 @@ VARIANTS=(
     done
   done
 } | OMP_NUM_THREADS=1 xargs -P "${JOBS:-2}" -L 1 sh -c \
-  'name=$1; seed=$2; shift 2; exec nice -n 19 python -m hospital_marl_cli train fast-mappo "$@" \
+  'name=$1; seed=$2; shift 2; exec nice -n '"${NICE:-10}"' python -m hospital_marl_cli train fast-mappo "$@" \
      --frames '"$FRAMES"' --all-scenarios --seed "$seed" '"$EVAL"' \
      --save "runs/fast_ablate/${name}_s${seed}" > "logs/fast_ablate_${name}_s${seed}.log" 2>&1' sh
