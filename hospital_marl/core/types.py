@@ -417,6 +417,52 @@ def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTab
     )
 
 
+# ------------------------------------------------------------------ parameter tables (one row per scenario)
+def stack_params(params: list[Params], length: int) -> Params:
+    """A parameter table: ``params`` stacked, every field with a leading row axis, so a batch
+    loop steps envs of different scenarios in one call (env ``e`` reads row ``which[e]``;
+    :func:`params_row`). ``rates`` and ``service`` are padded with zeros to ``length`` ticks
+    (at least every row's episode length; the kernel reads them only below it). The action
+    table's fields stay read-only: a row of the table then has exactly the type of a
+    :func:`make_params` result, so the compiled rules serve both without a second signature."""
+    fields = []
+    for name, *column in zip(Params._fields, *params):
+        if name in _TICK_FIELDS:
+            table = np.zeros((len(column), length), np.float64)
+            for k, values in enumerate(column):
+                table[k, : len(values)] = values
+        else:
+            table = np.stack(column)
+        table.flags.writeable = name not in _ACTION_ARRAYS
+        fields.append(table)
+    return Params(*fields)
+
+
+def set_params_row(table: Params, k: int, params: Params) -> None:
+    """Write ``params`` (one scenario's) into row ``k`` of ``table`` (:func:`stack_params`; its
+    ``rates`` / ``service`` must be long enough). The action table is the package's constant:
+    it is the same in every row and is not rewritten."""
+    for name, rows, values in zip(Params._fields, table, params):
+        if name in _ACTION_ARRAYS:
+            if values is not _ACTION_ARRAYS[name]:
+                raise ValueError(f"Params.{name} is not the package's action table")
+        elif name in _TICK_FIELDS:
+            rows[k, : len(values)] = values
+            rows[k, len(values) :] = 0.0
+        else:
+            rows[k] = values
+
+
+def params_row(table: Params, k: int) -> Params:
+    """Row ``k`` of a parameter table: a :class:`Params` of views (no copy), as the batch loops
+    read it (``rates`` / ``service`` padded: see :func:`stack_params`)."""
+    return Params._make(rows[k] for rows in table)
+
+
+_TICK_FIELDS = frozenset({"rates", "service"})
+"""The :class:`Params` fields with one value per tick (episode lengths differ between scenarios)."""
+
+
 def _action_arrays() -> dict[str, np.ndarray]:
     """The action table as the kernel reads it (built once; read-only)."""
     role_actions = np.array([len(ROLE_FLAT[role]) for role in ROLES], np.int64)

@@ -1,5 +1,12 @@
 """The batch loops, compiled: the vector envs' step over a range of rows (environments), with
 ended rows restarted on the next day drawn ahead for them.
+
+Parameters arrive as a table (:func:`~hospital_marl.core.types.stack_params`: every
+:class:`~hospital_marl.core.types.Params` field with a leading row axis) and ``which``, the
+table row of each env: a named scenario is a one-row table read by every env (``which`` all
+0), a scenario distribution one row per env. Either way one call steps the whole range, and
+the per-env :class:`Params` the rules receive is a view of that row (the same type as the
+scalar env's, so the rules compile once for both).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from hospital_marl.core.types import (
     F_LAST_ROLE_REWARD,
     S_TERMINATED,
     S_TRUNCATED,
+    Params,
 )
 
 # ---------------------------------------------------------------- batches (rows = environments)
@@ -23,6 +31,28 @@ ROW_LIVE, ROW_RESTARTED, ROW_ENDED = 0, 1, 2
 """What a batch step reports per row (``resets``): still in its episode; ended and started
 its next day in the same call; ended, next day left to the caller (no key drawn ahead, or
 the day does not fit the row's capacity)."""
+
+
+@_jit
+def _params_of(table, which, e):
+    """Env ``e``'s parameters: row ``which[e]`` of ``table``, as views (nothing copied)."""
+    k = which[e]
+    return Params(
+        table.ints[k],
+        table.reals[k],
+        table.deteriorate_base[k],
+        table.condition_factor[k],
+        table.improve[k],
+        table.treatment[k],
+        table.action_kind[k],
+        table.action_index[k],
+        table.action_role[k],
+        table.role_flat[k],
+        table.role_actions[k],
+        table.rates[k],
+        table.mix_cdf[k],
+        table.service[k],
+    )
 
 
 @_jit
@@ -48,17 +78,19 @@ def _end_row(st, p, e, offsets, obs, mask, final_obs, final_scalars, final_float
 
 
 @_jit
-def step_flat_batch(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcomes, ends) -> None:
-    """Rows ``lo:hi``, each live one: its flat action (out of range = invalid), the tick, the
-    next observation and mask; a row whose episode ends is restarted at once (:func:`_end_row`,
-    ``ends`` = (resets, final_obs, final_scalars, final_floats, keys, key_cursor); its code
-    in ``resets``). Rows already done are left alone. Rows are independent, so disjoint
-    ranges may run at once on several threads (no GIL)."""
+def step_flat_batch(st, table, which, lo, hi, actions, offsets, obs, masks, rewards, outcomes, ends) -> None:
+    """Rows ``lo:hi`` (env ``e`` with the parameters of ``table`` row ``which[e]``), each live
+    one: its flat action (out of range = invalid), the tick, the next observation and mask; a
+    row whose episode ends is restarted at once (:func:`_end_row`, ``ends`` = (resets, final_obs,
+    final_scalars, final_floats, keys, key_cursor); its code in ``resets``). Rows already done
+    are left alone. Rows are independent, so disjoint ranges may run at once on several threads
+    (no GIL)."""
     resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
     for e in range(lo, hi):
         resets[e] = ROW_LIVE
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             continue
+        p = _params_of(table, which, e)
         a = actions[e]
         outcomes[e] = act_flat(st, p, e, a if 0 <= a < N_FLAT_ACTIONS else -1)
         tick(st, p, e)
@@ -72,7 +104,7 @@ def step_flat_batch(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcom
 
 @_jit
 def step_joint_batch(
-    st, p, lo, hi, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes, ends
+    st, table, which, lo, hi, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes, ends
 ) -> None:
     """Rows ``lo:hi``, each live one: one action per role in role order (parallel resolution:
     an action valid on the mask ``seen`` but made impossible by an earlier role is a
@@ -83,6 +115,7 @@ def step_joint_batch(
         resets[e] = ROW_LIVE
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             continue
+        p = _params_of(table, which, e)
         for r in range(3):
             a = actions[e, r]
             ok = 0 <= a < p.role_actions[r]
