@@ -447,6 +447,8 @@ def set_params_row(table: Params, k: int, params: Params) -> None:
             if values is not _ACTION_ARRAYS[name]:
                 raise ValueError(f"Params.{name} is not the package's action table")
         elif name in _TICK_FIELDS:
+            if len(values) > rows.shape[1]:
+                raise ValueError(f"a day of {len(values)} ticks does not fit a table of {rows.shape[1]}")
             rows[k, : len(values)] = values
             rows[k, len(values) :] = 0.0
         else:

@@ -140,8 +140,8 @@ class _Batch:
         # The batch loops' parameter table and each env's row of it (``which``): a named scenario is
         # one row every env reads; a distribution draws each env's scenario per episode, so each env
         # has its own row, rewritten when its next day starts (from Python, where the draw is made).
-        length = max(s.episode_length, self.distribution.episode_length if self.distribution else 0)
-        self.table: Params = stack_params([self.params] * (num_envs if self.distribution else 1), length)
+        rows = num_envs if self.distribution else 1  # a distribution's draws share its episode length
+        self.table: Params = stack_params([self.params] * rows, s.episode_length)
         self.which = np.arange(num_envs) if self.distribution else np.zeros(num_envs, np.int64)
         self._params_cache: dict[Scenario, Params] = {}
         self.user_days = self.template.day_generator is not generate_day
@@ -234,9 +234,6 @@ class _Batch:
                     self._params_cache.clear()
                 params = make_params(scenario, t.clinical, t.rewards, t.max_ticks)
                 self._params_cache[scenario] = params
-            if len(params.rates) > self.table.rates.shape[1]:  # a longer day than any so far
-                rows_now = [params_row(self.table, k) for k in range(len(self.table.ints))]
-                self.table = stack_params(rows_now, len(params.rates))
             set_params_row(self.table, int(self.which[e]), params)
             self.row_scenarios[e] = scenario
 

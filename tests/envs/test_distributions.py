@@ -273,6 +273,53 @@ def test_vector__env_i_is_the_scalar_env_seeded_s_plus_i(scenario) -> None:
     assert episodes_ended >= n * 2
 
 
+def test_vector_threads__a_distribution_steps_as_serial_and_as_the_scalar_envs() -> None:
+    """Every env of a distribution in one batch loop, split over threads (3 threads over 7
+    envs: uneven ranges): through three days each (the later ones drawn at autoreset, each
+    with its own hospital), threads=2 and 3 equal serial bit for bit, and every env equals the
+    scalar env seeded s + i (observations with presence blocks, rewards, ends, final scores)."""
+    n, seed = 7, 12
+    venvs = [HospitalEDVectorEnv(n, scenario=WIDE, threads=k) for k in (None, 2, 3)]
+    scalars = [gym.make(hospital_marl.COMPOSED_ENV_ID, scenario=WIDE) for _ in range(n)]
+    firsts = [venv.reset(seed=seed)[0] for venv in venvs]
+    singles = [env.reset(seed=seed + i)[0] for i, env in enumerate(scalars)]
+    rng = np.random.default_rng(3)
+    days = np.ones(n, np.int64)
+    scores: list[float] = []
+    for _ in range(240):
+        actions = _masked_random(venvs[0].action_masks(), rng)
+        results = [venv.step(actions) for venv in venvs]
+        serial, *threaded = results
+        for other, venv in zip(threaded, venvs[1:]):
+            for got, want in zip(other[:4], serial[:4]):
+                if isinstance(want, dict):
+                    assert all(np.array_equal(got[k], want[k]) for k in want)
+                else:
+                    np.testing.assert_array_equal(got, want)
+            for mine, theirs in zip(venvs[0]._batch.state, venv._batch.state):
+                np.testing.assert_array_equal(mine, theirs)
+        obs, rewards, term, trunc, info = serial
+        for i, env in enumerate(scalars):
+            o, r, te, tr, _ = env.step(int(actions[i]))
+            assert (r, te, tr) == (rewards[i], term[i], trunc[i])
+            if te or tr:
+                final = info["final_obs"][i]
+                assert all(np.array_equal(o[k], final[k]) for k in o), "the ended day's last observation"
+                score = env.unwrapped.hospital.score()
+                assert info["final_info"]["score"][i] == score
+                scores.append(score)
+                o, _ = env.reset()
+                days[i] += 1
+            assert all(np.array_equal(o[k], obs[k][i]) for k in o)
+            assert venvs[0]._batch.row_scenario(i) == env.unwrapped.hospital.scenario
+    assert (days >= 3).all(), "every env ran at least three days (two autoresets)"
+    assert len({round(s, 6) for s in scores}) > 1
+    drawn = {venvs[0]._batch.row_scenario(i).general_beds for i in range(n)}
+    assert len(drawn) > 1, "the envs' hospitals differ: rows with different parameters in one call"
+    for venv in venvs:
+        venv.close()
+
+
 def test_marl_vector__takes_a_distribution() -> None:
     venv = HospitalMARLVectorEnv(2, scenario="validation")
     obs, _ = venv.reset(seed=7)

@@ -34,9 +34,8 @@ the day does not fit the row's capacity)."""
 
 
 @_jit
-def _params_of(table, which, e):
-    """Env ``e``'s parameters: row ``which[e]`` of ``table``, as views (nothing copied)."""
-    k = which[e]
+def _params_of(table, k):
+    """Row ``k`` of the parameter table ``table`` as a :class:`Params` of views (nothing copied)."""
     return Params(
         table.ints[k],
         table.reals[k],
@@ -86,11 +85,15 @@ def step_flat_batch(st, table, which, lo, hi, actions, offsets, obs, masks, rewa
     are left alone. Rows are independent, so disjoint ranges may run at once on several threads
     (no GIL)."""
     resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
+    k = which[lo] if lo < hi else 0
+    p = _params_of(table, k)
     for e in range(lo, hi):
         resets[e] = ROW_LIVE
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             continue
-        p = _params_of(table, which, e)
+        if which[e] != k:  # a named scenario never changes row: its views are made once per call
+            k = which[e]
+            p = _params_of(table, k)
         a = actions[e]
         outcomes[e] = act_flat(st, p, e, a if 0 <= a < N_FLAT_ACTIONS else -1)
         tick(st, p, e)
@@ -111,11 +114,15 @@ def step_joint_batch(
     conflict), then the tick, the next observation and mask; ended rows restart as in
     :func:`step_flat_batch`. Threads: as :func:`step_flat_batch`."""
     resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
+    k = which[lo] if lo < hi else 0
+    p = _params_of(table, k)
     for e in range(lo, hi):
         resets[e] = ROW_LIVE
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             continue
-        p = _params_of(table, which, e)
+        if which[e] != k:  # a named scenario never changes row: its views are made once per call
+            k = which[e]
+            p = _params_of(table, k)
         for r in range(3):
             a = actions[e, r]
             ok = 0 <= a < p.role_actions[r]
