@@ -49,7 +49,9 @@ Shapes and meaning:
     otherwise cost more than the rules themselves.
 
 Parameters (:class:`Params`) are arrays too, built per scenario / ClinicalParams /
-RewardTable by :func:`make_params`: never module globals, so user tables work.
+RewardTable by :func:`make_params`: never module globals, so user tables work. The vector
+envs' batch loops read them from a table (:func:`stack_params`: one row per scenario in use,
+e.g. one per env under a scenario distribution).
 """
 
 from __future__ import annotations
