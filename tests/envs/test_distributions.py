@@ -282,7 +282,9 @@ def test_vector_threads__a_distribution_steps_as_serial_and_as_the_scalar_envs()
     venvs = [HospitalEDVectorEnv(n, scenario=WIDE, threads=k) for k in (None, 2, 3)]
     scalars = [gym.make(hospital_marl.COMPOSED_ENV_ID, scenario=WIDE) for _ in range(n)]
     firsts = [venv.reset(seed=seed)[0] for venv in venvs]
-    singles = [env.reset(seed=seed + i)[0] for i, env in enumerate(scalars)]
+    for i, env in enumerate(scalars):
+        o, _ = env.reset(seed=seed + i)
+        assert all(np.array_equal(o[k], first[k][i]) for first in firsts for k in o)
     rng = np.random.default_rng(3)
     days = np.ones(n, np.int64)
     scores: list[float] = []
@@ -330,6 +332,46 @@ def test_marl_vector__takes_a_distribution() -> None:
         assert np.array_equal(obs[role]["action_mask"][1], pobs[role]["action_mask"])
         assert venv.single_observation_spaces[role]["observation"].contains(obs[role]["observation"][1])
     np.testing.assert_array_equal(venv.state()[1], par.state())
+
+
+def test_marl_vector_threads__a_distribution_steps_as_the_parallel_envs() -> None:
+    """The joint batch loop (three role actions per env) over a distribution, on two threads:
+    env i equals the parallel env seeded s + i through autoresets (rewards by role, ends,
+    observations, masks and the global state of each env's own drawn hospital)."""
+    n, seed, ticks = 5, 21, 25  # short shifts: several days each
+    venv = HospitalMARLVectorEnv(n, scenario=WIDE, reward_mode="role", max_cycles=ticks, threads=2)
+    scalars = [
+        hospital_marl.parallel_env(scenario=WIDE, reward_mode="role", max_cycles=ticks) for _ in range(n)
+    ]
+    obs, _ = venv.reset(seed=seed)
+    single = [env.reset(seed=seed + i)[0] for i, env in enumerate(scalars)]
+    rng = np.random.default_rng(8)
+    days = np.ones(n, np.int64)
+    for _ in range(3 * ticks + 2):
+        for i, env in enumerate(scalars):
+            for role in hospital_marl.ROLES:
+                np.testing.assert_array_equal(obs[role]["observation"][i], single[i][role]["observation"])
+                np.testing.assert_array_equal(obs[role]["action_mask"][i], single[i][role]["action_mask"])
+            np.testing.assert_array_equal(venv.state()[i], env.state())
+        actions = {
+            role: _masked_random(obs[role]["action_mask"].astype(bool), rng) for role in hospital_marl.ROLES
+        }
+        obs, rewards, terminations, truncations, _ = venv.step(actions)
+        for i, env in enumerate(scalars):
+            s_obs, s_rewards, s_term, s_trunc, _ = env.step(
+                {r: int(actions[r][i]) for r in hospital_marl.ROLES}
+            )
+            for role in hospital_marl.ROLES:
+                assert rewards[role][i] == s_rewards[role]
+                assert (terminations[role][i], truncations[role][i]) == (s_term[role], s_trunc[role])
+            if any(s_term.values()) or any(s_trunc.values()):
+                single[i] = env.reset()[0]
+                days[i] += 1
+            else:
+                single[i] = s_obs
+    assert (days >= 4).all()
+    assert len({venv._batch.row_scenario(i).general_beds for i in range(n)}) > 1
+    venv.close()
 
 
 def test_service_profile__validated_and_mapped_to_ticks() -> None:

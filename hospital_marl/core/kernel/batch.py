@@ -94,8 +94,12 @@ def step_flat_batch(st, table, which, lo, hi, actions, offsets, obs, masks, rewa
     final_scalars, final_floats, keys, key_cursor); its code in ``resets``). Rows already done
     are left alone. Rows are independent, so disjoint ranges may run at once on several threads
     (no GIL)."""
-    while lo < hi:  # each run of envs sharing a row: its parameters passed as an argument, as the
-        stop = _same_row_until(which, lo, hi)  # scalar env's are (faster than rebuilt per env)
+    # Each run of envs sharing a row is one call of the loop body with the row's parameters as
+    # an argument. Measured (B = 1024, normal_day): as fast as the loop before the table; the
+    # same body inlined here, with the views made per run (or per env), ran 15-20 % slower.
+    # The price is compile time: the body is optimised in _flat_rows and again linked in here.
+    while lo < hi:
+        stop = _same_row_until(which, lo, hi)
         _flat_rows(st, _params_of(table, which[lo]), lo, stop, actions, offsets, obs, masks, rewards,
                    outcomes, ends)  # fmt: skip
         lo = stop
