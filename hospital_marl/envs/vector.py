@@ -142,7 +142,9 @@ class _Batch:
         # has its own row, rewritten when its next day starts (from Python, where the draw is made).
         rows = num_envs if self.distribution else 1  # a distribution's draws share its episode length
         self.table: Params = stack_params([self.params] * rows, s.episode_length)
-        self.which = np.arange(num_envs) if self.distribution else np.zeros(num_envs, np.int64)
+        self.which = np.zeros(num_envs, np.int64)  # env e reads row which[e]
+        if self.distribution:
+            self.which[:] = np.arange(num_envs)
         self._params_cache: dict[Scenario, Params] = {}
         self.user_days = self.template.day_generator is not generate_day
         latent_ticks = s.episode_length if self.user_days else 0  # a user day brings its own draws
@@ -172,14 +174,14 @@ class _Batch:
         kernel needs to restart the rows whose episode ends (see :meth:`ended`)."""
         args = (*args, (self.resets, self.final_obs, self.final_scalars, self.final_floats,
                         self.keys, self.key_cursor))  # fmt: skip
-        params = (self.state, self.table, self.which)
+        state = (self.state, self.table, self.which)  # the rows and each one's parameters
         if self.pool is None:
-            batch_loop(*params, 0, self.n, *args)
+            batch_loop(*state, 0, self.n, *args)
             return
         (lo, hi), *rest = self.chunks
-        futures = [self.pool.submit(batch_loop, *params, a, b, *args) for a, b in rest]
+        futures = [self.pool.submit(batch_loop, *state, a, b, *args) for a, b in rest]
         try:
-            batch_loop(*params, lo, hi, *args)
+            batch_loop(*state, lo, hi, *args)
         finally:
             for future in futures:
                 future.result()

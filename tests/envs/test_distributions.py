@@ -10,6 +10,7 @@ import pytest
 
 import hospital_marl
 from hospital_marl import Hospital
+from hospital_marl.core.generator import generate_day
 from hospital_marl.core.scenarios import (
     DISTRIBUTIONS,
     SCENARIOS,
@@ -320,6 +321,38 @@ def test_vector_threads__a_distribution_steps_as_serial_and_as_the_scalar_envs()
     assert len(drawn) > 1, "the envs' hospitals differ: rows with different parameters in one call"
     for venv in venvs:
         venv.close()
+
+
+def test_vector__a_distribution_with_a_user_day_generator_is_the_scalar_env() -> None:
+    """A user's day generator (Python, so every day starts from Python) under a distribution:
+    each env's drawn hospital is written into its row of the parameter table before its day;
+    through autoresets env i equals the scalar env seeded s + i."""
+
+    def wrapped(scenario: Scenario, rng: np.random.Generator):
+        return generate_day(scenario, rng)  # the built-in model, run as a user's generator
+
+    n, seed = 3, 5
+    venv = HospitalEDVectorEnv(n, scenario=WIDE, day_generator=wrapped, max_cycles=30, threads=2)
+    scalars = [gym.make(hospital_marl.COMPOSED_ENV_ID, scenario=WIDE, day_generator=wrapped, max_cycles=30)
+               for _ in range(n)]  # fmt: skip
+    obs, _ = venv.reset(seed=seed)
+    singles = [env.reset(seed=seed + i)[0] for i, env in enumerate(scalars)]
+    rng = np.random.default_rng(1)
+    ended = 0
+    for _ in range(75):
+        for i in range(n):
+            assert all(np.array_equal(singles[i][k], obs[k][i]) for k in obs)
+            assert venv._batch.row_scenario(i) == scalars[i].unwrapped.hospital.scenario
+        actions = _masked_random(venv.action_masks(), rng)
+        obs, rewards, term, trunc, _ = venv.step(actions)
+        for i, env in enumerate(scalars):
+            singles[i], r, te, tr, _ = env.step(int(actions[i]))
+            assert (r, te, tr) == (rewards[i], term[i], trunc[i])
+            if te or tr:
+                singles[i], _ = env.reset()
+                ended += 1
+    assert ended >= 2 * n
+    venv.close()
 
 
 def test_marl_vector__takes_a_distribution() -> None:
