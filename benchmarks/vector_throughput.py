@@ -7,7 +7,10 @@ What is measured (one process, one run, so the machine's speed cancels out of th
   at the same B: the references.
 - **HospitalEDVectorEnv** (``gym.make_vec("hospital_marl/HospitalED-v0", num_envs=B)``):
   env-steps/s with observations and masks produced by the kernel every step, serial
-  (one core: the per-core figure) and with ``threads=2``. Actions are masked-random,
+  (one core: the per-core figure) and with ``threads=2``. The same over the ``train`` scenario
+  distribution (each env draws its hospital per episode: its own row of the kernel's parameter
+  table, still one compiled call per step; ended envs restart from Python, where the next
+  hospital is drawn), with its ratio to the named scenario in the same run. Actions are masked-random,
   chosen with numpy outside the timed region (``argmax`` of pre-drawn noise times the
   mask), so the figure is the env's own cost; autoresets are inside it.
 - **Where a serial step's time goes**: the compiled batch loop (act + tick + observation +
@@ -147,8 +150,10 @@ def masked_choice(noise: np.ndarray, masks: np.ndarray) -> np.ndarray:
     return (noise * masks).argmax(axis=1)
 
 
-def hospital_vector(env_id: str, n_envs: int, steps: int, repeats: int, threads: int | None) -> Rate:
-    env = gym.make_vec(env_id, num_envs=n_envs, scenario="normal_day", threads=threads)
+def hospital_vector(
+    env_id: str, n_envs: int, steps: int, repeats: int, threads: int | None, scenario: str = "normal_day"
+) -> Rate:
+    env = gym.make_vec(env_id, num_envs=n_envs, scenario=scenario, threads=threads)
     env.reset(seed=0)
     batch = env.unwrapped._batch
     parts = PartTimer(batch, ("run", "reset_rows"))  # the batch loop; the days Python starts
@@ -280,11 +285,15 @@ def report(args: argparse.Namespace) -> list[str]:
     cart = cartpole_single(20_000, args.repeats)
     serial = hospital_vector(COMPOSED_ENV_ID, b, args.steps, args.repeats, None)
     threaded = hospital_vector(COMPOSED_ENV_ID, b, args.steps, args.repeats, 2)
+    drawn = hospital_vector(COMPOSED_ENV_ID, b, args.steps, args.repeats, None, "train")
+    drawn_threaded = hospital_vector(COMPOSED_ENV_ID, b, args.steps, args.repeats, 2, "train")
     rows = [
         ("CartPole-v1 (`gym.make`, 1 env)", cart, "step"),
         (f"CartPole-v1 native vector env (B={b})", cartpole_vector(b, args.steps, args.repeats), "env-step"),
         (f"HospitalED vector env, serial (B={b})", serial, "env-step"),
         (f"HospitalED vector env, `threads=2` (B={b})", threaded, "env-step"),
+        (f"HospitalED vector env, `train` distribution, serial (B={b})", drawn, "env-step"),
+        (f"HospitalED vector env, `train` distribution, `threads=2` (B={b})", drawn_threaded, "env-step"),
         (f"HospitalEDTeam vector env, serial (B={b})", hospital_vector(TEAM_ENV_ID, b, args.steps,
                                                                       args.repeats, None), "tick"),
         (f"multi-agent vector env, serial (B={b})", marl_vector(b, args.steps, args.repeats), "tick"),
@@ -317,6 +326,15 @@ def report(args: argparse.Namespace) -> list[str]:
         f"{t_rest:.2f} µs rest. With both cores free, the serial CPU figures give "
         f"{projected / 1e6:.2f}M env-steps/s — a projection, not a measurement.",
     ]
+    d_loop, d_days, d_rest = breakdown(drawn)
+    lines.append(
+        f"- Scenario distribution (`train`, each env its own hospital per episode): serial "
+        f"{1 / drawn.cpu:,.0f} env-steps/s CPU, {serial.cpu / drawn.cpu:.2f}× the named scenario's in the "
+        f"same run; CPU per env-step {d_loop:.2f} µs in the batch loop (one call for every env), "
+        f"{d_days:.2f} µs days started by Python (every ended env: its next hospital is drawn there), "
+        f"{d_rest:.2f} µs rest (with the presence blocks of the `masked` observation). `threads=2`: "
+        f"{1 / drawn_threaded.wall:,.0f} env-steps/s wall."
+    )
     met, stretch = 1 / threaded.wall >= VECTOR_GOAL, 1 / serial.cpu >= VECTOR_GOAL
     lines.append(
         f"- Goal 1M env-steps/s at B = {b} on this 2-core box (wall, `threads=2`): "

@@ -49,7 +49,9 @@ Shapes and meaning:
     otherwise cost more than the rules themselves.
 
 Parameters (:class:`Params`) are arrays too, built per scenario / ClinicalParams /
-RewardTable by :func:`make_params`: never module globals, so user tables work.
+RewardTable by :func:`make_params`: never module globals, so user tables work. The vector
+envs' batch loops read them from a table (:func:`stack_params`: one row per scenario in use,
+e.g. one per env under a scenario distribution).
 """
 
 from __future__ import annotations
@@ -415,6 +417,54 @@ def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTab
         mix_cdf=mix_cdf,
         service=np.asarray(scenario.service_speeds(), np.float64),
     )
+
+
+# ------------------------------------------------------------------ parameter tables (one row per scenario)
+def stack_params(params: list[Params], length: int) -> Params:
+    """A parameter table: ``params`` stacked, every field with a leading row axis, so a batch
+    loop steps envs of different scenarios in one call (env ``e`` reads row ``which[e]``;
+    :func:`params_row`). ``rates`` and ``service`` are padded with zeros to ``length`` ticks
+    (at least every row's episode length; the kernel reads them only below it). The action
+    table's fields stay read-only: a row of the table then has exactly the type of a
+    :func:`make_params` result, so the compiled rules serve both without a second signature."""
+    fields = []
+    for name, *column in zip(Params._fields, *params):
+        if name in _TICK_FIELDS:
+            table = np.zeros((len(column), length), np.float64)
+            for k, values in enumerate(column):
+                table[k, : len(values)] = values
+        else:
+            table = np.stack(column)
+        table.flags.writeable = name not in _ACTION_ARRAYS
+        fields.append(table)
+    return Params(*fields)
+
+
+def set_params_row(table: Params, k: int, params: Params) -> None:
+    """Write ``params`` (one scenario's) into row ``k`` of ``table`` (:func:`stack_params`; its
+    ``rates`` / ``service`` must be long enough). The action table is the package's constant:
+    it is the same in every row and is not rewritten."""
+    for name, rows, values in zip(Params._fields, table, params):
+        if name in _ACTION_ARRAYS:
+            if values is not _ACTION_ARRAYS[name]:
+                raise ValueError(f"Params.{name} is not the package's action table")
+        elif name in _TICK_FIELDS:
+            if len(values) > rows.shape[1]:
+                raise ValueError(f"a day of {len(values)} ticks does not fit a table of {rows.shape[1]}")
+            rows[k, : len(values)] = values
+            rows[k, len(values) :] = 0.0
+        else:
+            rows[k] = values
+
+
+def params_row(table: Params, k: int) -> Params:
+    """Row ``k`` of a parameter table: a :class:`Params` of views (no copy), as the batch loops
+    read it (``rates`` / ``service`` padded: see :func:`stack_params`)."""
+    return Params._make(rows[k] for rows in table)
+
+
+_TICK_FIELDS = frozenset({"rates", "service"})
+"""The :class:`Params` fields with one value per tick (episode lengths differ between scenarios)."""
 
 
 def _action_arrays() -> dict[str, np.ndarray]:

@@ -21,8 +21,10 @@ env's ``reset()`` seed sequence, so env ``i``'s trajectory equals the scalar one
 
 Scenario distributions (``scenario="train"`` or a :class:`ScenarioDistribution`): env ``i``
 draws its hospital per episode from its day's seed, as the scalar env does, so each row has
-its own kernel parameters; rows are then stepped one compiled call each (serially, ``threads``
-unused) and ended rows restart from Python, where the next hospital is drawn.
+its own kernel parameters: one row of a parameter table per env (a named scenario is a one-row
+table every env reads). The whole batch is still stepped by one compiled call (or one per thread);
+only ended rows restart from Python, where the next hospital is drawn and written into the env's
+row of the table.
 
 Threads: ``threads=k`` steps the batch on k Python threads, each running the compiled
 (GIL-free) loop over its own contiguous range of rows; results are bit-identical to
@@ -73,7 +75,10 @@ from hospital_marl.core.types import (
     empty_state,
     grow_patients,
     make_params,
+    params_row,
     patient_capacity,
+    set_params_row,
+    stack_params,
     with_bounce_room,
     write_day,
 )
@@ -132,9 +137,14 @@ class _Batch:
         self.distribution = self.template.distribution
         self.n = num_envs
         self.params = make_params(s, self.template.clinical, self.template.rewards, self.template.max_ticks)
-        # A distribution draws each env's scenario per episode: one Params per row, rows stepped
-        # one kernel call each, and ended rows restarted from Python (where the next draw is made).
-        self.row_params: list[Params] | None = [self.params] * num_envs if self.distribution else None
+        # The batch loops' parameter table and each env's row of it (``which``): a named scenario is
+        # one row every env reads; a distribution draws each env's scenario per episode, so each env
+        # has its own row, rewritten when its next day starts (from Python, where the draw is made).
+        rows = num_envs if self.distribution else 1  # a distribution's draws share its episode length
+        self.table: Params = stack_params([self.params] * rows, s.episode_length)
+        self.which = np.zeros(num_envs, np.int64)  # env e reads row which[e]
+        if self.distribution:
+            self.which[:] = np.arange(num_envs)
         self._params_cache: dict[Scenario, Params] = {}
         self.user_days = self.template.day_generator is not generate_day
         latent_ticks = s.episode_length if self.user_days else 0  # a user day brings its own draws
@@ -158,23 +168,20 @@ class _Batch:
         self.pool = ThreadPoolExecutor(self.threads - 1, "hospital_marl-batch") if self.threads > 1 else None
 
     def run(self, batch_loop: Callable[..., None], *args: Any) -> None:
-        """``batch_loop(state, params, lo, hi, *args, ends)`` over every row: one call (serial),
+        """``batch_loop(state, table, which, lo, hi, *args, ends)`` over every row: one call (serial),
         or one call per contiguous row range on ``threads`` threads (the kernel releases the GIL;
         rows are independent, so the result is the serial one bit for bit). ``ends`` is what the
         kernel needs to restart the rows whose episode ends (see :meth:`ended`)."""
         args = (*args, (self.resets, self.final_obs, self.final_scalars, self.final_floats,
                         self.keys, self.key_cursor))  # fmt: skip
-        if self.row_params is not None:  # a distribution: each row with its own scenario's params
-            for e, params in enumerate(self.row_params):
-                batch_loop(self.state, params, e, e + 1, *args)
-            return
+        state = (self.state, self.table, self.which)  # the rows and each one's parameters
         if self.pool is None:
-            batch_loop(self.state, self.params, 0, self.n, *args)
+            batch_loop(*state, 0, self.n, *args)
             return
         (lo, hi), *rest = self.chunks
-        futures = [self.pool.submit(batch_loop, self.state, self.params, a, b, *args) for a, b in rest]
+        futures = [self.pool.submit(batch_loop, *state, a, b, *args) for a, b in rest]
         try:
-            batch_loop(self.state, self.params, lo, hi, *args)
+            batch_loop(*state, lo, hi, *args)
         finally:
             for future in futures:
                 future.result()
@@ -189,15 +196,15 @@ class _Batch:
         """Start a new day in each of ``rows`` (seed per row, None = that env's next seed): the
         scalar env's day for that seed (same key, same kernel draws)."""
         keys = np.array([self.key_of(e, seed) for e, seed in zip(rows.tolist(), seeds)], np.int64)
-        if self.row_params is not None:
+        if self.distribution is not None:
             self._draw_scenarios(rows)
-        if self.row_params is not None and not self.user_days:
+        if self.distribution is not None and not self.user_days:
             for e, key in zip(rows.tolist(), keys.tolist()):
-                one, k = np.array([e], np.int64), np.array([key], np.int64)
-                need = kernel.start_rows(self.state, self.row_params[e], one, k)
+                one, k, params = np.array([e], np.int64), np.array([key], np.int64), self.params_of(e)
+                need = kernel.start_rows(self.state, params, one, k)
                 if need:  # a day beyond the capacity: room for it, then the same day again
                     self.state = grow_patients(self.state, need)
-                    kernel.start_rows(self.state, self.row_params[e], one, k)
+                    kernel.start_rows(self.state, params, one, k)
             return
         if not self.user_days:
             rows = rows.astype(np.int64, copy=False)
@@ -217,8 +224,9 @@ class _Batch:
             kernel.reset_row(self.state, self.params_of(e), e, len(day.arrival))
 
     def _draw_scenarios(self, rows: np.ndarray) -> None:
-        """Each row's scenario of its day's seed (what the scalar env draws for that seed)."""
-        assert self.distribution is not None and self.row_params is not None
+        """Each row's scenario of its day's seed (what the scalar env draws for that seed), written
+        into the row's line of the parameter table."""
+        assert self.distribution is not None
         t = self.template
         for e in rows.tolist():
             scenario = self.distribution.sample(self.day_seeds[e])
@@ -228,16 +236,16 @@ class _Batch:
                     self._params_cache.clear()
                 params = make_params(scenario, t.clinical, t.rewards, t.max_ticks)
                 self._params_cache[scenario] = params
-            self.row_params[e] = params
+            set_params_row(self.table, int(self.which[e]), params)
             self.row_scenarios[e] = scenario
 
     def row_scenario(self, e: int) -> Scenario:
         """Env ``e``'s scenario this episode."""
-        return self.row_scenarios[e] if self.row_params is not None else self.scenario
+        return self.row_scenarios[e]
 
     def params_of(self, e: int) -> Params:
-        """Env ``e``'s kernel parameters this episode."""
-        return self.row_params[e] if self.row_params is not None else self.params
+        """Env ``e``'s kernel parameters this episode (a view of its row of the table)."""
+        return params_row(self.table, int(self.which[e])) if self.distribution is not None else self.params
 
     def key_of(self, e: int, seed: int | None) -> int:
         """The key of env ``e``'s next day: of ``seed``, or (None) its seeder's next seed, drawn

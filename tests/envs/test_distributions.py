@@ -10,6 +10,7 @@ import pytest
 
 import hospital_marl
 from hospital_marl import Hospital
+from hospital_marl.core.generator import generate_day
 from hospital_marl.core.scenarios import (
     DISTRIBUTIONS,
     SCENARIOS,
@@ -273,6 +274,87 @@ def test_vector__env_i_is_the_scalar_env_seeded_s_plus_i(scenario) -> None:
     assert episodes_ended >= n * 2
 
 
+def test_vector_threads__a_distribution_steps_as_serial_and_as_the_scalar_envs() -> None:
+    """Every env of a distribution in one batch loop, split over threads (3 threads over 7
+    envs: uneven ranges): through three days each (the later ones drawn at autoreset, each
+    with its own hospital), threads=2 and 3 equal serial bit for bit, and every env equals the
+    scalar env seeded s + i (observations with presence blocks, rewards, ends, final scores)."""
+    n, seed = 7, 12
+    venvs = [HospitalEDVectorEnv(n, scenario=WIDE, threads=k) for k in (None, 2, 3)]
+    scalars = [gym.make(hospital_marl.COMPOSED_ENV_ID, scenario=WIDE) for _ in range(n)]
+    firsts = [venv.reset(seed=seed)[0] for venv in venvs]
+    for i, env in enumerate(scalars):
+        o, _ = env.reset(seed=seed + i)
+        assert all(np.array_equal(o[k], first[k][i]) for first in firsts for k in o)
+    rng = np.random.default_rng(3)
+    days = np.ones(n, np.int64)
+    scores: list[float] = []
+    for _ in range(240):
+        actions = _masked_random(venvs[0].action_masks(), rng)
+        results = [venv.step(actions) for venv in venvs]
+        serial, *threaded = results
+        for other, venv in zip(threaded, venvs[1:]):
+            for got, want in zip(other[:4], serial[:4]):
+                if isinstance(want, dict):
+                    assert all(np.array_equal(got[k], want[k]) for k in want)
+                else:
+                    np.testing.assert_array_equal(got, want)
+            for mine, theirs in zip(venvs[0]._batch.state, venv._batch.state):
+                np.testing.assert_array_equal(mine, theirs)
+        obs, rewards, term, trunc, info = serial
+        for i, env in enumerate(scalars):
+            o, r, te, tr, _ = env.step(int(actions[i]))
+            assert (r, te, tr) == (rewards[i], term[i], trunc[i])
+            if te or tr:
+                final = info["final_obs"][i]
+                assert all(np.array_equal(o[k], final[k]) for k in o), "the ended day's last observation"
+                score = env.unwrapped.hospital.score()
+                assert info["final_info"]["score"][i] == score
+                scores.append(score)
+                o, _ = env.reset()
+                days[i] += 1
+            assert all(np.array_equal(o[k], obs[k][i]) for k in o)
+            assert venvs[0]._batch.row_scenario(i) == env.unwrapped.hospital.scenario
+    assert (days >= 3).all(), "every env ran at least three days (two autoresets)"
+    assert len({round(s, 6) for s in scores}) > 1
+    drawn = {venvs[0]._batch.row_scenario(i).general_beds for i in range(n)}
+    assert len(drawn) > 1, "the envs' hospitals differ: rows with different parameters in one call"
+    for venv in venvs:
+        venv.close()
+
+
+def test_vector__a_distribution_with_a_user_day_generator_is_the_scalar_env() -> None:
+    """A user's day generator (Python, so every day starts from Python) under a distribution:
+    each env's drawn hospital is written into its row of the parameter table before its day;
+    through autoresets env i equals the scalar env seeded s + i."""
+
+    def wrapped(scenario: Scenario, rng: np.random.Generator):
+        return generate_day(scenario, rng)  # the built-in model, run as a user's generator
+
+    n, seed = 3, 5
+    venv = HospitalEDVectorEnv(n, scenario=WIDE, day_generator=wrapped, max_cycles=30, threads=2)
+    scalars = [gym.make(hospital_marl.COMPOSED_ENV_ID, scenario=WIDE, day_generator=wrapped, max_cycles=30)
+               for _ in range(n)]  # fmt: skip
+    obs, _ = venv.reset(seed=seed)
+    singles = [env.reset(seed=seed + i)[0] for i, env in enumerate(scalars)]
+    rng = np.random.default_rng(1)
+    ended = 0
+    for _ in range(75):
+        for i in range(n):
+            assert all(np.array_equal(singles[i][k], obs[k][i]) for k in obs)
+            assert venv._batch.row_scenario(i) == scalars[i].unwrapped.hospital.scenario
+        actions = _masked_random(venv.action_masks(), rng)
+        obs, rewards, term, trunc, _ = venv.step(actions)
+        for i, env in enumerate(scalars):
+            singles[i], r, te, tr, _ = env.step(int(actions[i]))
+            assert (r, te, tr) == (rewards[i], term[i], trunc[i])
+            if te or tr:
+                singles[i], _ = env.reset()
+                ended += 1
+    assert ended >= 2 * n
+    venv.close()
+
+
 def test_marl_vector__takes_a_distribution() -> None:
     venv = HospitalMARLVectorEnv(2, scenario="validation")
     obs, _ = venv.reset(seed=7)
@@ -283,6 +365,46 @@ def test_marl_vector__takes_a_distribution() -> None:
         assert np.array_equal(obs[role]["action_mask"][1], pobs[role]["action_mask"])
         assert venv.single_observation_spaces[role]["observation"].contains(obs[role]["observation"][1])
     np.testing.assert_array_equal(venv.state()[1], par.state())
+
+
+def test_marl_vector_threads__a_distribution_steps_as_the_parallel_envs() -> None:
+    """The joint batch loop (three role actions per env) over a distribution, on two threads:
+    env i equals the parallel env seeded s + i through autoresets (rewards by role, ends,
+    observations, masks and the global state of each env's own drawn hospital)."""
+    n, seed, ticks = 5, 21, 25  # short shifts: several days each
+    venv = HospitalMARLVectorEnv(n, scenario=WIDE, reward_mode="role", max_cycles=ticks, threads=2)
+    scalars = [
+        hospital_marl.parallel_env(scenario=WIDE, reward_mode="role", max_cycles=ticks) for _ in range(n)
+    ]
+    obs, _ = venv.reset(seed=seed)
+    single = [env.reset(seed=seed + i)[0] for i, env in enumerate(scalars)]
+    rng = np.random.default_rng(8)
+    days = np.ones(n, np.int64)
+    for _ in range(3 * ticks + 2):
+        for i, env in enumerate(scalars):
+            for role in hospital_marl.ROLES:
+                np.testing.assert_array_equal(obs[role]["observation"][i], single[i][role]["observation"])
+                np.testing.assert_array_equal(obs[role]["action_mask"][i], single[i][role]["action_mask"])
+            np.testing.assert_array_equal(venv.state()[i], env.state())
+        actions = {
+            role: _masked_random(obs[role]["action_mask"].astype(bool), rng) for role in hospital_marl.ROLES
+        }
+        obs, rewards, terminations, truncations, _ = venv.step(actions)
+        for i, env in enumerate(scalars):
+            s_obs, s_rewards, s_term, s_trunc, _ = env.step(
+                {r: int(actions[r][i]) for r in hospital_marl.ROLES}
+            )
+            for role in hospital_marl.ROLES:
+                assert rewards[role][i] == s_rewards[role]
+                assert (terminations[role][i], truncations[role][i]) == (s_term[role], s_trunc[role])
+            if any(s_term.values()) or any(s_trunc.values()):
+                single[i] = env.reset()[0]
+                days[i] += 1
+            else:
+                single[i] = s_obs
+    assert (days >= 4).all()
+    assert len({venv._batch.row_scenario(i).general_beds for i in range(n)}) > 1
+    venv.close()
 
 
 def test_service_profile__validated_and_mapped_to_ticks() -> None:

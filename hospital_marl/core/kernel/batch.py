@@ -1,5 +1,12 @@
 """The batch loops, compiled: the vector envs' step over a range of rows (environments), with
 ended rows restarted on the next day drawn ahead for them.
+
+Parameters arrive as a table (:func:`~hospital_marl.core.types.stack_params`: every
+:class:`~hospital_marl.core.types.Params` field with a leading row axis) and ``which``, the
+table row of each env: a named scenario is a one-row table read by every env (``which`` all
+0), a scenario distribution one row per env. Either way one call steps the whole range, and
+the per-env :class:`Params` the rules receive is a view of that row (the same type as the
+scalar env's, so the rules compile once for both).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from hospital_marl.core.types import (
     F_LAST_ROLE_REWARD,
     S_TERMINATED,
     S_TRUNCATED,
+    Params,
 )
 
 # ---------------------------------------------------------------- batches (rows = environments)
@@ -23,6 +31,27 @@ ROW_LIVE, ROW_RESTARTED, ROW_ENDED = 0, 1, 2
 """What a batch step reports per row (``resets``): still in its episode; ended and started
 its next day in the same call; ended, next day left to the caller (no key drawn ahead, or
 the day does not fit the row's capacity)."""
+
+
+@_jit
+def _params_of(table, k):
+    """Row ``k`` of the parameter table ``table`` as a :class:`Params` of views (nothing copied)."""
+    return Params(
+        table.ints[k],
+        table.reals[k],
+        table.deteriorate_base[k],
+        table.condition_factor[k],
+        table.improve[k],
+        table.treatment[k],
+        table.action_kind[k],
+        table.action_index[k],
+        table.action_role[k],
+        table.role_flat[k],
+        table.role_actions[k],
+        table.rates[k],
+        table.mix_cdf[k],
+        table.service[k],
+    )
 
 
 @_jit
@@ -48,12 +77,37 @@ def _end_row(st, p, e, offsets, obs, mask, final_obs, final_scalars, final_float
 
 
 @_jit
-def step_flat_batch(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcomes, ends) -> None:
-    """Rows ``lo:hi``, each live one: its flat action (out of range = invalid), the tick, the
-    next observation and mask; a row whose episode ends is restarted at once (:func:`_end_row`,
-    ``ends`` = (resets, final_obs, final_scalars, final_floats, keys, key_cursor); its code
-    in ``resets``). Rows already done are left alone. Rows are independent, so disjoint
-    ranges may run at once on several threads (no GIL)."""
+def _same_row_until(which, lo, hi) -> int:
+    """The end of the run of envs from ``lo`` that read the same table row (a named scenario:
+    all of them; a distribution: one env each)."""
+    stop = lo + 1
+    while stop < hi and which[stop] == which[lo]:
+        stop += 1
+    return stop
+
+
+@_jit
+def step_flat_batch(st, table, which, lo, hi, actions, offsets, obs, masks, rewards, outcomes, ends) -> None:
+    """Rows ``lo:hi`` (env ``e`` with the parameters of ``table`` row ``which[e]``), each live
+    one: its flat action (out of range = invalid), the tick, the next observation and mask; a
+    row whose episode ends is restarted at once (:func:`_end_row`, ``ends`` = (resets, final_obs,
+    final_scalars, final_floats, keys, key_cursor); its code in ``resets``). Rows already done
+    are left alone. Rows are independent, so disjoint ranges may run at once on several threads
+    (no GIL)."""
+    # Each run of envs sharing a row is one call of the loop body with the row's parameters as
+    # an argument. Measured (B = 1024, normal_day): as fast as the loop before the table; the
+    # same body inlined here, with the views made per run (or per env), ran 15-20 % slower.
+    # The price is compile time: the body is optimised in _flat_rows and again linked in here.
+    while lo < hi:
+        stop = _same_row_until(which, lo, hi)
+        _flat_rows(st, _params_of(table, which[lo]), lo, stop, actions, offsets, obs, masks, rewards,
+                   outcomes, ends)  # fmt: skip
+        lo = stop
+
+
+@_jit
+def _flat_rows(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcomes, ends) -> None:
+    """:func:`step_flat_batch` over rows ``lo:hi`` that share the parameters ``p``."""
     resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
     for e in range(lo, hi):
         resets[e] = ROW_LIVE
@@ -72,12 +126,24 @@ def step_flat_batch(st, p, lo, hi, actions, offsets, obs, masks, rewards, outcom
 
 @_jit
 def step_joint_batch(
+    st, table, which, lo, hi, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes, ends
+) -> None:
+    """Rows ``lo:hi`` (parameters as :func:`step_flat_batch`), each live one: one action per role
+    in role order (parallel resolution: an action valid on the mask ``seen`` but made impossible
+    by an earlier role is a conflict), then the tick, the next observation and mask; ended rows
+    restart as in :func:`step_flat_batch`. Threads: as :func:`step_flat_batch`."""
+    while lo < hi:
+        stop = _same_row_until(which, lo, hi)
+        _joint_rows(st, _params_of(table, which[lo]), lo, stop, actions, seen, offsets, obs, masks, rewards,
+                    role_rewards, outcomes, ends)  # fmt: skip
+        lo = stop
+
+
+@_jit
+def _joint_rows(
     st, p, lo, hi, actions, seen, offsets, obs, masks, rewards, role_rewards, outcomes, ends
 ) -> None:
-    """Rows ``lo:hi``, each live one: one action per role in role order (parallel resolution:
-    an action valid on the mask ``seen`` but made impossible by an earlier role is a
-    conflict), then the tick, the next observation and mask; ended rows restart as in
-    :func:`step_flat_batch`. Threads: as :func:`step_flat_batch`."""
+    """:func:`step_joint_batch` over rows ``lo:hi`` that share the parameters ``p``."""
     resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
     for e in range(lo, hi):
         resets[e] = ROW_LIVE
