@@ -45,6 +45,10 @@ cores add memory, not throughput)."""
 AGENT_WAIT_S = 30.0
 """Seconds a tab's event waits for a free agent process before it is refused."""
 
+AGENT_SPECS: dict[str, str] = {}
+"""What a page's agent name loads in its process when it is not the name itself (a pool copies it
+when made; tests point ``planner`` at an instrumented planner here)."""
+
 logger = logging.getLogger("server.web")
 
 
@@ -68,7 +72,7 @@ class AgentPool:
     """At most ``max_processes`` agent processes, shared by every web tab (module docstring).
 
     ``specs`` maps an agent's name on the page to what :class:`IsolatedPolicy` loads in its
-    process (default: the name itself, a :func:`policies.load` name)."""
+    process (default: :data:`AGENT_SPECS`, else the name itself, a :func:`policies.load` name)."""
 
     def __init__(
         self,
@@ -80,7 +84,7 @@ class AgentPool:
             raise ValueError(f"max_processes must be at least 1, got {max_processes}")
         self.max_processes = max_processes
         self.wait_s = wait_s
-        self.specs = dict(specs or {})
+        self.specs = dict(AGENT_SPECS if specs is None else specs)
         self._processes: list[_Process] = []
         self._starting = 0
         self._tracks: dict[str, tuple[str, ...]] = {}  # spec -> the tracks its process reported
@@ -276,4 +280,12 @@ class PooledAgent:
         self.pool._retire(self)
 
 
-__all__ = ["AGENT_PROCESSES", "AGENT_WAIT_S", "AgentPool", "AgentsBusyError", "PolicyFault", "PooledAgent"]
+__all__ = [
+    "AGENT_PROCESSES",
+    "AGENT_SPECS",
+    "AGENT_WAIT_S",
+    "AgentPool",
+    "AgentsBusyError",
+    "PolicyFault",
+    "PooledAgent",
+]
