@@ -19,6 +19,8 @@ The processes are a bounded pool shared by every tab (:class:`AgentPool`):
   free: then the least recently used idle one is taken over (reused if it runs the same agent,
   else replaced). The tab that lost it gets a fresh one at its next event, reset on the present
   (its policy's memory of the day is lost, as after a timeout under the grader);
+- each runs at a lower priority than the server (:data:`AGENT_NICE`): on a busy machine the
+  server's own work, every API client's step, comes first;
 - one client holds at most half of the processes at once (as every session pool here), so one
   client's tabs cannot starve the rest; a tab that finds none free waits up to
   :data:`AGENT_WAIT_S` and is then told the agents are busy.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -41,6 +44,11 @@ from server.sessions import client_share
 AGENT_PROCESSES = 2
 """Agents' processes at most (the machine this was tuned on has 2 cores: more processes than
 cores add memory, not throughput)."""
+
+AGENT_NICE = 10
+"""Niceness added to each agent process (POSIX): the server's own work (every API client's step)
+always comes first on a busy machine, the agents' thinking gets what is left (at niceness 10 about
+a tenth of a contended core, far inside the per-decision time limit)."""
 
 AGENT_WAIT_S = 30.0
 """Seconds a tab's event waits for a free agent process before it is refused."""
@@ -156,6 +164,7 @@ class AgentPool:
                 self._starting -= 1
                 self._changed.notify_all()
             raise
+        _lower_priority(policy)
         process = _Process(policy, agent.spec)
         with self._changed:
             self._starting -= 1
@@ -202,6 +211,15 @@ class AgentPool:
             self._changed.notify_all()
         for process in processes:
             process.policy.close()
+
+
+def _lower_priority(policy: IsolatedPolicy) -> None:
+    """Renice the policy's process by :data:`AGENT_NICE` (best effort: not on every platform)."""
+    pid = getattr(policy._process, "pid", None)
+    if pid is None or not hasattr(os, "setpriority"):
+        return
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, pid) + AGENT_NICE))
 
 
 class PooledAgent:
@@ -281,6 +299,7 @@ class PooledAgent:
 
 
 __all__ = [
+    "AGENT_NICE",
     "AGENT_PROCESSES",
     "AGENT_SPECS",
     "AGENT_WAIT_S",

@@ -18,7 +18,7 @@ import policies
 from grading.grader import RUNNERS
 from hospital_marl import SCENARIOS, Hospital, HospitalEDEnv
 from hospital_marl.core.actions import ROLES
-from server.agents import AgentPool, AgentsBusyError
+from server.agents import AGENT_NICE, AgentPool, AgentsBusyError
 from server.web import WebEpisodes, WebError, available_agents
 from tests.server.remote_policies import PID_FILE
 
@@ -126,6 +126,9 @@ def test_the_agents_decisions_are_made_in_another_process(
     assert os.getpid() not in decided
     assert set(decided) == set(agents.pids())  # the pool's one process made every decision
     assert web.agent_hospital.tick_count == 3
+    # ... at a lower priority than the server's: the server's own work comes first.
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, decided[0]) == min(19, mine + AGENT_NICE)
 
 
 def test_closing_a_tab_stops_its_agents_process(
