@@ -118,11 +118,12 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
 
 
 GIL_SWITCH_INTERVAL_S = 0.0005
-"""``sys.setswitchinterval`` while serving. The web view's agents (the planner above all) run in
-Gradio's worker threads, off the event loop but under the same GIL: at Python's default 5 ms a
-planner thread can hold the interpreter that long each time the event loop wants it back, and
-every WebSocket step waits. A tenth of that bounds the wait at a small cost in the threads'
-throughput (``benchmarks/server_load.py`` measures both)."""
+"""``sys.setswitchinterval`` while serving. Threads share the event loop's interpreter: the
+standard MCP transport's loop (:mod:`server.mcp_http`) and the web view's Gradio workers (boards,
+charts; the agents themselves decide in processes of their own, :mod:`server.agents`). At
+Python's default 5 ms such a thread can hold the interpreter that long each time the event loop
+wants it back, and every WebSocket step waits. A tenth of that bounds the wait at a small cost in
+the threads' throughput (``benchmarks/server_load.py`` measures both)."""
 
 
 class PortInUseError(OSError):
