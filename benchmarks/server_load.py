@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -47,7 +48,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,10 +267,12 @@ class Background:
 def _echo_server(port: int, reply: str, ready: Any) -> None:
     """A WebSocket server that answers every message with ``reply`` (the client's floor)."""
     from websockets.asyncio.server import serve
+    from websockets.exceptions import ConnectionClosed
 
     async def answer(ws: Any) -> None:
-        async for _ in ws:
-            await ws.send(reply)
+        with contextlib.suppress(ConnectionClosed):  # the client's goodbye ("close", then closing)
+            async for _ in ws:
+                await ws.send(reply)
 
     async def run() -> None:
         async with serve(answer, "127.0.0.1", port, compression=None, max_size=2**22):
@@ -501,7 +503,7 @@ def main() -> None:
         breakdown = step_breakdown(args.scenario, args.seed)
         asyncio.run(load(ws_url, 1, 20, 30, 0.0, args.seed))  # warm-up
         reply = asyncio.run(canned_reply(ws_url, args.seed))
-        background = nullcontext() if args.no_background else Background(url)
+        background = contextlib.nullcontext() if args.no_background else Background(url)
         with background, EchoServer(reply) as echo:
             floor = asyncio.run(
                 load(echo.url, 1, min(args.steps, 1000), args.max_seconds, args.rate, args.seed)
