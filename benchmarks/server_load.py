@@ -508,6 +508,9 @@ def main() -> None:
             floor = asyncio.run(
                 load(echo.url, 1, min(args.steps, 1000), args.max_seconds, args.rate, args.seed)
             )
+            floor_many = asyncio.run(
+                load(echo.url, args.sessions, args.steps, args.max_seconds, args.rate_many, args.seed)
+            )
             single = asyncio.run(
                 load(ws_url, 1, min(args.steps, 1000), args.max_seconds, args.rate, args.seed)
             )
@@ -555,6 +558,10 @@ def main() -> None:
         f"echo floor (the same client, 1 session, against a server that only echoes a canned reply): "
         f"p50 {floor.p50_ms:.3f} ms, p90 {floor.p90_ms:.3f} ms, p99 {floor.p99_ms:.3f} ms; "
         f"the server's share of the 1-session p50: {single.p50_ms - floor.p50_ms:.3f} ms"
+    )
+    print(
+        f"echo floor, {floor_many.sessions} sessions ({pace_many}): p50 {floor_many.p50_ms:.3f} ms, "
+        f"p90 {floor_many.p90_ms:.3f} ms, p99 {floor_many.p99_ms:.3f} ms (the client's own queueing)"
     )
     print(
         f"{many.sessions} sessions reach {many.steps_per_s / reference:.2f}x the in-process step rate, "
@@ -605,6 +612,7 @@ def main() -> None:
                 {k: v for k, v in asdict(r).items() if k != "latencies_ms"} for r in (single, many, again)
             ],
             "echo_floor": {k: v for k, v in asdict(floor).items() if k != "latencies_ms"},
+            "echo_floor_many": {k: v for k, v in asdict(floor_many).items() if k != "latencies_ms"},
         }
         for path in filter(None, (args.json, args.write and RESULT)):
             Path(path).write_text(json.dumps(figures, indent=2) + "\n")
