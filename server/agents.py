@@ -190,7 +190,8 @@ class AgentPool:
             self._changed.notify_all()
 
     def _retire(self, agent: PooledAgent) -> None:
-        """Stop the agent's process (its tab closed)."""
+        """Stop the agent's process (its tab closed), without waiting for it: a session store may
+        call this under its lock, or on the event loop when an idle session expires."""
         with self._changed:
             process = agent._process
             agent._process = None
@@ -198,7 +199,7 @@ class AgentPool:
                 return
             self._processes.remove(process)
             self._changed.notify_all()
-        process.policy.close()
+        threading.Thread(target=process.policy.close, name="agent-stop", daemon=True).start()
 
     def close(self) -> None:
         """Stop every process (server shutdown; a later event would start a new one)."""

@@ -6,7 +6,9 @@ its own, and bad input refused.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,8 +141,25 @@ def test_closing_a_tab_stops_its_agents_process(
     web.new_day("surge", 1, "flat", "heuristic")
     web.agent_step()
     assert len(agents) == 1
+    (pid,) = agents.pids()
     web.close()
     assert len(agents) == 0 and agents.pids() == []
+    for _ in range(200):  # stopped in the background: the session store is not kept waiting
+        if not _alive(pid):
+            break
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (ended, not yet reaped by its parent) counts as gone.
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    return True
 
 
 def test_a_full_pool_is_shared_not_grown(
