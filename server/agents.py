@@ -12,9 +12,10 @@ The processes are a bounded pool shared by every tab (:class:`AgentPool`):
 
 - at most :data:`AGENT_PROCESSES` at once, whatever the number of tabs or clients (each holds
   ~170 MB: a Python with NumPy, numba's cached kernel and the policies, measured on Linux);
-- started lazily, on a tab's first day with an agent, and stopped when the tab's session closes
-  (page closed, idle timeout) and when the server shuts down;
-- a tab *holds* its process only while one of its events runs (:meth:`AgentPool.holding`).
+- started lazily (the first time a page picks an agent, or when a tab that lost its process plays
+  again), and stopped when the tab's session closes (page closed, idle timeout) and when the
+  server shuts down;
+- a tab *holds* its process only while one of its events runs (:meth:`PooledAgent.holding`).
   Between events the process stays the tab's, warm, unless another tab needs one and none is
   free: then the least recently used idle one is taken over (reused if it runs the same agent,
   else replaced). The tab that lost it gets a fresh one at its next event, reset on the present
