@@ -16,6 +16,11 @@ web-view client whose agent is the ``planner`` and a client opening and closing 
 sessions (``--no-background``: alone). The verdicts are printed. On a shared 2-CPU machine
 the figures are noisy: read them against CartPole, measured in the same run.
 
+The client's own cost is in every round trip (it runs on the same CPUs): the same client
+against a trivial WebSocket server (the ``websockets`` library's, in a process of its own,
+answering every message with one canned observation of the real size) gives the floor no
+server can go below on this machine, printed beside the results (``echo floor``).
+
 Bounded: at most 256 sessions x 100,000 steps, and the run stops by itself
 after ``--max-seconds`` (default 60) whatever remains. Run from the
 repository root::
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -42,7 +48,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -258,6 +263,60 @@ class Background:
         self._manager.shutdown()
 
 
+# ------------------------------------------------------------------ echo floor
+def _echo_server(port: int, reply: str, ready: Any) -> None:
+    """A WebSocket server that answers every message with ``reply`` (the client's floor)."""
+    from websockets.asyncio.server import serve
+    from websockets.exceptions import ConnectionClosed
+
+    async def answer(ws: Any) -> None:
+        with contextlib.suppress(ConnectionClosed):  # the client's goodbye ("close", then closing)
+            async for _ in ws:
+                await ws.send(reply)
+
+    async def run() -> None:
+        async with serve(answer, "127.0.0.1", port, compression=None, max_size=2**22):
+            ready.set()
+            await asyncio.Future()
+
+    asyncio.run(run())
+
+
+class EchoServer:
+    """:func:`_echo_server` in a process of its own, on a free loopback port, for a ``with`` block."""
+
+    def __init__(self, reply: str) -> None:
+        self.port = free_loopback_port()
+        self.url = f"ws://127.0.0.1:{self.port}/"
+        context = multiprocessing.get_context("spawn")
+        self._ready = context.Event()
+        self._proc = context.Process(target=_echo_server, args=(self.port, reply, self._ready), daemon=True)
+
+    def __enter__(self) -> EchoServer:
+        self._proc.start()
+        if not self._ready.wait(60):
+            self._proc.terminate()
+            raise RuntimeError("the echo server did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._proc.terminate()
+        self._proc.join(timeout=10)
+
+
+async def canned_reply(ws_url: str, seed: int) -> str:
+    """One real step reply of the server (mid-episode), for the echo server to send back."""
+    async with connect(ws_url, max_size=2**22, open_timeout=30) as ws:
+        await ws.send(json.dumps({"type": "reset", "data": {"seed": seed}}))
+        await ws.recv()
+        reply = ""
+        for _ in range(20):
+            await ws.send(json.dumps({"type": "step", "data": {"action": 0}}))
+            reply = str(await ws.recv())
+        await ws.send(json.dumps({"type": "close"}))
+    return reply
+
+
 def in_process_rate(scenario: str, steps: int, seed: int) -> float:
     """Steps/s of the server's own environment object, no network (the reference)."""
     from server.environment import HospitalEnvironment
@@ -443,8 +502,15 @@ def main() -> None:
         cartpole = cartpole_rate(20_000, args.seed)
         breakdown = step_breakdown(args.scenario, args.seed)
         asyncio.run(load(ws_url, 1, 20, 30, 0.0, args.seed))  # warm-up
-        background = nullcontext() if args.no_background else Background(url)
-        with background:
+        reply = asyncio.run(canned_reply(ws_url, args.seed))
+        background = contextlib.nullcontext() if args.no_background else Background(url)
+        with background, EchoServer(reply) as echo:
+            floor = asyncio.run(
+                load(echo.url, 1, min(args.steps, 1000), args.max_seconds, args.rate, args.seed)
+            )
+            floor_many = asyncio.run(
+                load(echo.url, args.sessions, args.steps, args.max_seconds, args.rate_many, args.seed)
+            )
             single = asyncio.run(
                 load(ws_url, 1, min(args.steps, 1000), args.max_seconds, args.rate, args.seed)
             )
@@ -488,6 +554,15 @@ def main() -> None:
             f"{r.sessions:8d} {r.steps:8d} {r.steps_per_s:8,.0f} {r.p50_ms:8.3f} {r.p90_ms:8.3f} "
             f"{r.p99_ms:8.3f} {r.max_ms:8.3f} {r.errors:8d}"
         )
+    print(
+        f"echo floor (the same client, 1 session, against a server that only echoes a canned reply): "
+        f"p50 {floor.p50_ms:.3f} ms, p90 {floor.p90_ms:.3f} ms, p99 {floor.p99_ms:.3f} ms; "
+        f"the server's share of the 1-session p50: {single.p50_ms - floor.p50_ms:.3f} ms"
+    )
+    print(
+        f"echo floor, {floor_many.sessions} sessions ({pace_many}): p50 {floor_many.p50_ms:.3f} ms, "
+        f"p90 {floor_many.p90_ms:.3f} ms, p99 {floor_many.p99_ms:.3f} ms (the client's own queueing)"
+    )
     print(
         f"{many.sessions} sessions reach {many.steps_per_s / reference:.2f}x the in-process step rate, "
         f"{many.steps_per_s / cartpole:.3f}x CartPole's in-process rate; "
@@ -536,6 +611,8 @@ def main() -> None:
             "phases": [
                 {k: v for k, v in asdict(r).items() if k != "latencies_ms"} for r in (single, many, again)
             ],
+            "echo_floor": {k: v for k, v in asdict(floor).items() if k != "latencies_ms"},
+            "echo_floor_many": {k: v for k, v in asdict(floor_many).items() if k != "latencies_ms"},
         }
         for path in filter(None, (args.json, args.write and RESULT)):
             Path(path).write_text(json.dumps(figures, indent=2) + "\n")

@@ -16,6 +16,13 @@ under the app's rules:
   request pinned to a sessionless protocol version is refused with a JSON-RPC error and
   clients fall back to ``initialize``.
 
+The SDK's transport and the tools run on an event loop of their own, in a thread
+(:meth:`StreamableMCP.running`): a session's ``initialize``, tool calls and teardown are
+milliseconds of Python each, and on the server's loop every WebSocket step waited behind them
+(issue 24: one client cycling MCP sessions raised a ``/ws`` user's p99 from 3 ms to ~100 ms).
+The server's loop only hands each request over and sends the reply back; the two loops share
+the interpreter, whose switch interval (``server.app.GIL_SWITCH_INTERVAL_S``) bounds the wait.
+
 Everything else that arrives at ``POST /mcp`` (OpenEnv's JSON-RPC with
 ``openenv/session/create`` and ``session_id`` params, as ``MCPToolClient`` speaks it) goes
 to OpenEnv's route as before.
@@ -23,7 +30,9 @@ to OpenEnv's route as before.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -89,13 +98,15 @@ class StreamableMCP:
         self._max_sessions = settings.max_sessions
         self.tools = build_tools(self._episode)
         self._manager: StreamableHTTPSessionManager | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the transport's own loop (its thread)
+        self._stop: asyncio.Event | None = None  # set on that loop: the thread ends
         self._runs = 0
 
     # ----------------------------------------------------------- lifespan
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Run the SDK's session manager while the app runs (one manager, however many
-        lifespans a test opens on the same app)."""
+        """Run the SDK's session manager, on its own loop in a thread, while the app runs (one
+        manager, however many lifespans a test opens on the same app)."""
         if self._manager is not None:
             self._runs += 1
             try:
@@ -109,13 +120,47 @@ class StreamableMCP:
             session_idle_timeout=self._ttl_s,
             max_sessions=self._max_sessions,
         )
+        ready, failure = threading.Event(), []
+        thread = threading.Thread(
+            target=self._serve, args=(self._manager, ready, failure), name="mcp-streamable", daemon=True
+        )
+        thread.start()
+        await asyncio.get_running_loop().run_in_executor(None, ready.wait)
         try:
-            async with self._manager.run():
-                yield
+            if failure:
+                raise failure[0]
+            yield
         finally:
+            loop, stop = self._loop, self._stop
+            if loop is not None and stop is not None:
+                loop.call_soon_threadsafe(stop.set)
+            await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
             self._manager = None
             for sid in list(self.episodes.ids()):
                 self.episodes.close(sid)
+
+    def _serve(self, manager: StreamableHTTPSessionManager, ready: threading.Event, failure: list) -> None:
+        """The transport's thread: a loop running the SDK's manager until :meth:`running` stops it."""
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            try:
+                async with manager.run():
+                    self._loop, self._stop = asyncio.get_running_loop(), stop
+                    ready.set()
+                    await stop.wait()
+            finally:
+                self._loop = None
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # reported to the lifespan (a failure to start), else logged
+            if not ready.is_set():
+                failure.append(exc)
+            else:
+                logger.exception("the MCP transport's loop ended with an error")
+        finally:
+            ready.set()
 
     # ------------------------------------------------------------ dispatch
     @staticmethod
@@ -132,6 +177,21 @@ class StreamableMCP:
         return isinstance(message, dict) and message.get("method") in _SDK_METHODS
 
     async def __call__(self, scope: Scope, body: bytes, send: Send) -> None:
+        """Answer one request: handled on the transport's loop, its reply sent from the caller's."""
+        loop = self._loop
+        if loop is None:
+            await _json_reply(send, 503, _rpc_error(-32000, "MCP transport not running", "NOT_READY"))
+            return
+        replies: list[Message] = []
+
+        async def keep(message: Message) -> None:
+            replies.append(message)
+
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._handle(scope, body, keep), loop))
+        for message in replies:
+            await send(message)
+
+    async def _handle(self, scope: Scope, body: bytes, send: Send) -> None:
         client = scope["client"][0] if scope.get("client") else ""
         version = _header(scope, VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:

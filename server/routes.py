@@ -673,29 +673,58 @@ def _web_interface(enabled: bool) -> Iterator[None]:
             os.environ["ENABLE_WEB_INTERFACE"] = saved
 
 
+def _close_tab(episodes: Any) -> None:
+    """A web session ended (tab closed, idle timeout): release what it holds (its agent's process)."""
+    close = getattr(episodes, "close", None)
+    if callable(close):
+        close()
+
+
 def _web_view(
     settings: ServerSettings, ledger: ClientLedger, clock: Callable[[], float]
-) -> tuple[SessionStore[Any], Callable[..., Any]]:
-    """The web view's tab sessions and the page builder ``create_app`` mounts (ED or RT page)."""
+) -> tuple[SessionStore[Any], Callable[..., Any], Any]:
+    """The web view's tab sessions, the page builder ``create_app`` mounts (ED or RT page), and
+    the ED page's agent pool (:mod:`server.agents`; None for RT), stopped when the app stops."""
+    agents: Any = None
     if settings.env == "radiotherapy":
         from server.rt_web import RTWebEpisodes as Episodes
         from server.rt_web import rt_web_view_builder as view_builder
 
         default = settings.rt_task
+        factory: Callable[[], Any] = functools.partial(Episodes, default)
     else:
+        from server.agents import AgentPool
         from server.web import WebEpisodes as Episodes  # type: ignore[assignment]
         from server.web import web_view_builder as view_builder  # type: ignore[assignment]
 
         default = settings.scenario
+        agents = AgentPool()
+        factory = functools.partial(Episodes, default, agents=agents)
     store = SessionStore[Any](
-        functools.partial(Episodes, default),
+        factory,
         settings.max_web_sessions,
         settings.idle_timeout_s,
         clock,
         ledger,
+        close=_close_tab,
         name="web session",
     )
-    return store, view_builder(store, default)
+    return store, view_builder(store, default), agents
+
+
+def _on_shutdown(app: FastAPI, stop: Callable[[], None]) -> None:
+    """Call ``stop`` when the app's lifespan ends (OpenEnv's lifespan replaces ``on_shutdown``)."""
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(asgi_app: Any) -> AsyncIterator[Any]:
+        try:
+            async with inner(asgi_app) as state:
+                yield state
+        finally:
+            stop()
+
+    app.router.lifespan_context = lifespan
 
 
 def _gate_openenv_sessions(
@@ -748,7 +777,7 @@ def build_app(
     served = served_env(settings)
     warm_up(served)
     ledger = ClientLedger(settings.max_sessions_per_client)
-    web_store, builder = _web_view(settings, ledger, clock) if settings.web else (None, None)
+    web_store, builder, agents = _web_view(settings, ledger, clock) if settings.web else (None, None, None)
     with _web_interface(settings.web):
         app = create_app(
             served.factory,
@@ -794,5 +823,8 @@ def build_app(
     app.state.served = served
     app.state.http_sessions = store
     app.state.web_sessions = web_store
+    app.state.web_agents = agents
+    if agents is not None:
+        _on_shutdown(app, agents.close)
     app.state.pool = pool
     return app

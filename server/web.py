@@ -20,7 +20,9 @@ Each browser tab is its own web session (two simulators) in a
 :class:`~server.sessions.SessionStore`: counted in ``GET /sessions``, bounded
 by ``max_web_sessions`` and the per-client cap, ended when the tab closes or
 after the idle timeout. Handlers are plain functions, which Gradio runs in
-worker threads: the page never blocks the API's event loop.
+worker threads: the page never blocks the API's event loop. The agent decides in
+a process of its own (:mod:`server.agents`, the grader's isolated mode, a small
+pool shared by every tab): its thinking never holds the server's interpreter.
 """
 
 from __future__ import annotations
@@ -43,13 +45,15 @@ from gradio.data_classes import ImageData
 from PIL import Image
 
 import policies
-from grading.grader import SealedPolicy, policy_seed
+from grading.grader import policy_seed
+from grading.isolated import PolicyFault
 from hospital_marl.core.actions import ACTION_TABLE, N_FLAT_ACTIONS, ROLE_FLAT, ROLES
 from hospital_marl.core.hospital import Hospital, Seal
 from hospital_marl.core.scenarios import SCENARIOS
 from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
 from hospital_marl.envs.render import render_frame
+from server.agents import AgentPool, AgentsBusyError, PooledAgent
 from server.models import MAX_SEED
 from server.sessions import SessionCapacityError, SessionStore
 
@@ -125,6 +129,19 @@ class WebError(ValueError):
     """A request the page cannot carry out (shown to the user; nothing changes)."""
 
 
+_DEFAULT_AGENTS: AgentPool | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_agents() -> AgentPool:
+    """The process's agent pool for episodes made without one (the app gives each page its own)."""
+    global _DEFAULT_AGENTS
+    with _DEFAULT_LOCK:
+        if _DEFAULT_AGENTS is None:
+            _DEFAULT_AGENTS = AgentPool()
+        return _DEFAULT_AGENTS
+
+
 @dataclass
 class WebEpisodes:
     """One browser tab's day: your episode and the agent's, same scenario and seed."""
@@ -139,10 +156,14 @@ class WebEpisodes:
     history: list[dict[str, Any]] = field(default_factory=list)
     last_outcome: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    agents: AgentPool | None = None
+    """Where the agent's process comes from (None: :func:`default_agents`)."""
+    client: str = ""
+    """Whose tab this is (the agent pool's per-client share)."""
 
     def __post_init__(self) -> None:
         self.scenario = self.scenario or self.default_scenario
-        self._policy: Any = None
+        self._policy: PooledAgent | None = None
         self._agent_obs: Any = None
         self._agent_mask: Any = None
 
@@ -159,11 +180,20 @@ class WebEpisodes:
             raise WebError(f"the track is flat or team, got {track!r}")
         if agent not in available_agents():
             raise WebError(f"unknown agent {agent!r}; choose one of {', '.join(available_agents())}")
+        policy = self._policy
+        if policy is None or policy.name != agent:
+            # In a process of its own, it sees the sealed present only (SPEC §12).
+            pool = self.agents if self.agents is not None else default_agents()
+            policy = pool.agent(agent, self.client)
+        tracks = policy.tracks  # raises AgentsBusyError / PolicyFault before anything changes
+        if policy is not self._policy:
+            if self._policy is not None:
+                self._policy.close()
+            self._policy = policy
         self.scenario, self.seed, self.track, self.agent_name = scenario, seed, track, agent
         self.you = (HospitalEDTeamEnv if track == "team" else HospitalEDEnv)(scenario=scenario)
         self.you.reset(seed=seed)
-        self._policy = SealedPolicy(policies.load(agent))  # it sees the present only (SPEC §12)
-        if "flat" in self._policy.tracks:
+        if "flat" in tracks:
             self.agent_env = HospitalEDEnv(scenario=scenario)
             self._agent_obs, info = self.agent_env.reset(seed=seed)
             self._agent_mask = info["action_mask"]
@@ -217,8 +247,21 @@ class WebEpisodes:
     def _after_your_tick(self) -> None:
         h = self._your_hospital()
         self.history.append({**_figures(h), "who": "you"})
-        while not self.agent_hospital.done and self.agent_hospital.tick_count < h.tick_count:
-            self.agent_step()
+        if self.agent_hospital.done or self.agent_hospital.tick_count >= h.tick_count:
+            return
+        with self._agent().holding():  # one process for the whole event
+            while not self.agent_hospital.done and self.agent_hospital.tick_count < h.tick_count:
+                self.agent_step()
+
+    def _agent(self) -> PooledAgent:
+        if self._policy is None:
+            raise WebError("no day yet: press New day")
+        return self._policy
+
+    def close(self) -> None:
+        """The tab's session ended: its agent's process stops."""
+        if self._policy is not None:
+            self._policy.close()
 
     @property
     def agent_hospital(self) -> Hospital:
@@ -230,21 +273,25 @@ class WebEpisodes:
         """One tick of the agent's episode (nothing once its shift is over)."""
         if self.agent_hospital.done:
             return
-        env = self.agent_env
+        env, policy = self.agent_env, self._agent()
         if isinstance(env, HospitalAECEnv):
-            for role in ROLES:  # one turn each, then the tick (the env runs it after the last role)
-                seen = env.observe(role)
-                env.step(self._policy.act_role(role, seen["observation"], seen["action_mask"]))
+            with policy.holding():
+                for role in ROLES:  # one turn each, then the tick (the env runs it after the last role)
+                    seen = env.observe(role)
+                    env.step(policy.act_role(role, seen["observation"], seen["action_mask"]))
         else:
-            action = self._policy.act(self._agent_obs, self._agent_mask)
+            action = policy.act(self._agent_obs, self._agent_mask)
             self._agent_obs, _, _, _, info = env.step(action)  # type: ignore[union-attr]
             self._agent_mask = info["action_mask"]
         self.history.append({**_figures(self.agent_hospital), "who": "agent"})
 
     def agent_finish(self) -> None:
         """The agent plays the rest of its shift."""
-        while not self.agent_hospital.done:
-            self.agent_step()
+        if self.agent_hospital.done:
+            return
+        with self._agent().holding():  # one process for the whole event
+            while not self.agent_hospital.done:
+                self.agent_step()
 
     # --------------------------------------------------------------- views
     def legal_flat(self) -> list[bool]:
@@ -297,6 +344,7 @@ class TabSessions:
                 return sid, episodes, ""
         with store.lock:
             new_sid, episodes = store.open(client)
+        episodes.client = client
         if request is not None and request.session_hash:
             with self._lock:
                 self._tabs[request.session_hash] = new_sid
@@ -324,6 +372,9 @@ class TabSessions:
                 act(episodes, *args)
             except WebError as exc:
                 return view(sid, episodes, f"**Not done:** {exc}")
+            except (AgentsBusyError, PolicyFault) as exc:
+                logger.warning("web view: the agent could not play: %s", str(exc)[:200])
+                return view(sid, episodes, f"**The agent could not play:** {exc}")
             return view(sid, episodes, note)
 
     def close_tab(self, request: gr.Request) -> None:

@@ -290,6 +290,14 @@ def server_load_section() -> str:
             f"| {label}, {paced(rate)} | {p['steps_per_s']:,.0f} | {p['p50_ms']:.2f} ms "
             f"| {p['p90_ms']:.2f} ms | {p['p99_ms']:.1f} ms | {p['errors']} |"
         )
+    for key, label in (("echo_floor", "1 session"), ("echo_floor_many", f"{many['sessions']} sessions")):
+        floor = r.get(key)
+        if floor:
+            rows.append(
+                f"| echo floor, {label}: the same client against a server that only echoes a canned "
+                f"reply | {floor['steps_per_s']:,.0f} | {floor['p50_ms']:.2f} ms | {floor['p90_ms']:.2f} ms "
+                f"| {floor['p99_ms']:.1f} ms | {floor['errors']} |"
+            )
     beside = r.get("background")
     if beside:
         rows.append(

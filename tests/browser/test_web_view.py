@@ -7,7 +7,7 @@ scenario and seed (the web view must show the same day), never from the page.
 from __future__ import annotations
 
 import re
-import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,9 +22,11 @@ from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLES
 from hospital_marl.envs.render import FRAME_SHAPE
 from policies import HeuristicPolicy
 from policies.planner import PlannerPolicy
+from server.agents import AGENT_SPECS
 from server.settings import ServerSettings
 from server.web import BOARD_SCALE
 from tests.server.live import live_server
+from tests.server.remote_policies import GATE_DIR
 
 pytestmark = [pytest.mark.server, pytest.mark.browser]
 
@@ -172,8 +174,12 @@ def test_team_track_one_choice_per_role(browser: Any, web_url: str, shots: Any) 
 
 
 def test_each_tab_is_its_own_counted_session_and_the_api_stays_responsive(
-    browser: Any, shots: Any, monkeypatch: pytest.MonkeyPatch
+    browser: Any, shots: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    # The page's planner is the planner held at a gate before its first decision (in its own
+    # process, which inherits the gate's directory from this test's environment).
+    monkeypatch.setenv(GATE_DIR, str(tmp_path))
+    monkeypatch.setitem(AGENT_SPECS, "planner", "tests.server.remote_policies:GatedPlanner")
     # One browser (one client) fills the view here: per-client caps off (test_safety tests them).
     with live_server(ServerSettings(web=True, max_web_sessions=2, max_sessions_per_client=0)) as url:
         first, second = open_page(browser, url), open_page(browser, url)
@@ -185,7 +191,7 @@ def test_each_tab_is_its_own_counted_session_and_the_api_stays_responsive(
             assert "server is full" in third.inner_text("#status")
             assert not third.locator("#board-you img").is_visible()
             third.close()
-            # The slowest agent finishes a shift in a worker thread; the API answers meanwhile.
+            # The slowest agent finishes a shift in its own process; the API answers meanwhile.
             pick = second.locator("#agent input")
             pick.click()
             pick.fill("planner")
@@ -196,28 +202,28 @@ def test_each_tab_is_its_own_counted_session_and_the_api_stays_responsive(
                 timeout=EVENT_TIMEOUT_MS,
             )
             settle(second)
-            # The compiled planner finishes a shift in well under a second, so the shift is held
-            # at a gate until the API has answered: the answer provably came while the event ran.
-            gate, started = threading.Event(), threading.Event()
-            act = PlannerPolicy.act
-
-            def gated_act(self: PlannerPolicy, observation: Any, action_mask: Any) -> int:
-                started.set()
-                gate.wait(timeout=120)
-                return act(self, observation, action_mask)
-
-            monkeypatch.setattr(PlannerPolicy, "act", gated_act)
+            # The planner finishes a shift in well under a second, so the shift is held at a gate
+            # until the API has answered: the answer provably came while the event ran.
             second.locator("#agent-finish").click()
-            assert started.wait(timeout=60), "the finish event never reached the planner"
+            started = tmp_path / "started"
+            for _ in range(600):
+                if started.exists():
+                    break
+                second.wait_for_timeout(100)
+            assert started.exists(), "the finish event never reached the planner"
             assert httpx.get(f"{url}/health", timeout=30).status_code == 200
             # The page shows the finished shift only when the event returns: still unfinished here.
             assert tick_of(second, "agent")[0] < SCENARIOS[SCENARIO].episode_length
-            gate.set()
+            (tmp_path / "open").touch()
             second.wait_for_function(
                 "/shift over|stopped/.test(document.querySelector('#metrics-agent').innerText)",
                 timeout=120_000,
             )
             shots(second, "planner_finished")
+            # The planner's own day under the grader (seed 0, the page's default): the same score.
+            expected = run_flat_episode(PlannerPolicy(), SCENARIOS[SCENARIO], 0)
+            row = second.inner_text("#metrics-agent").split("\n")[-1].split("\t")
+            assert float(row[3]) == pytest.approx(expected.score, abs=0.051)  # shown to one decimal
             # Closing a tab ends its session (Gradio's unload event): the slot is free again.
             first.close()
             for _ in range(120):
