@@ -6,6 +6,9 @@
 # bias). Rows: name, then the options that differ from the trainer's defaults.
 # Table: python benchmarks/fast_stats.py ablations --runs runs/fast_ablate, then --write.
 set -euo pipefail
+# A run that already finished (its metadata says complete) is not queued again: re-running the
+# script resumes the queue.
+finished() { [ -f "$1" ] && python -c 'import json,sys; sys.exit(not json.load(open(sys.argv[1])).get("complete", True))' "$1"; }
 FRAMES=${FRAMES:-2000000}
 EVAL="--eval-interval $FRAMES --eval-episodes ${EVAL_EPISODES:-8}"
 mkdir -p runs/fast_ablate logs
@@ -26,7 +29,7 @@ VARIANTS=(
   for seed in ${SEEDS:-0 1 2}; do
     for v in "${VARIANTS[@]}"; do
       name=${v%%|*}; flags=${v#*|}
-      echo "$name $seed${flags:+ $flags}"
+      finished "runs/fast_ablate/${name}_s${seed}/fast.json" || echo "$name $seed${flags:+ $flags}"
     done
   done
 } | OMP_NUM_THREADS=1 xargs -P "${JOBS:-2}" -L 1 sh -c \

@@ -6,6 +6,9 @@
 # if the session's time ends before the queue does. Order: every mappo seed, then every ippo seed,
 # then flat PPO. NICE (default 10) is the runs' niceness.
 set -euo pipefail
+# A run that already finished (its metadata says complete) is not queued again: re-running the
+# script resumes the queue.
+finished() { [ -f "$1" ] && python -c 'import json,sys; sys.exit(not json.load(open(sys.argv[1])).get("complete", True))' "$1"; }
 MAX_WALL=${MAX_WALL:-0}
 FRAMES=${FRAMES:-20000000}
 EVAL="--eval-interval ${EVAL_INTERVAL:-500000} --eval-episodes ${EVAL_EPISODES:-4} --max-wall-s $MAX_WALL"
@@ -13,11 +16,13 @@ mkdir -p runs/fast logs
 {
   for alg in ${ALGS-mappo ippo}; do
     for seed in ${SEEDS-0 1 2 3 4}; do
-      echo "fast-mappo --algorithm $alg --save runs/fast/${alg}_s${seed} --seed $seed logs/fast_${alg}_s${seed}.log"
+      finished "runs/fast/${alg}_s${seed}/fast.json" ||
+        echo "fast-mappo --algorithm $alg --save runs/fast/${alg}_s${seed} --seed $seed logs/fast_${alg}_s${seed}.log"
     done
   done
   for seed in ${PPO_SEEDS-0 1 2 3 4}; do  # PPO_SEEDS= : none
-    echo "fast-ppo --track flat --save runs/fast/ppo_flat_s${seed} --seed $seed logs/fast_ppo_flat_s${seed}.log"
+    finished "runs/fast/ppo_flat_s${seed}/best_model.json" ||
+      echo "fast-ppo --track flat --save runs/fast/ppo_flat_s${seed} --seed $seed logs/fast_ppo_flat_s${seed}.log"
   done
 } | OMP_NUM_THREADS=1 xargs -P "${JOBS:-2}" -L 1 sh -c \
   'exec nice -n '"${NICE:-10}"' python -m hospital_marl_cli train "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
