@@ -54,6 +54,11 @@ a tenth of a contended core, far inside the per-decision time limit)."""
 AGENT_WAIT_S = 30.0
 """Seconds a tab's event waits for a free agent process before it is refused."""
 
+AGENT_TIME_LIMIT_S = 30.0
+"""Per-decision time limit of an agent process (the grader's isolated mode allows 10 s): a fresh
+process's first decision may compile the planner's rollouts, at :data:`AGENT_NICE` on a busy
+machine; a stuck agent still costs a tab at most three such limits per shift."""
+
 AGENT_SPECS: dict[str, str] = {}
 """What a page's agent name loads in its process when it is not the name itself (a pool copies it
 when made; tests point ``planner`` at an instrumented planner here)."""
@@ -159,7 +164,7 @@ class AgentPool:
         if retired is not None:
             retired.policy.close()
         try:
-            policy = IsolatedPolicy(agent.spec)
+            policy = IsolatedPolicy(agent.spec, time_limit=AGENT_TIME_LIMIT_S)
         except BaseException:
             with self._changed:
                 self._starting -= 1
@@ -304,6 +309,7 @@ __all__ = [
     "AGENT_NICE",
     "AGENT_PROCESSES",
     "AGENT_SPECS",
+    "AGENT_TIME_LIMIT_S",
     "AGENT_WAIT_S",
     "AgentPool",
     "AgentsBusyError",
