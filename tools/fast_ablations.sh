@@ -7,7 +7,8 @@
 # Table: python benchmarks/fast_stats.py ablations --runs runs/fast_ablate, then --write.
 set -euo pipefail
 # A run that already finished (its metadata says complete) is not queued again: re-running the
-# script resumes the queue.
+# script resumes the queue, and a run another queue has claimed (runs/fast_ablate/.claims/) is
+# skipped when its turn comes: several queues can share the list. Delete a claim to re-run it.
 finished() { [ -f "$1" ] && python -c 'import json,sys; sys.exit(not json.load(open(sys.argv[1])).get("complete", True))' "$1"; }
 FRAMES=${FRAMES:-2000000}
 EVAL="--eval-interval $FRAMES --eval-episodes ${EVAL_EPISODES:-8}"
@@ -33,6 +34,8 @@ VARIANTS=(
     done
   done
 } | OMP_NUM_THREADS=1 xargs -P "${JOBS:-2}" -L 1 sh -c \
-  'name=$1; seed=$2; shift 2; exec nice -n '"${NICE:-10}"' python -m hospital_marl_cli train fast-mappo "$@" \
+  'name=$1; seed=$2; shift 2; mkdir -p runs/fast_ablate/.claims
+   mkdir "runs/fast_ablate/.claims/${name}_s${seed}" 2>/dev/null || exit 0  # another queue took it
+   exec nice -n '"${NICE:-10}"' python -m hospital_marl_cli train fast-mappo "$@" \
      --frames '"$FRAMES"' --all-scenarios --seed "$seed" '"$EVAL"' \
      --save "runs/fast_ablate/${name}_s${seed}" > "logs/fast_ablate_${name}_s${seed}.log" 2>&1' sh
