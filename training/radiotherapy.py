@@ -19,6 +19,10 @@ anatomy band, between the training ranges and the out-of-distribution test's) fr
 scripted baseline on those same validation patients (ties: aggregate score). Training is
 deterministic for a seed.
 
+``--warm-start planner|anatomy_aware [--dagger-rounds N]`` first clones an expert's play on
+training patients into the network (:mod:`training.rt_clone`, as ``train ppo --warm-start`` does
+for the ED); the clone is graded at step 0 and is a candidate for the kept model.
+
 Reads top to bottom: the arguments, the env pipeline, the evaluation, :func:`train`.
 """
 

@@ -57,9 +57,10 @@ def guarded(monkeypatch):
     return built
 
 
-def test_demonstrations_are_training_patients_only(guarded) -> None:
+@pytest.mark.parametrize("expert", ["planner", "anatomy_aware"])
+def test_demonstrations_are_training_patients_only(guarded, expert: str) -> None:
     args = Args(seed=0)
-    demos, played = rt_clone.collect_demonstrations(args, 6, rt_clone.Expert("planner"))
+    demos, played = rt_clone.collect_demonstrations(args, 6, rt_clone.Expert(expert))
     assert set(guarded) == {"train"}
     assert {p["split"] for p in played} == {"train"}
     assert [p["task"] for p in played] == [*BUILTIN_TASKS, *BUILTIN_TASKS]
