@@ -148,8 +148,11 @@ def concat(parts: list[Demonstrations]) -> Demonstrations:
     )
 
 
-def clone_into(model: Any, demos: Demonstrations, args: Args) -> dict[str, float]:
-    """Fit ``model.policy`` (actor and critic) to ``demos``; returns the final fit statistics."""
+def clone_into(model: Any, demos: Demonstrations, args: Any) -> dict[str, float]:
+    """Fit ``model.policy`` (actor and critic) to ``demos``; returns the final fit statistics.
+
+    Shared by the ED's and the radiotherapy trainer: ``args`` needs ``seed``, ``warm_start_epochs``
+    and ``warm_start_lr``; the critic's weight is the model's own ``vf_coef``."""
     import torch
 
     policy = model.policy
@@ -168,7 +171,7 @@ def clone_into(model: Any, demos: Demonstrations, args: Args) -> dict[str, float
             values, log_prob, _ = policy.evaluate_actions(obs[batch], actions[batch], masks[batch])
             actor_loss = -log_prob.mean()
             critic_loss = torch.nn.functional.mse_loss(values.flatten(), returns[batch])
-            loss = actor_loss + args.vf_coef * critic_loss
+            loss = actor_loss + model.vf_coef * critic_loss
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
@@ -179,9 +182,9 @@ def clone_into(model: Any, demos: Demonstrations, args: Args) -> dict[str, float
     with torch.no_grad():
         agree = 0
         for batch in torch.arange(n).split(4096):
-            logits = policy.mlp_extractor.forward_actor(policy.extract_features(obs[batch]))
-            logits = logits.masked_fill(~masks[batch], -torch.inf)
-            agree += int((logits.argmax(1) == actions[batch]).sum())
+            # the masked argmax the model plays when graded (action_net included, whatever the net)
+            dist = policy.get_distribution(obs[batch], action_masks=masks[batch].numpy())
+            agree += int((dist.distribution.logits.argmax(1) == actions[batch]).sum())
     stats["clone_agreement"] = agree / n
     stats["clone_states"] = float(n)
     return stats

@@ -19,6 +19,10 @@ anatomy band, between the training ranges and the out-of-distribution test's) fr
 scripted baseline on those same validation patients (ties: aggregate score). Training is
 deterministic for a seed.
 
+``--warm-start planner|anatomy_aware [--dagger-rounds N]`` first clones an expert's play on
+training patients into the network (:mod:`training.rt_clone`, as ``train ppo --warm-start`` does
+for the ED); the clone is graded at step 0 and is a candidate for the kept model.
+
 Reads top to bottom: the arguments, the env pipeline, the evaluation, :func:`train`.
 """
 
@@ -76,8 +80,39 @@ class Args:
     """Validation patients' base seed (never the reported 42)."""
     save: str = "runs/rt_ppo"
     """Run directory."""
+    warm_start: str = "none"
+    """planner / anatomy_aware: before PPO, clone that policy's play on training patients (masked
+    cross-entropy on its actions, the critic fitted to the discounted returns; training/clone.py);
+    the clone is graded on validation at step 0 and is a candidate for the kept model."""
+    warm_start_episodes: int = 300
+    """Warm start: the expert's demonstration episodes (training patients, tasks cycled)."""
+    warm_start_epochs: int = 30
+    """Warm start: passes over the demonstrations per fit."""
+    warm_start_lr: float = 1e-3
+    """Warm start: Adam learning rate of the fit."""
+    dagger_rounds: int = 0
+    """Warm start: DAgger rounds (the clone plays fresh training patients, the expert labels the
+    states it reaches, the clone is refitted on every round's labels); planner only."""
+    dagger_episodes: int = 60
+    """Warm start: episodes per DAgger round."""
 
     COMMAND: ClassVar[str] = "hospital-marl train radiotherapy"
+    WARM_STARTS: ClassVar[tuple[str, ...]] = ("none", "planner", "anatomy_aware")
+
+    def __post_init__(self) -> None:
+        if self.warm_start not in self.WARM_STARTS:
+            raise ValueError(f"warm_start must be one of {self.WARM_STARTS}, got {self.warm_start!r}")
+        for name in ("warm_start_episodes", "warm_start_epochs", "dagger_episodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.dagger_rounds < 0:
+            raise ValueError("dagger_rounds must be >= 0")
+        if self.dagger_rounds and self.warm_start != "planner":
+            # anatomy_aware's next edit depends on its own history (what it tried and undid), so it
+            # has no label for a state it did not reach; the planner steers from any state
+            raise ValueError("dagger_rounds needs --warm-start planner (the expert that labels any state)")
+        if not self.warm_start_lr > 0:
+            raise ValueError("warm_start_lr must be > 0")
 
     @classmethod
     def add_flags(cls, parser: argparse.ArgumentParser) -> None:
@@ -197,7 +232,16 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
                 best.update(key=key, point=point)
                 self.model.save(run / "best_model.zip")
 
+    clone: dict[str, Any] | None = None
+    if args.warm_start != "none":
+        from training.rt_clone import warm_start
+
+        clone = warm_start(model, args)
+        (run / "clone.json").write_text(json.dumps(clone, indent=2) + "\n")
     callback = Validate()
+    if clone is not None:  # the clone itself is a candidate (graded at step 0)
+        callback.init_callback(model)
+        callback.evaluate()
     model.learn(total_timesteps=args.timesteps, callback=callback)
     callback.evaluate()
     meta = {
@@ -207,6 +251,7 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         "args": asdict(args),
         "selected": best["point"],
         "validation_baselines": {n: b["task_scores"] for n, b in baselines.items()},
+        "warm_start": clone,
         "wall_s": round(time.perf_counter() - started, 1),
         "cpu_s": round(time.process_time() - cpu0, 1),
         "curve": curve,

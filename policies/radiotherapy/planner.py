@@ -30,6 +30,8 @@ from hospital_marl.radiotherapy.core.plan import (
     NARROW,
     NEW_BEAM_WEIGHT,
     NEW_MARGIN,
+    NEXT,
+    REMOVE,
     TURN_CCW,
     TURN_CW,
     WEIGHT_DOWN,
@@ -38,6 +40,7 @@ from hospital_marl.radiotherapy.core.plan import (
     Plan,
     default_angle_index,
 )
+from hospital_marl.radiotherapy.core.sealed import PlanView
 from policies.radiotherapy.base import BaseRTPolicy
 
 WEIGHTS = np.arange(1, 11)  # tenths
@@ -147,3 +150,41 @@ class PlannerRTPolicy(BaseRTPolicy):
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         action = self._queue.pop(0) if self._queue else LOCK
         return action if action_mask[action] else int(np.flatnonzero(action_mask)[-1])
+
+
+def steer(plan: Plan | PlanView, angles: np.ndarray, weights: np.ndarray, margins: np.ndarray) -> int:
+    """The next action that moves ``plan``'s beams toward the beam set (angles, weights in tenths,
+    margins) from any state: the planner's label for a state it did not reach itself (DAgger).
+
+    The plan's beams are matched to the target's at least total edit cost (turns the short way,
+    weight and margin notches); the active beam is fixed first (turn, weight, margin), or removed
+    if it has no match; then the next beam that needs work; then a beam is added while the plan
+    has fewer; then lock. Every edit lowers the matched cost by one, so this ends at the target.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    n, k = int(plan.n_beams), int(plan.active)
+    if n == 0:
+        return ADD if len(angles) else LOCK
+    have = (np.asarray(plan.angles)[:n], np.asarray(plan.weights)[:n], np.asarray(plan.margins)[:n])
+    turn = (np.asarray(angles)[None, :] - have[0][:, None]) % N_ANGLES  # clockwise steps
+    cost = (
+        np.minimum(turn, N_ANGLES - turn)
+        + np.abs(np.asarray(weights)[None, :] - have[1][:, None])
+        + np.abs(np.asarray(margins)[None, :] - have[2][:, None])
+    )
+    rows, cols = linear_sum_assignment(cost)
+    match = dict(zip(rows.tolist(), cols.tolist()))
+    todo = [i for i in range(n) if i not in match or cost[i, match[i]] > 0]
+    if k in match and cost[k, match[k]] > 0:
+        j = match[k]
+        if turn[k, j]:
+            return TURN_CW if turn[k, j] <= N_ANGLES // 2 else TURN_CCW
+        if weights[j] != have[1][k]:
+            return WEIGHT_UP if weights[j] > have[1][k] else WEIGHT_DOWN
+        return WIDEN if margins[j] > have[2][k] else NARROW
+    if k not in match:
+        return REMOVE
+    if todo:
+        return NEXT
+    return ADD if n < len(angles) else LOCK

@@ -16,7 +16,9 @@ scenario distributions and ``night_shift_lean`` too (issue 28; its choices and h
 together with the ``--reward`` help that had already dropped its SPEC reference). ``train ppo`` gained
 ``--warm-start heuristic|planner``, ``--warm-start-days``, ``--warm-start-epochs``, ``--warm-start-lr``,
 ``--dagger-rounds``, ``--dagger-days`` (issue 23). ``train fast-mappo`` gained ``--reward env|score``
-(issue 26's score-reward ablation; re-recorded, an addition only).
+(issue 26's score-reward ablation; re-recorded, an addition only). ``train radiotherapy`` gained
+``--warm-start planner|anatomy_aware``, ``--warm-start-episodes``, ``--warm-start-epochs``,
+``--warm-start-lr``, ``--dagger-rounds``, ``--dagger-episodes`` (issue 25; re-recorded, an addition only).
 """
 
 from __future__ import annotations
