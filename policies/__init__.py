@@ -33,14 +33,15 @@ _REGISTRY: dict[str, Callable[..., Policy]] = {
 
 
 SHIPPED_TEAM_RUNS: dict[str, str] = {
-    "mappo": "marl/benchmarl/mappo_s2",
-    "ippo": "marl/benchmarl/ippo_s4",
+    "mappo": "marl/fast/mappo_s3",
+    "ippo": "marl/fast/ippo_s4",
     "mappo_dagger": "marl/benchmarl/mappo_dagger_s1",
 }
 """Registered team-track run directories under ``policies/checkpoints/`` (played with onnxruntime, no
 torch), each the seed with the best *validation* score of its row (docs/learning-at-scale.md):
-``mappo`` / ``ippo`` are the best *from scratch* (BenchMARL's 384k-frame runs: on held-out days they
-are ahead of the fast trainer's 0.5M-frame runs, which its budget here did not let converge);
+``mappo`` / ``ippo`` are the best *from scratch*: the fast trainer's 20M-frame runs (5 seeds each; the
+seed with the best validation score, 76.55 and 76.56 on seed-1000 days against BenchMARL's 384k-frame
+best 76.12 and 75.60 on the same days);
 ``mappo_dagger`` is the best team policy overall (BenchMARL MAPPO cloned from ``team_planner`` with
 DAgger)."""
 
