@@ -49,6 +49,16 @@ class Demonstrations:
     day_seeds: list[int]
 
 
+def discounted_returns(rewards: list[float], gamma: float) -> np.ndarray:
+    """Each step's discounted return to the episode's end (the critic's fitting target)."""
+    discounted = np.zeros(len(rewards), np.float32)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = rewards[t] + gamma * running
+        discounted[t] = running
+    return discounted
+
+
 def demo_seed(seed: int, day: int) -> int:
     return int(np.random.SeedSequence([DEMO_TAG, seed, day]).generate_state(1)[0])
 
@@ -116,11 +126,7 @@ def collect_demonstrations(
             observation, reward, terminated, truncated, _ = inner.step(action)
             rewards.append(float(reward))
             done = terminated or truncated
-        discounted = np.zeros(len(rewards), np.float32)
-        running = 0.0
-        for t in range(len(rewards) - 1, -1, -1):
-            running = rewards[t] + args.gamma * running
-            discounted[t] = running
+        discounted = discounted_returns(rewards, args.gamma)
         returns.append(discounted[kept])
     env.close()
     return Demonstrations(

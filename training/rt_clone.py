@@ -35,7 +35,7 @@ from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.base import policy_seed
 from policies.radiotherapy import load
 from policies.radiotherapy.planner import optimise, steer
-from training.clone import Demonstrations, clone_into, concat, demo_seed, student_action
+from training.clone import Demonstrations, clone_into, concat, demo_seed, discounted_returns, student_action
 
 if TYPE_CHECKING:
     from training.radiotherapy import Args
@@ -103,11 +103,7 @@ def collect_demonstrations(
             observation, reward, terminated, truncated, info = env.step(action)
             rewards.append(float(reward))
             done = terminated or truncated
-        discounted = np.zeros(len(rewards), np.float32)
-        running = 0.0
-        for t in range(len(rewards) - 1, -1, -1):
-            running = rewards[t] + args.gamma * running
-            discounted[t] = running
+        discounted = discounted_returns(rewards, args.gamma)
         returns.append(discounted)
         played.append({"task": task, "split": env.plan.split, "seed": seed, "score": float(info["score"])})
     demos = Demonstrations(
