@@ -61,8 +61,6 @@ START, END = "<!-- BEGIN fast-stats -->", "<!-- END fast-stats -->"
 ABL_START, ABL_END = "<!-- BEGIN fast-ablations -->", "<!-- END fast-ablations -->"
 README = ROOT / "README.md"
 VERDICT_START, VERDICT_END = "<!-- BEGIN fast-verdict -->", "<!-- END fast-verdict -->"
-VERDICT: list[str] = []
-"""The answer's bullets of the last :func:`report` (also written into the README)."""
 LABELS = {
     "fast_mappo": "MAPPO, fast trainer",
     "fast_ippo": "IPPO, fast trainer",
@@ -304,11 +302,11 @@ def _frames(runs: list[dict[str, Any]]) -> str:
 
 
 def _mean_se(values: list[float]) -> str:
-    se = np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
-    return f"{np.mean(values):.1f} ± {se:.1f}"
+    return f"{np.mean(values):.1f} ± {_se(values):.1f}"
 
 
-def report(data: dict[str, Any], reps: int) -> str:
+def report(data: dict[str, Any], reps: int) -> tuple[str, list[str]]:
+    """The page's block, and its answer's bullets (the README carries those too)."""
     scenarios, rows = data["scenarios"], data["algorithms"]
     result = ms.analyse(data, reps)
     agg, room = result["aggregates"], ms.headroom(data)
@@ -387,7 +385,6 @@ def report(data: dict[str, Any], reps: int) -> str:
         "",
         *verdict,
     ]
-    VERDICT[:] = verdict
     curves = result["curves"]
     if curves:
         lines += [
@@ -426,7 +423,7 @@ def report(data: dict[str, Any], reps: int) -> str:
             "([the grader's rule](grading.md#beats-the-heuristic)).",
         ]
     _figure(curves)
-    return "\n".join(lines)
+    return "\n".join(lines), verdict
 
 
 def _figure(curves: dict[str, dict[str, list[float]]]) -> None:
@@ -475,12 +472,12 @@ def main(argv: list[str] | None = None) -> int:
         ABLATIONS.write_text(json.dumps(data, indent=1) + "\n")
         print(ABLATIONS.relative_to(ROOT))
         return 0
-    block = report(json.loads(RESULTS.read_text()), opts.reps)
+    block, verdict = report(json.loads(RESULTS.read_text()), opts.reps)
     if opts.write:
         write_marked(PAGE, START, END, f"{START}\n{block}\n{END}")
         answer = "\n".join(
             ["**Can MARL learn this hospital from scratch?** Held-out days, against `team_heuristic` "
-             "([learning at scale](docs/learning-at-scale.md)):", "", *VERDICT]
+             "([learning at scale](docs/learning-at-scale.md)):", "", *verdict]
         )  # fmt: skip
         write_marked(README, VERDICT_START, VERDICT_END, f"{VERDICT_START}\n{answer}\n{VERDICT_END}")
     print(block)
