@@ -239,6 +239,16 @@ class TrainArgs:
                     help=doc if default is None else f"{doc} (default {default})",
                 )
 
+    def require_reward(self) -> None:
+        """Refuse an unknown ``reward`` and ``reward_overrides`` beside ``--reward score`` (the
+        overrides change the env's reward, which the score reward replaces). For the trainers with
+        the shared ``reward`` and ``reward_overrides`` options."""
+        reward, overrides = self.reward, self.reward_overrides  # type: ignore[attr-defined]
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+        if reward == "score" and overrides:
+            raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
+
     def require_at_least(self, low: int, *names: str) -> None:
         """Raise ValueError naming the first of ``names`` whose value is below ``low``."""
         for name in names:

@@ -176,8 +176,7 @@ class Args(TrainArgs):
                 raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
         get_scenario(self.scenario)  # raises on an unknown name, listing the valid ones
         _ = self.rewards  # validates reward_overrides
-        if self.reward == "score" and self.reward_overrides:
-            raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
+        self.require_reward()
         if self.prune and (self.track != "flat" or not self.mask):
             raise ValueError("prune narrows the flat track's mask: it needs --track flat and masking")
         if self.warm_start != "none" and self.track != "flat":

@@ -1,8 +1,11 @@
 """Warm start of ``train radiotherapy --warm-start planner|anatomy_aware``: clone, DAgger, then PPO.
 
 The radiotherapy counterpart of :mod:`training.clone` (the ED's): from scratch, MaskablePPO
-flattens 0.02-0.04 below ``anatomy_aware`` (policies/radiotherapy/checkpoints/README.md); the
-local-search ``planner`` scores above it on every task, so PPO starts from a clone of the planner.
+flattened 0.02-0.04 below ``anatomy_aware`` (policies/radiotherapy/checkpoints/README.md), so PPO
+starts from a clone of an expert: the local-search ``planner`` (which scores above it) or
+``anatomy_aware`` itself. The shipped recipe clones ``anatomy_aware``: the planner's next action
+depends on the beam set it optimised, which the observation does not show, and its clones agreed
+with it on under half the states they reached.
 
 1. :func:`collect_demonstrations` plays the expert on *training* patients (split ``train``) through
    the training env pipeline (:func:`training.radiotherapy.make_env`'s flattened observation and

@@ -148,10 +148,7 @@ class Args(TrainArgs):
             raise ValueError("hidden must be positive widths; lr and reward_scale must be > 0")
         self.hidden = tuple(int(w) for w in self.hidden)
         reward_table(self.reward_overrides)  # refuse a bad override before training starts
-        if self.reward not in REWARDS:
-            raise ValueError(f"reward must be one of {REWARDS}, got {self.reward!r}")
-        if self.reward == "score" and self.reward_overrides:
-            raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
+        self.require_reward()
         if self.warm_start not in WARM_STARTS:
             raise ValueError(f"warm_start must be one of {WARM_STARTS}, got {self.warm_start!r}")
         if self.warm_start != "none" and self.algorithm in OFF_POLICY:

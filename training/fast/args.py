@@ -95,10 +95,7 @@ class MappoArgs(TrainArgs):
         if self.num_envs < len(self.scenarios):
             raise ValueError(f"num_envs ({self.num_envs}) must be at least the number of scenarios")
         self.hidden = tuple(int(w) for w in self.hidden)
-        if self.reward not in REWARDS:
-            raise ValueError(f"reward must be one of {REWARDS}, got {self.reward!r}")
-        if self.reward == "score" and self.reward_overrides:
-            raise ValueError("reward_overrides change the env's reward, which --reward score replaces")
+        self.require_reward()
         reward_table(self.reward_overrides)  # a bad override fails here, not after the envs are built
 
     @property
