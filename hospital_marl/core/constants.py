@@ -17,6 +17,15 @@ CRITICAL_SEVERITY = 4
 general bed is adequate care, early discharge is allowed, and a treated ICU patient can step
 down."""
 
+MAX_GENERAL_BEDS = 32
+"""The most general beds a department can have: the state's widest resource row. SPEC §3's
+action table addresses general beds through the sorted board (its top five and bottom five),
+so the table does not limit them; the board observation shows 20 positions (SPEC §5's shape)."""
+BOARD_OBS_ROWS = 20
+"""The board positions an observation shows. Above that many occupied beds it shows the
+``BOARD_OBS_ROWS - 5`` most severe and the 5 least severe (every board position an action
+addresses, and the rules' mildest patient), like the queue shows its first ten."""
+
 CONDITIONS: tuple[str, ...] = ("cardiac", "respiratory", "trauma", "infection", "neuro")
 """Condition names; condition id = index + 1 (0 = empty slot)."""
 

@@ -50,6 +50,7 @@ from hospital_marl.core.types import (
     F_LAST_ROLE_REWARD,
     GENERAL,
     ICU,
+    MAX_BEDS,
     NOT_ARRIVED,
     PAT_ADMITTED_AT,
     PAT_LOCATION,
@@ -407,9 +408,17 @@ class Hospital:
 
     def board(self) -> list[int]:
         """The general board: occupied general beds' patients, most severe first, then longest stay."""
-        out = np.empty(20, np.int32)
+        out = np.empty(MAX_BEDS, np.int32)
         n = kernel.board(self.state, self.params, 0, out)
         return out[:n].tolist()
+
+    def board_shown(self) -> list[int]:
+        """The board positions' patients as an observation shows them (at most
+        ``MAX_GENERAL_OBS`` rows; a longer board shows its most and least severe, see
+        :func:`~hospital_marl.core.kernel.observe.board_row`)."""
+        board = self.board()
+        rows = min(len(board), kernel.MAX_GENERAL_OBS)
+        return [board[kernel.board_row(k, len(board))] for k in range(rows)]
 
     def expected_deaths(self) -> float:
         """Expected deaths in the coming tick under the current care (the death rule, summed)."""

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
-from hospital_marl.core.constants import CONDITIONS, N_SEVERITIES
+from hospital_marl.core.constants import CONDITIONS, MAX_GENERAL_BEDS, N_SEVERITIES
 from hospital_marl.core.constants import condition_id as condition_id_of
 
 
@@ -102,10 +102,11 @@ class Scenario:
         object.__setattr__(self, "condition_mix", _as_mix("Scenario", "condition_mix", self.condition_mix))
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"Scenario.name must be a non-empty string, got {self.name!r}")
-        # The observation layout is fixed (the original's shapes): 20 general
-        # beds, 5 ICU beds and 3 ventilators are the maxima it can show.
+        # SPEC §3's action table addresses 5 ICU beds and 3 ventilators; general beds are
+        # addressed through the sorted board (top five, bottom five), so only the state's
+        # width (MAX_GENERAL_BEDS) limits them, and the board observation shows 20 of them.
         for name, low, high in (
-            ("general_beds", 1, 20),
+            ("general_beds", 1, MAX_GENERAL_BEDS),
             ("icu_beds", 1, 5),
             ("ventilators", 1, 3),
             ("episode_length", 1, 10_000),
@@ -447,7 +448,8 @@ class ScenarioDistribution:
             object.__setattr__(self, name, _as_bounds(own, name, getattr(self, name), kind))
         if not 0.0 < self.night_service[0] <= self.night_service[1] <= 1.0:
             raise ValueError(f"{own}.night_service must lie in (0, 1], got {self.night_service}")
-        for name, low, high in (("general_beds", 1, 20), ("icu_beds", 1, 5), ("ventilators", 1, 3)):
+        sizes = (("general_beds", 1, MAX_GENERAL_BEDS), ("icu_beds", 1, 5), ("ventilators", 1, 3))
+        for name, low, high in sizes:
             lo, hi = getattr(self, name)
             if lo < low or hi > high:
                 raise ValueError(
@@ -593,9 +595,9 @@ for _d in (
     ),
     ScenarioDistribution(
         name="test",
-        description="out of distribution: 8-20 general beds, 2-5 ICU, night/evening peaks, heavier load, "
+        description="out of distribution: 8-30 general beds, 2-5 ICU, night/evening peaks, heavier load, "
         "respiratory/infection bursts, 1-2 ventilator shocks, thinner night staffing",
-        general_beds=(8, 20),
+        general_beds=(8, 30),
         icu_beds=(2, 5),
         ventilators=(1, 3),
         arrival_per_bed=(0.045, 0.07),

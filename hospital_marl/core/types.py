@@ -64,6 +64,7 @@ import numpy as np
 
 from hospital_marl.core.actions import ACTION_TABLE, ROLE_FLAT, ROLES
 from hospital_marl.core.clinical import ClinicalParams
+from hospital_marl.core.constants import MAX_GENERAL_BEDS
 from hospital_marl.core.metrics import EpisodeCounters
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario
@@ -75,7 +76,7 @@ EMPTY = -1
 QUEUE_SLOTS = 10
 BOARD_TRANSFER_SLOTS = 5
 BOARD_DISCHARGE_SLOTS = 5
-MAX_BEDS = 20  # the widest resource row (general beds; the observation layout's maximum)
+MAX_BEDS = MAX_GENERAL_BEDS  # the widest resource row: general beds
 BOUNCE_BLOCK = 64  # bounce-back schedule slots added at a time
 
 (

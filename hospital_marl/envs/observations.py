@@ -16,9 +16,11 @@ from gymnasium import spaces
 
 from hospital_marl.core import kernel
 from hospital_marl.core.actions import ROLES
+from hospital_marl.core.constants import BOARD_OBS_ROWS
+from hospital_marl.core.constants import MAX_GENERAL_BEDS as MAX_DEPARTMENT_GENERAL_BEDS
 from hospital_marl.core.hospital import QUEUE_SLOTS, Hospital
 
-MAX_GENERAL_BEDS = 20
+MAX_GENERAL_BEDS = BOARD_OBS_ROWS  # board rows shown (a department may have up to 32 beds)
 MAX_ICU_BEDS = 5
 MAX_VENTILATORS = 3
 STATS_HIGH = 10_000.0
@@ -40,7 +42,8 @@ BLOCKS: tuple[Block, ...] = (
         "bed_occupancy",
         (MAX_GENERAL_BEDS,),
         5,
-        "general board: severity per bed, most severe first (0 = empty)",
+        "general board: severity per bed, most severe first (0 = empty); a board of more than 20: "
+        "its 15 most and 5 least severe",
     ),
     Block("icu_occupancy", (MAX_ICU_BEDS,), 5, "severity per ICU bed, fixed index (0 = empty)"),
     Block("ventilator_status", (MAX_VENTILATORS,), 1, "1 = in use, 0 = free"),
@@ -304,8 +307,15 @@ PRESENCE_BLOCKS: tuple[Block, ...] = (
     Block("general_present", (MAX_GENERAL_BEDS,), 1, "1 = the department has this general bed"),
     Block("icu_present", (MAX_ICU_BEDS,), 1, "1 = the department has this ICU bed"),
     Block("ventilator_present", (MAX_VENTILATORS,), 1, "1 = this ventilator is in service"),
+    Block(
+        "general_beds",
+        (1,),
+        MAX_DEPARTMENT_GENERAL_BEDS,
+        "the department's general beds (a board longer than 20 shows its most and least severe)",
+    ),
 )
 PRESENCE_SIZE = sum(int(np.prod(b.shape)) for b in PRESENCE_BLOCKS)
+_PRESENCE_HIGH = np.concatenate([np.full(b.shape, float(b.high), np.float32) for b in PRESENCE_BLOCKS])
 
 
 def check_layout(observation_layout: str | None, hospital: Hospital) -> str:
@@ -322,7 +332,8 @@ def check_layout(observation_layout: str | None, hospital: Hospital) -> str:
 def presence_vector(general_beds: int, icu_beds: int, ventilators: int) -> np.ndarray:
     """The presence blocks of one hospital, concatenated (float32, :data:`PRESENCE_SIZE`)."""
     out = np.zeros(PRESENCE_SIZE, np.float32)
-    out[:general_beds] = 1.0
+    out[: min(general_beds, MAX_GENERAL_BEDS)] = 1.0
+    out[-1] = general_beds
     out[MAX_GENERAL_BEDS : MAX_GENERAL_BEDS + icu_beds] = 1.0
     out[MAX_GENERAL_BEDS + MAX_ICU_BEDS : MAX_GENERAL_BEDS + MAX_ICU_BEDS + ventilators] = 1.0
     return out
@@ -335,7 +346,7 @@ def presence_of(hospital: Hospital) -> np.ndarray:
 
 
 def presence_views(vector: np.ndarray) -> dict[str, np.ndarray]:
-    """The presence blocks as Dict entries (views of one vector, or of a batch ``(B, 28)``)."""
+    """The presence blocks as Dict entries (views of one vector, or of a batch ``(B, PRESENCE_SIZE)``)."""
     out, start = {}, 0
     for b in PRESENCE_BLOCKS:
         size = int(np.prod(b.shape))
@@ -345,12 +356,12 @@ def presence_views(vector: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def presence_space() -> dict[str, spaces.Box]:
-    """The presence blocks' boxes (0/1 float32)."""
-    return {b.key: spaces.Box(0.0, 1.0, b.shape, np.float32) for b in PRESENCE_BLOCKS}
+    """The presence blocks' boxes (float32: 0/1 slots, then the general-bed count)."""
+    return {b.key: spaces.Box(0.0, float(b.high), b.shape, np.float32) for b in PRESENCE_BLOCKS}
 
 
 def with_presence(box: spaces.Box) -> spaces.Box:
     """A flat vector's box with the presence blocks appended (role vectors, the global state)."""
     low = np.concatenate([box.low, np.zeros(PRESENCE_SIZE, np.float32)])
-    high = np.concatenate([box.high, np.ones(PRESENCE_SIZE, np.float32)])
+    high = np.concatenate([box.high, _PRESENCE_HIGH])
     return spaces.Box(low, high, dtype=np.float32)

@@ -32,7 +32,8 @@ deaths / critical patients); ``Invalid action rate`` is ``invalid_action_rate``.
 
 ``rgb_array`` frame: :data:`FRAME_SHAPE` (240, 480, 3) uint8, the same size
 for every scenario (missing beds are simply not drawn). Rows, top to bottom:
-20 general-board cells, 5 ICU cells (left) and 3 ventilator cells (right),
+20 general-board cells (a longer board as the observation shows it: its 15 most and 5 least
+severe), 5 ICU cells (left) and 3 ventilator cells (right),
 10 waiting-queue cells (a white bar along the bottom grows with waiting time,
 full at :data:`WAIT_BAR_FULL` ticks), then three bars: time (tick / max
 ticks), deaths (deaths / scenario.max_deaths) and queue length (full at
@@ -305,7 +306,7 @@ def render_rgb_array(h: Hospital) -> np.ndarray:
     frame = _background(len(h.general), len(h.icu), len(h.vents)).copy()
     sev = h.severity
 
-    for b, pid in zip(_BOXES["general"], h.board()):
+    for b, pid in zip(_BOXES["general"], h.board_shown()):  # a board over 20: as observed
         frame[b.y0 : b.y1, b.x0 : b.x1] = _GENERAL_TILES[sev[pid]]
 
     vent_of = h.vent_of

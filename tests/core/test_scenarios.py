@@ -69,7 +69,7 @@ def test_scenario__rejects_non_numeric_arrival_rate_with_value_error() -> None:
     ("field", "value"),
     [
         ("general_beds", 0),
-        ("general_beds", 21),
+        ("general_beds", 33),
         ("general_beds", -3),
         ("general_beds", 2.5),
         ("general_beds", 10.0),

@@ -36,7 +36,7 @@ from tests.helpers import (
 
 WIDE = ScenarioDistribution(
     "wide_test_distribution",
-    general_beds=(4, 20),
+    general_beds=(4, 32),  # above the 20 board rows an observation shows
     icu_beds=(1, 5),
     ventilators=(1, 3),
     burst_probability=0.5,
@@ -55,7 +55,7 @@ def test_sample__is_a_function_of_the_seed_only() -> None:
 def test_sample__covers_the_ranges_and_respects_them() -> None:
     draws = [WIDE.sample(seed) for seed in range(3000)]
     beds = {s.general_beds for s in draws}
-    assert beds == set(range(4, 21)), "every size in the range is drawn, none outside"
+    assert beds == set(range(4, 33)), "every size in the range is drawn, none outside"
     assert {s.icu_beds for s in draws} == set(range(1, 6))
     bursts = np.mean([s.burst is not None for s in draws])
     assert abs(bursts - 0.5) < 4 * np.sqrt(0.25 / len(draws))
@@ -99,7 +99,7 @@ def test_day__is_the_scenarios_day_for_the_same_seed() -> None:
     ("changes", "match"),
     [
         ({"general_beds": (0, 10)}, "general_beds"),
-        ({"general_beds": (12, 30)}, "general_beds"),
+        ({"general_beds": (12, 33)}, "general_beds"),
         ({"icu_beds": (4, 3)}, "low <= high"),
         ({"ventilators": (1, 4)}, "ventilators"),
         ({"arrival_per_bed": (-0.1, 0.1)}, "arrival_per_bed"),
@@ -185,6 +185,7 @@ def _presence_of(s: Scenario) -> dict[str, np.ndarray]:
         "general_present": (np.arange(20) < s.general_beds).astype(np.float32),
         "icu_present": (np.arange(5) < s.icu_beds).astype(np.float32),
         "ventilator_present": (np.arange(3) < s.ventilators).astype(np.float32),
+        "general_beds": np.array([s.general_beds], np.float32),
     }
 
 
@@ -210,14 +211,15 @@ def test_layout__presence_follows_each_episodes_hospital_in_every_view() -> None
         for key, value in expected.items():
             np.testing.assert_array_equal(obs[key], value)
         tail = np.concatenate(list(expected.values()))
+        n = len(tail)
         aec.reset(seed=seed)
         pobs, _ = par.reset(seed=seed)
-        np.testing.assert_array_equal(aec.state()[-28:], tail)
+        np.testing.assert_array_equal(aec.state()[-n:], tail)
         for role in hospital_marl.ROLES:
             o = aec.observe(role)
             assert aec.observation_space(role).contains(o)
-            np.testing.assert_array_equal(o["observation"][-28:], tail)
-            np.testing.assert_array_equal(o["observation"][:-28], aec.state()[:-28][ROLE_INDEX[role]])
+            np.testing.assert_array_equal(o["observation"][-n:], tail)
+            np.testing.assert_array_equal(o["observation"][:-n], aec.state()[:-n][ROLE_INDEX[role]])
             np.testing.assert_array_equal(pobs[role]["observation"], o["observation"])
 
 

@@ -88,7 +88,7 @@ from hospital_marl.core.kernel.dynamics import (
     tick,
 )
 from hospital_marl.core.kernel.fused import STEP_NEEDS_ROOM, STEP_NOT_RUNNING, step_flat_report, step_flat_row
-from hospital_marl.core.kernel.observe import observe_row, write_observation
+from hospital_marl.core.kernel.observe import board_row, observe_row, write_observation
 from hospital_marl.core.kernel.rules import (
     act_flat,
     act_role,
@@ -158,6 +158,7 @@ __all__ = [
     "action_facts",
     "arrive",
     "board",
+    "board_row",
     "carry_out",
     "death_probability",
     "deteriorate_probability",

@@ -31,6 +31,7 @@ from hospital_marl.core.kernel.rules import (
 from hospital_marl.core.types import (
     BEDS_ICU,
     BEDS_VENT,
+    BOARD_DISCHARGE_SLOTS,
     C_DEATHS,
     C_DISCHARGES,
     EMPTY,
@@ -49,6 +50,16 @@ from hospital_marl.core.types import (
 
 # ---------------------------------------------------------------- observations
 @_jit
+def board_row(k, n_board) -> int:
+    """The board position an observation's row ``k`` shows: row k itself while the board fits
+    in ``MAX_GENERAL_OBS`` rows; above that the first ``MAX_GENERAL_OBS - 5`` rows are the most
+    severe and the last 5 the least severe (every position an action addresses, SPEC §3)."""
+    if n_board <= MAX_GENERAL_OBS or k < MAX_GENERAL_OBS - BOARD_DISCHARGE_SLOTS:
+        return k
+    return n_board - MAX_GENERAL_OBS + k
+
+
+@_jit
 def write_observation(st, p, e, offsets, out) -> None:
     """Every observation block of row ``e`` into ``out`` (float32, the global-state layout:
     block ``b`` starts at ``offsets[b]``, blocks in :data:`OBS_BLOCKS` order). Raw values."""
@@ -63,8 +74,9 @@ def _write_observation_given(st, p, e, offsets, out, brd, facts) -> None:
     o_sev, o_rem = offsets[O_BED_OCCUPANCY], offsets[O_BOARD_REMAINING]
     for k in range(MAX_GENERAL_OBS):
         if k < n_board:
-            out[o_sev + k] = pat[e, brd[k], PAT_SEVERITY]
-            out[o_rem + k] = pat[e, brd[k], PAT_REMAINING]
+            pid = brd[board_row(k, n_board)]
+            out[o_sev + k] = pat[e, pid, PAT_SEVERITY]
+            out[o_rem + k] = pat[e, pid, PAT_REMAINING]
         else:
             out[o_sev + k] = 0.0
             out[o_rem + k] = 0.0
