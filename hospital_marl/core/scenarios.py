@@ -65,6 +65,26 @@ class Burst:
 
 
 @dataclass(frozen=True)
+class Outage:
+    """Ventilators out of service for part of the day (a mid-day resource shock): at every
+    decision from tick ``start`` to tick ``end`` (inclusive) the ``ventilators``
+    highest-numbered ventilators take no new patient. One in use when the outage begins stays
+    with its patient until it is released (weaning, discharge, death): a ventilator is not
+    taken off a ventilated patient."""
+
+    start: int
+    end: int
+    ventilators: int
+
+    def __post_init__(self) -> None:
+        _check_int("Outage", "start", self.start, 0, 1_000_000)
+        _check_int("Outage", "end", self.end, 0, 1_000_000)
+        if self.end < self.start:
+            raise ValueError(f"Outage.end must be >= start ({self.start}), got {self.end!r}")
+        _check_int("Outage", "ventilators", self.ventilators, 1, 2)
+
+
+@dataclass(frozen=True)
 class Scenario:
     """One ED day: resources, arrival profile and case mix.
 
@@ -89,6 +109,8 @@ class Scenario:
     service_profile: tuple[float, ...] = ()
     """Staffing: the probability per tick that adequate care advances a patient's treatment, as
     k equal periods of the episode (24 entries = by hour); () = 1 at every tick (full speed)."""
+    outage: Outage | None = None
+    """Ventilators out of service for part of the day (never the last one); None: no outage."""
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -122,6 +144,14 @@ class Scenario:
         _check_mix("Scenario", "condition_mix", self.condition_mix, len(CONDITIONS))
         if self.burst is not None and not isinstance(self.burst, Burst):
             raise ValueError(f"Scenario.burst must be a Burst or None, got {self.burst!r}")
+        if self.outage is not None:
+            if not isinstance(self.outage, Outage):
+                raise ValueError(f"Scenario.outage must be an Outage or None, got {self.outage!r}")
+            if self.outage.ventilators >= self.ventilators:
+                raise ValueError(
+                    f"Scenario.outage takes {self.outage.ventilators} of {self.ventilators} ventilators "
+                    "out of service: at least one must stay"
+                )
 
     def arrival_rates(self) -> list[float]:
         """λ(t) for t = 0 .. episode_length-1 (without the burst)."""
@@ -268,6 +298,9 @@ def get_scenario(scenario: str | Scenario | Mapping[str, object] | None = None) 
         burst = spec.get("burst")
         if isinstance(burst, Mapping):
             spec["burst"] = Burst(**burst)  # type: ignore[arg-type]
+        outage = spec.get("outage")
+        if isinstance(outage, Mapping):
+            spec["outage"] = Outage(**outage)  # type: ignore[arg-type]
         spec.setdefault("name", f"{base.name}_custom")
         return base.with_overrides(**spec)
     raise ValueError(f"scenario must be a name, a Scenario or a mapping, got {type(scenario).__name__}")
@@ -288,6 +321,7 @@ __all__ = [
     "SCENARIOS",
     "SPLITS",
     "Burst",
+    "Outage",
     "Scenario",
     "ScenarioDistribution",
     "get_scenario",
@@ -395,11 +429,14 @@ class ScenarioDistribution:
     of the drawn scenario with the same seed, and every policy meets the same hospital and the
     same patients (common random numbers).
 
-    Sizes are bounded by the action and observation layout (SPEC §3, §5): at most 20 general
-    beds, 5 ICU beds (the bed manager's ``discharge ICU bed [j]`` actions) and 3 ventilators.
-    The background rate scales with size: ``arrival_rate = arrival_per_bed * general_beds``.
-    A resource shock takes ``ventilator_shock`` ventilators out of service for the whole day
-    (never the last one); the kernel has no mid-day capacity change. Staffing: treatment
+    Sizes are bounded by the action table and the state (SPEC §3): at most 32 general beds
+    (addressed through the sorted board), 5 ICU beds (the bed manager's ``discharge ICU bed
+    [j]`` actions) and 3 ventilators. The background rate scales with size:
+    ``arrival_rate = arrival_per_bed * general_beds``. A resource shock takes
+    ``ventilator_shock`` ventilators out of service for the whole day; an outage (probability
+    ``outage_probability``) takes ``outage_ventilators`` more out for part of it (an
+    :class:`Outage`: from a tick in ``outage_start`` for ``outage_length`` ticks). Neither
+    ever takes the last one. Staffing: treatment
     advances at ``night_service`` speed (drawn) from 22:00 to 07:00 and at full speed by day
     (tick 0 = midnight; the drawn scenario's ``service_profile``, by hour).
     """
@@ -422,6 +459,10 @@ class ScenarioDistribution:
     burst_severity_mixes: tuple[tuple[float, ...], ...] = ((0.0, 0.0, 0.2, 0.5, 0.3),)
     shock_probability: float = 0.0
     ventilator_shock: tuple[int, int] = (1, 1)
+    outage_probability: float = 0.0
+    outage_start: tuple[int, int] = (20, 60)
+    outage_length: tuple[int, int] = (10, 30)
+    outage_ventilators: tuple[int, int] = (1, 1)
     night_service: tuple[float, float] = (1.0, 1.0)
     episode_length: int = 100
     max_deaths: int = 40
@@ -439,6 +480,9 @@ class ScenarioDistribution:
             ("burst_start", int),
             ("burst_length", int),
             ("ventilator_shock", int),
+            ("outage_start", int),
+            ("outage_length", int),
+            ("outage_ventilators", int),
             ("arrival_per_bed", float),
             ("amplitude", float),
             ("peak", float),
@@ -469,6 +513,12 @@ class ScenarioDistribution:
             raise ValueError(f"{own}.ventilator_shock must be >= 0, got {self.ventilator_shock}")
         _check_real(own, "burst_probability", self.burst_probability, 0.0, 1.0)
         _check_real(own, "shock_probability", self.shock_probability, 0.0, 1.0)
+        _check_real(own, "outage_probability", self.outage_probability, 0.0, 1.0)
+        if self.outage_start[0] < 0 or self.outage_length[0] < 1 or self.outage_ventilators[0] < 1:
+            raise ValueError(
+                f"{own}.outage_start must be >= 0, outage_length and outage_ventilators >= 1, got "
+                f"{self.outage_start}, {self.outage_length}, {self.outage_ventilators}"
+            )
         sizes = {"severity_mixes": N_SEVERITIES, "condition_mixes": len(CONDITIONS)}
         sizes["burst_severity_mixes"] = N_SEVERITIES
         for name, size in sizes.items():
@@ -505,7 +555,15 @@ class ScenarioDistribution:
             )
         night = round(d.real(16, self.night_service), 6)
         service = tuple(night if h < NIGHT_END_HOUR or h >= NIGHT_START_HOUR else 1.0 for h in range(24))
+        outage = None
+        if self.outage_probability and d.uniform(17) < self.outage_probability:
+            out = min(vents - shock - 1, 2, d.integer(18, self.outage_ventilators))
+            if out > 0:  # never the last ventilator in service
+                start = d.integer(19, self.outage_start)
+                outage = Outage(start, start + d.integer(20, self.outage_length) - 1, out)
         tag = f"{general}g{icu}i{vents - shock}v" + (f" (shock -{shock})" if shock else "")
+        if outage is not None:
+            tag += f" (-{outage.ventilators} vent ticks {outage.start}-{outage.end})"
         return Scenario(
             name=f"{self.name}:{seed}",
             description=f"{self.name} draw: {tag}" + (", burst" if burst else ""),
@@ -521,6 +579,7 @@ class ScenarioDistribution:
             condition_mix=d.blend(9, self.condition_mixes),
             burst=burst,
             service_profile=service if night < 1.0 else (),
+            outage=outage,
         )
 
     def with_overrides(self, **changes: object) -> ScenarioDistribution:
@@ -560,7 +619,8 @@ def resolve_scenario(
 # The generalisation split (docs/generalisation.md). ``validation`` has train's ranges under its
 # own name, hence its own draws (in-distribution, unseen days and hospitals); ``test`` reaches
 # outside train's ranges: smaller and larger departments, night and evening peaks, a sharper
-# daily swing, heavier load, respiratory and infection bursts, and two-ventilator shocks.
+# daily swing, heavier load, respiratory and infection bursts, two-ventilator shocks and mid-day
+# ventilator outages (train has none).
 _SURGE_SEVERITY = (0.05, 0.20, 0.35, 0.25, 0.15)
 _RESPIRATORY_HEAVY = (0.12, 0.50, 0.10, 0.18, 0.10)
 _TRAIN = {
@@ -596,7 +656,8 @@ for _d in (
     ScenarioDistribution(
         name="test",
         description="out of distribution: 8-30 general beds, 2-5 ICU, night/evening peaks, heavier load, "
-        "respiratory/infection bursts, 1-2 ventilator shocks, thinner night staffing",
+        "respiratory/infection bursts, 1-2 ventilator shocks, mid-day ventilator outages, thinner night "
+        "staffing",
         general_beds=(8, 30),
         icu_beds=(2, 5),
         ventilators=(1, 3),
@@ -613,6 +674,10 @@ for _d in (
         burst_severity_mixes=((0.0, 0.1, 0.4, 0.3, 0.2), (0.0, 0.0, 0.2, 0.5, 0.3)),
         shock_probability=0.5,
         ventilator_shock=(1, 2),
+        outage_probability=0.4,  # unseen in train: ventilators lost for part of the day
+        outage_start=(10, 70),
+        outage_length=(10, 40),
+        outage_ventilators=(1, 2),
         night_service=(0.5, 0.75),
     ),
 ):

@@ -300,8 +300,11 @@ def with_bounce_room(state: State, actions: int) -> State:
     I_BURST_START,
     I_BURST_END,
     I_BURST_CONDITION,
-) = range(13)
-N_INT_PARAMS = 13
+    I_OUTAGE_START,
+    I_OUTAGE_END,
+    I_OUTAGE_VENTS,
+) = range(16)
+N_INT_PARAMS = 16
 
 (
     P_NEGLECT_SCALE,
@@ -374,6 +377,12 @@ def make_params(scenario: Scenario, clinical: ClinicalParams, rewards: RewardTab
     ints[I_BOUNCE_DELAY_LOW], ints[I_BOUNCE_DELAY_HIGH] = cp.bounce_back_delay
     ints[I_EPISODE_LENGTH] = scenario.episode_length
     ints[I_BURST_START], ints[I_BURST_END] = 1, 0  # no burst
+    outage = scenario.outage
+    if outage is not None:
+        ints[I_OUTAGE_START], ints[I_OUTAGE_END] = outage.start, outage.end
+        ints[I_OUTAGE_VENTS] = outage.ventilators
+    else:
+        ints[I_OUTAGE_START], ints[I_OUTAGE_END] = 1, 0  # no outage
     reals = np.zeros(N_FLOAT_PARAMS, np.float64)
     for index, value in (
         (P_NEGLECT_SCALE, cp.neglect_scale),

@@ -101,6 +101,8 @@ class _HospitalGymEnv(gym.Env):
     def _observation(self, views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The Dict observation in this env's layout (``"masked"``: with the presence blocks)."""
         if self._masked:
+            if self.hospital.scenario.outage is not None:  # ventilators come and go within the day
+                self._presence = presence_views(presence_of(self.hospital))
             views.update((key, value.copy()) for key, value in self._presence.items())
         return views
 

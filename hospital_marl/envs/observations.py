@@ -19,6 +19,7 @@ from hospital_marl.core.actions import ROLES
 from hospital_marl.core.constants import BOARD_OBS_ROWS
 from hospital_marl.core.constants import MAX_GENERAL_BEDS as MAX_DEPARTMENT_GENERAL_BEDS
 from hospital_marl.core.hospital import QUEUE_SLOTS, Hospital
+from hospital_marl.core.scenarios import Scenario
 
 MAX_GENERAL_BEDS = BOARD_OBS_ROWS  # board rows shown (a department may have up to 32 beds)
 MAX_ICU_BEDS = 5
@@ -306,7 +307,7 @@ whose hospitals differ in size from episode to episode, and ``"fixed"`` for a na
 PRESENCE_BLOCKS: tuple[Block, ...] = (
     Block("general_present", (MAX_GENERAL_BEDS,), 1, "1 = the department has this general bed"),
     Block("icu_present", (MAX_ICU_BEDS,), 1, "1 = the department has this ICU bed"),
-    Block("ventilator_present", (MAX_VENTILATORS,), 1, "1 = this ventilator is in service"),
+    Block("ventilator_present", (MAX_VENTILATORS,), 1, "1 = this ventilator is in service now"),
     Block(
         "general_beds",
         (1,),
@@ -315,6 +316,8 @@ PRESENCE_BLOCKS: tuple[Block, ...] = (
     ),
 )
 PRESENCE_SIZE = sum(int(np.prod(b.shape)) for b in PRESENCE_BLOCKS)
+VENT_PRESENCE = slice(MAX_GENERAL_BEDS + MAX_ICU_BEDS, MAX_GENERAL_BEDS + MAX_ICU_BEDS + MAX_VENTILATORS)
+"""Where ``ventilator_present`` sits in the presence vector."""
 _PRESENCE_HIGH = np.concatenate([np.full(b.shape, float(b.high), np.float32) for b in PRESENCE_BLOCKS])
 
 
@@ -335,14 +338,23 @@ def presence_vector(general_beds: int, icu_beds: int, ventilators: int) -> np.nd
     out[: min(general_beds, MAX_GENERAL_BEDS)] = 1.0
     out[-1] = general_beds
     out[MAX_GENERAL_BEDS : MAX_GENERAL_BEDS + icu_beds] = 1.0
-    out[MAX_GENERAL_BEDS + MAX_ICU_BEDS : MAX_GENERAL_BEDS + MAX_ICU_BEDS + ventilators] = 1.0
+    out[VENT_PRESENCE] = np.arange(MAX_VENTILATORS) < ventilators
     return out
 
 
+def ventilators_at(scenario: Scenario, tick: int) -> int:
+    """The scenario's ventilators in service at a decision at ``tick`` (the kernel's
+    :func:`~hospital_marl.core.kernel.rules.in_service`: an outage takes some out for a while)."""
+    o = scenario.outage
+    if o is None:
+        return scenario.ventilators
+    return int(kernel.in_service(scenario.ventilators, o.ventilators, o.start, o.end, tick))
+
+
 def presence_of(hospital: Hospital) -> np.ndarray:
-    """:func:`presence_vector` of the hospital's current scenario."""
+    """:func:`presence_vector` of the hospital's current scenario, at its current tick."""
     s = hospital.scenario
-    return presence_vector(s.general_beds, s.icu_beds, s.ventilators)
+    return presence_vector(s.general_beds, s.icu_beds, ventilators_at(s, hospital.tick_count))
 
 
 def presence_views(vector: np.ndarray) -> dict[str, np.ndarray]:

@@ -86,10 +86,12 @@ from hospital_marl.envs._common import EpisodeSeeder, check_reward_mode
 from hospital_marl.envs.composed import TEAM_MASK_COLUMNS
 from hospital_marl.envs.infos import NOOP
 from hospital_marl.envs.observations import (
+    MAX_VENTILATORS,
     OFFSETS,
     PRESENCE_SIZE,
     ROLE_INDEX,
     STATE_SIZE,
+    VENT_PRESENCE,
     check_composed_format,
     check_layout,
     composed_space,
@@ -99,6 +101,7 @@ from hospital_marl.envs.observations import (
     presence_views,
     role_space,
     state_space,
+    ventilators_at,
     with_presence,
 )
 
@@ -348,6 +351,8 @@ class _VectorBase(VectorEnv):
         self.observation_layout = check_layout(observation_layout, self._batch.template)
         self._masked = self.observation_layout == "masked"
         self._presence = np.zeros((num_envs, PRESENCE_SIZE), np.float32)
+        self._outages = np.zeros((num_envs, 4), np.int64)  # [ventilators, out, start, end] per row
+        self._outage_rows = np.zeros(0, np.int64)
         self.num_envs = num_envs
         self._obs = np.zeros((num_envs, STATE_SIZE), np.float32)
         self._masks = np.zeros((num_envs, N_FLAT_ACTIONS), np.bool_)
@@ -396,12 +401,32 @@ class _VectorBase(VectorEnv):
         self._reset_called = True
 
     def _refresh_presence(self, rows: np.ndarray) -> None:
-        """The presence blocks of ``rows``' current hospitals (the ``"masked"`` layout)."""
+        """The presence blocks of ``rows``' current hospitals (the ``"masked"`` layout), and
+        which rows have an outage this episode (their ventilators' presence changes by tick)."""
         if self._masked:
             self._presence = self._presence.copy()  # returned arrays stay as they were
+            ticks = self._batch.state.scalars[:, S_TICK]
             for e in rows.tolist():
                 s = self._batch.row_scenario(e)
-                self._presence[e] = presence_vector(s.general_beds, s.icu_beds, s.ventilators)
+                o = s.outage
+                vents = ventilators_at(s, int(ticks[e]))
+                self._presence[e] = presence_vector(s.general_beds, s.icu_beds, vents)
+                self._outages[e] = (s.ventilators, o.ventilators, o.start, o.end) if o else (0, 0, 1, 0)
+            self._outage_rows = np.flatnonzero(self._outages[:, 2] <= self._outages[:, 3])
+
+    def _tick_presence(self) -> None:
+        """After a batch step: the ventilators' presence of the rows with an outage, at the tick
+        they reached (an ended row's at its last tick, for its final observation)."""
+        rows = self._outage_rows
+        if not (self._masked and len(rows)):
+            return
+        b = self._batch
+        ended = b.resets[rows] != ROW_LIVE
+        ticks = np.where(ended, b.final_scalars[rows, S_TICK], b.state.scalars[rows, S_TICK])
+        count = np.empty(len(rows), np.int64)
+        kernel.in_service_rows(self._outages[rows], ticks, count)
+        self._presence = self._presence.copy()
+        self._presence[rows, VENT_PRESENCE] = np.arange(MAX_VENTILATORS) < count[:, None]
 
     def _composed(self, obs: np.ndarray) -> dict[str, np.ndarray]:
         """The batched Dict observation in this env's layout."""
@@ -504,6 +529,7 @@ class HospitalEDVectorEnv(_VectorBase):
         rewards = np.zeros(b.n, np.float64)
         outcomes = np.zeros(b.n, np.int64)
         b.run(kernel.step_flat_batch, actions, OFFSETS, obs, masks, rewards, outcomes)
+        self._tick_presence()
         infos: dict[str, Any] = {}
         terminated, truncated = self._autoreset(obs, masks, infos)
         self._obs, self._masks = obs, masks
@@ -529,6 +555,7 @@ class _JointVectorBase(_VectorBase):
         outcomes = np.zeros((b.n, len(ROLES)), np.int64)
         seen = self._masks
         b.run(kernel.step_joint_batch, actions, seen, OFFSETS, obs, masks, rewards, role_rewards, outcomes)
+        self._tick_presence()
         infos: dict[str, Any] = {}
         terminated, truncated = self._autoreset(obs, masks, infos)
         self._obs, self._masks = obs, masks

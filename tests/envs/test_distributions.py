@@ -42,6 +42,8 @@ WIDE = ScenarioDistribution(
     burst_probability=0.5,
     shock_probability=0.5,
     ventilator_shock=(1, 2),
+    outage_probability=0.5,  # ventilators out for part of the day: presence changes by tick
+    outage_ventilators=(1, 2),
 )
 
 

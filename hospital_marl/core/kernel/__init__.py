@@ -97,12 +97,15 @@ from hospital_marl.core.kernel.rules import (
     carry_out,
     death_probability,
     deteriorate_probability,
+    in_service,
+    in_service_rows,
     is_valid,
     needs_ventilator,
     ready_for_step_down,
     treatment_ticks,
     valid_given,
     ventilator_target,
+    ventilators_in_service,
     write_mask,
 )
 
@@ -167,6 +170,8 @@ __all__ = [
     "expected_deaths",
     "forget_patients",
     "imagine_row",
+    "in_service",
+    "in_service_rows",
     "is_valid",
     "needs_ventilator",
     "observe_row",
@@ -186,6 +191,7 @@ __all__ = [
     "treatment_ticks",
     "valid_given",
     "ventilator_target",
+    "ventilators_in_service",
     "write_mask",
     "write_observation",
 ]

@@ -61,6 +61,9 @@ from hospital_marl.core.types import (
     I_GENERAL_BEDS,
     I_ICU_BEDS,
     I_MAX_TICKS,
+    I_OUTAGE_END,
+    I_OUTAGE_START,
+    I_OUTAGE_VENTS,
     I_VENTILATORS,
     ICU,
     P_BED_FACTOR,
@@ -165,6 +168,32 @@ def board(st, p, e, out) -> int:
 
 
 @_jit
+def in_service(ventilators, out, start, end, tick) -> int:
+    """THE outage rule: the ventilators that can take a patient at a decision at ``tick``, of
+    ``ventilators``, while ``out`` of them are out of service from ``start`` to ``end``
+    inclusive (:class:`~hospital_marl.core.scenarios.Outage`; the highest-numbered go)."""
+    if start <= tick <= end:
+        return ventilators - out
+    return ventilators
+
+
+@_jit
+def ventilators_in_service(st, p, e) -> int:
+    """:func:`in_service` of row ``e`` at its current tick."""
+    ints, tick = p.ints, st.scalars[e, S_TICK]
+    vents, out = ints[I_VENTILATORS], ints[I_OUTAGE_VENTS]
+    return in_service(vents, out, ints[I_OUTAGE_START], ints[I_OUTAGE_END], tick)
+
+
+@_jit
+def in_service_rows(table, ticks, out) -> None:
+    """:func:`in_service` of several rows: ``table`` ``(k, 4)`` [ventilators, out, start, end]
+    and ``ticks`` ``(k,)`` -> ``out`` ``(k,)`` (the vector envs' presence blocks)."""
+    for i in range(len(ticks)):
+        out[i] = in_service(table[i, 0], table[i, 1], table[i, 2], table[i, 3], ticks[i])
+
+
+@_jit
 def ventilator_target(st, p, e) -> int:
     """The ICU patient a free ventilator goes to: most severe without one; ties: needs one
     first, then longest in ICU, then bed index. EMPTY if none."""
@@ -216,7 +245,7 @@ def action_facts(st, p, e, brd):
         elif st.pat[e, pid, PAT_VENT_OF] == EMPTY:
             unvented += 1
     free_vents = 0
-    for v in range(p.ints[I_VENTILATORS]):
+    for v in range(ventilators_in_service(st, p, e)):
         free_vents += beds[e, BEDS_VENT, v] == EMPTY
     return n_board, n_queue, free_general, free_icu, unvented, free_vents
 
@@ -235,7 +264,8 @@ def valid_given(st, p, e, kind: int, index: int, brd, facts) -> bool:
     if kind == K_ADMIT_ICU:
         return index < n_queue and free_icu > 0
     if kind == K_VENTILATE:
-        return index < p.ints[I_VENTILATORS] and st.beds[e, BEDS_VENT, index] == EMPTY and unvented > 0
+        in_service = ventilators_in_service(st, p, e)
+        return index < in_service and st.beds[e, BEDS_VENT, index] == EMPTY and unvented > 0
     if kind == K_TRANSFER_ICU:
         return index < n_board and index < BOARD_TRANSFER_SLOTS and free_icu > 0
     if kind == K_EARLY_DISCHARGE:
