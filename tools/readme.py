@@ -388,15 +388,26 @@ def generalisation_summary_section() -> str:
     page = ROOT / "docs" / "generalisation.md"
     block = section(page.read_text(), "generalisation")
     command = block.splitlines()[0]
-    table = block.split("**Splits**", 1)[1].split("\n\n", 2)[1]
+    table = block.split("**Splits**", 1)[1].split("\n\n", 2)[1].strip()
+    learners = []  # each learners block's mean row, in the splits table's columns
+    for marker, name, track in (("generalisation-learners", "fast PPO", "flat"),
+                                ("generalisation-learners-team", "fast MAPPO", "team")):  # fmt: skip
+        rows = section(page.read_text(), marker).strip().splitlines()
+        runs = [r for r in rows if r.startswith("| `")]
+        cells = [c.strip() for c in rows[-1].strip("|").split("|")]
+        learners.append(
+            f"| {name} (trained on `train`) | {track} | {len(runs)} seeds | " + " | ".join(cells[1:]) + " |"
+        )
     return "\n".join(
         [
             f"{command}: the [procedural hospitals](docs/generalisation.md)' `validation` split (in "
             "distribution: the training ranges, unseen draws) and `test` split (out of distribution: "
             "smaller and larger departments, other arrival profiles, unseen shocks); mean ± standard "
-            "error over episodes.",
+            "error over episodes (the learners: over their training seeds, each graded on the same "
+            "days; their runs in the page).",
             "",
-            table.strip(),
+            table,
+            *learners,
         ]
     )
 
