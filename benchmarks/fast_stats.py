@@ -179,6 +179,7 @@ def collect(episodes: int) -> dict[str, Any]:
                     "cpu_time_s": meta["cpu_time_s"],
                     "command": meta["command"],
                     "heldout": heldout(load_path(meta_file.parent), track="flat"),
+                    "curve": _curve(json.loads((meta_file.parent / "curve.json").read_text())),
                 }
             )
     return {
