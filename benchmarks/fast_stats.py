@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import marl_stats as ms  # noqa: E402
+from grading import stats  # noqa: E402
 from grading.common import beats  # noqa: E402
 from grading.tables import write_marked  # noqa: E402
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS  # noqa: E402
@@ -390,24 +391,39 @@ def report(data: dict[str, Any], reps: int) -> tuple[str, list[str]]:
     flat = data.get("flat") or {}
     if flat.get("runs"):
         lines += ["", "Flat track (one action per tick), same held-out days: " + flat["note"] + ".", ""]
-        lines += ["| policy | seeds | frames | " + " | ".join(f"`{s}`" for s in scenarios) + " | overall |",
-                  "|" + "---|" * (len(scenarios) + 4)]  # fmt: skip
+        lines += ["| policy | seeds | frames | " + " | ".join(f"`{s}`" for s in scenarios)
+                  + " | overall | IQM [95 % CI] |", "|" + "---|" * (len(scenarios) + 5)]  # fmt: skip
         refs = {k: v for k, v in flat.items() if k in ("heuristic", "planner", "ppo")}
+        runs = flat["runs"]
+        matrices = {name: stats.score_matrix([scores], scenarios) for name, scores in refs.items()}
+        matrices["fast_ppo_flat"] = stats.score_matrix([r["heldout"] for r in runs], scenarios)
+        flat_agg = stats.aggregate_estimates(matrices, reps=reps)
+
+        def iqm(name: str) -> str:
+            a = flat_agg[name]
+            return f"{a['iqm']:.1f} [{a['iqm_ci'][0]:.1f}, {a['iqm_ci'][1]:.1f}]"
+
         for name, scores in refs.items():
             cells = [f"{np.mean(scores[s]):.1f}" for s in scenarios]
             lines.append(
                 f"| `{name}` | — | — | "
                 + " | ".join(cells)
-                + f" | {np.mean([np.mean(scores[s]) for s in scenarios]):.1f} |"
+                + f" | {np.mean([np.mean(scores[s]) for s in scenarios]):.1f} | {iqm(name)} |"
             )
-        runs = flat["runs"]
         cells = [_mean_se([float(np.mean(r["heldout"][s])) for r in runs]) for s in scenarios]
         overall = [float(np.mean([np.mean(r["heldout"][s]) for s in scenarios])) for r in runs]
         lines.append(
             f"| flat PPO, fast trainer | {len(runs)} | {_frames(runs)} | "
             + " | ".join(cells)
-            + f" | {_mean_se(overall)} |"
+            + f" | {_mean_se(overall)} | {iqm('fast_ppo_flat')} |"
         )
+        if all(len(r.get("curve", [])) > 1 for r in runs):  # the figure's flat line, as analyse() makes them
+            points = min(len(r["curve"]) for r in runs)
+            scores = np.array([[[r["curve"][k][s] for k in range(points)] for s in scenarios] for r in runs])
+            curves["fast_ppo_flat"] = {
+                "frames": [row["frames"] for row in runs[0]["curve"][:points]],
+                **stats.sample_efficiency({"fast_ppo_flat": scores})["fast_ppo_flat"],
+            }
         flat_room = ms.headroom({"scenarios": scenarios, "flat": {"policies": flat}}, "flat")
         won = sum(
             beats(float(np.mean([np.mean(r["heldout"][s]) for r in runs]) - np.mean(flat["heuristic"][s])), flat_room[s])  # noqa: E501
@@ -443,7 +459,7 @@ def _figure(curves: dict[str, dict[str, list[float]]]) -> None:
         x = np.array(c["frames"]) / 1e6
         ax.plot(x, c["iqm"], marker="o", label=LABELS.get(name, name))
         ax.fill_between(x, c["low"], c["high"], alpha=0.2)
-    ax.set_xlabel("frames (millions; a frame is one tick, three role decisions)")
+    ax.set_xlabel("frames (millions; a frame is one tick of one department)")
     ax.set_ylabel("validation score, IQM (95 % CI)")
     ax.set_xscale("symlog", linthresh=0.5)
     ax.legend(fontsize=8)
