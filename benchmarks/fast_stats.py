@@ -272,6 +272,26 @@ def ablation_report(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def ablation_summary(data: dict[str, Any]) -> str:
+    """The README's one bullet on the ablations: how many variants, the best and the worst row
+    against the baseline, and where the best stands against ``team_heuristic``."""
+    scenarios, variants = data["scenarios"], data["variants"]
+    overall = {n: [float(np.mean([r["validation"][s] for s in scenarios])) for r in runs] for n, runs in variants.items()}  # noqa: E501
+    base = overall["baseline"]
+    delta = {n: (float(np.mean(v) - np.mean(base)), float(np.hypot(_se(v), _se(base))))
+             for n, v in overall.items() if n != "baseline"}  # fmt: skip
+    best, worst = max(delta, key=lambda n: delta[n][0]), min(delta, key=lambda n: delta[n][0])
+    heuristic = float(np.mean(list(data["team_heuristic"].values())))
+    seeds = sorted({len(runs) for runs in variants.values()})
+    return (
+        f"- Why not — {len(delta)} one-option ablations of fast MAPPO ({'–'.join(map(str, seeds))} seeds "
+        f"each, {_frames([r for runs in variants.values() for r in runs])} frames, validation days): "
+        f"the best, `{best}`, {delta[best][0]:+.1f} ± {delta[best][1]:.1f} over the baseline; the worst, "
+        f"`{worst}`, {delta[worst][0]:+.1f} ± {delta[worst][1]:.1f}; the best row is still "
+        f"{np.mean(overall[best]) - heuristic:+.1f} against `team_heuristic` on the same days."
+    )
+
+
 _COMMON_OPTIONS = ("--frames", "--seed", "--save", "--eval-interval", "--eval-episodes", "--all-scenarios")
 
 
@@ -495,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         print(ABLATIONS.relative_to(ROOT))
         return 0
     block, verdict = report(json.loads(RESULTS.read_text()), opts.reps)
+    if ABLATIONS.exists():
+        verdict.append(ablation_summary(json.loads(ABLATIONS.read_text())))
     if opts.write:
         write_marked(PAGE, START, END, f"{START}\n{block}\n{END}")
         answer = "\n".join(
