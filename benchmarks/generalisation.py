@@ -46,8 +46,8 @@ NIGHT = ("night_shift", "night_shift_lean")
 REFERENCE = "heuristic"
 COMMAND = "python -m benchmarks.generalisation --write"
 LEARNERS = {  # track -> (marker, trainer, run prefix)
-    "flat": ("generalisation-learners", "fast-ppo", "generalisation_ppo"),
-    "team": ("generalisation-learners-team", "fast-mappo", "generalisation_mappo"),
+    "flat": ("generalisation-learners", "fast-ppo", "generalisation5m_ppo"),
+    "team": ("generalisation-learners-team", "fast-mappo", "generalisation5m_mappo"),
 }
 
 
@@ -55,8 +55,9 @@ def learners_command(track: str) -> str:
     """The documented commands that train the learners of ``track`` and write their table."""
     _, trainer, prefix = LEARNERS[track]
     return (
-        f"for s in 0 1 2 3 4; do hospital-marl train {trainer} --scenario train --frames 1000000 "
-        f"--num-envs 250 --seed $s --save runs/{prefix}_s$s; done; python -m benchmarks.generalisation "
+        f"for s in 0 1 2 3 4; do hospital-marl train {trainer} --scenario train --frames 5000000 "
+        f"--num-envs 1000 --eval-interval 1000000 --seed $s --save runs/{prefix}_s$s; done; "
+        "python -m benchmarks.generalisation "
         f"--learners runs/{prefix}_s* --track {track} --write"
     )
 
