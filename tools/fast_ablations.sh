@@ -26,6 +26,9 @@ VARIANTS=(
   "score_reward|--reward score --reward-scale 0.3"
   "lr_1e-3|--learning-rate 0.001"
   "horizon_0.999|--gamma 0.999 --gae-lambda 0.99"
+  "obs_norm|--obs-norm"
+  "recurrent_gru|--recurrent"
+  "norm_reward|--norm-reward"
 )
 {
   for seed in ${SEEDS:-0 1 2}; do
