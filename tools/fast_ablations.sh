@@ -25,6 +25,10 @@ VARIANTS=(
   "wide_128|--hidden 128 128"
   "score_reward|--reward score --reward-scale 0.3"
   "lr_1e-3|--learning-rate 0.001"
+  "horizon_0.999|--gamma 0.999 --gae-lambda 0.99"
+  "obs_norm|--obs-norm"
+  "recurrent_gru|--recurrent"
+  "norm_reward|--norm-reward"
 )
 {
   for seed in ${SEEDS:-0 1 2}; do

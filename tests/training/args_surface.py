@@ -19,6 +19,8 @@ together with the ``--reward`` help that had already dropped its SPEC reference)
 (issue 26's score-reward ablation; re-recorded, an addition only). ``train radiotherapy`` gained
 ``--warm-start planner|anatomy_aware``, ``--warm-start-episodes``, ``--warm-start-epochs``,
 ``--warm-start-lr``, ``--dagger-rounds``, ``--dagger-episodes`` (issue 25; re-recorded, an addition only).
+``train fast-mappo`` gained ``--obs-norm``, ``--norm-reward``, ``--recurrent`` (issue 26's ablations;
+re-recorded, an addition only).
 """
 
 from __future__ import annotations

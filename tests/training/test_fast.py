@@ -204,3 +204,159 @@ def test_mappo_args__score_reward_refuses_reward_overrides() -> None:
         MappoArgs(reward="score", reward_overrides="death=-20")
     with pytest.raises(ValueError, match="reward"):
         MappoArgs(reward="points")
+
+
+# ------------------------------------------------------------------ ablation options (issue 26)
+def test_running_mean_std__equals_numpy_over_every_batch_fed() -> None:
+    """Chan et al.'s parallel update from an empty start: after batches of any sizes the statistics
+    are numpy's population mean and variance of all rows, and the layer applies
+    clip((x - mean) / sqrt(var + 1e-8), -10, 10)."""
+    from training.fast.common import RunningMeanStd
+
+    rng = np.random.default_rng(0)
+    rms = RunningMeanStd((5,))
+    chunks = [
+        rng.normal(3.0, 2.0, (n, 5)) * [1, 10, 0.1, 1, 1] + [0, 0, 0, 100, 0] for n in (1, 7, 300, 2, 50)
+    ]
+    for chunk in chunks:
+        rms.update(torch.as_tensor(chunk))
+    data = np.concatenate(chunks)
+    np.testing.assert_allclose(rms.mean.numpy(), data.mean(0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(rms.var.numpy(), data.var(0), rtol=1e-12)
+    assert float(rms.count) == len(data)
+    probe = rng.normal(0, 50, (20, 5))
+    expected = np.clip((probe - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -10, 10)
+    np.testing.assert_allclose(rms(torch.as_tensor(probe)).numpy(), expected, rtol=1e-10)
+
+
+def test_return_normaliser__divides_each_reward_by_the_running_std_of_discounted_returns() -> None:
+    """SB3 VecNormalize's reward scaling: ret = gamma * ret + r per env (zeroed after a done), the
+    running variance over every ret so far, r / sqrt(var + 1e-8) clipped to +-10, no mean removed."""
+    from training.fast.common import ReturnNormaliser
+
+    rng = np.random.default_rng(1)
+    gamma, n = 0.9, 4
+    norm = ReturnNormaliser(n, gamma)
+    ret, seen = np.zeros(n), []
+    for t in range(40):
+        reward = rng.normal(-1.0, 3.0, n)
+        done = rng.random(n) < 0.1
+        ret = gamma * ret + reward
+        seen.append(ret.copy())
+        expected = np.clip(reward / np.sqrt(np.var(np.concatenate(seen)) + 1e-8), -10, 10)
+        np.testing.assert_allclose(norm(reward, done), expected, rtol=1e-10, err_msg=f"tick {t}")
+        ret[done] = 0.0
+
+
+def test_mappo__obs_norm_onnx_actors_equal_the_torch_actors_on_raw_input(tmp_path: Path) -> None:
+    """--obs-norm: every observation read to act is counted once in the statistics, and the
+    exported ONNX actor (raw encoded role observation in) gives the torch actor's logits on the
+    normalised input: the statistics are frozen into the file."""
+    from training.fast.mappo import Agents
+
+    run = mappo_run(tmp_path, "obs_norm", obs_norm=True)
+    meta = json.loads((run / "fast.json").read_text())
+    agents = Agents(MappoArgs.from_json(meta["args"]))
+    agents.load_state_dict(torch.load(run / "final.pt")["agents"])
+    stats = agents.obs_rms
+    assert stats is not None and float(stats.count) == meta["frames"]
+    env = HospitalMARLVectorEnv(16, scenario="mass_casualty")
+    obs, _ = env.reset(seed=5)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        obs, *_ = env.step(
+            {r: np.array([rng.choice(np.flatnonzero(m)) for m in obs[r]["action_mask"]]) for r in ROLES}
+        )
+    for role in ROLES:
+        raw = np.stack([encode_role(role, o) for o in obs[role]["observation"]]).astype(np.float32)
+        index = agents.index[role].numpy()
+        mean, var = stats.mean.numpy()[index], stats.var.numpy()[index]
+        normalised = np.clip((raw - mean) / np.sqrt(var + 1e-8), -10, 10).astype(np.float32)
+        with torch.no_grad():
+            expected = agents.actors[role](torch.as_tensor(normalised)).numpy()
+            unnormalised = agents.actors[role](torch.as_tensor(raw)).numpy()
+        onnx = OnnxLogits(run / meta["actors"]["final"][role])
+        got = np.stack([onnx(row) for row in raw])
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+        assert not np.allclose(got, unnormalised, atol=1e-3)  # the statistics are in the file
+
+
+def _recurrent_rollouts(rollouts: int) -> tuple[Any, Any, Any]:
+    """Agents, departments and a rollout buffer of a tiny recurrent run after ``rollouts`` rollouts."""
+    from training.fast.mappo import Agents, Departments, Rollout
+
+    args = MappoArgs(**{**TINY, "steps": 60, "all_scenarios": True, "recurrent": True, "obs_norm": True})
+    torch.manual_seed(0)
+    agents, envs = Agents(args), Departments(args)
+    buf, gen = Rollout(args, agents, torch.device("cpu")), torch.Generator().manual_seed(0)
+    for _ in range(rollouts):
+        buf.collect(agents, envs, gen)
+    return agents, buf, args
+
+
+def test_recurrent__the_update_recomputes_the_rollout_logits_from_whole_sequences() -> None:
+    """The second rollout starts from carried (non-zero) hidden states and crosses day ends; every
+    minibatch of whole department sequences, recomputed from the stored initial states, gives the
+    log-probabilities and values the rollout acted with (same parameters, before any step)."""
+    agents, buf, args = _recurrent_rollouts(2)
+    assert all(h.abs().sum() > 0 for h in buf.hidden0.values())
+    assert buf.starts[1:].any()
+    for idx in torch.randperm(args.num_envs, generator=torch.Generator().manual_seed(1)).split(3):
+        hidden0 = {core: h[idx] for core, h in buf.hidden0.items()}
+        with torch.no_grad():
+            logits, values, _ = agents.sequence(
+                buf.states[:, idx], buf.masks[:, idx], hidden0, buf.starts[:, idx]
+            )
+        for r, role in enumerate(ROLES):
+            logp = torch.log_softmax(logits[role], -1).gather(-1, buf.actions[:, idx, r : r + 1]).squeeze(-1)
+            torch.testing.assert_close(logp, buf.logps[:, idx, r], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(values, buf.values[:, idx], atol=1e-5, rtol=1e-5)
+
+
+def test_recurrent__hidden_state_is_zeroed_at_a_day_start() -> None:
+    """Where a department starts a new day mid-rollout its logits are those of a fresh (zero) hidden
+    state on that observation; without the reset the carried state would change them."""
+    agents, buf, _ = _recurrent_rollouts(2)
+    ts, rows = torch.nonzero(buf.starts[1:], as_tuple=True)
+    t, i = int(ts[0]) + 1, int(rows[0])
+    seq = (
+        buf.states[:, i : i + 1],
+        buf.masks[:, i : i + 1],
+        {c: h[i : i + 1] for c, h in buf.hidden0.items()},
+    )
+    no_reset = buf.starts[:, i : i + 1].clone()
+    no_reset[t] = 0.0
+    with torch.no_grad():
+        carried, _, _ = agents.sequence(*seq, buf.starts[:, i : i + 1])
+        zero = agents.initial_hidden(1, torch.device("cpu"))
+        fresh, _, _ = agents.sequence(
+            buf.states[t : t + 1, i : i + 1], buf.masks[t : t + 1, i : i + 1], zero, torch.zeros((1, 1))
+        )
+        unreset, _, _ = agents.sequence(*seq, no_reset)
+    for role in ROLES:
+        torch.testing.assert_close(carried[role][t], fresh[role][0], atol=1e-6, rtol=1e-6)
+    assert any(not torch.allclose(unreset[role][t], fresh[role][0], atol=1e-4) for role in ROLES)
+
+
+def test_recurrent__run_grades_with_torch_and_reset_clears_the_hidden_state(tmp_path: Path) -> None:
+    """A --recurrent run keeps torch checkpoints (no ONNX; its metadata says so); its team policy
+    plays valid actions in the real grader and its reset() zeroes every role's hidden state."""
+    from training.fast.mappo import Agents, RecurrentTeamPolicy, team_policy
+
+    run = mappo_run(tmp_path, "gru", recurrent=True)
+    meta = json.loads((run / "fast.json").read_text())
+    assert meta["actors"] == {} and meta["export"].startswith("torch")
+    agents = Agents(MappoArgs.from_json(meta["args"]))
+    agents.load_state_dict(torch.load(run / meta["checkpoints"]["best"])["agents"])
+    policy = team_policy(agents, "gru")
+    assert isinstance(policy, RecurrentTeamPolicy)
+    report = grade(policy, episodes=1, seed=0, scenarios=["surge"], track="team")
+    assert report["invalid_action_rate"] == 0.0
+    assert any(h.abs().sum() > 0 for h in policy.hidden.values())
+    policy.reset(seed=0)
+    assert all(h.abs().sum() == 0 for h in policy.hidden.values())
+
+
+def test_mappo_args__recurrent_refuses_the_shared_actor() -> None:
+    with pytest.raises(ValueError, match="shared_actor"):
+        MappoArgs(recurrent=True, shared_actor=True)

@@ -73,6 +73,17 @@ class MappoArgs(TrainArgs):
     """Hidden layers of every actor and critic MLP."""
     shared_actor: bool = False
     """One actor network for the three roles (padded observation + role one-hot) instead of one each."""
+    obs_norm: bool = False
+    """Normalise every network input (the encoded state the critic reads, so each role's view too) by
+    its running mean and variance over all observations so far (clipped to +-10); the statistics are
+    frozen into the exported ONNX actors."""
+    norm_reward: bool = False
+    """Divide each reward by the running standard deviation of the discounted return (SB3
+    VecNormalize's reward normalisation; clipped to +-10)."""
+    recurrent: bool = False
+    """A GRU core (hidden size = the last hidden width) after the MLP of every actor and critic; the
+    hidden state is carried over a day and zeroed at its start. No ONNX export: best.pt / final.pt
+    hold the actors, graded with torch. Not with --shared-actor."""
     reward: str = shared("reward")
     """env: the env's dense team reward; score: the graded composite's per-step change, the team's
     (hospital_marl.envs.wrappers.VectorScoreReward: a day's return is its score - 90)."""
@@ -95,6 +106,10 @@ class MappoArgs(TrainArgs):
         if self.num_envs < len(self.scenarios):
             raise ValueError(f"num_envs ({self.num_envs}) must be at least the number of scenarios")
         self.hidden = tuple(int(w) for w in self.hidden)
+        if self.recurrent and self.shared_actor:
+            raise ValueError("recurrent: a GRU per role actor only; not with shared_actor")
+        if self.recurrent and not self.hidden:
+            raise ValueError("recurrent: the GRU's width is the last hidden layer's; give hidden")
         self.require_reward()
         reward_table(self.reward_overrides)  # a bad override fails here, not after the envs are built
 

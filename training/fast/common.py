@@ -1,5 +1,6 @@
 """What the fast trainers (:mod:`training.fast.mappo`, :mod:`training.fast.ppo`) share: the MLP,
-masked sampling, GAE, the clipped PPO loss, the ONNX export and the run directory's metadata.
+masked sampling, GAE, the clipped PPO loss, the ONNX export and the run directory's metadata; and
+the options of the ablations (running observation / return normalisation, the GRU core).
 
 Kept small and in one place so that the two single-file trainers read top to bottom like CleanRL's
 and cannot drift apart on the parts that must be identical (how a mask is applied, how an
@@ -8,6 +9,7 @@ advantage is computed, how an actor is shipped).
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +37,125 @@ def mlp(sizes: Sequence[int], out_gain: float) -> nn.Sequential:
         if not last:
             layers.append(nn.Tanh())
     return nn.Sequential(*layers)
+
+
+class RunningMeanStd(nn.Module):
+    """Running mean and population variance of every batch fed to :meth:`update` (Chan et al.'s
+    parallel update, as CleanRL / SB3 ``VecNormalize`` / Gymnasium ``NormalizeObservation``), and
+    the normalisation ``clip((x - mean) / sqrt(var + eps), -clip, clip)`` they apply.
+
+    It starts empty (count 0, not SB3's 1e-4 pseudo-count), so after any sequence of batches
+    ``mean`` and ``var`` are numpy's ``mean`` / ``var`` of all rows fed; float64 so that stays exact
+    over millions of rows. The statistics are buffers: they travel in the state dict."""
+
+    def __init__(self, shape: tuple[int, ...] = (), clip: float = 10.0, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.clip, self.eps = clip, eps
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Fold a batch (rows along the leading axes, the statistic's shape last) in."""
+        x = x.to(torch.float64).reshape(-1, *self.mean.shape)
+        n = x.shape[0]
+        if n == 0:
+            return
+        batch_mean, batch_var = x.mean(0), x.var(0, unbiased=False)
+        total = self.count + n
+        delta = batch_mean - self.mean
+        m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
+        self.mean.add_(delta * n / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return normalise(x, self.mean, self.var, self.clip, self.eps)
+
+    def frozen(self, index: torch.Tensor | None = None) -> FrozenNorm:
+        """The current statistics (of the columns ``index``) as a fixed, exportable layer."""
+        mean, var = (self.mean, self.var) if index is None else (self.mean[index], self.var[index])
+        return FrozenNorm(mean, var, self.clip, self.eps)
+
+
+def normalise(
+    x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, clip: float, eps: float
+) -> torch.Tensor:
+    """``clip((x - mean) / sqrt(var + eps))``, in ``x``'s dtype (one formula for training and export)."""
+    std = torch.sqrt(var + eps).to(x.dtype)
+    return torch.clamp((x - mean.to(x.dtype)) / std, -clip, clip)
+
+
+class FrozenNorm(nn.Module):
+    """A :class:`RunningMeanStd`'s statistics frozen in front of an exported actor: the ONNX file
+    takes the raw encoded observation, as every loader gives it, and needs nothing else."""
+
+    def __init__(self, mean: torch.Tensor, var: torch.Tensor, clip: float, eps: float) -> None:
+        super().__init__()
+        self.clip, self.eps = clip, eps
+        self.register_buffer("mean", mean.detach().clone().to(torch.float32))
+        self.register_buffer("var", var.detach().clone().to(torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return normalise(x, self.mean, self.var, self.clip, self.eps)
+
+
+class ReturnNormaliser:
+    """SB3 ``VecNormalize``'s reward normalisation: each env's discounted return so far
+    (``ret = gamma * ret + r``, zeroed after its episode ends) feeds a running variance, and each
+    reward is divided by that running standard deviation (clipped to +-clip). The mean is not
+    subtracted: the reward's sign, and so what is good, is kept."""
+
+    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0, eps: float = 1e-8) -> None:
+        self.gamma, self.clip, self.eps = gamma, clip, eps
+        self.returns = np.zeros(num_envs)
+        self.stats = RunningMeanStd(())
+
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        self.returns = self.returns * self.gamma + rewards
+        self.stats.update(torch.from_numpy(self.returns))
+        scaled = rewards / np.sqrt(float(self.stats.var) + self.eps)
+        self.returns[np.asarray(dones, bool)] = 0.0
+        return np.clip(scaled, -self.clip, self.clip)
+
+
+class RecurrentNet(nn.Module):
+    """An MLP body, a GRU core (hidden size = the last hidden width) and a linear head, as CleanRL's
+    ``ppo_atari_lstm.py``: the hidden state is zeroed where an episode starts (``starts``), so a
+    sequence recomputed in the update from its stored initial state is exactly the rollout's."""
+
+    def __init__(self, sizes: Sequence[int], out_gain: float) -> None:
+        super().__init__()
+        self.body = nn.Sequential(mlp(sizes[:-1], np.sqrt(2)), nn.Tanh())
+        width = sizes[-2]
+        self.gru = nn.GRU(width, width)
+        for name, param in self.gru.named_parameters():
+            if "bias" in name:
+                nn.init.zeros_(param)
+            else:
+                nn.init.orthogonal_(param, 1.0)
+        self.head = nn.Linear(width, sizes[-1])
+        nn.init.orthogonal_(self.head.weight, out_gain)
+        nn.init.zeros_(self.head.bias)
+        self.hidden_size = width
+
+    def forward(
+        self, x: torch.Tensor, hidden: torch.Tensor, starts: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x`` ``(T, N, in)``, ``hidden`` ``(N, H)`` before step 0, ``starts`` ``(T, N)`` (1 where
+        that step's observation opens an episode) -> outputs ``(T, N, out)`` and the hidden state after
+        step T-1. The GRU runs whole segments between the steps where some row restarts (days end
+        together, so there are few)."""
+        z = self.body(x)
+        cuts = [0, *torch.nonzero(starts[1:].any(dim=1)).flatten().add(1).tolist(), x.shape[0]]
+        outputs = []
+        for lo, hi in itertools.pairwise(cuts):
+            hidden = hidden * (1.0 - starts[lo]).unsqueeze(-1)
+            out, last = self.gru(z[lo:hi], hidden.unsqueeze(0))
+            hidden = last[0]
+            outputs.append(out)
+        return self.head(torch.cat(outputs)), hidden
 
 
 def masked(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,13 @@ are sampled, and every ``num_envs x steps`` frames PPO updates actors and critic
 - ``--shared-actor``: one actor network for the three roles (the role's observation zero-padded to
   the largest, plus a role one-hot; actions padded to 21, padded ones always masked), otherwise one
   actor per role.
+- ``--obs-norm``: every network reads the encoded state normalised by its running mean / variance
+  (updated from each tick's batch before it is read); the statistics are frozen into the ONNX actors.
+- ``--norm-reward``: rewards divided by the running std of the discounted return (SB3 VecNormalize).
+- ``--recurrent``: a GRU core in every actor and critic (CleanRL ``ppo_atari_lstm.py``): hidden
+  states carried across rollouts, zeroed at a day's start, the update's minibatches whole department
+  sequences from the rollout's stored initial states. Not exported to ONNX: graded with torch
+  (:class:`RecurrentTeamPolicy`), ``best.pt`` / ``final.pt`` keep the actors.
 
 A *frame* is one tick of one department: three role decisions. Checkpoint choice grades the actors
 on validation days (``--eval-seed``, default 1000: not the held-out days of the tables) every
@@ -40,12 +47,17 @@ from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
 from hospital_marl.envs.wrappers import VectorScoreReward
+from policies.base import BasePolicy
 from policies.fast import FORMAT, METADATA_FILE
-from policies.marl import MAX_ACTIONS, MAX_OBS, MarlTeamPolicy, encode_state, logits_role
+from policies.learned import best_action
+from policies.marl import MAX_ACTIONS, MAX_OBS, MarlTeamPolicy, encode_role, encode_state, logits_role
 from training.common import Clock, Evaluate, eval_row, require_evaluate, reward_table, write_curve, write_json
 from training.fast.args import MASK_COLUMNS, ROLE_DIMS, SEED_BASE
 from training.fast.args import MappoArgs as Args
 from training.fast.common import (
+    RecurrentNet,
+    ReturnNormaliser,
+    RunningMeanStd,
     clipped_surrogate,
     export_onnx,
     gae,
@@ -76,33 +88,48 @@ class SharedRoleActor(nn.Module):
 
 
 class Agents(nn.Module):
-    """The three actors (per role or one shared) and the critic(s)."""
+    """The three actors (per role or one shared) and the critic(s); with ``--obs-norm`` the running
+    statistics of the encoded state every network reads, with ``--recurrent`` a GRU in each."""
 
     def __init__(self, args: Args) -> None:
         super().__init__()
         hidden = list(args.hidden)
+        self.recurrent = args.recurrent
+
+        def net(n_in: int, n_out: int, gain: float) -> nn.Module:
+            sizes = [n_in, *hidden, n_out]
+            return RecurrentNet(sizes, gain) if args.recurrent else mlp(sizes, gain)
+
         if args.shared_actor:
             self.shared = mlp([MAX_OBS + len(ROLES), *hidden, MAX_ACTIONS], 0.01)
             self.actors = nn.ModuleDict({role: SharedRoleActor(self.shared, role) for role in ROLES})
         else:
             self.actors = nn.ModuleDict(
-                {role: mlp([ROLE_DIMS[role], *hidden, ROLE_ACTION_COUNTS[role]], 0.01) for role in ROLES}
+                {role: net(ROLE_DIMS[role], ROLE_ACTION_COUNTS[role], 0.01) for role in ROLES}
             )
         self.centralised = args.algorithm == "mappo"
         if self.centralised:
-            self.critic = mlp([STATE_SIZE, *hidden, 1], 1.0)
+            self.critic = net(STATE_SIZE, 1, 1.0)
         else:
-            self.critics = nn.ModuleDict({role: mlp([ROLE_DIMS[role], *hidden, 1], 1.0) for role in ROLES})
+            self.critics = nn.ModuleDict({role: net(ROLE_DIMS[role], 1, 1.0) for role in ROLES})
         self.index = {role: torch.as_tensor(np.arange(STATE_SIZE)[ROLE_INDEX[role]]) for role in ROLES}
+        self.obs_rms = RunningMeanStd((STATE_SIZE,)) if args.obs_norm else None
+        self.width = hidden[-1] if hidden else 0
+        self.cores = [*ROLES, *(["critic"] if self.centralised else [f"critic_{r}" for r in ROLES])]
+        """The recurrent cores, by name: one hidden state each."""
 
     def to(self, *args: Any, **kwargs: Any) -> Agents:
         out = super().to(*args, **kwargs)
         self.index = {role: idx.to(*args, **kwargs) for role, idx in self.index.items()}
         return out
 
+    def normalise(self, state: torch.Tensor) -> torch.Tensor:
+        """The encoded state as the networks read it (itself without ``--obs-norm``)."""
+        return state if self.obs_rms is None else self.obs_rms(state)
+
     def views(self, state: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Each role's encoded observation, read off the encoded state ``(N, 106)``."""
-        return {role: state.index_select(1, self.index[role]) for role in ROLES}
+        """Each role's encoded observation, read off the encoded state ``(..., 106)``."""
+        return {role: state.index_select(-1, self.index[role]) for role in ROLES}
 
     def logits(self, views: dict[str, torch.Tensor], mask: torch.Tensor) -> dict[str, torch.Tensor]:
         return {role: masked(self.actors[role](views[role]), mask[:, MASK_COLUMNS[role]]) for role in ROLES}
@@ -112,6 +139,56 @@ class Agents(nn.Module):
         if self.centralised:
             return self.critic(state).squeeze(-1)
         return torch.cat([self.critics[role](views[role]) for role in ROLES], dim=1)
+
+    def initial_hidden(self, n: int, device: torch.device) -> dict[str, torch.Tensor]:
+        """Zero hidden states for ``n`` departments (none for the feed-forward networks)."""
+        return (
+            {core: torch.zeros((n, self.width), device=device) for core in self.cores}
+            if self.recurrent
+            else {}
+        )
+
+    def sequence(
+        self,
+        state: torch.Tensor,
+        mask: torch.Tensor,
+        hidden: dict[str, torch.Tensor],
+        starts: torch.Tensor,
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, torch.Tensor]]:
+        """Recurrent networks over ``(T, N, ...)`` normalised states from the hidden states before
+        step 0 (zeroed where ``starts``): masked logits ``(T, N, n)``, values ``(T, N[, 3])`` and the
+        hidden states after step T-1. The rollout calls it with T = 1, the update with T = steps."""
+        views, after, logits = self.views(state), {}, {}
+        for role in ROLES:
+            out, after[role] = self.actors[role](views[role], hidden[role], starts)
+            logits[role] = masked(out, mask[..., MASK_COLUMNS[role]])
+        if self.centralised:
+            value, after["critic"] = self.critic(state, hidden["critic"], starts)
+            return logits, value.squeeze(-1), after
+        values = []
+        for role in ROLES:
+            value, after[f"critic_{role}"] = self.critics[role](views[role], hidden[f"critic_{role}"], starts)
+            values.append(value)
+        return logits, torch.cat(values, dim=-1), after
+
+    def played_actors(self) -> dict[str, nn.Module]:
+        """CPU copies of the actors as they are played and exported: raw encoded role observation
+        (and, recurrent, hidden state and starts) -> logits, the observation statistics frozen in."""
+        actors = copy.deepcopy(self.actors).to("cpu").eval()
+        if self.obs_rms is None:
+            return dict(actors)
+        return {role: Normalised(self.obs_rms.frozen(self.index[role]).cpu(), actors[role]) for role in ROLES}
+
+
+class Normalised(nn.Module):
+    """An actor behind its frozen input normalisation (what ``--obs-norm`` exports)."""
+
+    def __init__(self, norm: nn.Module, actor: nn.Module) -> None:
+        super().__init__()
+        self.norm, self.actor = norm, actor
+
+    def forward(self, x: torch.Tensor, *state: torch.Tensor) -> Any:
+        return self.actor(self.norm(x), *state)
 
 
 class _TorchActor:
@@ -126,9 +203,37 @@ class _TorchActor:
             return self.actor(x)[0].numpy()
 
 
-def team_policy(agents: Agents, name: str) -> MarlTeamPolicy:
+class RecurrentTeamPolicy(BasePolicy):
+    """``--recurrent`` actors as a team-track policy, with torch: each role's GRU state is carried from
+    one of its decisions to the next (one per tick, as in training) and cleared by :meth:`reset`, at
+    every episode's start. Deterministic: the most probable action the mask allows."""
+
+    tracks: tuple[str, ...] = ("team",)
+
+    def __init__(self, actors: dict[str, nn.Module], width: int, name: str) -> None:
+        super().__init__()
+        self.actors, self.width, self.name = actors, width, name
+        self.hidden = self._zeros()
+
+    def _zeros(self) -> dict[str, torch.Tensor]:
+        return {role: torch.zeros((1, self.width)) for role in ROLES}
+
+    def reset(self, seed: int | None = None, hospital: Any = None) -> None:
+        super().reset(seed=seed, hospital=hospital)
+        self.hidden = self._zeros()
+
+    def act_role(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
+        x = torch.as_tensor(encode_role(role, np.asarray(observation)), dtype=torch.float32).reshape(1, 1, -1)
+        with torch.no_grad():
+            out, self.hidden[role] = self.actors[role](x, self.hidden[role], torch.zeros((1, 1)))
+        return best_action(out[0, 0].numpy(), np.asarray(action_mask))
+
+
+def team_policy(agents: Agents, name: str) -> MarlTeamPolicy | RecurrentTeamPolicy:
     """The actors as a team-track policy (CPU copies: grading must not disturb training)."""
-    actors = copy.deepcopy(agents.actors).to("cpu").eval()
+    actors = agents.played_actors()
+    if agents.recurrent:
+        return RecurrentTeamPolicy(actors, agents.width, name)
     return MarlTeamPolicy({role: logits_role(role, _TorchActor(actors[role])) for role in ROLES}, name=name)
 
 
@@ -178,6 +283,113 @@ class Departments:
 
 
 # ------------------------------------------------------------------ training
+class Rollout:
+    """One rollout's buffers (``steps`` ticks x ``num_envs`` departments) and what carries over from
+    one rollout to the next: the GRU hidden states, which departments start a day at the next tick,
+    the return normaliser. ``states`` holds what the networks read (normalised with ``--obs-norm``,
+    with the statistics of the tick it was read at), so the update recomputes the rollout's logits."""
+
+    def __init__(self, args: Args, agents: Agents, device: torch.device) -> None:
+        T, B = args.steps, args.num_envs
+        value_shape = (T, B) if agents.centralised else (T, B, len(ROLES))
+        self.states = torch.zeros((T, B, STATE_SIZE), device=device)
+        self.masks = torch.zeros((T, B, sum(ROLE_ACTION_COUNTS.values())), dtype=torch.bool, device=device)
+        self.actions = torch.zeros((T, B, len(ROLES)), dtype=torch.long, device=device)
+        self.logps = torch.zeros((T, B, len(ROLES)), device=device)
+        self.values = torch.zeros(value_shape, device=device)
+        self.rewards = torch.zeros((T, B), device=device)
+        self.dones = torch.zeros((T, B), device=device)
+        self.starts = torch.zeros((T, B), device=device)
+        """1 where that tick's observation opens a day (the GRU state is zeroed before it)."""
+        self.next_start = torch.ones(B, device=device)
+        self.hidden = agents.initial_hidden(B, device)
+        self.hidden0 = dict(self.hidden)
+        """The hidden states before this rollout's first tick: where the update's sequences start."""
+        self.returns = ReturnNormaliser(B, args.gamma) if args.norm_reward else None
+        self.masked_taken = 0
+        self.args, self.device = args, device
+
+    def read(
+        self, agents: Agents, envs: Departments, update_stats: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch's state as the networks read it and its masks; a state read to act on also
+        updates the observation statistics first (as Gymnasium's NormalizeObservation does)."""
+        state = torch.from_numpy(encode_state(envs.state)).to(self.device)
+        if update_stats and agents.obs_rms is not None:
+            agents.obs_rms.update(state)
+        return agents.normalise(state), torch.from_numpy(envs.masks).to(self.device)
+
+    def collect(self, agents: Agents, envs: Departments, gen: torch.Generator) -> None:
+        """Step the departments ``steps`` ticks with the current actors, filling the buffers."""
+        self.hidden0 = dict(self.hidden)
+        for t in range(self.args.steps):
+            state, mask = self.read(agents, envs, update_stats=True)
+            with torch.no_grad():
+                if agents.recurrent:
+                    logits, value, self.hidden = agents.sequence(
+                        state[None], mask[None], self.hidden, self.next_start[None]
+                    )
+                    logits, self.values[t] = {role: lg[0] for role, lg in logits.items()}, value[0]
+                else:
+                    views = agents.views(state)
+                    logits = agents.logits(views, mask)
+                    self.values[t] = agents.value(state, views)
+                drawn = [sample(logits[role], gen) for role in ROLES]
+            joint = torch.stack([a for a, _ in drawn], dim=1)
+            self.states[t], self.masks[t], self.actions[t] = state, mask, joint
+            self.logps[t] = torch.stack([lp for _, lp in drawn], dim=1)
+            self.starts[t] = self.next_start
+            for r, role in enumerate(ROLES):
+                self.masked_taken += int((~mask[:, MASK_COLUMNS[role]].gather(1, joint[:, r : r + 1])).sum())
+            reward, done = envs.step(joint.cpu().numpy())
+            reward = reward * self.args.reward_scale
+            if self.returns is not None:
+                reward = self.returns(reward, done)
+            self.rewards[t] = torch.from_numpy(reward).to(self.device)
+            self.dones[t] = torch.from_numpy(done.astype(np.float32)).to(self.device)
+            self.next_start = self.dones[t].clone()
+
+    def advantages(self, agents: Agents, envs: Departments) -> tuple[torch.Tensor, torch.Tensor]:
+        """GAE advantages and returns, bootstrapped from the state after the last tick (read without
+        updating the statistics or advancing the GRU: the next rollout's first tick does both)."""
+        args = self.args
+        with torch.no_grad():
+            state, mask = self.read(agents, envs, update_stats=False)
+            if agents.recurrent:
+                next_value = agents.sequence(state[None], mask[None], self.hidden, self.next_start[None])[1][
+                    0
+                ]
+            else:
+                next_value = agents.value(state, agents.views(state))
+            team = (
+                self.rewards if agents.centralised else self.rewards.unsqueeze(-1).expand(-1, -1, len(ROLES))
+            )
+            ended = self.dones if agents.centralised else self.dones.unsqueeze(-1).expand(-1, -1, len(ROLES))
+            advantages = gae(team, self.values, ended, next_value, args.gamma, args.gae_lambda)
+        return advantages, advantages + self.values
+
+
+def ppo_loss(
+    agents: Agents,
+    logits: dict[str, torch.Tensor],
+    value: torch.Tensor,
+    mb: dict[str, torch.Tensor],
+    args: Args,
+) -> torch.Tensor:
+    """The clipped surrogate of every role, minus the entropy bonus, plus the value loss."""
+    adv = mb["adv"]
+    if args.norm_adv:
+        adv = (adv - adv.mean(0)) / (adv.std(0) + 1e-8)
+    policy_loss = entropy = torch.zeros((), device=value.device)
+    for r, role in enumerate(ROLES):
+        logp, ent = logp_entropy(logits[role], mb["action"][:, r])
+        role_adv = adv if agents.centralised else adv[:, r]
+        policy_loss = policy_loss + clipped_surrogate(logp, mb["logp"][:, r], role_adv, args.clip)
+        entropy = entropy + ent.mean()
+    value_loss = 0.5 * ((value - mb["ret"]) ** 2).mean()
+    return policy_loss - args.entropy * entropy + args.value_loss * value_loss
+
+
 def train(args: Args, evaluate: Evaluate) -> Path:
     """Train MAPPO / IPPO from scratch; grade on validation days; write the run directory."""
     require_evaluate(evaluate, "train(Args(...), grading.grade)")
@@ -195,25 +407,27 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     B, T = args.num_envs, args.steps
     per_update = B * T
     updates = -(-args.frames // per_update)
-    value_shape = (T, B) if agents.centralised else (T, B, len(ROLES))
-    states = torch.zeros((T, B, STATE_SIZE), device=device)
-    masks = torch.zeros((T, B, sum(ROLE_ACTION_COUNTS.values())), dtype=torch.bool, device=device)
-    actions = torch.zeros((T, B, len(ROLES)), dtype=torch.long, device=device)
-    logps = torch.zeros((T, B, len(ROLES)), device=device)
-    values = torch.zeros(value_shape, device=device)
-    rewards = torch.zeros((T, B), device=device)
-    dones = torch.zeros((T, B), device=device)
+    buf = Rollout(args, agents, device)
 
-    clock, frames, rows, best, masked_taken = Clock(), 0, [], None, 0
+    clock, frames, rows, best = Clock(), 0, [], None
     actors: dict[str, dict[str, str]] = {}
+    checkpoints: dict[str, str] = {}
 
-    def export_actors(nets: nn.ModuleDict, out: Path) -> dict[str, str]:
+    def export_actors(out: Path) -> dict[str, str]:
+        """One ONNX per role: raw encoded role observation -> logits."""
+        nets = agents.played_actors()
         return {
-            role: export_onnx(copy.deepcopy(nets[role]), ROLE_DIMS[role], out / f"{role}.onnx")
+            role: export_onnx(nets[role], ROLE_DIMS[role], out / f"{role}.onnx")
             .relative_to(run_dir)
             .as_posix()
             for role in ROLES
         }
+
+    def save_torch(file: str) -> None:
+        torch.save(
+            {"agents": copy.deepcopy(agents).to("cpu").state_dict(), "args": args.as_json()}, run_dir / file
+        )
+        checkpoints[file.removesuffix(".pt")] = file
 
     def write_run(complete: bool) -> None:
         """``fast.json``; written at every new best too, so a run stopped early still loads."""
@@ -227,6 +441,14 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 "roles": list(ROLES),
                 "complete": complete,
                 "actors": actors,
+                "export": (
+                    "torch: recurrent actors are not exported to ONNX; best.pt / final.pt hold them, "
+                    "graded with training.fast.mappo.RecurrentTeamPolicy"
+                    if agents.recurrent
+                    else "onnx"
+                    + (" (observation statistics frozen in front of each actor)" if args.obs_norm else "")
+                ),
+                "checkpoints": checkpoints,
                 "best": best[0] if best else None,
                 "final_eval": rows[-1] if rows else None,
                 "frames": frames,
@@ -236,7 +458,7 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 "collect_s": round(collect_s, 2),
                 "update_s": round(update_s, 2),
                 "frames_per_s": round(frames / max(collect_s + update_s, 1e-9)),
-                "audit": {"masked_actions_taken": masked_taken, "audited_actions": frames * len(ROLES)},
+                "audit": {"masked_actions_taken": buf.masked_taken, "audited_actions": frames * len(ROLES)},
                 "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
                 "args": args.as_json(),
                 "command": args.command_line(),
@@ -250,63 +472,56 @@ def train(args: Args, evaluate: Evaluate) -> Path:
             spent = max(update / updates, clock.wall() / args.max_wall_s if args.max_wall_s else 0.0)
             optimizer.param_groups[0]["lr"] = args.learning_rate * max(1.0 - spent, 0.0)
         started = time.perf_counter()
-        for t in range(T):
-            state = torch.from_numpy(encode_state(envs.state)).to(device)
-            mask = torch.from_numpy(envs.masks).to(device)
-            with torch.no_grad():
-                views = agents.views(state)
-                logits = agents.logits(views, mask)
-                drawn = [sample(logits[role], gen) for role in ROLES]
-                values[t] = agents.value(state, views)
-            joint = torch.stack([a for a, _ in drawn], dim=1)
-            states[t], masks[t], actions[t] = state, mask, joint
-            logps[t] = torch.stack([lp for _, lp in drawn], dim=1)
-            for r, role in enumerate(ROLES):
-                masked_taken += int((~mask[:, MASK_COLUMNS[role]].gather(1, joint[:, r : r + 1])).sum())
-            reward, done = envs.step(joint.cpu().numpy())
-            rewards[t] = torch.from_numpy(reward * args.reward_scale).to(device)
-            dones[t] = torch.from_numpy(done.astype(np.float32)).to(device)
+        buf.collect(agents, envs, gen)
         frames += per_update
-        with torch.no_grad():
-            state = torch.from_numpy(encode_state(envs.state)).to(device)
-            next_value = agents.value(state, agents.views(state))
-            team = rewards if agents.centralised else rewards.unsqueeze(-1).expand(-1, -1, len(ROLES))
-            ended = dones if agents.centralised else dones.unsqueeze(-1).expand(-1, -1, len(ROLES))
-            advantages = gae(team, values, ended, next_value, args.gamma, args.gae_lambda)
-            returns = advantages + values
+        advantages, returns = buf.advantages(agents, envs)
         mid = time.perf_counter()
         collect_s += mid - started
 
         n = T * B
-        flat = {
-            "state": states.reshape(n, STATE_SIZE),
-            "mask": masks.reshape(n, -1),
-            "action": actions.reshape(n, len(ROLES)),
-            "logp": logps.reshape(n, len(ROLES)),
-            "adv": advantages.reshape(n, *advantages.shape[2:]),
-            "ret": returns.reshape(n, *returns.shape[2:]),
-        }
-        for _ in range(args.epochs):
-            order = torch.randperm(n, generator=gen, device=device)
-            for lo in range(0, n, args.minibatch):
-                mb = {k: v[order[lo : lo + args.minibatch]] for k, v in flat.items()}
-                views = agents.views(mb["state"])
-                logits = agents.logits(views, mb["mask"])
-                adv = mb["adv"]
-                if args.norm_adv:
-                    adv = (adv - adv.mean(0)) / (adv.std(0) + 1e-8)
-                policy_loss = entropy = torch.zeros((), device=device)
-                for r, role in enumerate(ROLES):
-                    logp, ent = logp_entropy(logits[role], mb["action"][:, r])
-                    role_adv = adv if agents.centralised else adv[:, r]
-                    policy_loss = policy_loss + clipped_surrogate(logp, mb["logp"][:, r], role_adv, args.clip)
-                    entropy = entropy + ent.mean()
-                value_loss = 0.5 * ((agents.value(mb["state"], views) - mb["ret"]) ** 2).mean()
-                loss = policy_loss - args.entropy * entropy + args.value_loss * value_loss
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(agents.parameters(), args.max_grad_norm)
-                optimizer.step()
+        if agents.recurrent:  # minibatches of whole department sequences: the hidden states recompute exactly
+            per_mb = max(1, args.minibatch // T)
+            for _ in range(args.epochs):
+                order = torch.randperm(B, generator=gen, device=device)
+                for lo in range(0, B, per_mb):
+                    idx = order[lo : lo + per_mb]
+                    hidden0 = {core: h[idx] for core, h in buf.hidden0.items()}
+                    logits, value, _ = agents.sequence(
+                        buf.states[:, idx], buf.masks[:, idx], hidden0, buf.starts[:, idx]
+                    )
+                    m = T * len(idx)
+                    mb = {
+                        "action": buf.actions[:, idx].reshape(m, len(ROLES)),
+                        "logp": buf.logps[:, idx].reshape(m, len(ROLES)),
+                        "adv": advantages[:, idx].reshape(m, *advantages.shape[2:]),
+                        "ret": returns[:, idx].reshape(m, *returns.shape[2:]),
+                    }
+                    flat_logits = {role: lg.reshape(m, -1) for role, lg in logits.items()}
+                    loss = ppo_loss(agents, flat_logits, value.reshape(m, *value.shape[2:]), mb, args)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agents.parameters(), args.max_grad_norm)
+                    optimizer.step()
+        else:
+            flat = {
+                "state": buf.states.reshape(n, STATE_SIZE),
+                "mask": buf.masks.reshape(n, -1),
+                "action": buf.actions.reshape(n, len(ROLES)),
+                "logp": buf.logps.reshape(n, len(ROLES)),
+                "adv": advantages.reshape(n, *advantages.shape[2:]),
+                "ret": returns.reshape(n, *returns.shape[2:]),
+            }
+            for _ in range(args.epochs):
+                order = torch.randperm(n, generator=gen, device=device)
+                for lo in range(0, n, args.minibatch):
+                    mb = {k: v[order[lo : lo + args.minibatch]] for k, v in flat.items()}
+                    views = agents.views(mb["state"])
+                    logits = agents.logits(views, mb["mask"])
+                    loss = ppo_loss(agents, logits, agents.value(mb["state"], views), mb, args)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agents.parameters(), args.max_grad_norm)
+                    optimizer.step()
         update_s += time.perf_counter() - mid
 
         out_of_time = bool(args.max_wall_s) and clock.wall() >= args.max_wall_s
@@ -329,7 +544,10 @@ def train(args: Args, evaluate: Evaluate) -> Path:
             write_curve(rows, run_dir)
             if best is None or row["eval_score"] > best[0]["eval_score"]:
                 best = (row, None)
-                actors["best"] = export_actors(agents.actors, run_dir / "best")
+                if agents.recurrent:
+                    save_torch("best.pt")
+                else:
+                    actors["best"] = export_actors(run_dir / "best")
                 write_run(complete=False)
             if args.progress:
                 print(
@@ -342,8 +560,9 @@ def train(args: Args, evaluate: Evaluate) -> Path:
             break
 
     assert best is not None  # the last update always grades
-    actors["final"] = export_actors(agents.actors, run_dir / "final")
-    torch.save({"agents": agents.to("cpu").state_dict(), "args": args.as_json()}, run_dir / "final.pt")
+    if not agents.recurrent:
+        actors["final"] = export_actors(run_dir / "final")
+    save_torch("final.pt")
     write_run(complete=True)
     return run_dir
 
