@@ -91,7 +91,11 @@ def fast_mappo(frames: int, num_envs: int, threads: int, out: Path) -> int:
 
 
 def benchmarl_mappo(frames: int, n_envs: int, steps: int, threads: int, out: Path) -> int:
+    import logging
+
     from training.benchmarl.train import Args, train
+
+    logging.getLogger("torchrl").setLevel(logging.WARNING)  # its INFO lines go to stdout, the table's stream
 
     args = Args(
         algorithm="mappo", frames=frames, all_scenarios=True, n_envs=n_envs, steps_per_batch=steps,
