@@ -100,6 +100,10 @@ class Args:
     (``anatomy_aware``, re-entered from the state and fortified; or an RT agent name or path that is
     a pure function of the observation, e.g. a learned ``.npz``); training/rt_rollout.py."""
 
+    rollout_tolerance: float = 0.0
+    """Warm start ``rollout``: the expert leaves the base's own action only for a final-score gain
+    above this (0: any gain)."""
+
     COMMAND: ClassVar[str] = "hospital-marl train radiotherapy"
     WARM_STARTS: ClassVar[tuple[str, ...]] = ("none", "planner", "anatomy_aware", "rollout")
     LABELS_ANY_STATE: ClassVar[tuple[str, ...]] = ("planner", "rollout")

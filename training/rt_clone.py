@@ -55,7 +55,9 @@ class Expert:
     ``rollout`` expert (:class:`training.rt_rollout.RolloutExpert`) instead simulates on the
     training env itself and restores it before the label is used."""
 
-    def __init__(self, name: str, rollout_base: str = "anatomy_aware") -> None:
+    def __init__(
+        self, name: str, rollout_base: str = "anatomy_aware", rollout_tolerance: float = 0.0
+    ) -> None:
         self.name = name
         self.seal: PlanSeal | None = None
         self.rollout: RolloutExpert | None = None
@@ -63,7 +65,8 @@ class Expert:
         if name == "rollout":
             bases = [b.strip() for b in rollout_base.split(",") if b.strip()]
             # anatomy_aware re-entered from a state is not sequentially consistent: fortify it
-            self.rollout = RolloutExpert(bases, fortified=bases[0] == "anatomy_aware")
+            fortified = bases[0] == "anatomy_aware"
+            self.rollout = RolloutExpert(bases, fortified, rollout_tolerance)
         self.policy: Any = None if name in ("planner", "rollout") else load(name)
         self.target: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -138,7 +141,7 @@ def collect_demonstrations(
 def warm_start(model: Any, args: Args) -> dict[str, Any]:
     """Demonstrations, the fit, ``--dagger-rounds`` of DAgger on ``model``; the statistics (the
     clone's agreement with the expert on every label, the episodes played) go in the run's json."""
-    expert = Expert(args.warm_start, args.rollout_base)
+    expert = Expert(args.warm_start, args.rollout_base, args.rollout_tolerance)
     demos, played = collect_demonstrations(args, args.warm_start_episodes, expert)
     parts = [demos]
     stats: dict[str, Any] = {"expert": args.warm_start, "rounds": []}

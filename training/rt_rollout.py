@@ -103,11 +103,18 @@ class RolloutExpert:
     """One-step lookahead over every valid action, each finished by every base; the best final
     score wins (ties: the first base's own action first). See the module docstring."""
 
-    def __init__(self, bases: list[str] | tuple[str, ...] = ("ppo",), fortified: bool = False) -> None:
+    def __init__(
+        self, bases: list[str] | tuple[str, ...] = ("ppo",), fortified: bool = False, tolerance: float = 0.0
+    ) -> None:
         if not bases:
             raise ValueError("a rollout expert needs at least one base policy")
+        if not tolerance >= 0:
+            raise ValueError(f"tolerance must be >= 0, got {tolerance!r}")
         self.bases = [Base(b) for b in bases]
         self.fortified = fortified
+        # leave the base's own action only for a gain above this: labels a clone can follow (a
+        # flip on a difference the observation cannot show is noise to the student)
+        self.tolerance = tolerance
         self.sim_steps = 0
         self.committed: list[int] = []
         self.value = -np.inf
@@ -138,7 +145,8 @@ class RolloutExpert:
                 value, path = complete(env, obs, base.start(obs, env)) if not plan.done else (plan.score, [])
                 self.sim_steps += len(path) + 1
                 plan.restore(state)
-                if value > best_value + 1e-9:
+                margin = 1e-9 if action == own or best_path[0] != own else 1e-9 + self.tolerance
+                if value > best_value + margin:
                     best_value, best_path = value, [action, *path]
         if not (self.fortified and self.committed and self.value >= best_value - 1e-9):
             self.value, self.committed = best_value, best_path

@@ -90,3 +90,21 @@ def test_rollout_arguments() -> None:
         Args(warm_start="rollout", rollout_base=" , ")
     with pytest.raises(ValueError, match="at least one"):
         RolloutExpert([])
+
+
+def test_a_tolerance_above_any_gain_gives_the_base_its_own_episode() -> None:
+    """Scores lie in [0, 1], so no rollout gains more than 1: with that tolerance the expert never
+    leaves the base, and its episode is the base's, action for action."""
+    base = load("ppo")
+    env = RadiotherapyPlanningEnv("prostate", split="validation")
+    expected = _play(env, 3, base)
+    observation, _ = env.reset(seed=3)
+    expert = RolloutExpert(["ppo"], tolerance=1.0)
+    expert.start(env, observation)
+    actions = []
+    while not env.plan.done:
+        actions.append(expert.act(env, observation))
+        observation, *_ = env.step(actions[-1])
+    assert (env.plan.score, actions) == expected
+    with pytest.raises(ValueError, match="tolerance"):
+        RolloutExpert(["ppo"], tolerance=-0.1)
