@@ -63,6 +63,9 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="*", default=list(BUILTIN_TASKS))
     parser.add_argument("--json", default=None, help="write the per-episode figures here")
     parser.add_argument(
+        "--tolerance", type=float, default=0.0, help="leave the base's action only above this gain"
+    )
+    parser.add_argument(
         "--bases", nargs="+", default=["aa"], help="aa (resumed anatomy_aware) and/or RT agent names (ppo)"
     )
     parser.add_argument(
@@ -74,6 +77,7 @@ def main() -> None:
         "seed": args.seed,
         "bases": args.bases,
         "fortified": args.fortified,
+        "tolerance": args.tolerance,
         "tasks": {},
     }
     for task in args.tasks:
@@ -82,7 +86,10 @@ def main() -> None:
             seed = split_seed(args.seed, task, args.split, i)
             aa, aa_cpu, _ = play(task, args.split, seed, None)
             ro, ro_cpu, sim = play(
-                task, args.split, seed, RolloutExpert([ALIASES.get(b, b) for b in args.bases], args.fortified)
+                task,
+                args.split,
+                seed,
+                RolloutExpert([ALIASES.get(b, b) for b in args.bases], args.fortified, args.tolerance),
             )
             rows.append((aa, ro, aa_cpu, ro_cpu, sim))
             print(
