@@ -6,11 +6,10 @@ action, finish the episode with a base policy that is re-entered from the state 
 the action whose finished plan scores highest (the return = the final score). Ties go to the base
 policy's own action, so the expert departs from the base only for a strict gain.
 
-The base (:func:`resume`): ``anatomy_aware`` re-entered from the current plan, reading only the
-observation and the step count: with fewer than seven beams, its build phase (the beams already
-placed are taken as its template's, the active one is turned to the nearest free template angle);
-with seven, its edit phase (aperture / weight / turn edits kept when the observed score rises) with
-an empty history. Both phases lock as ``anatomy_aware`` does.
+The bases (``--bases``, training/rt_rollout.py): ``aa``, ``anatomy_aware`` re-entered from the
+state (:func:`~training.rt_rollout.resume`; not sequentially consistent, so run it ``--fortified``:
+the plain rollout over it cycles), or an RT agent that is a pure function of the observation (``ppo``,
+a ``.npz``). ``--tolerance``: leave the base's action only for a larger gain.
 
     python -m benchmarks.rt_rollout_expert --episodes 10 --split validation
 
