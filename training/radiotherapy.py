@@ -19,7 +19,7 @@ anatomy band, between the training ranges and the out-of-distribution test's) fr
 scripted baseline on those same validation patients (ties: aggregate score). Training is
 deterministic for a seed.
 
-``--warm-start planner|anatomy_aware [--dagger-rounds N]`` first clones an expert's play on
+``--warm-start planner|anatomy_aware|rollout [--dagger-rounds N]`` first clones an expert's play on
 training patients into the network (:mod:`training.rt_clone`, as ``train ppo --warm-start`` does
 for the ED); the clone is graded at step 0 and is a candidate for the kept model.
 
@@ -81,7 +81,7 @@ class Args:
     save: str = "runs/rt_ppo"
     """Run directory."""
     warm_start: str = "none"
-    """planner / anatomy_aware: before PPO, clone that policy's play on training patients (masked
+    """planner / anatomy_aware / rollout: before PPO, clone that policy's play on training patients (masked
     cross-entropy on its actions, the critic fitted to the discounted returns; training/clone.py);
     the clone is graded on validation at step 0 and is a candidate for the kept model."""
     warm_start_episodes: int = 300
@@ -95,9 +95,18 @@ class Args:
     states it reaches, the clone is refitted on every round's labels); planner only."""
     dagger_episodes: int = 60
     """Warm start: episodes per DAgger round."""
+    rollout_base: str = "anatomy_aware"
+    """Warm start ``rollout``: the base policies its rollouts finish with, comma-separated
+    (``anatomy_aware``, re-entered from the state and fortified; or an RT agent name or path that is
+    a pure function of the observation, e.g. a learned ``.npz``); training/rt_rollout.py."""
+
+    rollout_tolerance: float = 0.0
+    """Warm start ``rollout``: the expert leaves the base's own action only for a final-score gain
+    above this (0: any gain)."""
 
     COMMAND: ClassVar[str] = "hospital-marl train radiotherapy"
-    WARM_STARTS: ClassVar[tuple[str, ...]] = ("none", "planner", "anatomy_aware")
+    WARM_STARTS: ClassVar[tuple[str, ...]] = ("none", "planner", "anatomy_aware", "rollout")
+    LABELS_ANY_STATE: ClassVar[tuple[str, ...]] = ("planner", "rollout")
 
     def __post_init__(self) -> None:
         if self.warm_start not in self.WARM_STARTS:
@@ -107,10 +116,14 @@ class Args:
                 raise ValueError(f"{name} must be >= 1")
         if self.dagger_rounds < 0:
             raise ValueError("dagger_rounds must be >= 0")
-        if self.dagger_rounds and self.warm_start != "planner":
+        if self.dagger_rounds and self.warm_start not in self.LABELS_ANY_STATE:
             # anatomy_aware's next edit depends on its own history (what it tried and undid), so it
-            # has no label for a state it did not reach; the planner steers from any state
-            raise ValueError("dagger_rounds needs --warm-start planner (the expert that labels any state)")
+            # has no label for a state it did not reach; the planner and the rollout expert have one
+            raise ValueError(
+                "dagger_rounds needs --warm-start planner or rollout (the experts that label any state)"
+            )
+        if not [b for b in self.rollout_base.split(",") if b.strip()]:
+            raise ValueError("rollout_base must name at least one base policy")
         if not self.warm_start_lr > 0:
             raise ValueError("warm_start_lr must be > 0")
 

@@ -1,4 +1,4 @@
-"""Warm start of ``train radiotherapy --warm-start planner|anatomy_aware``: clone, DAgger, then PPO.
+"""Warm start of ``train radiotherapy --warm-start planner|anatomy_aware|rollout``: clone, DAgger, then PPO.
 
 The radiotherapy counterpart of :mod:`training.clone` (the ED's): from scratch, MaskablePPO
 flattened 0.02-0.04 below ``anatomy_aware`` (policies/radiotherapy/checkpoints/README.md), so PPO
@@ -16,11 +16,13 @@ with it on under half the states they reached.
    read-only :class:`PlanView` of the episode's plan, refreshed before every decision.
 2. :func:`training.clone.clone_into` (shared with the ED) fits the actor by masked cross-entropy
    and the critic to the discounted returns.
-3. DAgger (``--dagger-rounds``, planner only): the clone plays fresh training patients (masked
-   argmax, as graded) and the planner labels every state it reaches with
-   :func:`policies.radiotherapy.planner.steer`: the next action toward the beam set it optimised on
-   that patient at reset. ``anatomy_aware`` cannot label states it did not reach (its next edit
-   depends on what it tried before), so it only gives demonstrations.
+3. DAgger (``--dagger-rounds``, planner or rollout): the clone plays fresh training patients (masked
+   argmax, as graded) and the expert labels every state it reaches: the planner with
+   :func:`policies.radiotherapy.planner.steer` (the next action toward the beam set it optimised on
+   that patient at reset), the rollout expert (:mod:`training.rt_rollout`) with the action whose
+   rollout (the action, then ``--rollout-base`` to the end) scores best. ``anatomy_aware`` cannot
+   label states it did not reach (its next edit depends on what it tried before), so it only gives
+   demonstrations.
 
 The expert's own play uses the same labels (the planner's demonstrations are steered to its
 optimum too, which reaches the same beam set in at most as many steps), so a state has one label.
@@ -39,6 +41,7 @@ from policies.base import policy_seed
 from policies.radiotherapy import load
 from policies.radiotherapy.planner import optimise, steer
 from training.clone import Demonstrations, clone_into, concat, demo_seed, discounted_returns, student_action
+from training.rt_rollout import RolloutExpert
 
 if TYPE_CHECKING:
     from training.radiotherapy import Args
@@ -48,23 +51,39 @@ SPLIT = "train"
 
 
 class Expert:
-    """The policy whose actions are cloned, on a sealed view of the training patient's plan."""
+    """The policy whose actions are cloned, on a sealed view of the training patient's plan; the
+    ``rollout`` expert (:class:`training.rt_rollout.RolloutExpert`) instead simulates on the
+    training env itself and restores it before the label is used."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(
+        self, name: str, rollout_base: str = "anatomy_aware", rollout_tolerance: float = 0.0
+    ) -> None:
         self.name = name
         self.seal: PlanSeal | None = None
-        self.policy: Any = None if name == "planner" else load(name)
+        self.rollout: RolloutExpert | None = None
+        self.env: RadiotherapyPlanningEnv | None = None
+        if name == "rollout":
+            bases = [b.strip() for b in rollout_base.split(",") if b.strip()]
+            # anatomy_aware re-entered from a state is not sequentially consistent: fortify it
+            fortified = bases[0] == "anatomy_aware"
+            self.rollout = RolloutExpert(bases, fortified, rollout_tolerance)
+        self.policy: Any = None if name in ("planner", "rollout") else load(name)
         self.target: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
-    def start(self, env: RadiotherapyPlanningEnv, seed: int) -> None:
+    def start(self, env: RadiotherapyPlanningEnv, seed: int, observation: Any = None) -> None:
         self.seal = PlanSeal(env.plan)
-        if self.policy is None:
+        if self.rollout is not None:
+            self.env = env
+            self.rollout.start(env, observation)
+        elif self.policy is None:
             angles, weights, margins, _ = optimise(self.seal.view)
             self.target = (angles, weights, margins)
         else:
             self.policy.reset(seed=policy_seed(seed), plan=self.seal.view)
 
     def act(self, observation: Any, mask: np.ndarray) -> int:
+        if self.rollout is not None:
+            return self.rollout.act(self.env, observation)
         self.seal.refresh()
         if self.policy is None:
             return steer(self.seal.view, *self.target)
@@ -90,7 +109,7 @@ def collect_demonstrations(
         task = BUILTIN_TASKS[episode % len(BUILTIN_TASKS)]
         env, seed = envs[task], demo_seed(args.seed, episode)
         observation, info = env.reset(seed=seed)
-        expert.start(env, seed)
+        expert.start(env, seed, observation)
         rewards: list[float] = []
         done = False
         while not done:
@@ -122,7 +141,7 @@ def collect_demonstrations(
 def warm_start(model: Any, args: Args) -> dict[str, Any]:
     """Demonstrations, the fit, ``--dagger-rounds`` of DAgger on ``model``; the statistics (the
     clone's agreement with the expert on every label, the episodes played) go in the run's json."""
-    expert = Expert(args.warm_start)
+    expert = Expert(args.warm_start, args.rollout_base, args.rollout_tolerance)
     demos, played = collect_demonstrations(args, args.warm_start_episodes, expert)
     parts = [demos]
     stats: dict[str, Any] = {"expert": args.warm_start, "rounds": []}

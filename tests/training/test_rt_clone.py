@@ -57,10 +57,10 @@ def guarded(monkeypatch):
     return built
 
 
-@pytest.mark.parametrize("expert", ["planner", "anatomy_aware"])
+@pytest.mark.parametrize("expert", ["planner", "anatomy_aware", "rollout"])
 def test_demonstrations_are_training_patients_only(guarded, expert: str) -> None:
     args = Args(seed=0)
-    demos, played = rt_clone.collect_demonstrations(args, 6, rt_clone.Expert(expert))
+    demos, played = rt_clone.collect_demonstrations(args, 6, rt_clone.Expert(expert, args.rollout_base))
     assert set(guarded) == {"train"}
     assert {p["split"] for p in played} == {"train"}
     assert [p["task"] for p in played] == [*BUILTIN_TASKS, *BUILTIN_TASKS]
@@ -138,7 +138,7 @@ def test_tiny_run_records_agreement_and_is_deterministic(tmp_path, guarded) -> N
 def test_bad_warm_start_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="warm_start"):
         Args(warm_start="heuristic")
-    with pytest.raises(ValueError, match="planner"):
+    with pytest.raises(ValueError, match="planner or rollout"):
         Args(warm_start="anatomy_aware", dagger_rounds=1)
     with pytest.raises(ValueError, match="dagger_rounds"):
         Args(warm_start="planner", dagger_rounds=-1)
