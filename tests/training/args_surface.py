@@ -21,6 +21,9 @@ together with the ``--reward`` help that had already dropped its SPEC reference)
 ``--warm-start-lr``, ``--dagger-rounds``, ``--dagger-episodes`` (issue 25; re-recorded, an addition only).
 ``train fast-mappo`` gained ``--obs-norm``, ``--norm-reward``, ``--recurrent`` (issue 26's ablations;
 re-recorded, an addition only).
+``train radiotherapy`` gained ``--warm-start rollout``, ``--rollout-base``, ``--rollout-tolerance``
+(issue 25's rollout expert; re-recorded: the two flags added and ``--warm-start``'s help names the
+new choice).
 """
 
 from __future__ import annotations
