@@ -342,13 +342,18 @@ def presence_vector(general_beds: int, icu_beds: int, ventilators: int) -> np.nd
     return out
 
 
-def ventilators_at(scenario: Scenario, tick: int) -> int:
-    """The scenario's ventilators in service at a decision at ``tick`` (the kernel's
-    :func:`~hospital_marl.core.kernel.rules.in_service`: an outage takes some out for a while)."""
+def outage_row(scenario: Scenario) -> tuple[int, int, int, int]:
+    """``(ventilators, out, start, end)``: the arguments of the kernel's
+    :func:`~hospital_marl.core.kernel.rules.in_service` for this scenario (no outage: an empty
+    window, as in its parameter table)."""
     o = scenario.outage
-    if o is None:
-        return scenario.ventilators
-    return int(kernel.in_service(scenario.ventilators, o.ventilators, o.start, o.end, tick))
+    return (scenario.ventilators, o.ventilators, o.start, o.end) if o else (scenario.ventilators, 0, 1, 0)
+
+
+def ventilators_at(scenario: Scenario, tick: int) -> int:
+    """The scenario's ventilators in service at a decision at ``tick`` (an outage takes some out
+    for a while)."""
+    return int(kernel.in_service(*outage_row(scenario), tick))
 
 
 def presence_of(hospital: Hospital) -> np.ndarray:

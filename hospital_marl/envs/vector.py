@@ -96,12 +96,12 @@ from hospital_marl.envs.observations import (
     check_layout,
     composed_space,
     composed_views,
+    outage_row,
     presence_space,
     presence_vector,
     presence_views,
     role_space,
     state_space,
-    ventilators_at,
     with_presence,
 )
 
@@ -408,11 +408,10 @@ class _VectorBase(VectorEnv):
             ticks = self._batch.state.scalars[:, S_TICK]
             for e in rows.tolist():
                 s = self._batch.row_scenario(e)
-                o = s.outage
-                vents = ventilators_at(s, int(ticks[e]))
+                row = self._outages[e] = outage_row(s)
+                vents = kernel.in_service(*row, int(ticks[e]))
                 self._presence[e] = presence_vector(s.general_beds, s.icu_beds, vents)
-                self._outages[e] = (s.ventilators, o.ventilators, o.start, o.end) if o else (0, 0, 1, 0)
-            self._outage_rows = np.flatnonzero(self._outages[:, 2] <= self._outages[:, 3])
+            self._outage_rows = np.flatnonzero(self._outages[:, 1])
 
     def _tick_presence(self) -> None:
         """After a batch step: the ventilators' presence of the rows with an outage, at the tick
