@@ -385,14 +385,14 @@ def ppo_defaults_section() -> str:
 def generalisation_summary_section() -> str:
     """The README's in- and out-of-distribution columns: the splits table of
     docs/generalisation.md's generated block (``python -m benchmarks.generalisation --write``)."""
-    page = ROOT / "docs" / "generalisation.md"
-    block = section(page.read_text(), "generalisation")
+    text = (ROOT / "docs" / "generalisation.md").read_text()
+    block = section(text, "generalisation")
     command = block.splitlines()[0]
     table = block.split("**Splits**", 1)[1].split("\n\n", 2)[1].strip()
     learners = []  # each learners block's mean row, in the splits table's columns
     for marker, name, track in (("generalisation-learners", "fast PPO", "flat"),
                                 ("generalisation-learners-team", "fast MAPPO", "team")):  # fmt: skip
-        rows = section(page.read_text(), marker).strip().splitlines()
+        rows = section(text, marker).strip().splitlines()
         runs = [r for r in rows if r.startswith("| `")]
         cells = [c.strip() for c in rows[-1].strip("|").split("|")]
         learners.append(
