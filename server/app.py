@@ -76,12 +76,15 @@ _FROM_ROUTES = ("SESSION_COOKIE", "SESSION_HEADER", "ServedEnv", "served_env", "
 
 
 def build_app(
-    settings: ServerSettings | None = None, *, clock: Callable[[], float] = time.monotonic
+    settings: ServerSettings | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    warm: bool = False,
 ) -> FastAPI:
     """The FastAPI app (:func:`server.routes.build_app`), described by this module's docstring."""
     from server import routes
 
-    app = routes.build_app(settings, clock=clock)
+    app = routes.build_app(settings, clock=clock, warm=warm)
     app.description = __doc__ or ""
     return app
 
@@ -97,7 +100,7 @@ def __getattr__(name: str) -> Any:
     """``app`` (what ``uvicorn server.app:app`` serves, settings from the ``HOSPITAL_*``
     variables) is built on first access; the routes' constants are forwarded."""
     if name == "app":
-        value: Any = build_app()
+        value: Any = build_app(warm=True)
     elif name in _FROM_ROUTES:
         from server import routes
 
@@ -119,8 +122,8 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
 
 GIL_SWITCH_INTERVAL_S = 0.0001
 """``sys.setswitchinterval`` while serving. Threads share the event loop's interpreter: the
-standard MCP transport's loop (:mod:`server.mcp_http`) and the web view's Gradio workers (boards,
-charts; the agents themselves decide in processes of their own, :mod:`server.agents`). At
+web view's Gradio workers (boards, charts; the agents themselves decide in processes of their own,
+:mod:`server.agents`, and standard MCP runs in one too, :mod:`server.mcp_transport`). At
 Python's default 5 ms such a thread can hold the interpreter that long each time the event loop
 wants it back, and a WebSocket step waits that long at each of its handovers (wake-up, receive,
 send). 0.1 ms bounds each wait; beside a client cycling MCP sessions it measured (one /ws
@@ -196,7 +199,7 @@ def serve(
     from server.logs import log_config
 
     uvicorn.run(
-        build_app(settings),
+        build_app(settings, warm=True),
         host=host,
         port=port,
         log_config=log_config(),  # follows sys.stderr: safe to call under a captured or redirected stream

@@ -16,12 +16,11 @@ under the app's rules:
   request pinned to a sessionless protocol version is refused with a JSON-RPC error and
   clients fall back to ``initialize``.
 
-The SDK's transport and the tools run on an event loop of their own, in a thread
-(:meth:`StreamableMCP.running`): a session's ``initialize``, tool calls and teardown are
-milliseconds of Python each, and on the server's loop every WebSocket step waited behind them
-(issue 24: one client cycling MCP sessions raised a ``/ws`` user's p99 from 3 ms to ~100 ms).
-The server's loop only hands each request over and sends the reply back; the two loops share
-the interpreter, whose switch interval (``server.app.GIL_SWITCH_INTERVAL_S``) bounds the wait.
+The SDK's transport, the tools and the episodes run in a process of their own
+(:mod:`server.mcp_transport`): a session's ``initialize``, tool calls and teardown are
+milliseconds of Python each, and in the server's interpreter every WebSocket step waited behind
+them (issue 24). The server's loop decides ownership, caps, expiry and versions here, hands each
+request over and sends the reply back.
 
 Everything else that arrives at ``POST /mcp`` (OpenEnv's JSON-RPC with
 ``openenv/session/create`` and ``session_id`` params, as ``MCPToolClient`` speaks it) goes
@@ -30,21 +29,16 @@ to OpenEnv's route as before.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastmcp.exceptions import ToolError
-from fastmcp.server.dependencies import get_http_request
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.guards import logger
-from server.mcp_tools import HospitalMCPEnvironment, build_tools
+from server.mcp_transport import TransportProcess, TransportUnavailable, replay
 from server.sessions import ClientLedger, SessionCapacityError, SessionStore
 from server.settings import ServerSettings
 
@@ -78,89 +72,68 @@ def _rpc_error(code: int, message: str, data_code: str, request_id: Any = None) 
 
 
 class StreamableMCP:
-    """The standard MCP transport at ``/mcp`` (see the module docstring)."""
+    """The standard MCP transport at ``/mcp`` (see the module docstring): the server's side.
+
+    Args:
+        warm: start the transport's process with the app (the served app: ``serve`` and
+            ``uvicorn server.app:app``) rather than at the first standard MCP request (what
+            tests' many short-lived apps want: most never speak standard MCP).
+    """
 
     def __init__(
-        self, settings: ServerSettings, ledger: ClientLedger, clock: Callable[[], float], scenario: str
+        self,
+        settings: ServerSettings,
+        ledger: ClientLedger,
+        clock: Callable[[], float],
+        scenario: str,
+        warm: bool = False,
     ) -> None:
-        self.episodes = SessionStore[HospitalMCPEnvironment](
+        self.episodes = SessionStore[str](
             None,
             settings.max_sessions,
             settings.http_session_ttl_s,
             clock,
             ledger,
-            close=lambda env: env.close(),
+            close=self._forget,
             name=SOURCE,
         )
         self._ledger = ledger
-        self._scenario = scenario
         self._ttl_s = settings.http_session_ttl_s
         self._max_sessions = settings.max_sessions
-        self.tools = build_tools(self._episode)
-        self._manager: StreamableHTTPSessionManager | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None  # the transport's own loop (its thread)
-        self._stop: asyncio.Event | None = None  # set on that loop: the thread ends
+        self._warm = warm
+        self._process = TransportProcess(scenario, self._ttl_s, self._max_sessions, self._lost)
         self._runs = 0
+
+    @property
+    def transport_pid(self) -> int | None:
+        """The transport's process id while it runs (None before the first request, unless warm)."""
+        return self._process.pid
 
     # ----------------------------------------------------------- lifespan
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Run the SDK's session manager, on its own loop in a thread, while the app runs (one
-        manager, however many lifespans a test opens on the same app)."""
-        if self._manager is not None:
-            self._runs += 1
-            try:
-                yield
-            finally:
-                self._runs -= 1
-            return
-        self._manager = StreamableHTTPSessionManager(
-            self.tools._mcp_server,
-            json_response=True,
-            session_idle_timeout=self._ttl_s,
-            max_sessions=self._max_sessions,
-        )
-        ready, failure = threading.Event(), []
-        thread = threading.Thread(
-            target=self._serve, args=(self._manager, ready, failure), name="mcp-streamable", daemon=True
-        )
-        thread.start()
-        await asyncio.get_running_loop().run_in_executor(None, ready.wait)
+        """Serve while the app runs; stop the transport's process (and forget its sessions) at the
+        end (one process, however many lifespans a test opens on the same app)."""
+        self._runs += 1
         try:
-            if failure:
-                raise failure[0]
+            if self._warm:
+                await self._process.started()
             yield
         finally:
-            loop, stop = self._loop, self._stop
-            if loop is not None and stop is not None:
-                loop.call_soon_threadsafe(stop.set)
-            await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
-            self._manager = None
-            for sid in list(self.episodes.ids()):
-                self.episodes.close(sid)
+            self._runs -= 1
+            if not self._runs:
+                await self._process.stop()
+                for sid in list(self.episodes.ids()):
+                    self.episodes.close(sid)
 
-    def _serve(self, manager: StreamableHTTPSessionManager, ready: threading.Event, failure: list) -> None:
-        """The transport's thread: a loop running the SDK's manager until :meth:`running` stops it."""
+    def _forget(self, sid: str) -> None:
+        """A session closed or expired here: its episode ends in the transport's process too."""
+        self._process.close_episode(sid)
 
-        async def main() -> None:
-            stop = asyncio.Event()
-            try:
-                async with manager.run():
-                    self._loop, self._stop = asyncio.get_running_loop(), stop
-                    ready.set()
-                    await stop.wait()
-            finally:
-                self._loop = None
-
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # reported to the lifespan (a failure to start), else logged
-            if not ready.is_set():
-                failure.append(exc)
-            else:
-                logger.exception("the MCP transport's loop ended with an error")
-        finally:
-            ready.set()
+    def _lost(self) -> None:
+        """The transport's process ended unasked: its sessions are gone (their slots come back)."""
+        for sid in list(self.episodes.ids()):
+            self.episodes.close(sid)
 
     # ------------------------------------------------------------ dispatch
     @staticmethod
@@ -177,21 +150,8 @@ class StreamableMCP:
         return isinstance(message, dict) and message.get("method") in _SDK_METHODS
 
     async def __call__(self, scope: Scope, body: bytes, send: Send) -> None:
-        """Answer one request: handled on the transport's loop, its reply sent from the caller's."""
-        loop = self._loop
-        if loop is None:
-            await _json_reply(send, 503, _rpc_error(-32000, "MCP transport not running", "NOT_READY"))
-            return
-        replies: list[Message] = []
-
-        async def keep(message: Message) -> None:
-            replies.append(message)
-
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._handle(scope, body, keep), loop))
-        for message in replies:
-            await send(message)
-
-    async def _handle(self, scope: Scope, body: bytes, send: Send) -> None:
+        """Answer one request: ownership, caps and versions decided here, the SDK's answer made in
+        the transport's process."""
         client = scope["client"][0] if scope.get("client") else ""
         version = _header(scope, VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -202,24 +162,21 @@ class StreamableMCP:
                 "UNSUPPORTED_PROTOCOL_VERSION",
             ))  # fmt: skip
             return
-        if self._manager is None:
-            await _json_reply(send, 503, _rpc_error(-32000, "MCP transport not running", "NOT_READY"))
-            return
         sid = _header(scope, SESSION_HEADER)
-        if sid is not None:
-            if self.episodes.get(sid, client) is None:
-                await _json_reply(send, 404, _rpc_error(
-                    -32001,
-                    "Session not found: it never existed, was closed, expired after "
-                    f"{self._ttl_s:g} s idle, or is another client's; initialize a new one",
-                    "UNKNOWN_SESSION",
-                ))  # fmt: skip
-                return
-            await self._manager.handle_request(scope, _replay(body), send)
-            if scope["method"] == "DELETE":
-                self.episodes.close(sid, client)
+        if sid is None:
+            await self._open(scope, body, send, client)
             return
-        await self._open(scope, body, send, client)
+        if self.episodes.get(sid, client) is None:
+            await _json_reply(send, 404, _rpc_error(
+                -32001,
+                "Session not found: it never existed, was closed, expired after "
+                f"{self._ttl_s:g} s idle, or is another client's; initialize a new one",
+                "UNKNOWN_SESSION",
+            ))  # fmt: skip
+            return
+        replies = await self._forward(scope, body, send, opening=False)
+        if replies is not None and scope["method"] == "DELETE":
+            self.episodes.close(sid, client)
 
     async def _open(self, scope: Scope, body: bytes, send: Send, client: str) -> None:
         """An ``initialize``: count the new session for its client, then let the SDK answer."""
@@ -233,34 +190,30 @@ class StreamableMCP:
             message = f"{SOURCE} session limit reached ({self._max_sessions}); retry later"
             await _json_reply(send, 429, _rpc_error(-32000, message, "SESSION_LIMIT"))
             return
-        opened: list[str] = []
-
-        async def watch(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                sid = dict(message.get("headers", ())).get(SESSION_HEADER)
-                if sid:
-                    opened.append(sid.decode("latin-1"))
-            await send(message)
-
-        assert self._manager is not None
+        opened = None
         try:
-            await self._manager.handle_request(scope, _replay(body), watch)
+            replies = await self._forward(scope, body, send, opening=True)
+            opened = replies[1] if replies is not None else None
         finally:
             if opened:
-                env = HospitalMCPEnvironment(scenario=self._scenario)
-                self.episodes.add(opened[0], env, client)
+                self.episodes.add(opened, opened, client)
                 logger.info("MCP session opened (streamable HTTP)")
             else:
                 self._ledger.release(client, SOURCE)
 
-    # ------------------------------------------------------------ episodes
-    def _episode(self) -> HospitalMCPEnvironment:
-        """The episode of the MCP session the current tool call belongs to."""
-        sid = get_http_request().headers.get("mcp-session-id")
-        env = self.episodes.get(sid) if sid else None
-        if env is None:
-            raise ToolError("no MCP session: initialize first (the episode lives in the session)")
-        return env
+    async def _forward(
+        self, scope: Scope, body: bytes, send: Send, opening: bool
+    ) -> tuple[list[Message], str | None] | None:
+        """The transport process's answer, sent to the client (None, after a 503, when the process
+        could not answer)."""
+        try:
+            replies, opened = await self._process.request(scope, body, opening)
+        except TransportUnavailable as exc:
+            await _json_reply(send, 503, _rpc_error(-32000, f"MCP transport not running: {exc}", "NOT_READY"))
+            return None
+        for message in replies:
+            await send(message)
+        return replies, opened
 
 
 ALLOWED_METHODS = ("POST", "DELETE")
@@ -273,19 +226,6 @@ async def _method_not_allowed(scope: Scope, send: Send) -> None:
     message = f"{scope['method']} /mcp: use POST (DELETE with Mcp-Session-Id ends a session)"
     allow = ((b"allow", ", ".join(ALLOWED_METHODS).encode()),)
     await _json_reply(send, 405, _rpc_error(-32600, message, "METHOD_NOT_ALLOWED"), allow)
-
-
-def _replay(body: bytes) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
-
-    return receive
 
 
 class MCPDispatch:
@@ -315,4 +255,4 @@ class MCPDispatch:
         if self.mcp.claims(scope, body):
             await self.mcp(scope, body, send)
         else:
-            await self.app(scope, _replay(body), send)
+            await self.app(scope, replay(body), send)

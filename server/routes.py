@@ -763,7 +763,10 @@ def _add_schema_route(app: FastAPI, served: ServedEnv) -> None:
 
 
 def build_app(
-    settings: ServerSettings | None = None, *, clock: Callable[[], float] = time.monotonic
+    settings: ServerSettings | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    warm: bool = False,
 ) -> FastAPI:
     """The FastAPI app: OpenEnv's ``create_app`` plus sessions, limits and the web view.
 
@@ -772,6 +775,9 @@ def build_app(
             view (default: from the ``HOSPITAL_*`` variables and ``ENABLE_WEB_INTERFACE``).
         clock: monotonic seconds for the expiry of HTTP, HTTP MCP and web sessions
             (tests inject a fake one; WebSocket idleness uses the event loop's clock).
+        warm: start the standard MCP transport's process with the app, so the first MCP client
+            does not wait for it (the served app does; a test's short-lived app starts it only
+            if a standard MCP request comes).
     """
     settings = settings or ServerSettings.from_env()
     served = served_env(settings)
@@ -813,7 +819,7 @@ def build_app(
     _add_sessions_route(app, settings, store, pool, ledger, web_store)
     _add_schema_route(app, served)
     if served.action is HospitalAction:  # the ED has MCP tools; RT none
-        _add_streamable_mcp(app, StreamableMCP(settings, ledger, clock, settings.scenario))
+        _add_streamable_mcp(app, StreamableMCP(settings, ledger, clock, settings.scenario, warm=warm))
     app.add_middleware(  # outermost: every request is checked before anything else sees it
         RequestGuardMiddleware,
         max_bytes=settings.max_message_bytes,

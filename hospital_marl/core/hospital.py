@@ -547,6 +547,8 @@ class Hospital:
         """Make room now for what ``actions`` more actions may need (one bounce-back slot each,
         for an early discharge), so compiled code can act that often on :attr:`state` without
         returning to Python (the planner's rollouts). The draws themselves come from the key."""
+        if self._sc[S_BOUNCE_CURSOR] + actions <= self.state.bounce.shape[2]:
+            return  # room already (the one-row state's cursor: what with_bounce_room reads)
         state = with_bounce_room(self.state, actions)
         if state is not self.state:
             self.state = state

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import uvicorn
@@ -47,8 +48,9 @@ def wait_healthy(
 
 
 @contextmanager
-def live_server(settings: ServerSettings | None = None) -> Iterator[str]:
-    """Serve ``build_app(settings)`` on 127.0.0.1; yields the base URL; always stops the server.
+def live_server(settings: ServerSettings | None = None, app: Any = None) -> Iterator[str]:
+    """Serve ``app`` (default ``build_app(settings)``) on 127.0.0.1; yields the base URL; always
+    stops the server.
 
     Logging is left alone (uvicorn's ``log_config=None``): its records propagate to pytest's
     ``caplog`` and reports. uvicorn's default config would bind handlers to the ``sys.stderr``
@@ -58,7 +60,7 @@ def live_server(settings: ServerSettings | None = None) -> Iterator[str]:
     sock = loopback_socket()
     host, port = sock.getsockname()
     config = uvicorn.Config(
-        build_app(settings),
+        app if app is not None else build_app(settings),
         log_level="warning",
         log_config=None,
         **uvicorn_options(settings),
