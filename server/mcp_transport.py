@@ -88,8 +88,12 @@ def _serve(conn: Connection, scenario: str, ttl_s: float, max_sessions: int) -> 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     conn.close()
+    try:  # the loop uvicorn picks for the server when it is installed (the `server` extra)
+        from uvloop import run
+    except ImportError:
+        run = asyncio.run
     with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
-        asyncio.run(_transport(sock, scenario, ttl_s, max_sessions))
+        run(_transport(sock, scenario, ttl_s, max_sessions))
 
 
 async def _transport(sock: socket.socket, scenario: str, ttl_s: float, max_sessions: int) -> None:
