@@ -396,6 +396,10 @@ class SessionsResponse(BaseModel):
     http: SessionLimits
     websocket: PoolLimits
     web: SessionLimits | None = Field(description="web-view tabs (null: the web view is off)")
+    mcp: SessionLimits | None = Field(
+        default=None,
+        description="standard MCP sessions (streamable HTTP at /mcp; null: an env with no MCP tools)",
+    )
     per_client: PerClientLimits
 
 

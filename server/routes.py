@@ -625,6 +625,7 @@ def _add_sessions_route(
     pool: OpenEnvPool,
     ledger: ClientLedger,
     web: SessionStore[Any] | None,
+    mcp: SessionStore[Any] | None,
 ) -> None:
     @app.get(
         "/sessions",
@@ -648,6 +649,9 @@ def _add_sessions_route(
                 "web": None
                 if web is None
                 else {"active": len(web), "max": web.max_sessions, "idle_timeout_s": web.ttl_s},
+                "mcp": None
+                if mcp is None
+                else {"active": len(mcp), "max": mcp.max_sessions, "idle_timeout_s": mcp.ttl_s},
                 "per_client": {"max": ledger.per_client, "clients": ledger.clients()},
             }
         )
@@ -816,10 +820,16 @@ def build_app(
         close_hint=" with DELETE /sessions/{id}",
     )
     _add_http_session_routes(app, store, served)
-    _add_sessions_route(app, settings, store, pool, ledger, web_store)
+    # The ED has MCP tools; RT none.
+    streamable = (
+        StreamableMCP(settings, ledger, clock, settings.scenario, warm=warm)
+        if served.action is HospitalAction
+        else None
+    )
+    _add_sessions_route(app, settings, store, pool, ledger, web_store, streamable and streamable.episodes)
     _add_schema_route(app, served)
-    if served.action is HospitalAction:  # the ED has MCP tools; RT none
-        _add_streamable_mcp(app, StreamableMCP(settings, ledger, clock, settings.scenario, warm=warm))
+    if streamable is not None:
+        _add_streamable_mcp(app, streamable)
     app.add_middleware(  # outermost: every request is checked before anything else sees it
         RequestGuardMiddleware,
         max_bytes=settings.max_message_bytes,

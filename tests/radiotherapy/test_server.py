@@ -146,6 +146,7 @@ def test_mcp__sessions_count_in_the_shared_pool_though_rt_has_no_tools(client: T
     sid = rpc("openenv/session/create", {})["result"]["session_id"]
     pool = client.get("/sessions").json()["websocket"]
     assert (pool["active"], pool["mcp_http"]) == (1, 1)
+    assert client.get("/sessions").json()["mcp"] is None  # no standard MCP transport without tools
     assert "error" not in rpc("openenv/session/close", {"session_id": sid})
     assert client.get("/sessions").json()["websocket"]["active"] == 0
 

@@ -84,6 +84,11 @@ def test_sessions__reports_counts_and_limits_never_ids(client: Any) -> None:
         "mcp_http": 0,
     }
     assert info["web"] is None  # the web view is off unless asked for
+    assert info["mcp"] == {
+        "active": 0,
+        "max": TEST_SETTINGS.max_sessions,
+        "idle_timeout_s": TEST_SETTINGS.http_session_ttl_s,
+    }
     assert info["per_client"] == {"max": None, "clients": 1}
 
 

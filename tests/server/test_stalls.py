@@ -75,14 +75,16 @@ def test_a_dead_mcp_transport_gives_back_its_sessions_and_a_fresh_one_serves() -
     with live_server(app=app) as url:
         opened = httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=WAIT_S * 4)
         sid = opened.headers["mcp-session-id"]
-        holders = lambda: httpx.get(f"{url}/sessions").json()["per_client"]["clients"]  # noqa: E731
-        assert holders() == 1  # the session's slot, counted for this client
+        holders = lambda: httpx.get(f"{url}/sessions").json()["mcp"]["active"]  # noqa: E731
+        assert holders() == 1
+        assert httpx.get(f"{url}/sessions").json()["per_client"]["clients"] == 1  # its slot, this client's
         pid = app.state.streamable_mcp.transport_pid
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + WAIT_S
         while holders() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert holders() == 0
+        assert httpx.get(f"{url}/sessions").json()["per_client"]["clients"] == 0
         stale = httpx.post(f"{url}/mcp", json=listing, headers=MCP_HEADERS | {"mcp-session-id": sid})
         assert stale.status_code == 404 and stale.json()["error"]["data"]["code"] == "UNKNOWN_SESSION"
         again = httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=WAIT_S * 4)
