@@ -7,7 +7,9 @@
 # then flat PPO. NICE (default 10) is the runs' niceness.
 set -euo pipefail
 # A run that already finished (its metadata says complete) is not queued again: re-running the
-# script resumes the queue.
+# script resumes the queue. A run another queue has claimed (runs/fast/.claims/, as
+# fast_ablations.sh) is skipped when its turn comes, so re-running the script while a queue is live
+# does not run a seed twice. Delete a claim to re-run it.
 finished() { [ -f "$1" ] && python -c 'import json,sys; sys.exit(not json.load(open(sys.argv[1])).get("complete", True))' "$1"; }
 MAX_WALL=${MAX_WALL:-0}
 FRAMES=${FRAMES:-20000000}
@@ -25,5 +27,6 @@ mkdir -p runs/fast logs
       echo "fast-ppo --track flat --save runs/fast/ppo_flat_s${seed} --seed $seed logs/fast_ppo_flat_s${seed}.log"
   done
 } | OMP_NUM_THREADS=1 xargs -P "${JOBS:-2}" -L 1 sh -c \
-  'exec nice -n '"${NICE:-10}"' python -m hospital_marl_cli train "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
+  'mkdir -p runs/fast/.claims; mkdir "runs/fast/.claims/${5##*/}" 2>/dev/null || exit 0  # taken
+   exec nice -n '"${NICE:-10}"' python -m hospital_marl_cli train "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
      --frames '"$FRAMES"' --all-scenarios '"$EVAL"' > "$8" 2>&1' sh
