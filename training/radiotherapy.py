@@ -38,13 +38,26 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 from gymnasium.wrappers import FlattenObservation
 
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv, observation_space
 from policies.learned import require_train_extra
 from policies.radiotherapy import SCRIPTED
-from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy
+from policies.radiotherapy.base import BaseRTPolicy
+from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy, flatten_observation
+from policies.radiotherapy.residual import BASES as RESIDUAL_BASES
+from policies.radiotherapy.residual import (
+    DEFER,
+    FEATURE_SIZE,
+    N_RESIDUAL_ACTIONS,
+    DeferringBase,
+    ResidualRTPolicy,
+    env_action,
+    residual_features,
+    residual_mask,
+)
 from training.args import option_docs, shared
 from training.common import EvaluateRT, require_evaluate
 from training.export import strip_optimizer
@@ -103,6 +116,13 @@ class Args:
     rollout_tolerance: float = 0.0
     """Warm start ``rollout``: the expert leaves the base's own action only for a final-score gain
     above this (0: any gain)."""
+    residual: str = "none"
+    """anatomy_aware: learn a residual policy over that baseline (policies/radiotherapy/residual.py): the
+    actions are the env's ten plus defer (play the baseline's proposal), the net also reads the proposal,
+    and it starts deferring everywhere (so step 0 is the baseline itself)."""
+    defer_logit: float = 4.0
+    """Residual: the defer action's initial logit (the others start near 0): sets how often the
+    stochastic training policy departs from the baseline at first."""
 
     COMMAND: ClassVar[str] = "hospital-marl train radiotherapy"
     WARM_STARTS: ClassVar[tuple[str, ...]] = ("none", "planner", "anatomy_aware", "rollout")
@@ -126,6 +146,10 @@ class Args:
             raise ValueError("rollout_base must name at least one base policy")
         if not self.warm_start_lr > 0:
             raise ValueError("warm_start_lr must be > 0")
+        if self.residual not in ("none", *RESIDUAL_BASES):
+            raise ValueError(f"residual must be none or one of {RESIDUAL_BASES}, got {self.residual!r}")
+        if self.residual != "none" and self.warm_start != "none":
+            raise ValueError("--residual starts at its base already: it takes no --warm-start")
 
     @classmethod
     def add_flags(cls, parser: argparse.ArgumentParser) -> None:
@@ -172,11 +196,48 @@ class TaskCycle(gym.Env):
         return self.current.action_masks()
 
 
-def make_env(rank: int, seed: int) -> Any:
+class ResidualEnv(gym.Env):
+    """The residual learner's view of :class:`TaskCycle`: ``Discrete(11)`` (the env's actions, then
+    :data:`~policies.radiotherapy.residual.DEFER`), the observation flattened with the base's proposal
+    one-hot, the env's mask plus defer's. The base and the features are
+    :class:`~policies.radiotherapy.residual.ResidualRTPolicy`'s own, so training plays the graded policy."""
+
+    def __init__(self, env: TaskCycle, base: str = "anatomy_aware") -> None:
+        self.env = env
+        self.base = DeferringBase(base)
+        self.observation_space = spaces.Box(0.0, 1.0, (FEATURE_SIZE,), np.float32)
+        self.action_space = spaces.Discrete(N_RESIDUAL_ACTIONS)
+        self._mask = np.zeros(N_RESIDUAL_ACTIONS - 1, dtype=bool)
+        self._proposal = 0
+
+    def _observe(self, observation: dict[str, np.ndarray], done: bool = False) -> np.ndarray:
+        self._mask = np.asarray(self.env.action_masks(), dtype=bool)
+        self._proposal = self.base.propose(observation, self._mask)
+        if not done and not self._mask[self._proposal]:
+            raise RuntimeError(f"the base proposed a masked action {self._proposal}: defer would be invalid")
+        return residual_features(flatten_observation(observation), self._proposal)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        self.base.reset()
+        return self._observe(observation), info
+
+    def step(self, action: int):
+        played = env_action(int(action), self._proposal)
+        self.base.taken(played)
+        observation, reward, terminated, truncated, info = self.env.step(played)
+        return self._observe(observation, terminated or truncated), reward, terminated, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        return residual_mask(self._mask, self._proposal)
+
+
+def make_env(rank: int, seed: int, residual: str = "none") -> Any:
     from stable_baselines3.common.monitor import Monitor
 
     def thunk() -> gym.Env:
-        env = Monitor(FlattenObservation(TaskCycle(BUILTIN_TASKS, start=rank % len(BUILTIN_TASKS))))
+        cycle = TaskCycle(BUILTIN_TASKS, start=rank % len(BUILTIN_TASKS))
+        env = Monitor(FlattenObservation(cycle) if residual == "none" else ResidualEnv(cycle, residual))
         env.reset(seed=seed * 1000 + rank)
         return env
 
@@ -201,7 +262,7 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         name: evaluate(name, n_episodes=episodes, seed=seed, split="validation") for name in SCRIPTED
     }
     best_scripted = {t: max(b["task_scores"][t] for b in baselines.values()) for t in BUILTIN_TASKS}
-    vec = DummyVecEnv([make_env(i, args.seed) for i in range(args.n_envs)])
+    vec = DummyVecEnv([make_env(i, args.seed, args.residual) for i in range(args.n_envs)])
     model = MaskablePPO(
         "MlpPolicy",
         vec,
@@ -217,6 +278,17 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         device="cpu",
         verbose=0,
     )
+    residual = args.residual != "none"
+    if residual:  # start at the base: every logit ~0 (SB3's 0.01-gain init) but defer's
+        with torch.no_grad():
+            model.policy.action_net.bias.zero_()
+            model.policy.action_net.bias[DEFER] = args.defer_logit
+
+    def numpy_policy(model: Any) -> BaseRTPolicy:
+        if residual:
+            return ResidualRTPolicy(actor_layers(model), base=args.residual)
+        return NumpyMLPPolicy(actor_layers(model), name="ppo")
+
     curve: list[dict[str, Any]] = []
     best: dict[str, Any] = {"key": (-np.inf, -np.inf)}
     started, cpu0 = time.perf_counter(), time.process_time()
@@ -228,7 +300,7 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
             return True
 
         def evaluate(self) -> None:
-            policy = NumpyMLPPolicy(actor_layers(self.model), name="ppo")
+            policy = numpy_policy(self.model)
             report = evaluate(policy, n_episodes=args.eval_episodes, seed=args.eval_seed, split="validation")
             margin = min(report["task_scores"][t] - best_scripted[t] for t in BUILTIN_TASKS)
             point = {
@@ -252,14 +324,16 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         clone = warm_start(model, args)
         (run / "clone.json").write_text(json.dumps(clone, indent=2) + "\n")
     callback = Validate()
-    if clone is not None:  # the clone itself is a candidate (graded at step 0)
+    if clone is not None or residual:  # the clone (the base) itself is a candidate, graded at step 0
         callback.init_callback(model)
         callback.evaluate()
     model.learn(total_timesteps=args.timesteps, callback=callback)
     callback.evaluate()
     meta = {
-        "name": "ppo",
-        "algorithm": "sb3-contrib MaskablePPO, MlpPolicy (tanh), flattened Dict observation",
+        "name": "rt_residual" if residual else "ppo",
+        "algorithm": "sb3-contrib MaskablePPO, MlpPolicy (tanh), flattened Dict observation"
+        + (f", residual over {args.residual} (+ defer, + its proposal one-hot)" if residual else ""),
+        "residual": {"base": args.residual, "defer_logit": args.defer_logit} if residual else None,
         "command": args.command_line(),
         "args": asdict(args),
         "selected": best["point"],
