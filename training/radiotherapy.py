@@ -202,7 +202,7 @@ class ResidualEnv(gym.Env):
     one-hot, the env's mask plus defer's. The base and the features are
     :class:`~policies.radiotherapy.residual.ResidualRTPolicy`'s own, so training plays the graded policy."""
 
-    def __init__(self, env: TaskCycle, base: str = "anatomy_aware") -> None:
+    def __init__(self, env: gym.Env, base: str = "anatomy_aware") -> None:
         self.env = env
         self.base = DeferringBase(base)
         self.observation_space = spaces.Box(0.0, 1.0, (FEATURE_SIZE,), np.float32)
@@ -244,6 +244,16 @@ def make_env(rank: int, seed: int, residual: str = "none") -> Any:
     return thunk
 
 
+def start_at_base(model: Any, defer_logit: float) -> None:
+    """A residual model's actor defers everywhere: the logits' bias 0 but defer's ``defer_logit``
+    (the weights keep SB3's 0.01-gain init, so the other logits start within ~0.1 of 0)."""
+    import torch
+
+    with torch.no_grad():
+        model.policy.action_net.bias.zero_()
+        model.policy.action_net.bias[DEFER] = defer_logit
+
+
 def train(args: Args, evaluate: EvaluateRT) -> Path:
     """Train, select on validation patients graded by ``evaluate`` (:func:`grading.radiotherapy.grade_all`,
     passed by the layer above), export the best actor as numpy weights; returns the run directory."""
@@ -279,10 +289,8 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         verbose=0,
     )
     residual = args.residual != "none"
-    if residual:  # start at the base: every logit ~0 (SB3's 0.01-gain init) but defer's
-        with torch.no_grad():
-            model.policy.action_net.bias.zero_()
-            model.policy.action_net.bias[DEFER] = args.defer_logit
+    if residual:
+        start_at_base(model, args.defer_logit)
 
     def numpy_policy(model: Any) -> BaseRTPolicy:
         if residual:
