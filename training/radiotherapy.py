@@ -123,6 +123,16 @@ class Args:
     defer_logit: float = 4.0
     """Residual: the defer action's initial logit (the others start near 0): sets how often the
     stochastic training policy departs from the baseline at first."""
+    residual_rounds: int = 0
+    """Residual: before PPO, rounds of approximate policy iteration (training/rt_residual.py): the
+    residual plays training patients, one-step lookahead labels its states, the actor is fitted to
+    every round's labels (masked cross-entropy, --warm-start-epochs at --warm-start-lr); 0: PPO only."""
+    residual_episodes: int = 60
+    """Residual: training episodes played per round (tasks cycled)."""
+    residual_label_fraction: float = 0.5
+    """Residual: the probability that a state played is labelled (a label costs ~10 rollouts)."""
+    residual_tolerance: float = 0.002
+    """Residual: a label departs from the base only for a final-score gain above this."""
 
     COMMAND: ClassVar[str] = "hospital-marl train radiotherapy"
     WARM_STARTS: ClassVar[tuple[str, ...]] = ("none", "planner", "anatomy_aware", "rollout")
@@ -150,6 +160,12 @@ class Args:
             raise ValueError(f"residual must be none or one of {RESIDUAL_BASES}, got {self.residual!r}")
         if self.residual != "none" and self.warm_start != "none":
             raise ValueError("--residual starts at its base already: it takes no --warm-start")
+        if self.residual_rounds < 0 or self.residual_episodes < 1:
+            raise ValueError("residual_rounds must be >= 0 and residual_episodes >= 1")
+        if self.residual_rounds and self.residual == "none":
+            raise ValueError("residual_rounds needs --residual")
+        if not 0 < self.residual_label_fraction <= 1 or self.residual_tolerance < 0:
+            raise ValueError("residual_label_fraction must be in (0, 1] and residual_tolerance >= 0")
 
     @classmethod
     def add_flags(cls, parser: argparse.ArgumentParser) -> None:
@@ -307,7 +323,7 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
                 self.evaluate()
             return True
 
-        def evaluate(self) -> None:
+        def evaluate(self, stage: str | None = None) -> None:
             policy = numpy_policy(self.model)
             report = evaluate(policy, n_episodes=args.eval_episodes, seed=args.eval_seed, split="validation")
             margin = min(report["task_scores"][t] - best_scripted[t] for t in BUILTIN_TASKS)
@@ -318,6 +334,8 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
                 "task_scores": report["task_scores"],
                 "wall_s": round(time.perf_counter() - started, 1),
             }
+            if stage:
+                point["stage"] = stage
             curve.append(point)
             print(json.dumps(point), flush=True)
             key = (margin, report["aggregate_score"])
@@ -326,15 +344,21 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
                 self.model.save(run / "best_model.zip")
 
     clone: dict[str, Any] | None = None
-    if args.warm_start != "none":
-        from training.rt_clone import warm_start
+    callback = Validate()
+    if residual:  # the base itself (defer everywhere) is the first point of the curve
+        callback.init_callback(model)
+        callback.evaluate("base")
+    if args.warm_start != "none" or args.residual_rounds:
+        if residual:
+            from training.rt_residual import warm_start
+        else:
+            from training.rt_clone import warm_start
 
         clone = warm_start(model, args)
         (run / "clone.json").write_text(json.dumps(clone, indent=2) + "\n")
-    callback = Validate()
-    if clone is not None or residual:  # the clone (the base) itself is a candidate, graded at step 0
+    if clone is not None:  # the clone itself is a candidate (graded at step 0)
         callback.init_callback(model)
-        callback.evaluate()
+        callback.evaluate("clone")
     model.learn(total_timesteps=args.timesteps, callback=callback)
     callback.evaluate()
     meta = {
