@@ -32,6 +32,8 @@ import argparse
 import json
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -133,6 +135,9 @@ class Args:
     """Residual: the probability that a state played is labelled (a label costs ~10 rollouts)."""
     residual_tolerance: float = 0.002
     """Residual: a label departs from the base only for a final-score gain above this."""
+    defer_bonuses: str = "0"
+    """Residual: at each validation point the actor is graded with each of these added to its defer
+    logit (comma-separated; a confidence threshold for departing); the best is kept, baked in."""
 
     COMMAND: ClassVar[str] = "hospital-marl train radiotherapy"
     WARM_STARTS: ClassVar[tuple[str, ...]] = ("none", "planner", "anatomy_aware", "rollout")
@@ -164,6 +169,9 @@ class Args:
             raise ValueError("residual_rounds must be >= 0 and residual_episodes >= 1")
         if self.residual_rounds and self.residual == "none":
             raise ValueError("residual_rounds needs --residual")
+        if not [b for b in self.defer_bonuses.split(",") if b.strip()]:
+            raise ValueError("defer_bonuses must hold at least one number")
+        [float(b) for b in self.defer_bonuses.split(",")]  # a bad number is a ValueError here
         if not 0 < self.residual_label_fraction <= 1 or self.residual_tolerance < 0:
             raise ValueError("residual_label_fraction must be in (0, 1] and residual_tolerance >= 0")
 
@@ -270,6 +278,21 @@ def start_at_base(model: Any, defer_logit: float) -> None:
         model.policy.action_net.bias[DEFER] = defer_logit
 
 
+@contextmanager
+def defer_bonus(model: Any, bonus: float) -> Iterator[None]:
+    """Within the block, a residual actor's defer logit is raised by ``bonus`` (a confidence
+    threshold: it departs from the base only where another action leads by more)."""
+    import torch
+
+    with torch.no_grad():
+        model.policy.action_net.bias[DEFER] += bonus
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            model.policy.action_net.bias[DEFER] -= bonus
+
+
 def train(args: Args, evaluate: EvaluateRT) -> Path:
     """Train, select on validation patients graded by ``evaluate`` (:func:`grading.radiotherapy.grade_all`,
     passed by the layer above), export the best actor as numpy weights; returns the run directory."""
@@ -308,6 +331,8 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
     if residual:
         start_at_base(model, args.defer_logit)
 
+    bonuses = [float(b) for b in args.defer_bonuses.split(",")] if residual else [0.0]
+
     def numpy_policy(model: Any) -> BaseRTPolicy:
         if residual:
             return ResidualRTPolicy(actor_layers(model), base=args.residual)
@@ -324,6 +349,11 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
             return True
 
         def evaluate(self, stage: str | None = None) -> None:
+            for bonus in bonuses if stage != "base" else (0.0,):
+                with defer_bonus(self.model, bonus):
+                    self.grade(stage, bonus)
+
+        def grade(self, stage: str | None, bonus: float) -> None:
             policy = numpy_policy(self.model)
             report = evaluate(policy, n_episodes=args.eval_episodes, seed=args.eval_seed, split="validation")
             margin = min(report["task_scores"][t] - best_scripted[t] for t in BUILTIN_TASKS)
@@ -336,12 +366,14 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
             }
             if stage:
                 point["stage"] = stage
+            if residual:
+                point["defer_bonus"] = bonus
             curve.append(point)
             print(json.dumps(point), flush=True)
             key = (margin, report["aggregate_score"])
             if key > best["key"]:
                 best.update(key=key, point=point)
-                self.model.save(run / "best_model.zip")
+                self.model.save(run / "best_model.zip")  # with the bonus in defer's bias
 
     clone: dict[str, Any] | None = None
     callback = Validate()

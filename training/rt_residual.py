@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from policies.radiotherapy.residual import (
     residual_features,
     residual_mask,
 )
-from training.clone import Demonstrations, clone_into, concat, demo_seed, discounted_returns
+from training.clone import CLONE_MINIBATCH, demo_seed, discounted_returns
 
 if TYPE_CHECKING:
     from training.radiotherapy import Args
@@ -114,6 +115,20 @@ def label(values: np.ndarray, proposal: int, tolerance: float) -> int:
     return best if values[best] > values[proposal] + tolerance else DEFER
 
 
+def good_actions(values: np.ndarray, proposal: int, tolerance: float) -> np.ndarray:
+    """The residual actions a label accepts, as a mask over the 11: defer (and the proposal itself,
+    which plays the same) when no action beats the proposal by more than ``tolerance``; otherwise
+    every action that does and is within ``tolerance`` of the best. Near-ties are many (turning a
+    beam or trimming its weight often score alike), so the net is fitted to the set, not to one
+    arbitrary member of it."""
+    good = np.zeros(len(values) + 1, dtype=bool)
+    if label(values, proposal, tolerance) == DEFER:
+        good[[proposal, -1]] = True  # the last is defer
+    else:
+        good[:-1] = (values > values[proposal] + tolerance) & (values >= values.max() - tolerance)
+    return good
+
+
 def label_statistics(labels: list[int], gains: list[float]) -> dict[str, Any]:
     """How often the labels depart from the base, and the mean gain where they do."""
     departures = [g for a, g in zip(labels, gains) if a != DEFER]
@@ -126,7 +141,7 @@ def label_statistics(labels: list[int], gains: list[float]) -> dict[str, Any]:
 
 def collect_labels(
     args: Args, episodes: int, first: int, student: ResidualRTPolicy | None
-) -> tuple[Demonstrations, list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[Labels, list[dict[str, Any]], dict[str, Any]]:
     """The residual (``student``, or defer everywhere) plays ``episodes`` *training* patients
     (episode ``first + i`` is task ``(first + i) mod 3``, its patient :func:`training.clone.demo_seed`,
     never a validation or test patient); each state is labelled with probability
@@ -138,6 +153,7 @@ def collect_labels(
     rows: list[np.ndarray] = []
     masks: list[np.ndarray] = []
     labels: list[int] = []
+    goods: list[np.ndarray] = []
     gains: list[float] = []
     returns: list[np.ndarray] = []
     played: list[dict[str, Any]] = []
@@ -160,6 +176,7 @@ def collect_labels(
                 rows.append(residual_features(flatten_observation(observation), proposal))
                 masks.append(residual_mask(mask, proposal))
                 labels.append(target)
+                goods.append(good_actions(values, proposal, args.residual_tolerance))
                 gains.append(float(values.max() - values[proposal]))
                 labelled.append(len(rewards))
             action = choose(observation, mask, proposal, student)
@@ -169,10 +186,10 @@ def collect_labels(
             done = terminated or truncated
         returns.append(discounted_returns(rewards, args.gamma)[labelled])
         played.append({"task": task, "split": SPLIT, "seed": seed, "score": float(info["score"])})
-    demos = Demonstrations(
+    demos = Labels(
         np.asarray(rows, np.float32).reshape(len(rows), FEATURE_SIZE),
         np.asarray(masks, bool).reshape(len(masks), N_RESIDUAL_ACTIONS),
-        np.asarray(labels, np.int64),
+        np.asarray(goods, bool).reshape(len(goods), N_RESIDUAL_ACTIONS),
         np.concatenate(returns).astype(np.float32),
         [p["seed"] for p in played],
     )
@@ -182,9 +199,9 @@ def collect_labels(
 def warm_start(model: Any, args: Args) -> dict[str, Any]:
     """``--residual-rounds`` of approximate policy iteration on ``model``'s actor: the residual plays
     training patients, its states are labelled by one-step lookahead over its own continuation, the
-    actor (and critic) are fitted to every round's labels (:func:`training.clone.clone_into`). The
+    actor (and critic) are fitted to every round's labels (:func:`fit`). The
     statistics go in the run's json."""
-    parts: list[Demonstrations] = []
+    parts: list[Labels] = []
     student: ResidualRTPolicy | None = None
     stats: dict[str, Any] = {"expert": "one-step lookahead over the residual", "rounds": []}
     played_all: list[dict[str, Any]] = []
@@ -197,7 +214,7 @@ def warm_start(model: Any, args: Args) -> dict[str, Any]:
         if student is not None:  # the student's agreement with the labels of the states it reached
             round_stats["agreement_on_own_states"] = _agreement(student, demos)
         parts.append(demos)
-        round_stats |= clone_into(model, concat(parts), args)
+        round_stats |= fit(model, Labels.concat(parts), args)
         student = ResidualRTPolicy(actor_layers(model), base=args.residual)
         stats["rounds"].append(round_stats)
         print(json.dumps({k: v for k, v in round_stats.items()}), flush=True)
@@ -209,18 +226,81 @@ def _mean_score(played: list[dict[str, Any]]) -> dict[str, float]:
     return {t: float(np.mean([p["score"] for p in played if p["task"] == t])) for t in BUILTIN_TASKS}
 
 
-def _agreement(student: ResidualRTPolicy, demos: Demonstrations) -> float:
+def _agreement(student: ResidualRTPolicy, demos: Labels) -> float:
+    """How often the student's choice is one its label accepts."""
     chosen = [
-        int(np.argmax(np.where(m, student.logits(x), -np.inf)))
-        for x, m in zip(demos.observations, demos.masks)
+        int(np.argmax(np.where(m, student.logits(x), -np.inf))) for x, m in zip(demos.features, demos.masks)
     ]
-    return float(np.mean(np.asarray(chosen) == demos.actions))
+    return float(np.mean(demos.good[np.arange(len(chosen)), chosen]))
+
+
+@dataclass
+class Labels:
+    """Labelled states: the net's features, the residual mask, the accepted actions, the return."""
+
+    features: np.ndarray  # (N, FEATURE_SIZE) float32
+    masks: np.ndarray  # (N, 11) bool
+    good: np.ndarray  # (N, 11) bool, :func:`good_actions`
+    returns: np.ndarray  # (N,) float32, discounted return from the state on
+    seeds: list[int]
+
+    @staticmethod
+    def concat(parts: list[Labels]) -> Labels:
+        return Labels(
+            *(
+                np.concatenate([getattr(p, k) for p in parts])
+                for k in ("features", "masks", "good", "returns")
+            ),
+            [seed for p in parts for seed in p.seeds],
+        )
+
+
+def fit(model: Any, labels: Labels, args: Args) -> dict[str, float]:
+    """Fit the actor to the label sets (maximise the probability of the accepted actions, masked)
+    and the critic to the returns, ``--warm-start-epochs`` at ``--warm-start-lr`` (Adam, minibatches
+    of :data:`training.clone.CLONE_MINIBATCH`); the statistics of the last epoch."""
+    import torch
+
+    policy = model.policy
+    policy.set_training_mode(True)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.warm_start_lr)
+    generator = torch.Generator().manual_seed(args.seed)
+    obs = torch.as_tensor(labels.features)
+    masks = torch.as_tensor(labels.masks)
+    good = torch.as_tensor(labels.good)
+    returns = torch.as_tensor(labels.returns)
+    n = len(returns)
+    stats: dict[str, float] = {}
+    for _ in range(args.warm_start_epochs):
+        totals = np.zeros(2)
+        for batch in torch.randperm(n, generator=generator).split(CLONE_MINIBATCH):
+            dist = policy.get_distribution(obs[batch], action_masks=masks[batch].numpy())
+            log_probs = torch.log_softmax(dist.distribution.logits, dim=1)
+            actor_loss = -torch.logsumexp(log_probs.masked_fill(~good[batch], -1e9), dim=1).mean()
+            values = policy.predict_values(obs[batch])
+            critic_loss = torch.nn.functional.mse_loss(values.flatten(), returns[batch])
+            loss = actor_loss + model.vf_coef * critic_loss
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+            optimizer.step()
+            totals += (actor_loss.item() * len(batch), critic_loss.item() * len(batch))
+        stats = {"fit_nll": totals[0] / n, "fit_value_mse": totals[1] / n}
+    policy.set_training_mode(False)
+    with torch.no_grad():
+        dist = policy.get_distribution(obs, action_masks=masks.numpy())
+        chosen = dist.distribution.logits.argmax(1)
+    stats["fit_agreement"] = float(good[torch.arange(n), chosen].float().mean())
+    stats["fit_states"] = float(n)
+    return stats
 
 
 __all__ = [
     "action_values",
     "choose",
     "collect_labels",
+    "fit",
+    "good_actions",
     "label",
     "label_statistics",
     "play_to_end",

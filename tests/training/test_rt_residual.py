@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from grading.radiotherapy import grade_all, split_seed
+from hospital_marl.radiotherapy.core.plan import N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.radiotherapy.baselines import AnatomyAwarePolicy
@@ -57,6 +58,12 @@ def test_labels_depart_only_beyond_the_tolerance() -> None:
     assert rt_residual.label(values, 1, 0.002) == 2
     assert rt_residual.label(values, 1, 0.005) == DEFER
     assert rt_residual.label(values, 2, 0.0) == DEFER
+    values = np.full(N_ACTIONS, -np.inf)
+    values[:5] = [0.5, 0.60, 0.610, 0.609, 0.6021]
+    # defer (and the proposal, which plays the same) when nothing beats the proposal by the tolerance
+    np.testing.assert_array_equal(np.flatnonzero(rt_residual.good_actions(values, 1, 0.02)), [1, DEFER])
+    # else the actions above the proposal by the tolerance and within it of the best
+    np.testing.assert_array_equal(np.flatnonzero(rt_residual.good_actions(values, 1, 0.002)), [2, 3])
 
 
 def test_labels_come_from_training_patients_only(monkeypatch) -> None:
@@ -82,8 +89,9 @@ def test_labels_come_from_training_patients_only(monkeypatch) -> None:
     assert not graded & {p["seed"] for p in played}
     # defer everywhere plays anatomy_aware's episodes
     assert [p["score"] for p in played] == [_anatomy_aware_score(p["task"], p["seed"]) for p in played]
-    n = len(demos.actions)
-    assert n == stats["states"] > 0 and demos.masks[np.arange(n), demos.actions].all()
+    # every label accepts at least one action, and only valid ones
+    assert len(demos.good) == stats["states"] > 0 and demos.good.any(axis=1).all()
+    assert not (demos.good & ~demos.masks).any()
 
 
 def test_tiny_residual_run_is_a_residual_checkpoint(tmp_path) -> None:
@@ -106,6 +114,7 @@ def test_tiny_residual_run_is_a_residual_checkpoint(tmp_path) -> None:
             residual_episodes=3,
             residual_label_fraction=0.2,
             warm_start_epochs=2,
+            defer_bonuses="0,2",
             save=str(tmp_path / name),
         )
         return train(args, grade_all)
@@ -113,7 +122,11 @@ def test_tiny_residual_run_is_a_residual_checkpoint(tmp_path) -> None:
     first, second = run("a"), run("b")
     meta = json.loads((first / "best_model.json").read_text())
     assert meta["residual"]["base"] == "anatomy_aware" and meta["name"] == "rt_residual"
-    assert [p.get("stage") for p in meta["curve"][:2]] == ["base", "clone"]
+    assert [(p.get("stage"), p["defer_bonus"]) for p in meta["curve"][:3]] == [
+        ("base", 0.0),
+        ("clone", 0.0),
+        ("clone", 2.0),
+    ]
     assert meta["curve"][0]["margin"] == 0.0
     assert len(meta["warm_start"]["rounds"]) == 2
     assert isinstance(load_path(first / "best_model.npz"), ResidualRTPolicy)
