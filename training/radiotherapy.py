@@ -135,6 +135,9 @@ class Args:
     """Residual: the probability that a state played is labelled (a label costs ~10 rollouts)."""
     residual_tolerance: float = 0.002
     """Residual: a label departs from the base only for a final-score gain above this."""
+    residual_fit: str = "set"
+    """Residual: what the actor is fitted to: ``set`` (the accepted actions of each label) or
+    ``advantage`` (its logits regress each action's final-score gain over the proposal x 100)."""
     defer_bonuses: str = "0"
     """Residual: at each validation point the actor is graded with each of these added to its defer
     logit (comma-separated; a confidence threshold for departing); the best is kept, baked in."""
@@ -169,6 +172,8 @@ class Args:
             raise ValueError("residual_rounds must be >= 0 and residual_episodes >= 1")
         if self.residual_rounds and self.residual == "none":
             raise ValueError("residual_rounds needs --residual")
+        if self.residual_fit not in ("set", "advantage"):
+            raise ValueError(f"residual_fit must be set or advantage, got {self.residual_fit!r}")
         if not [b for b in self.defer_bonuses.split(",") if b.strip()]:
             raise ValueError("defer_bonuses must hold at least one number")
         [float(b) for b in self.defer_bonuses.split(",")]  # a bad number is a ValueError here

@@ -129,6 +129,20 @@ def good_actions(values: np.ndarray, proposal: int, tolerance: float) -> np.ndar
     return good
 
 
+ADVANTAGE_SCALE = 100.0
+"""Residual logits fitted as advantages: 1 logit = 0.01 of final score (so a defer bonus of 1 is a
+departure threshold of 0.01)."""
+ADVANTAGE_FLOOR = -0.05
+"""Advantages below this are fitted as this (a bad departure need only be known to be bad)."""
+
+
+def advantage_targets(values: np.ndarray, proposal: int) -> np.ndarray:
+    """The logits the ``advantage`` fit regresses to: each valid action's final-score gain over the
+    proposal (floored at :data:`ADVANTAGE_FLOOR`), times :data:`ADVANTAGE_SCALE`; defer's is 0."""
+    gain = np.where(np.isfinite(values), values - values[proposal], 0.0)
+    return np.append(ADVANTAGE_SCALE * np.maximum(gain, ADVANTAGE_FLOOR), 0.0).astype(np.float32)
+
+
 def label_statistics(labels: list[int], gains: list[float]) -> dict[str, Any]:
     """How often the labels depart from the base, and the mean gain where they do."""
     departures = [g for a, g in zip(labels, gains) if a != DEFER]
@@ -154,6 +168,7 @@ def collect_labels(
     masks: list[np.ndarray] = []
     labels: list[int] = []
     goods: list[np.ndarray] = []
+    advantages: list[np.ndarray] = []
     gains: list[float] = []
     returns: list[np.ndarray] = []
     played: list[dict[str, Any]] = []
@@ -177,6 +192,7 @@ def collect_labels(
                 masks.append(residual_mask(mask, proposal))
                 labels.append(target)
                 goods.append(good_actions(values, proposal, args.residual_tolerance))
+                advantages.append(advantage_targets(values, proposal))
                 gains.append(float(values.max() - values[proposal]))
                 labelled.append(len(rewards))
             action = choose(observation, mask, proposal, student)
@@ -190,6 +206,7 @@ def collect_labels(
         np.asarray(rows, np.float32).reshape(len(rows), FEATURE_SIZE),
         np.asarray(masks, bool).reshape(len(masks), N_RESIDUAL_ACTIONS),
         np.asarray(goods, bool).reshape(len(goods), N_RESIDUAL_ACTIONS),
+        np.asarray(advantages, np.float32).reshape(len(advantages), N_RESIDUAL_ACTIONS),
         np.concatenate(returns).astype(np.float32),
         [p["seed"] for p in played],
     )
@@ -241,6 +258,7 @@ class Labels:
     features: np.ndarray  # (N, FEATURE_SIZE) float32
     masks: np.ndarray  # (N, 11) bool
     good: np.ndarray  # (N, 11) bool, :func:`good_actions`
+    advantages: np.ndarray  # (N, 11) float32, :func:`advantage_targets`
     returns: np.ndarray  # (N,) float32, discounted return from the state on
     seeds: list[int]
 
@@ -249,16 +267,18 @@ class Labels:
         return Labels(
             *(
                 np.concatenate([getattr(p, k) for p in parts])
-                for k in ("features", "masks", "good", "returns")
+                for k in ("features", "masks", "good", "advantages", "returns")
             ),
             [seed for p in parts for seed in p.seeds],
         )
 
 
 def fit(model: Any, labels: Labels, args: Args) -> dict[str, float]:
-    """Fit the actor to the label sets (maximise the probability of the accepted actions, masked)
-    and the critic to the returns, ``--warm-start-epochs`` at ``--warm-start-lr`` (Adam, minibatches
-    of :data:`training.clone.CLONE_MINIBATCH`); the statistics of the last epoch."""
+    """Fit the actor (``--residual-fit set``: maximise the probability of the accepted actions,
+    masked; ``advantage``: the raw logits regress :func:`advantage_targets`, so a wrong departure's
+    cost is learned, not only the right one) and the critic to the returns, ``--warm-start-epochs``
+    at ``--warm-start-lr`` (Adam, minibatches of :data:`training.clone.CLONE_MINIBATCH`); the
+    statistics of the last epoch."""
     import torch
 
     policy = model.policy
@@ -268,15 +288,23 @@ def fit(model: Any, labels: Labels, args: Args) -> dict[str, float]:
     obs = torch.as_tensor(labels.features)
     masks = torch.as_tensor(labels.masks)
     good = torch.as_tensor(labels.good)
+    advantages = torch.as_tensor(labels.advantages)
     returns = torch.as_tensor(labels.returns)
     n = len(returns)
     stats: dict[str, float] = {}
     for _ in range(args.warm_start_epochs):
         totals = np.zeros(2)
         for batch in torch.randperm(n, generator=generator).split(CLONE_MINIBATCH):
-            dist = policy.get_distribution(obs[batch], action_masks=masks[batch].numpy())
-            log_probs = torch.log_softmax(dist.distribution.logits, dim=1)
-            actor_loss = -torch.logsumexp(log_probs.masked_fill(~good[batch], -1e9), dim=1).mean()
+            if args.residual_fit == "advantage":  # the raw logits regress the advantages (valid ones)
+                latent, _ = policy.mlp_extractor(
+                    policy.extract_features(obs[batch], policy.pi_features_extractor)
+                )
+                error = (policy.action_net(latent) - advantages[batch]) ** 2
+                actor_loss = (error * masks[batch]).sum() / masks[batch].sum()
+            else:
+                dist = policy.get_distribution(obs[batch], action_masks=masks[batch].numpy())
+                log_probs = torch.log_softmax(dist.distribution.logits, dim=1)
+                actor_loss = -torch.logsumexp(log_probs.masked_fill(~good[batch], -1e9), dim=1).mean()
             values = policy.predict_values(obs[batch])
             critic_loss = torch.nn.functional.mse_loss(values.flatten(), returns[batch])
             loss = actor_loss + model.vf_coef * critic_loss
@@ -297,6 +325,7 @@ def fit(model: Any, labels: Labels, args: Args) -> dict[str, float]:
 
 __all__ = [
     "action_values",
+    "advantage_targets",
     "choose",
     "collect_labels",
     "fit",

@@ -25,7 +25,8 @@ re-recorded, an addition only).
 (issue 25's rollout expert; re-recorded: the two flags added and ``--warm-start``'s help names the
 new choice). ``train radiotherapy`` gained ``--residual anatomy_aware``, ``--defer-logit``,
 ``--residual-rounds``, ``--residual-episodes``, ``--residual-label-fraction``,
-``--residual-tolerance``, ``--defer-bonuses`` (issue 25's residual learner; re-recorded, an addition only).
+``--residual-tolerance``, ``--residual-fit``, ``--defer-bonuses`` (issue 25's residual learner; re-recorded,
+additions only).
 """
 
 from __future__ import annotations

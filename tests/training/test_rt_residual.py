@@ -66,6 +66,16 @@ def test_labels_depart_only_beyond_the_tolerance() -> None:
     np.testing.assert_array_equal(np.flatnonzero(rt_residual.good_actions(values, 1, 0.002)), [2, 3])
 
 
+def test_advantage_targets_are_gains_over_the_proposal() -> None:
+    """The ``advantage`` fit's targets: x100 the gain over the proposal (floored at -0.05), 0 for the
+    proposal and defer; masked actions (-inf) are 0 (and left out of the loss by the mask)."""
+    values = np.full(N_ACTIONS, -np.inf)
+    values[:4] = [0.70, 0.80, 0.81, 0.20]
+    np.testing.assert_allclose(
+        rt_residual.advantage_targets(values, 1), [-5.0, 0.0, 1.0, -5.0, 0, 0, 0, 0, 0, 0, 0.0], atol=1e-5
+    )
+
+
 def test_labels_come_from_training_patients_only(monkeypatch) -> None:
     built: list[str] = []
     init = RadiotherapyPlanningEnv.__init__
