@@ -7,7 +7,8 @@ or from Python, ``training.radiotherapy.train(Args(...), grading.radiotherapy.gr
 evaluation function is given by the layer above (:class:`training.common.EvaluateRT`), so that
 training never imports the grader.
 
-A run directory gets ``best_model.zip`` (sb3-contrib, to resume), ``best_model.npz`` (the
+A run directory gets ``best_model.zip`` (sb3-contrib, to resume; ``last_model.zip``: the last
+point, whether kept or not), ``best_model.npz`` (the
 actor's weights for :class:`~policies.radiotherapy.learned.NumpyMLPPolicy`, torch-free),
 ``best_model.json`` (arguments, the selecting evaluation, timings) and ``curve.json``.
 
@@ -397,6 +398,7 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         callback.init_callback(model)
         callback.evaluate("clone")
     model.learn(total_timesteps=args.timesteps, callback=callback)
+    model.save(run / "last_model.zip")  # the last PPO point, to inspect or resume whether kept or not
     callback.evaluate()
     meta = {
         "name": "rt_residual" if residual else "ppo",
