@@ -290,6 +290,9 @@ def defer_bonus(model: Any, bonus: float) -> Iterator[None]:
     threshold: it departs from the base only where another action leads by more)."""
     import torch
 
+    if not bonus:  # also the non-residual models' case: they have no defer logit
+        yield
+        return
     with torch.no_grad():
         model.policy.action_net.bias[DEFER] += bonus
     try:
