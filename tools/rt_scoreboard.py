@@ -3,8 +3,9 @@
     python tools/rt_scoreboard.py [--episodes 10] [--write]
 
 Rows: ``random``, the scripted ``six_full`` and ``evenly_spaced``, ``anatomy_aware``, the
-local-search ``planner``, every learned seed (``policies/radiotherapy/checkpoints/rt_ppo_seed*.npz``)
-and their mean ± standard error over seeds, the shipped ``ppo``, and the FMO reference
+local-search ``planner``, every learned seed of each learner (:data:`LEARNERS`:
+``policies/radiotherapy/checkpoints/rt_ppo_seed*.npz``, ``rt_residual_seed*.npz``) and their mean ±
+standard error over seeds, the shipped ``ppo`` and ``rt_residual``, and the FMO reference
 (``tools/rt_fmo.py``, cached in ``docs/data/rt_fmo.json``). Each cell is the task's mean score ±
 its standard error over the patients; "gap closed" is the fraction of the way from ``random``
 to FMO: ``(agent − random) / (FMO − random)`` of the task means. The patients are the grader's
@@ -37,10 +38,16 @@ DATA = ROOT / "docs" / "data" / "rt_scoreboard.json"
 SPLITS = ("test_id", "test_ood")
 BASELINES = ("random", "six_full", "evenly_spaced", "anatomy_aware", "planner")
 START, END = "<!-- rt-scoreboard:start -->", "<!-- rt-scoreboard:end -->"
+LEARNERS = {"ppo": "rt_ppo", "rt_residual": "rt_residual"}
+"""Registered name -> checkpoint stem: ``<stem>_seed*.npz`` are its seeds, ``<stem>.npz`` the shipped one."""
 
 
-def seed_checkpoints() -> list[Path]:
-    return sorted(CHECKPOINT_DIR.glob("rt_ppo_seed*.npz"))
+def seed_checkpoints(stem: str = "rt_ppo") -> list[Path]:
+    return sorted(CHECKPOINT_DIR.glob(f"{stem}_seed*.npz"))
+
+
+def _seeds(rows: Any, name: str) -> list[str]:
+    return [label for label in rows if label.startswith(f"{name}_seed")]
 
 
 def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
@@ -54,9 +61,10 @@ def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
     for split in SPLITS:
         rows: dict[str, dict[str, list[float]]] = {}
         agents: list[tuple[str, Any]] = [(name, name) for name in BASELINES]
-        agents += [(path.stem.replace("rt_ppo_", "ppo_"), load_path(path)) for path in seed_checkpoints()]
-        if (CHECKPOINT_DIR / "rt_ppo.npz").exists():
-            agents.append(("ppo (shipped)", "ppo"))
+        for name, stem in LEARNERS.items():
+            agents += [(path.stem.replace(stem, name), load_path(path)) for path in seed_checkpoints(stem)]
+            if (CHECKPOINT_DIR / f"{stem}.npz").exists():
+                agents.append((f"{name} (shipped)", name))
         for label, agent in agents:
             if label in saved.get("splits", {}).get(split, {}) and label in BASELINES:
                 rows[label] = saved["splits"][split][label]
@@ -81,11 +89,12 @@ def markdown(data: dict[str, Any]) -> str:
     parts = []
     for split, rows in data["splits"].items():
         means = {label: {t: float(np.mean(v)) for t, v in r.items()} for label, r in rows.items()}
-        seeds = [label for label in rows if label.startswith("ppo_seed")]
-        if seeds:  # the learner over seeds: mean of the seed means ± their standard error
-            means["ppo, mean over seeds"] = {
-                t: float(np.mean([means[s][t] for s in seeds])) for t in BUILTIN_TASKS
-            }
+        seeds = {name: _seeds(rows, name) for name in LEARNERS}
+        for name in LEARNERS:  # each learner over seeds: mean of the seed means ± their standard error
+            if seeds[name]:
+                means[f"{name}, mean over seeds"] = {
+                    t: float(np.mean([means[s][t] for s in seeds[name]])) for t in BUILTIN_TASKS
+                }
         lo, hi = means["random"], means["FMO reference"]
         title = "in-distribution" if split == "test_id" else "out-of-distribution"
         lines = [
@@ -95,27 +104,32 @@ def markdown(data: dict[str, Any]) -> str:
             "| agent | " + " | ".join(BUILTIN_TASKS) + " | mean gap closed |",
             "|---|" + "---|" * (len(BUILTIN_TASKS) + 1),
         ]
-        order = [*BASELINES, *seeds, "ppo, mean over seeds", "ppo (shipped)", "FMO reference"]
+        order = [*BASELINES]
+        for name in LEARNERS:
+            order += [*seeds[name], f"{name}, mean over seeds", f"{name} (shipped)"]
+        order.append("FMO reference")
         for label in [o for o in order if o in means]:
             cells, gaps = [], []
             for t in BUILTIN_TASKS:
-                if label == "ppo, mean over seeds":
-                    se = _se([means[s][t] for s in seeds])
+                if label.endswith(", mean over seeds"):
+                    se = _se([means[s][t] for s in seeds[label.split(",")[0]]])
                 else:
                     se = _se(rows[label][t])
                 gap = (means[label][t] - lo[t]) / (hi[t] - lo[t]) if hi[t] > lo[t] else float("nan")
                 gaps.append(gap)
                 cells.append(f"{means[label][t]:.3f} ± {se:.3f} ({100 * gap:.0f} %)")
             lines.append(f"| {label} | " + " | ".join(cells) + f" | {100 * float(np.mean(gaps)):.0f} % |")
-        if seeds:
+        for name in LEARNERS:
+            if not seeds[name]:
+                continue
             verdict = []
             for t in BUILTIN_TASKS:
-                margin = means["ppo, mean over seeds"][t] - means["anatomy_aware"][t]
-                bar = _se([means[s][t] for s in seeds])
+                margin = means[f"{name}, mean over seeds"][t] - means["anatomy_aware"][t]
+                bar = _se([means[s][t] for s in seeds[name]])
                 verdict.append(
                     f"{t} {margin:+.3f} (s.e. {bar:.3f}: {'beats' if margin > bar else 'does not beat'})"
                 )
-            lines += ["", "Learned (mean over seeds) minus anatomy_aware: " + "; ".join(verdict) + "."]
+            lines += ["", f"`{name}` (mean over seeds) minus anatomy_aware: " + "; ".join(verdict) + "."]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 

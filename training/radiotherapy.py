@@ -7,7 +7,8 @@ or from Python, ``training.radiotherapy.train(Args(...), grading.radiotherapy.gr
 evaluation function is given by the layer above (:class:`training.common.EvaluateRT`), so that
 training never imports the grader.
 
-A run directory gets ``best_model.zip`` (sb3-contrib, to resume), ``best_model.npz`` (the
+A run directory gets ``best_model.zip`` (sb3-contrib, to resume; ``last_model.zip``: the last
+point, whether kept or not), ``best_model.npz`` (the
 actor's weights for :class:`~policies.radiotherapy.learned.NumpyMLPPolicy`, torch-free),
 ``best_model.json`` (arguments, the selecting evaluation, timings) and ``curve.json``.
 
@@ -32,19 +33,34 @@ import argparse
 import json
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 from gymnasium.wrappers import FlattenObservation
 
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv, observation_space
 from policies.learned import require_train_extra
 from policies.radiotherapy import SCRIPTED
-from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy
+from policies.radiotherapy.base import BaseRTPolicy
+from policies.radiotherapy.learned import NumpyMLPPolicy, actor_layers, export_numpy, flatten_observation
+from policies.radiotherapy.residual import BASES as RESIDUAL_BASES
+from policies.radiotherapy.residual import (
+    DEFER,
+    FEATURE_SIZE,
+    N_RESIDUAL_ACTIONS,
+    DeferringBase,
+    ResidualRTPolicy,
+    env_action,
+    residual_features,
+    residual_mask,
+)
 from training.args import option_docs, shared
 from training.common import EvaluateRT, require_evaluate
 from training.export import strip_optimizer
@@ -103,6 +119,29 @@ class Args:
     rollout_tolerance: float = 0.0
     """Warm start ``rollout``: the expert leaves the base's own action only for a final-score gain
     above this (0: any gain)."""
+    residual: str = "none"
+    """anatomy_aware: learn a residual policy over that baseline (policies/radiotherapy/residual.py): the
+    actions are the env's ten plus defer (play the baseline's proposal), the net also reads the proposal,
+    and it starts deferring everywhere (so step 0 is the baseline itself)."""
+    defer_logit: float = 4.0
+    """Residual: the defer action's initial logit (the others start near 0): sets how often the
+    stochastic training policy departs from the baseline at first."""
+    residual_rounds: int = 0
+    """Residual: before PPO, rounds of approximate policy iteration (training/rt_residual.py): the
+    residual plays training patients, one-step lookahead labels its states, the actor is fitted to
+    every round's labels (masked cross-entropy, --warm-start-epochs at --warm-start-lr); 0: PPO only."""
+    residual_episodes: int = 60
+    """Residual: training episodes played per round (tasks cycled)."""
+    residual_label_fraction: float = 0.5
+    """Residual: the probability that a state played is labelled (a label costs ~10 rollouts)."""
+    residual_tolerance: float = 0.002
+    """Residual: a label departs from the base only for a final-score gain above this."""
+    residual_fit: str = "set"
+    """Residual: what the actor is fitted to: ``set`` (the accepted actions of each label) or
+    ``advantage`` (its logits regress each action's final-score gain over the proposal x 100)."""
+    defer_bonuses: str = "0"
+    """Residual: at each validation point the actor is graded with each of these added to its defer
+    logit (comma-separated; a confidence threshold for departing); the best is kept, baked in."""
 
     COMMAND: ClassVar[str] = "hospital-marl train radiotherapy"
     WARM_STARTS: ClassVar[tuple[str, ...]] = ("none", "planner", "anatomy_aware", "rollout")
@@ -126,6 +165,21 @@ class Args:
             raise ValueError("rollout_base must name at least one base policy")
         if not self.warm_start_lr > 0:
             raise ValueError("warm_start_lr must be > 0")
+        if self.residual not in ("none", *RESIDUAL_BASES):
+            raise ValueError(f"residual must be none or one of {RESIDUAL_BASES}, got {self.residual!r}")
+        if self.residual != "none" and self.warm_start != "none":
+            raise ValueError("--residual starts at its base already: it takes no --warm-start")
+        if self.residual_rounds < 0 or self.residual_episodes < 1:
+            raise ValueError("residual_rounds must be >= 0 and residual_episodes >= 1")
+        if self.residual_rounds and self.residual == "none":
+            raise ValueError("residual_rounds needs --residual")
+        if self.residual_fit not in ("set", "advantage"):
+            raise ValueError(f"residual_fit must be set or advantage, got {self.residual_fit!r}")
+        if not [b for b in self.defer_bonuses.split(",") if b.strip()]:
+            raise ValueError("defer_bonuses must hold at least one number")
+        [float(b) for b in self.defer_bonuses.split(",")]  # a bad number is a ValueError here
+        if not 0 < self.residual_label_fraction <= 1 or self.residual_tolerance < 0:
+            raise ValueError("residual_label_fraction must be in (0, 1] and residual_tolerance >= 0")
 
     @classmethod
     def add_flags(cls, parser: argparse.ArgumentParser) -> None:
@@ -172,15 +226,80 @@ class TaskCycle(gym.Env):
         return self.current.action_masks()
 
 
-def make_env(rank: int, seed: int) -> Any:
+class ResidualEnv(gym.Env):
+    """The residual learner's view of :class:`TaskCycle`: ``Discrete(11)`` (the env's actions, then
+    :data:`~policies.radiotherapy.residual.DEFER`), the observation flattened with the base's proposal
+    one-hot, the env's mask plus defer's. The base and the features are
+    :class:`~policies.radiotherapy.residual.ResidualRTPolicy`'s own, so training plays the graded policy."""
+
+    def __init__(self, env: gym.Env, base: str = "anatomy_aware") -> None:
+        self.env = env
+        self.base = DeferringBase(base)
+        self.observation_space = spaces.Box(0.0, 1.0, (FEATURE_SIZE,), np.float32)
+        self.action_space = spaces.Discrete(N_RESIDUAL_ACTIONS)
+        self._mask = np.zeros(N_RESIDUAL_ACTIONS - 1, dtype=bool)
+        self._proposal = 0
+
+    def _observe(self, observation: dict[str, np.ndarray], done: bool = False) -> np.ndarray:
+        self._mask = np.asarray(self.env.action_masks(), dtype=bool)
+        self._proposal = self.base.propose(observation, self._mask)
+        if not done and not self._mask[self._proposal]:
+            raise RuntimeError(f"the base proposed a masked action {self._proposal}: defer would be invalid")
+        return residual_features(flatten_observation(observation), self._proposal)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        self.base.reset()
+        return self._observe(observation), info
+
+    def step(self, action: int):
+        played = env_action(int(action), self._proposal)
+        self.base.taken(played)
+        observation, reward, terminated, truncated, info = self.env.step(played)
+        return self._observe(observation, terminated or truncated), reward, terminated, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        return residual_mask(self._mask, self._proposal)
+
+
+def make_env(rank: int, seed: int, residual: str = "none") -> Any:
     from stable_baselines3.common.monitor import Monitor
 
     def thunk() -> gym.Env:
-        env = Monitor(FlattenObservation(TaskCycle(BUILTIN_TASKS, start=rank % len(BUILTIN_TASKS))))
+        cycle = TaskCycle(BUILTIN_TASKS, start=rank % len(BUILTIN_TASKS))
+        env = Monitor(FlattenObservation(cycle) if residual == "none" else ResidualEnv(cycle, residual))
         env.reset(seed=seed * 1000 + rank)
         return env
 
     return thunk
+
+
+def start_at_base(model: Any, defer_logit: float) -> None:
+    """A residual model's actor defers everywhere: the logits' bias 0 but defer's ``defer_logit``
+    (the weights keep SB3's 0.01-gain init, so the other logits start within ~0.1 of 0)."""
+    import torch
+
+    with torch.no_grad():
+        model.policy.action_net.bias.zero_()
+        model.policy.action_net.bias[DEFER] = defer_logit
+
+
+@contextmanager
+def defer_bonus(model: Any, bonus: float) -> Iterator[None]:
+    """Within the block, a residual actor's defer logit is raised by ``bonus`` (a confidence
+    threshold: it departs from the base only where another action leads by more)."""
+    import torch
+
+    if not bonus:  # also the non-residual models' case: they have no defer logit
+        yield
+        return
+    with torch.no_grad():
+        model.policy.action_net.bias[DEFER] += bonus
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            model.policy.action_net.bias[DEFER] -= bonus
 
 
 def train(args: Args, evaluate: EvaluateRT) -> Path:
@@ -201,7 +320,7 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         name: evaluate(name, n_episodes=episodes, seed=seed, split="validation") for name in SCRIPTED
     }
     best_scripted = {t: max(b["task_scores"][t] for b in baselines.values()) for t in BUILTIN_TASKS}
-    vec = DummyVecEnv([make_env(i, args.seed) for i in range(args.n_envs)])
+    vec = DummyVecEnv([make_env(i, args.seed, args.residual) for i in range(args.n_envs)])
     model = MaskablePPO(
         "MlpPolicy",
         vec,
@@ -217,6 +336,17 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         device="cpu",
         verbose=0,
     )
+    residual = args.residual != "none"
+    if residual:
+        start_at_base(model, args.defer_logit)
+
+    bonuses = [float(b) for b in args.defer_bonuses.split(",")] if residual else [0.0]
+
+    def numpy_policy(model: Any) -> BaseRTPolicy:
+        if residual:
+            return ResidualRTPolicy(actor_layers(model), base=args.residual)
+        return NumpyMLPPolicy(actor_layers(model), name="ppo")
+
     curve: list[dict[str, Any]] = []
     best: dict[str, Any] = {"key": (-np.inf, -np.inf)}
     started, cpu0 = time.perf_counter(), time.process_time()
@@ -227,8 +357,13 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
                 self.evaluate()
             return True
 
-        def evaluate(self) -> None:
-            policy = NumpyMLPPolicy(actor_layers(self.model), name="ppo")
+        def evaluate(self, stage: str | None = None) -> None:
+            for bonus in bonuses if stage != "base" else (0.0,):
+                with defer_bonus(self.model, bonus):
+                    self.grade(stage, bonus)
+
+        def grade(self, stage: str | None, bonus: float) -> None:
+            policy = numpy_policy(self.model)
             report = evaluate(policy, n_episodes=args.eval_episodes, seed=args.eval_seed, split="validation")
             margin = min(report["task_scores"][t] - best_scripted[t] for t in BUILTIN_TASKS)
             point = {
@@ -238,28 +373,41 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
                 "task_scores": report["task_scores"],
                 "wall_s": round(time.perf_counter() - started, 1),
             }
+            if stage:
+                point["stage"] = stage
+            if residual:
+                point["defer_bonus"] = bonus
             curve.append(point)
             print(json.dumps(point), flush=True)
             key = (margin, report["aggregate_score"])
             if key > best["key"]:
                 best.update(key=key, point=point)
-                self.model.save(run / "best_model.zip")
+                self.model.save(run / "best_model.zip")  # with the bonus in defer's bias
 
     clone: dict[str, Any] | None = None
-    if args.warm_start != "none":
-        from training.rt_clone import warm_start
+    callback = Validate()
+    if residual:  # the base itself (defer everywhere) is the first point of the curve
+        callback.init_callback(model)
+        callback.evaluate("base")
+    if args.warm_start != "none" or args.residual_rounds:
+        if residual:
+            from training.rt_residual import warm_start
+        else:
+            from training.rt_clone import warm_start
 
         clone = warm_start(model, args)
         (run / "clone.json").write_text(json.dumps(clone, indent=2) + "\n")
-    callback = Validate()
     if clone is not None:  # the clone itself is a candidate (graded at step 0)
         callback.init_callback(model)
-        callback.evaluate()
+        callback.evaluate("clone")
     model.learn(total_timesteps=args.timesteps, callback=callback)
+    model.save(run / "last_model.zip")  # the last PPO point, to inspect or resume whether kept or not
     callback.evaluate()
     meta = {
-        "name": "ppo",
-        "algorithm": "sb3-contrib MaskablePPO, MlpPolicy (tanh), flattened Dict observation",
+        "name": "rt_residual" if residual else "ppo",
+        "algorithm": "sb3-contrib MaskablePPO, MlpPolicy (tanh), flattened Dict observation"
+        + (f", residual over {args.residual} (+ defer, + its proposal one-hot)" if residual else ""),
+        "residual": {"base": args.residual, "defer_logit": args.defer_logit} if residual else None,
         "command": args.command_line(),
         "args": asdict(args),
         "selected": best["point"],

@@ -30,39 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from hospital_marl.radiotherapy.core.dose import N_ANGLES
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.radiotherapy import load
-from policies.radiotherapy.baselines import AnatomyAwarePolicy, observed_score
+from policies.radiotherapy.baselines import AnatomyAwarePolicy, resume
 
 Observation = Mapping[str, np.ndarray]
-
-
-def resume(observation: Observation, steps: int, max_steps: int) -> AnatomyAwarePolicy:
-    """``anatomy_aware`` as if it had played up to this state, from the state alone: with fewer
-    than seven beams its build phase (the beams present, except the active one, take the nearest
-    free angles of its template), with seven its edit phase with nothing tried yet."""
-    policy = AnatomyAwarePolicy()
-    policy.reset()
-    policy._steps, policy._max_steps = steps, max_steps
-    beams = observation["beams"]
-    present = round(float(beams[:, 2].sum()))
-    if present >= policy.n_beams:
-        policy._climbing = True
-        policy._best = observed_score(observation)
-        return policy
-    if present:
-        policy._pool = list(policy.choose_angles(observation))
-        policy._assigned = {}
-        active = int(np.argmax(beams[:, 3]))
-        for i in range(present):
-            if i == active or not policy._pool:
-                continue
-            current = round(float(beams[i, 0]) * N_ANGLES) % N_ANGLES
-            near = min(policy._pool, key=lambda t: min((t - current) % N_ANGLES, (current - t) % N_ANGLES))
-            policy._pool.remove(near)
-            policy._assigned[i] = near
-    return policy
 
 
 class Base:

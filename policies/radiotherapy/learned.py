@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
@@ -21,8 +21,11 @@ from gymnasium import spaces
 from hospital_marl.radiotherapy.envs.planning import observation_space
 from policies.radiotherapy.base import BaseRTPolicy
 
+if TYPE_CHECKING:
+    from policies.radiotherapy.residual import ResidualRTPolicy
+
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
-SHIPPED: dict[str, str] = {"ppo": "rt_ppo.npz"}
+SHIPPED: dict[str, str] = {"ppo": "rt_ppo.npz", "rt_residual": "rt_residual.npz"}
 """Registered name -> numpy checkpoint in :data:`CHECKPOINT_DIR` (metadata in the ``.json`` beside it)."""
 _SPACE = observation_space()
 
@@ -85,8 +88,10 @@ def export_numpy(model: Any, path: Path, metadata: dict[str, Any]) -> None:
     path.with_suffix(".json").write_text(json.dumps(metadata, indent=2) + "\n")
 
 
-def load_path(path: Path, name: str | None = None) -> NumpyMLPPolicy:
-    """A numpy policy from an exported ``.npz`` (or a training run directory holding ``best_model.npz``)."""
+def load_path(path: Path, name: str | None = None) -> BaseRTPolicy:
+    """A numpy policy from an exported ``.npz`` (or a training run directory holding ``best_model.npz``):
+    a :class:`NumpyMLPPolicy`, or a :class:`~policies.radiotherapy.residual.ResidualRTPolicy` when its
+    metadata has ``"residual"`` (a net trained with ``--residual``, over that base)."""
     if path.is_dir():
         path = path / "best_model.npz"
     if path.suffix != ".npz":
@@ -96,12 +101,20 @@ def load_path(path: Path, name: str | None = None) -> NumpyMLPPolicy:
         layers = [(data[f"w{i}"], data[f"b{i}"]) for i in range(n)]
     meta_path = path.with_suffix(".json")
     metadata = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    policy = NumpyMLPPolicy(layers, name=name or metadata.get("name"))
+    policy: NumpyMLPPolicy | ResidualRTPolicy
+    if metadata.get("residual"):
+        from policies.radiotherapy.residual import ResidualRTPolicy
+
+        policy = ResidualRTPolicy(
+            layers, base=metadata["residual"]["base"], name=name or metadata.get("name")
+        )
+    else:
+        policy = NumpyMLPPolicy(layers, name=name or metadata.get("name"))
     policy.metadata = metadata
     return policy
 
 
-def learned_factories() -> dict[str, Callable[[], NumpyMLPPolicy]]:
+def learned_factories() -> dict[str, Callable[[], BaseRTPolicy]]:
     """Registered names of the shipped checkpoints that exist -> loaders."""
     return {
         name: (lambda file=file, name=name: load_path(CHECKPOINT_DIR / file, name=name))

@@ -23,7 +23,10 @@ together with the ``--reward`` help that had already dropped its SPEC reference)
 re-recorded, an addition only).
 ``train radiotherapy`` gained ``--warm-start rollout``, ``--rollout-base``, ``--rollout-tolerance``
 (issue 25's rollout expert; re-recorded: the two flags added and ``--warm-start``'s help names the
-new choice).
+new choice). ``train radiotherapy`` gained ``--residual anatomy_aware``, ``--defer-logit``,
+``--residual-rounds``, ``--residual-episodes``, ``--residual-label-fraction``,
+``--residual-tolerance``, ``--residual-fit``, ``--defer-bonuses`` (issue 25's residual learner; re-recorded,
+additions only).
 """
 
 from __future__ import annotations

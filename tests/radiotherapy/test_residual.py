@@ -1,0 +1,186 @@
+"""The residual learner over ``anatomy_aware`` (policies/radiotherapy/residual.py, issue 25 item 6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grading.radiotherapy import run_episode, split_seed
+from hospital_marl.radiotherapy.core.plan import N_ACTIONS
+from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task
+from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
+from policies.radiotherapy import learned as learned_module
+from policies.radiotherapy import load
+from policies.radiotherapy.baselines import AnatomyAwarePolicy
+from policies.radiotherapy.residual import DEFER, FEATURE_SIZE, N_RESIDUAL_ACTIONS, ResidualRTPolicy
+from training.radiotherapy import Args, ResidualEnv
+
+PATIENTS = 2
+
+
+def _net(rng: np.random.Generator, scale: float, defer: float, hidden: int = 16) -> list:
+    """A random tanh MLP of the residual's shape: ``scale`` the weights, ``defer`` defer's bias."""
+    last_bias = np.zeros(N_RESIDUAL_ACTIONS)
+    last_bias[DEFER] = defer
+    return [
+        (rng.normal(0, 1 / np.sqrt(FEATURE_SIZE), (hidden, FEATURE_SIZE)), np.zeros(hidden)),
+        (rng.normal(0, 1 / np.sqrt(hidden), (hidden, hidden)), np.zeros(hidden)),
+        (rng.normal(0, scale, (N_RESIDUAL_ACTIONS, hidden)), last_bias),
+    ]
+
+
+def _actions(agent, task: str, seed: int, split: str = "validation") -> tuple[list[int], float]:
+    """The env actions an agent plays on one graded patient, and the final score."""
+    played: list[int] = []
+    act = agent.act
+
+    def recording(observation, action_mask):  # type: ignore[no-untyped-def]
+        action = act(observation, action_mask)
+        played.append(int(action))
+        return action
+
+    agent.act = recording
+    try:
+        episode = run_episode(agent, get_task(task), seed, split)
+    finally:
+        del agent.act
+    return played, episode.score
+
+
+@pytest.mark.parametrize("task", BUILTIN_TASKS)
+def test_an_untrained_residual_plays_anatomy_aware_exactly(task: str) -> None:
+    """Deferring everywhere (no net, or a net with small weights and the defer bias the trainer
+    starts from) is ``anatomy_aware``: the same actions and score on validation patients."""
+    rng = np.random.default_rng(0)
+    for i in range(PATIENTS):
+        seed = split_seed(1000, task, "validation", i)
+        expected = _actions(AnatomyAwarePolicy(), task, seed)
+        assert _actions(ResidualRTPolicy([]), task, seed) == expected
+        assert _actions(ResidualRTPolicy(_net(rng, 0.01, 4.0)), task, seed) == expected
+
+
+def _deviating_net(seed: int = 1) -> list:
+    """A net that departs from the base often (defer bias 0, large weights)."""
+    return _net(np.random.default_rng(seed), 3.0, 0.0)
+
+
+@pytest.mark.parametrize("task", BUILTIN_TASKS)
+def test_a_residual_that_deviates_never_plays_an_invalid_action(task: str) -> None:
+    """Whatever the net picks, the env action is valid (masked argmax over the env's mask and defer's),
+    the base keeps proposing valid actions after being re-entered, and the episode ends."""
+    policy = ResidualRTPolicy(_deviating_net())
+    for i in range(PATIENTS):
+        env = RadiotherapyPlanningEnv(task, split="validation")
+        observation, info = env.reset(seed=split_seed(1000, task, "validation", i))
+        policy.reset()
+        done = False
+        while not done:
+            action = policy.act(observation, info["action_mask"])
+            assert info["action_mask"][action], (task, i, action)
+            observation, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        assert info["invalid_actions"] == 0
+        assert policy.base.deviations > 0  # the test exercises re-entry
+
+
+def test_the_wrapper_masks_are_the_env_mask_and_defer() -> None:
+    """``ResidualEnv.action_masks()`` = the env's mask then defer (valid: the base's proposal is);
+    a random residual player (defer half the time) never meets a masked proposal."""
+    rng = np.random.default_rng(3)
+    for task in BUILTIN_TASKS:
+        inner = RadiotherapyPlanningEnv(task)
+        env = ResidualEnv(inner)
+        features, _ = env.reset(seed=7)
+        assert env.observation_space.contains(features) and features.shape == (FEATURE_SIZE,)
+        done = False
+        while not done:
+            mask = env.action_masks()
+            assert mask.shape == (N_RESIDUAL_ACTIONS,)
+            np.testing.assert_array_equal(mask[:N_ACTIONS], inner.action_masks())
+            assert mask[DEFER]
+            proposal = int(np.flatnonzero(features[-N_ACTIONS:])[0])
+            assert inner.action_masks()[proposal]
+            valid = np.flatnonzero(mask[:N_ACTIONS])
+            action = DEFER if rng.random() < 0.5 else int(rng.choice(valid))
+            features, _, terminated, truncated, _ = env.step(action)
+            done = terminated or truncated
+
+
+@pytest.mark.parametrize("task", BUILTIN_TASKS)
+def test_training_view_plays_the_graded_policy(task: str) -> None:
+    """The wrapper the trainer learns in and the graded policy are one function: the same net's
+    masked argmax through ``ResidualEnv`` plays the graded episode's actions and score."""
+    layers = _deviating_net(2)
+    graded = ResidualRTPolicy(layers)
+    seed = split_seed(1000, task, "validation", 0)
+    expected = _actions(graded, task, seed)
+    env = ResidualEnv(RadiotherapyPlanningEnv(task, split="validation"))
+    features, _ = env.reset(seed=seed)
+    played, done, info = [], False, {}
+    while not done:
+        logits = graded.logits(features)
+        choice = int(np.argmax(np.where(env.action_masks(), logits, -np.inf)))
+        proposal = int(np.flatnonzero(features[-N_ACTIONS:])[0])
+        played.append(proposal if choice == DEFER else choice)
+        features, _, terminated, truncated, info = env.step(choice)
+        done = terminated or truncated
+    assert (played, info["score"]) == expected
+
+
+def _save(path: Path, layers: list, residual: bool = True) -> None:
+    arrays = {f"w{i}": w for i, (w, _) in enumerate(layers)} | {f"b{i}": b for i, (_, b) in enumerate(layers)}
+    np.savez_compressed(path, **arrays)
+    meta = {"name": "rt_residual", "residual": {"base": "anatomy_aware"} if residual else None}
+    path.with_suffix(".json").write_text(json.dumps(meta))
+
+
+def test_loading_by_path_and_by_registered_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A residual checkpoint (its metadata says residual) loads as a ResidualRTPolicy from a path and,
+    shipped as ``rt_residual.npz``, by the name ``rt_residual``; it plays as the net it was saved from."""
+    layers = _deviating_net(4)
+    _save(tmp_path / "rt_residual.npz", layers)
+    by_path = load(str(tmp_path / "rt_residual.npz"))
+    assert isinstance(by_path, ResidualRTPolicy) and by_path.base.name == "anatomy_aware"
+    monkeypatch.setattr(learned_module, "CHECKPOINT_DIR", tmp_path)
+    by_name = load("rt_residual")
+    assert isinstance(by_name, ResidualRTPolicy) and by_name.name == "rt_residual"
+    seed = split_seed(1000, "head_neck", "validation", 0)
+    expected = _actions(ResidualRTPolicy(layers), "head_neck", seed)
+    assert _actions(by_path, "head_neck", seed) == expected == _actions(by_name, "head_neck", seed)
+
+
+def test_a_residual_net_has_the_residual_shape() -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="outputs"):
+        ResidualRTPolicy([*_net(rng, 0.01, 4.0)[:-1], (np.zeros((N_ACTIONS, 16)), np.zeros(N_ACTIONS))])
+    with pytest.raises(ValueError, match="residual base"):
+        ResidualRTPolicy([], base="planner")
+
+
+def test_residual_arguments() -> None:
+    assert Args(residual="anatomy_aware").residual == "anatomy_aware"
+    with pytest.raises(ValueError, match="residual"):
+        Args(residual="planner")
+    with pytest.raises(ValueError, match="warm-start"):
+        Args(residual="anatomy_aware", warm_start="anatomy_aware")
+
+
+def test_the_trainer_starts_at_the_base() -> None:
+    """``start_at_base`` on a fresh MaskablePPO actor: its exported numpy policy is anatomy_aware."""
+    pytest.importorskip("sb3_contrib")
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from policies.radiotherapy.learned import actor_layers
+    from training.radiotherapy import TaskCycle, start_at_base
+
+    vec = DummyVecEnv([lambda: ResidualEnv(TaskCycle(BUILTIN_TASKS))])
+    model = MaskablePPO("MlpPolicy", vec, n_steps=16, batch_size=16, seed=0, device="cpu")
+    start_at_base(model, 4.0)
+    policy = ResidualRTPolicy(actor_layers(model))
+    for task in BUILTIN_TASKS:
+        seed = split_seed(1000, task, "validation", 0)
+        assert _actions(policy, task, seed) == _actions(AnatomyAwarePolicy(), task, seed)
