@@ -347,7 +347,8 @@ class AnatomyAwarePolicy(EvenlySpacedPolicy):
 
 def resume(observation: Mapping[str, np.ndarray], steps: int, max_steps: int) -> AnatomyAwarePolicy:
     """``anatomy_aware`` as if it had played up to this state, from the state alone (after another
-    policy's action, for the rollout expert and the residual learner): with fewer
+    policy's action, for the rollout expert and the residual learner's ``reentry="resume"``; its default
+    re-entry keeps the memory instead, :meth:`AnatomyAwarePolicy.reenter`): with fewer
     than seven beams its build phase (the beams present, except the active one, take the nearest
     free angles of its template), with seven its edit phase with nothing tried yet."""
     policy = AnatomyAwarePolicy()
