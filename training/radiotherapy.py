@@ -407,7 +407,9 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         "name": "rt_residual" if residual else "ppo",
         "algorithm": "sb3-contrib MaskablePPO, MlpPolicy (tanh), flattened Dict observation"
         + (f", residual over {args.residual} (+ defer, + its proposal one-hot)" if residual else ""),
-        "residual": {"base": args.residual, "defer_logit": args.defer_logit} if residual else None,
+        "residual": {"base": args.residual, "defer_logit": args.defer_logit, "reentry": "keep"}
+        if residual
+        else None,
         "command": args.command_line(),
         "args": asdict(args),
         "selected": best["point"],

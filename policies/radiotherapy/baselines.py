@@ -39,6 +39,7 @@ from hospital_marl.radiotherapy.core.plan import (
     NARROW,
     NEW_MARGIN,
     NEXT,
+    REMOVE,
     TURN_CCW,
     TURN_CW,
     WEIGHT_DOWN,
@@ -221,6 +222,52 @@ class AnatomyAwarePolicy(EvenlySpacedPolicy):
         self._trial: int | None = None
         self._tried: list[int] = []  # edits tried (and undone) on the active beam since it last changed
         self._idle = 0  # beams visited in a row without a gain
+        self._kept = False  # re-entered by :meth:`reenter`: template beams left off their angle are revisited
+
+    def memory(self) -> dict[str, object]:
+        """A copy of what the policy remembers (to :meth:`reenter` from, when the action it is about to
+        propose is not the one played)."""
+        return {
+            k: v.copy() if isinstance(v, (list, dict)) else v
+            for k, v in vars(self).items()
+            if k.startswith("_")
+        }
+
+    def reenter(self, memory: dict[str, object], observation: Mapping[str, np.ndarray], action: int) -> None:
+        """Continue after another policy played ``action`` where this one (with ``memory``, taken just
+        before it proposed) would have played something else: its memory is kept and only what the
+        action changed is re-derived. In the build phase the template and its assignment stay (after a
+        ``REMOVE`` the beams present are re-matched to the template, as :func:`resume` does), beams present
+        but never placed get the nearest free template angle and are visited (``NEXT``) and turned onto it
+        before the next beam or the trimming, whose direction and notch are kept; in the edit phase the
+        trial in flight is dropped and the plan as it now stands is the one to beat."""
+        vars(self).update({k: v.copy() if isinstance(v, (list, dict)) else v for k, v in memory.items()})
+        self._steps += 1  # the step the other policy's action took
+        self._kept = True
+        if self._climbing:
+            self._trial, self._tried, self._idle = None, [], 0
+            self._best = observed_score(observation)
+            return
+        beams = observation["beams"]
+        present = round(float(beams[:, 2].sum()))
+        if not present:
+            return
+        if action == REMOVE or not hasattr(self, "_pool"):
+            self._pool, self._assigned = list(self.choose_angles(observation)), {}
+        for i in range(min(present, self.n_beams)):
+            if i in self._assigned or not self._pool:
+                continue
+            current = round(float(beams[i, 0]) * N_ANGLES) % N_ANGLES
+            near = min(self._pool, key=lambda t: min((t - current) % N_ANGLES, (current - t) % N_ANGLES))
+            self._pool.remove(near)
+            self._assigned[i] = near
+
+    def _off_template(self, beams: np.ndarray, i: int) -> bool:
+        """Beam ``i`` is assigned a template angle and is not on it (or not at the template's margin)."""
+        if i not in self._assigned:
+            return False
+        current = round(float(beams[i, 0]) * N_ANGLES) % N_ANGLES
+        return current != self._assigned[i] or round(float(beams[i, 4]) * MAX_MARGIN) != self.margin
 
     def choose_angles(self, observation: Mapping[str, np.ndarray]) -> list[int]:
         cost = _anatomy_cost(observation)
@@ -246,6 +293,16 @@ class AnatomyAwarePolicy(EvenlySpacedPolicy):
 
     def _act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         left = self._left(observation)
+        if not self._climbing and self._kept and action_mask[NEXT]:
+            beams = observation["beams"]
+            present = round(float(beams[:, 2].sum()))
+            active = int(np.argmax(beams[:, 3]))
+            if (
+                present <= self.n_beams
+                and not self._off_template(beams, active)
+                and any(self._off_template(beams, i) for i in range(present))
+            ):
+                return NEXT  # a beam placed by someone else: turn it onto the template before going on
         if not self._climbing:
             action = super().act(observation, action_mask)
             if action != LOCK:
@@ -290,7 +347,8 @@ class AnatomyAwarePolicy(EvenlySpacedPolicy):
 
 def resume(observation: Mapping[str, np.ndarray], steps: int, max_steps: int) -> AnatomyAwarePolicy:
     """``anatomy_aware`` as if it had played up to this state, from the state alone (after another
-    policy's action, for the rollout expert and the residual learner): with fewer
+    policy's action, for the rollout expert and the residual learner's ``reentry="resume"``; its default
+    re-entry keeps the memory instead, :meth:`AnatomyAwarePolicy.reenter`): with fewer
     than seven beams its build phase (the beams present, except the active one, take the nearest
     free angles of its template), with seven its edit phase with nothing tried yet."""
     policy = AnatomyAwarePolicy()

@@ -105,8 +105,12 @@ def load_path(path: Path, name: str | None = None) -> BaseRTPolicy:
     if metadata.get("residual"):
         from policies.radiotherapy.residual import ResidualRTPolicy
 
+        residual = metadata["residual"]
         policy = ResidualRTPolicy(
-            layers, base=metadata["residual"]["base"], name=name or metadata.get("name")
+            layers,
+            base=residual["base"],
+            name=name or metadata.get("name"),
+            reentry=residual.get("reentry", "resume"),  # runs before the "keep" re-entry recorded none
         )
     else:
         policy = NumpyMLPPolicy(layers, name=name or metadata.get("name"))

@@ -7,11 +7,14 @@ Initialised to defer everywhere, the combined policy *starts exactly at* the bas
 only when and how to depart from it. Both the net and the baseline read only the observation and
 the mask (SPEC-RT §8 sealed evaluation), so the combination is an observation-only agent.
 
-After a departure the baseline's memory (its template assignment, the edit it is trying and would
-undo) describes a plan that no longer exists, so :class:`DeferringBase` re-enters it at the next
-observation with :func:`~policies.radiotherapy.baselines.resume` (its build phase with the beams
-present on its template, or its edit phase with nothing tried); when the net defers, or picks the
-very action proposed, the baseline keeps its memory and its episode is unchanged.
+After a departure :class:`DeferringBase` re-enters the baseline (``reentry``): ``"keep"`` (the
+default) keeps its memory from before it proposed and re-derives only what the departure changed
+(:meth:`~policies.radiotherapy.baselines.AnatomyAwarePolicy.reenter`: the template, its assignment
+and the pending trimming stay, beams it never placed are turned onto the template); ``"resume"`` (the
+first pilots') rebuilds it from the state alone with :func:`~policies.radiotherapy.baselines.resume`,
+which goes straight to the edit phase once seven beams exist, so "add all seven beams first" skipped
+the template and the trimming. When the net defers, or picks the very action proposed, the baseline
+keeps its memory and its episode is unchanged.
 
 The same :class:`DeferringBase` and :func:`residual_features` drive training
 (:mod:`training.radiotherapy`'s ``--residual``) and grading (:class:`ResidualRTPolicy`), so the
@@ -38,16 +41,21 @@ FEATURE_SIZE = OBSERVATION_SIZE + N_ACTIONS
 """The net's input: the flat observation, then the base's proposal one-hot."""
 BASES = ("anatomy_aware",)
 """The baselines a residual learner can sit on."""
+REENTRIES = ("keep", "resume")
+"""How the base continues after a departure (see the module docstring)."""
 
 
 class DeferringBase:
     """``anatomy_aware`` as the residual's base: :meth:`propose` its action for an observation,
     :meth:`taken` the action actually played (a different one makes it re-enter at the next state)."""
 
-    def __init__(self, name: str = "anatomy_aware") -> None:
+    def __init__(self, name: str = "anatomy_aware", reentry: str = "keep") -> None:
         if name not in BASES:
             raise ValueError(f"residual base must be one of {BASES}, got {name!r}")
+        if reentry not in REENTRIES:
+            raise ValueError(f"reentry must be one of {REENTRIES}, got {reentry!r}")
         self.name = name
+        self.reentry = reentry
         self.reset()
 
     def reset(self) -> None:
@@ -57,14 +65,21 @@ class DeferringBase:
         self.deviations = 0
         self.proposal: int | None = None
         self._reenter = False
+        self._memory: dict[str, object] = {}
+        self._played = 0
 
     def propose(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         """The base's action for this observation (call once per step, before :meth:`taken`)."""
-        if self._reenter:
+        if self._reenter and self.reentry == "keep":
+            self.policy.reenter(self._memory, observation, self._played)
+            self._reenter = False
+        elif self._reenter:
             fraction = float(observation["step_fraction"][0])
             max_steps = round(self.steps / fraction) if fraction > 0 else 0
             self.policy = resume(observation, self.steps, max_steps)
             self._reenter = False
+        if self.reentry == "keep":
+            self._memory = self.policy.memory()
         self.proposal = int(self.policy.act(observation, action_mask))
         return self.proposal
 
@@ -75,6 +90,7 @@ class DeferringBase:
         if action != self.proposal:
             self.deviations += 1
             self._reenter = True
+            self._played = int(action)
         self.steps += 1
         self.proposal = None
 
@@ -109,6 +125,7 @@ class ResidualRTPolicy(BaseRTPolicy):
         layers: list[tuple[np.ndarray, np.ndarray]],
         base: str = "anatomy_aware",
         name: str | None = None,
+        reentry: str = "keep",
     ) -> None:
         super().__init__()
         if layers and layers[-1][0].shape[0] != N_RESIDUAL_ACTIONS:
@@ -116,7 +133,7 @@ class ResidualRTPolicy(BaseRTPolicy):
         if layers and layers[0][0].shape[1] != FEATURE_SIZE:
             raise ValueError(f"a residual net reads {FEATURE_SIZE} features, got {layers[0][0].shape[1]}")
         self.layers = layers
-        self.base = DeferringBase(base)
+        self.base = DeferringBase(base, reentry)
         self.metadata: dict[str, Any] = {}
         if name:
             self.name = name
@@ -150,6 +167,7 @@ __all__ = [
     "DEFER",
     "FEATURE_SIZE",
     "N_RESIDUAL_ACTIONS",
+    "REENTRIES",
     "DeferringBase",
     "ResidualRTPolicy",
     "env_action",

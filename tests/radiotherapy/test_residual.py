@@ -9,13 +9,19 @@ import numpy as np
 import pytest
 
 from grading.radiotherapy import run_episode, split_seed
-from hospital_marl.radiotherapy.core.plan import N_ACTIONS
+from hospital_marl.radiotherapy.core.plan import ADD, N_ACTIONS, NEW_MARGIN, NEXT, WIDEN
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.radiotherapy import learned as learned_module
 from policies.radiotherapy import load
-from policies.radiotherapy.baselines import AnatomyAwarePolicy
-from policies.radiotherapy.residual import DEFER, FEATURE_SIZE, N_RESIDUAL_ACTIONS, ResidualRTPolicy
+from policies.radiotherapy.baselines import AnatomyAwarePolicy, observed_score
+from policies.radiotherapy.residual import (
+    DEFER,
+    FEATURE_SIZE,
+    N_RESIDUAL_ACTIONS,
+    DeferringBase,
+    ResidualRTPolicy,
+)
 from training.radiotherapy import Args, ResidualEnv
 
 PATIENTS = 2
@@ -133,7 +139,10 @@ def test_training_view_plays_the_graded_policy(task: str) -> None:
 def _save(path: Path, layers: list, residual: bool = True) -> None:
     arrays = {f"w{i}": w for i, (w, _) in enumerate(layers)} | {f"b{i}": b for i, (_, b) in enumerate(layers)}
     np.savez_compressed(path, **arrays)
-    meta = {"name": "rt_residual", "residual": {"base": "anatomy_aware"} if residual else None}
+    meta = {
+        "name": "rt_residual",
+        "residual": {"base": "anatomy_aware", "reentry": "keep"} if residual else None,
+    }
     path.with_suffix(".json").write_text(json.dumps(meta))
 
 
@@ -150,6 +159,11 @@ def test_loading_by_path_and_by_registered_name(tmp_path: Path, monkeypatch: pyt
     seed = split_seed(1000, "head_neck", "validation", 0)
     expected = _actions(ResidualRTPolicy(layers), "head_neck", seed)
     assert _actions(by_path, "head_neck", seed) == expected == _actions(by_name, "head_neck", seed)
+    # a run from before the "keep" re-entry recorded none: it was trained with ``resume``
+    meta = json.loads((tmp_path / "rt_residual.json").read_text())
+    del meta["residual"]["reentry"]
+    (tmp_path / "rt_residual.json").write_text(json.dumps(meta))
+    assert load(str(tmp_path / "rt_residual.npz")).base.reentry == "resume"
 
 
 def test_a_residual_net_has_the_residual_shape() -> None:
@@ -184,3 +198,67 @@ def test_the_trainer_starts_at_the_base() -> None:
     for task in BUILTIN_TASKS:
         seed = split_seed(1000, task, "validation", 0)
         assert _actions(policy, task, seed) == _actions(AnatomyAwarePolicy(), task, seed)
+
+
+def _add_first(
+    task: str, seed: int, reentry: str
+) -> tuple[RadiotherapyPlanningEnv, DeferringBase, list[int], dict]:
+    """The departure PPO learned on ``resume``: ``ADD`` at steps 1-6 (seven beams before any is
+    turned), then defer; stops at the state where the base proposes its first edit."""
+    env = RadiotherapyPlanningEnv(task, split="validation")
+    observation, _ = env.reset(seed=seed)
+    base = DeferringBase(reentry=reentry)
+    template = sorted(AnatomyAwarePolicy().choose_angles(observation))
+    step = 0
+    while not env.plan.done:
+        proposal = base.propose(observation, env.action_masks())
+        if base.policy._climbing:  # this proposal is its first edit: stop before it is played
+            break
+        action = ADD if 1 <= step <= 6 else proposal
+        base.taken(action)
+        observation, *_ = env.step(action)
+        step += 1
+    return env, base, template, observation
+
+
+@pytest.mark.parametrize("task", BUILTIN_TASKS)
+def test_keep_reentry_finishes_the_template_after_adding_all_beams_first(task: str) -> None:
+    """After "add all seven first", the kept base still does its build phase (anatomy_aware's
+    ``choose_angles`` template: seven beams on the template's angles, at the template margin) before its
+    edit phase; the ``resume`` re-entry went straight to the edit phase with the default angles
+    (``default_angle_index``, not the template), which is what this test must tell apart."""
+    for i in range(PATIENTS):
+        seed = split_seed(1000, task, "validation", i)
+        env, base, template, _ = _add_first(task, seed, "keep")
+        plan = env.plan
+        assert base.deviations > 0
+        assert plan.n_beams == 7 and not plan.done
+        assert sorted(int(a) for a in plan.angles[:7]) == template
+        assert all(int(m) == NEW_MARGIN for m in plan.margins[:7])
+        env, base, template, _ = _add_first(task, seed, "resume")
+        default = sorted(int(a) for a in env.plan.angles[:7])
+        assert env.plan.steps == 7 and default != template  # resume: edit phase at once, untemplated
+
+
+def test_keep_reentry_in_the_edit_phase_drops_the_trial_and_beats_the_plan_as_it_stands() -> None:
+    """A departure in the edit phase: the base's next proposal is the first candidate edit of
+    anatomy_aware's ``_edits`` on the plan as it now stands (nothing tried, no undo of its own trial),
+    and the score to beat is that plan's ``observed_score``."""
+    task, seed = "head_neck", split_seed(1000, "head_neck", "validation", 0)
+    env = RadiotherapyPlanningEnv(task, split="validation")
+    observation, _ = env.reset(seed=seed)
+    base = DeferringBase()
+    while not base.policy._climbing:  # play the base up to its edit phase
+        proposal = base.propose(observation, env.action_masks())
+        base.taken(proposal)
+        observation, *_ = env.step(proposal)
+    mask = env.action_masks()
+    proposal = base.propose(observation, mask)
+    departure = NEXT if proposal != NEXT else WIDEN
+    assert mask[departure]
+    base.taken(departure)
+    observation, *_ = env.step(departure)
+    mask = env.action_masks()
+    edits = [e for e in base.policy._edits(observation) if mask[e]]
+    assert base.propose(observation, mask) == edits[0]
+    assert base.policy._best == observed_score(observation) and base.policy._trial == edits[0]
