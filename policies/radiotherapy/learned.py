@@ -35,6 +35,15 @@ def flatten_observation(observation: Mapping[str, np.ndarray]) -> np.ndarray:
     return spaces.flatten(_SPACE, dict(observation)).astype(np.float32)
 
 
+def mlp_logits(layers: list[tuple[np.ndarray, np.ndarray]], features: np.ndarray) -> np.ndarray:
+    """An SB3 MLP actor's logits: tanh hidden layers, then the linear action layer."""
+    x = features
+    for weight, bias in layers[:-1]:
+        x = np.tanh(weight @ x + bias)
+    weight, bias = layers[-1]
+    return weight @ x + bias
+
+
 class NumpyMLPPolicy(BaseRTPolicy):
     """An SB3 MLP actor (tanh hidden layers, linear logits) evaluated with numpy.
 
@@ -53,11 +62,7 @@ class NumpyMLPPolicy(BaseRTPolicy):
             self.name = name
 
     def logits(self, features: np.ndarray) -> np.ndarray:
-        x = features
-        for weight, bias in self.layers[:-1]:
-            x = np.tanh(weight @ x + bias)
-        weight, bias = self.layers[-1]
-        return weight @ x + bias
+        return mlp_logits(self.layers, features)
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         logits = self.logits(flatten_observation(observation))

@@ -32,7 +32,7 @@ from hospital_marl.radiotherapy.core.plan import N_ACTIONS
 from hospital_marl.radiotherapy.envs.planning import OBSERVATION_SIZE
 from policies.radiotherapy.base import BaseRTPolicy
 from policies.radiotherapy.baselines import AnatomyAwarePolicy, resume
-from policies.radiotherapy.learned import flatten_observation
+from policies.radiotherapy.learned import flatten_observation, mlp_logits
 
 DEFER = N_ACTIONS
 """The residual action "take the base's proposal" (the last index)."""
@@ -147,11 +147,7 @@ class ResidualRTPolicy(BaseRTPolicy):
             logits = np.zeros(N_RESIDUAL_ACTIONS)
             logits[DEFER] = 1.0
             return logits
-        x = features
-        for weight, bias in self.layers[:-1]:
-            x = np.tanh(weight @ x + bias)
-        weight, bias = self.layers[-1]
-        return weight @ x + bias
+        return mlp_logits(self.layers, features)
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         proposal = self.base.propose(observation, action_mask)
