@@ -257,9 +257,7 @@ class TransportProcess:
         """The ASGI messages of the SDK's answer to one request, and the session it opened."""
         try:
             await self.started()
-        except TransportUnavailable:
-            raise
-        except OSError as exc:
+        except OSError as exc:  # the process could not even be spawned
             raise TransportUnavailable(str(exc)) from exc
         writer = self._writer
         if writer is None:
