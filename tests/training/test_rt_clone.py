@@ -12,6 +12,7 @@ from hospital_marl.radiotherapy.core.plan import LOCK, MAX_BEAMS, N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.radiotherapy.planner import optimise, steer
+from tests.training.rt_support import tiny_rt_args
 from training import rt_clone
 from training.radiotherapy import Args, train
 
@@ -21,21 +22,13 @@ pytest.importorskip("sb3_contrib")
 def tiny(tmp_path, **kw) -> Args:
     base = dict(
         seed=3,
-        timesteps=256,
-        n_envs=2,
-        n_steps=128,
-        batch_size=64,
-        n_epochs=1,
-        eval_freq=10**6,
-        eval_episodes=1,
         warm_start="planner",
         warm_start_episodes=3,
         warm_start_epochs=2,
         dagger_rounds=1,
         dagger_episodes=3,
-        save=str(tmp_path / "run"),
     )
-    return Args(**(base | kw))
+    return tiny_rt_args(tmp_path / "run", **(base | kw))
 
 
 @pytest.fixture

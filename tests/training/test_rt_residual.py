@@ -15,6 +15,7 @@ from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.radiotherapy.baselines import AnatomyAwarePolicy
 from policies.radiotherapy.learned import load_path
 from policies.radiotherapy.residual import DEFER, DeferringBase, ResidualRTPolicy
+from tests.training.rt_support import tiny_rt_args
 from training import rt_residual
 from training.radiotherapy import Args, train
 
@@ -110,22 +111,15 @@ def test_tiny_residual_run_is_a_residual_checkpoint(tmp_path) -> None:
     pytest.importorskip("sb3_contrib")
 
     def run(name: str):
-        args = Args(
+        args = tiny_rt_args(
+            tmp_path / name,
             seed=2,
-            timesteps=256,
-            n_envs=2,
-            n_steps=128,
-            batch_size=64,
-            n_epochs=1,
-            eval_freq=10**6,
-            eval_episodes=1,
             residual="anatomy_aware",
             residual_rounds=2,
             residual_episodes=3,
             residual_label_fraction=0.2,
             warm_start_epochs=2,
             defer_bonuses="0,2",
-            save=str(tmp_path / name),
         )
         return train(args, grade_all)
 
