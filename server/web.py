@@ -79,7 +79,7 @@ PNG_CACHE_ENTRIES = 64
 
 GRADIO_CACHE_SWEEP: tuple[int, int] = (300, 600)
 """Gradio's ``delete_cache`` (every, older than; seconds): any file Gradio itself writes for the
-page is removed on this schedule. The boards write none (:class:`MemoryImage`)."""
+page is removed on this schedule. The boards write none (:func:`in_memory`)."""
 
 logger = logging.getLogger("server.web")
 
@@ -107,9 +107,10 @@ def _flat_label(flat: int) -> str:
 
 
 def _board(h: Hospital) -> np.ndarray:
+    """The env's ``rgb_array`` frame as it is (the boards' pictures scale it: :data:`BOARD_SCALE`)."""
     frame = render_frame(h, "rgb_array")
     assert isinstance(frame, np.ndarray)
-    return frame.repeat(BOARD_SCALE, axis=0).repeat(BOARD_SCALE, axis=1)
+    return frame
 
 
 def _figures(h: Hospital) -> dict[str, float]:
@@ -391,7 +392,9 @@ class PNGCache:
     """Frames encoded as PNG ``data:`` URLs, at most ``entries`` of them, in memory (thread-safe).
 
     Boards repeat (the agent's while it waits, an unchanged day on reload): a repeat costs a
-    hash, not an encode. Nothing is written to disk, so nothing is shared between requests."""
+    hash of the frame as rendered, not an encode (a frame is enlarged by ``scale`` only when it
+    is encoded: hashing and enlarging the shown size cost ~3 ms a board, on every event). Nothing
+    is written to disk, so nothing is shared between requests."""
 
     def __init__(self, entries: int = PNG_CACHE_ENTRIES) -> None:
         self.entries = entries
@@ -401,16 +404,19 @@ class PNGCache:
     def __len__(self) -> int:
         return len(self._urls)
 
-    def data_url(self, frame: np.ndarray) -> str:
+    def data_url(self, frame: np.ndarray, scale: int = 1) -> str:
+        """``frame`` (H, W, 3 uint8), each pixel shown as ``scale`` x ``scale``, as a PNG URL."""
         frame = np.ascontiguousarray(frame, dtype=np.uint8)
         key = hashlib.blake2b(
-            frame.tobytes(), digest_size=16, person=repr(frame.shape).encode()[:16]
+            frame.tobytes(), digest_size=16, person=repr((scale, *frame.shape)).encode()[:16]
         ).digest()
         with self._lock:
             url = self._urls.get(key)
             if url is not None:
                 self._urls.move_to_end(key)
                 return url
+        if scale != 1:
+            frame = frame.repeat(scale, axis=0).repeat(scale, axis=1)
         buffer = io.BytesIO()
         Image.fromarray(frame).save(buffer, format="PNG", compress_level=3)
         url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
@@ -425,7 +431,7 @@ FRAMES = PNGCache()
 """The process's encoded frames (every page and tab; bounded)."""
 
 
-def in_memory(image: gr.Image) -> gr.Image:
+def in_memory(image: gr.Image, scale: int = 1) -> gr.Image:
     """``image`` with its numpy frames sent inside the event's reply, as a PNG ``data:`` URL from
     :data:`FRAMES`. Gradio's own ``gr.Image`` writes each frame to one file named by its content
     hash and serves that file: two tabs showing the same board rewrite the same file while the
@@ -436,7 +442,7 @@ def in_memory(image: gr.Image) -> gr.Image:
 
     def postprocess(value: Any) -> Any:
         if isinstance(value, np.ndarray):
-            return ImageData(url=FRAMES.data_url(value), mime_type="image/png", orig_name="board.png")
+            return ImageData(url=FRAMES.data_url(value, scale), mime_type="image/png", orig_name="board.png")
         return to_file(value)
 
     image.postprocess = postprocess  # type: ignore[method-assign]
@@ -466,8 +472,9 @@ class WebPage(gr.Blocks):
             raise gr.Error(f"Bad input: {reason}", print_exception=False) from None
 
 
-def picture(label: str, elem_id: str) -> gr.Image:
-    """A read-only picture of an env's ``rgb_array`` frame (numpy in, PNG in the reply)."""
+def picture(label: str, elem_id: str, scale: int = 1) -> gr.Image:
+    """A read-only picture of an env's ``rgb_array`` frame (numpy in, PNG in the reply; each
+    pixel ``scale`` x ``scale``)."""
     return in_memory(
         gr.Image(
             label=label,
@@ -477,7 +484,8 @@ def picture(label: str, elem_id: str) -> gr.Image:
             interactive=False,
             elem_id=elem_id,
             format="png",
-        )
+        ),
+        scale,
     )
 
 
@@ -545,6 +553,12 @@ class _EDPage:
             *self.charts,
         ]
 
+    def agent_outputs(self) -> list[Any]:
+        """What the agent's buttons change (:func:`_agent_view` order): its board and figures, the
+        status line and the charts. Your board and your legal moves stay as they are: each of the
+        39 move buttons' updates makes Gradio build a component on the event loop (~0.1 ms each)."""
+        return [self.sid_state, self.status, self.agent_board, self.agent_metrics, *self.charts]
+
 
 def _ed_layout(scenario: str, agents: list[str]) -> _EDPage:
     """The ED page's components (inside the page's ``gr.Blocks``): the day's pick, both boards,
@@ -566,10 +580,10 @@ def _ed_layout(scenario: str, agents: list[str]) -> _EDPage:
     status = gr.Markdown(elem_id="status")
     with gr.Row():
         with gr.Column():
-            you_board = picture("Your ED", "board-you")
+            you_board = picture("Your ED", "board-you", BOARD_SCALE)
             you_metrics = gr.Markdown(elem_id="metrics-you")
         with gr.Column():
-            agent_board = picture("The agent's ED", "board-agent")
+            agent_board = picture("The agent's ED", "board-agent", BOARD_SCALE)
             agent_metrics = gr.Markdown(elem_id="metrics-agent")
     with gr.Group(visible=True) as flat_group:
         gr.Markdown("**Your move** — the legal actions this tick (flat track):")
@@ -623,27 +637,42 @@ def _ed_view(sid: str | None, episodes: WebEpisodes | None, message: str = "") -
             *empty,
             *[None] * len(CHARTS),
         ]
-    you_h, agent_h = episodes._your_hospital(), episodes.agent_hospital
+    you_h = episodes._your_hospital()
+    legal = episodes.legal_flat()
+    roles = episodes.legal_roles()
+    sid, line, agent_board, agent_metrics, *charts = _agent_view(sid, episodes, message)
+    return [
+        sid,
+        line,
+        _board(you_h),
+        metrics_markdown(you_h, "You"),
+        agent_board,
+        agent_metrics,
+        gr.update(visible=episodes.track == "flat"),
+        gr.update(visible=episodes.track == "team"),
+        *[gr.update(visible=ok) for ok in legal],
+        *[gr.update(choices=roles[role], value=0 if roles[role] else None) for role in ROLES],
+        *charts,
+    ]
+
+
+def _agent_view(sid: str | None, episodes: WebEpisodes | None, message: str = "") -> list[Any]:
+    """The outputs the agent's buttons change (:meth:`_EDPage.agent_outputs` order)."""
+    if episodes is None or not episodes.started:
+        return [sid, message, None, "", *[None] * len(CHARTS)]
+    agent_h = episodes.agent_hospital
     line = message or (
         f"Last move: {episodes.last_outcome}"
         if episodes.last_outcome
         else f"Day: **{episodes.scenario}**, seed **{episodes.seed}**, track "
         f"**{episodes.track}**, agent **{episodes.agent_name}**."
     )
-    legal = episodes.legal_flat()
-    roles = episodes.legal_roles()
     history = pd.DataFrame(episodes.history)
     return [
         sid,
         line,
-        _board(you_h),
-        metrics_markdown(you_h, "You"),
         _board(agent_h),
         metrics_markdown(agent_h, f"Agent ({episodes.agent_name})"),
-        gr.update(visible=episodes.track == "flat"),
-        gr.update(visible=episodes.track == "team"),
-        *[gr.update(visible=ok) for ok in legal],
-        *[gr.update(choices=roles[role], value=0 if roles[role] else None) for role in ROLES],
         *[history[["tick", "who", column]] for column, _ in CHARTS],
     ]
 
@@ -666,9 +695,11 @@ def _wire_ed_events(page: gr.Blocks, parts: _EDPage, tabs: TabSessions) -> None:
     run = functools.partial(tabs.run, _ed_view)
 
     # Gradio passes the request only to a parameter it can see: one wrapper per arity.
-    def handler(act: Callable[..., None]) -> Callable[..., list[Any]]:
+    View = Callable[..., list[Any]]
+
+    def handler(act: Callable[..., None], view: View = _ed_view) -> View:
         def on_click(sid: str | None, request: gr.Request) -> list[Any]:
-            return run(act, sid, (), request)
+            return tabs.run(view, act, sid, (), request)
 
         return on_click
 
@@ -693,8 +724,9 @@ def _wire_ed_events(page: gr.Blocks, parts: _EDPage, tabs: TabSessions) -> None:
     for i, button in enumerate(parts.flat_buttons):
         button.click(handler(functools.partial(WebEpisodes.play_flat, action=i)), inputs=one, **events)
     parts.team_play.click(on_team, inputs=[parts.sid_state, *parts.role_radios], **events)
-    parts.agent_tick.click(handler(WebEpisodes.agent_step), inputs=one, **events)
-    parts.agent_finish.click(handler(WebEpisodes.agent_finish), inputs=one, **events)
+    agent_events = events | {"outputs": parts.agent_outputs()}
+    parts.agent_tick.click(handler(WebEpisodes.agent_step, _agent_view), inputs=one, **agent_events)
+    parts.agent_finish.click(handler(WebEpisodes.agent_finish, _agent_view), inputs=one, **agent_events)
     page.unload(tabs.close_tab)
 
 

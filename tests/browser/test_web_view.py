@@ -139,6 +139,9 @@ def test_the_agent_finishes_a_shift_with_the_graders_score(browser: Any, web_url
     page = open_page(browser, web_url)
     try:
         length = SCENARIOS[SCENARIO].episode_length
+        your_moves = visible_actions(page)
+        assert your_moves == in_process_mask(0)
+        your_board = page.locator("#board-you img").get_attribute("src")
         page.locator("#agent-finish").click()
         page.wait_for_function(
             "/shift over|stopped/.test(document.querySelector('#metrics-agent').innerText)",
@@ -152,6 +155,9 @@ def test_the_agent_finishes_a_shift_with_the_graders_score(browser: Any, web_url
         row = page.inner_text("#metrics-agent").split("\n")[-1].split("\t")
         assert float(row[3]) == pytest.approx(expected.score, abs=0.051)  # shown to one decimal
         assert tick_of(page, "you")[0] == 0  # your episode did not move
+        # ... and your side of the page neither: the same moves offered, the same board shown
+        assert visible_actions(page) == your_moves
+        assert page.locator("#board-you img").get_attribute("src") == your_board
     finally:
         page.close()
 

@@ -110,6 +110,30 @@ def test_boards_travel_in_the_reply_as_complete_pngs_and_no_file_is_written(url:
     assert not list(Path(web.__file__).parent.glob("*.pyi"))  # Gradio writes one per component subclass
 
 
+def test_the_agents_buttons_redraw_only_the_agents_side(url: str) -> None:
+    # Your board, figures and 39 move buttons are unchanged by the agent's tick: its reply
+    # carries the agent's board (one tick on from the day's first), not yours.
+    config = httpx.get(f"{url}/web/config", timeout=30).json()
+    elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    tick_fn = next(d["id"] for d in config["dependencies"] if elem.get(d["targets"][0][0]) == "agent-tick")
+    outputs = next(d["outputs"] for d in config["dependencies"] if d["id"] == tick_fn)
+    assert {elem[o] for o in outputs} >= {"board-agent", "metrics-agent", "status"}
+    assert not {elem[o] for o in outputs} & {"board-you", "metrics-you", *(f"act-{i}" for i in range(39))}
+    tab = uuid.uuid4().hex[:11]
+    day = call(url, _day_handler(url), [None, "surge", 7, "flat", "heuristic"], tab)
+    sid = day["output"]["data"][0]
+    ticked = call(url, tick_fn, [sid], tab)
+    assert ticked["success"], ticked
+    (image,) = _images(ticked)
+    first = Hospital("surge")
+    first.reset(7)
+    board = render_frame(first, "rgb_array")
+    assert isinstance(board, np.ndarray)
+    shown = np.asarray(Image.open(io.BytesIO(base64.b64decode(image["url"].split(",", 1)[1]))).convert("RGB"))
+    assert shown.shape == (board.shape[0] * BOARD_SCALE, board.shape[1] * BOARD_SCALE, 3)
+    assert not np.array_equal(shown[::BOARD_SCALE, ::BOARD_SCALE], board[..., :3])  # the agent's day moved on
+
+
 def test_the_frame_cache_is_bounded_and_gives_repeats_the_same_url() -> None:
     cache = PNGCache(entries=3)
     frames = [np.full((4, 4, 3), v, dtype=np.uint8) for v in range(5)]
