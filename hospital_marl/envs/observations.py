@@ -7,6 +7,7 @@ so they read directly; normalise in the learner (e.g. ``VecNormalize``).
 
 from __future__ import annotations
 
+import copy
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ class Block:
     key: str
     shape: tuple[int, ...]
     high: str | float  # a number, or "T" (episode length), "R" (longest treatment), "Q" (queue columns)
+    # (a new symbolic bound must join composed_space's key, which holds the values of "T" and "R")
     doc: str
 
 
@@ -94,9 +96,13 @@ def _high(block: Block, hospital: Hospital) -> float:
     if block.high == "T":
         return float(hospital.scenario.episode_length)
     if block.high == "R":
-        cp = hospital.clinical
-        return float(max(hi for _, hi in cp.treatment_general + cp.treatment_icu))
+        return _treatment_high(hospital)
     return float(block.high)
+
+
+def _treatment_high(hospital: Hospital) -> float:
+    cp = hospital.clinical
+    return float(max(hi for _, hi in cp.treatment_general + cp.treatment_icu))
 
 
 def block_space(block: Block, hospital: Hospital) -> spaces.Box:
@@ -119,12 +125,23 @@ def check_composed_format(observation_format: str) -> bool:
     return observation_format == "dict_1d"
 
 
+_COMPOSED_SPACES: dict[tuple[float, float, bool], spaces.Dict] = {}
+
+
 def composed_space(hospital: Hospital, one_d: bool = False) -> spaces.Dict:
-    """The composed env's Dict observation space (``one_d``: every block flattened)."""
-    boxes = {b.key: block_space(b, hospital) for b in BLOCKS}
-    if one_d:
-        boxes = {k: spaces.Box(b.low.ravel(), b.high.ravel(), dtype=b.dtype) for k, b in boxes.items()}
-    return spaces.Dict(boxes)
+    """The composed env's Dict observation space (``one_d``: every block flattened).
+
+    A fresh copy for every env (a space carries its own seeded generator) of one built per set of
+    bounds: building the boxes (gymnasium formats their bounds as text) took ~0.6 ms, most of an
+    env's construction, paid by every served session; a copy takes a quarter of that."""
+    key = (float(hospital.scenario.episode_length), _treatment_high(hospital), one_d)
+    space = _COMPOSED_SPACES.get(key)
+    if space is None:
+        boxes = {b.key: block_space(b, hospital) for b in BLOCKS}
+        if one_d:
+            boxes = {k: spaces.Box(b.low.ravel(), b.high.ravel(), dtype=b.dtype) for k, b in boxes.items()}
+        space = _COMPOSED_SPACES.setdefault(key, spaces.Dict(boxes))
+    return copy.deepcopy(space)
 
 
 def _flat_space(keys: tuple[str, ...], hospital: Hospital) -> spaces.Box:

@@ -156,3 +156,29 @@ def test_composed_env__a_deep_copy_or_a_pickle_steps_on_with_its_own_observation
         _, info = env.reset(seed=4)
         for _ in range(3):
             _, _, _, _, info = env.step(masked_random_flat(info["action_mask"], np.random.default_rng(0)))
+
+
+def test_composed_space__each_env_has_its_own_with_its_days_bounds() -> None:
+    """Spaces are shared by no two envs (each seeds its own sampler), and a day's length is in
+    its bounds (time_step <= T; a queue slot's waiting time <= max(5, T))."""
+    first, second = (gym.make(COMPOSED_ENV_ID).unwrapped for _ in range(2))
+    assert first.observation_space is not second.observation_space
+    assert first.observation_space["waiting_queue"] is not second.observation_space["waiting_queue"]
+    reference = gym.make(COMPOSED_ENV_ID).observation_space
+    reference.seed(3)
+    expected = [reference.sample() for _ in range(2)]
+    first.observation_space.seed(3)
+    drawn = [first.observation_space.sample()]
+    second.observation_space.seed(99)  # the other env's seeding and drawing ...
+    second.observation_space.sample()
+    drawn.append(first.observation_space.sample())  # ... leave this one's stream as it was
+    assert all(np.array_equal(d[k], e[k]) for d, e in zip(drawn, expected) for k in e)
+    for length in (7, 300):
+        env = gym.make(COMPOSED_ENV_ID, scenario=Scenario(name=f"len_{length}", episode_length=length))
+        space = env.observation_space
+        assert space["time_step"].high[0] == length
+        np.testing.assert_array_equal(space["waiting_queue"].high[0], [5, 5, max(5, length)])
+    short = Scenario(name="len_7", episode_length=7)
+    flat = gym.make(COMPOSED_ENV_ID, observation_format="dict_1d", scenario=short)
+    assert flat.observation_space["waiting_queue"].shape == (30,)
+    assert flat.observation_space["waiting_queue"].high[2] == 7
