@@ -89,7 +89,8 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 README_START, README_END = "<!-- BEGIN perf-envs -->", "<!-- END perf-envs -->"
 
 CLOCKS: dict[str, Callable[[], float]] = {
-    "perf_counter": time.perf_counter, "process_time": time.process_time,
+    "perf_counter": time.perf_counter,
+    "process_time": time.process_time,
 }
 _clock = time.perf_counter  # set from --clock in main()
 
@@ -104,12 +105,12 @@ PARALLEL_LABEL = "parallel env (parallel_env)"
 
 @dataclass
 class Row:
-    scenario: str          # "" for the reference
+    scenario: str  # "" for the reference
     interface: str
     unit: str
-    rate: float            # units per second (best repeat)
+    rate: float  # units per second (best repeat)
     us_per_unit: float
-    ratio: float | None    # rate / CartPole steps/s (None for planner primitives)
+    ratio: float | None  # rate / CartPole steps/s (None for planner primitives)
 
 
 @dataclass
@@ -209,8 +210,9 @@ def team_bench(scenario: str, seed: int) -> Bench:
         for i in range(0, len(u), 3):
             m = info["action_mask"]
             v0, v1, v2 = flatnonzero(m[a0:b0]), flatnonzero(m[a1:b1]), flatnonzero(m[a2:b2])
-            action = array([v0[int(u[i] * len(v0))], v1[int(u[i + 1] * len(v1))],
-                            v2[int(u[i + 2] * len(v2))]])
+            action = array(
+                [v0[int(u[i] * len(v0))], v1[int(u[i + 1] * len(v1))], v2[int(u[i + 2] * len(v2))]]
+            )
             _, _, term, trunc, info = step(action)
             if term or trunc:
                 info = reset()[1]
@@ -336,8 +338,9 @@ def planner_items(scenario: str, seed: int, iters: int) -> list[Timed]:
 def scenario_items(scenario: str, args: argparse.Namespace, rng: np.random.Generator) -> list[Timed]:
     benches = [
         gym_masked_bench(gym.make(COMPOSED_ENV_ID, scenario=scenario), COMPOSED_LABEL, args.seed),
-        gym_masked_bench(gym.make(COMPOSED_ENV_ID, scenario=scenario).unwrapped,
-                         "composed env, unwrapped", args.seed),
+        gym_masked_bench(
+            gym.make(COMPOSED_ENV_ID, scenario=scenario).unwrapped, "composed env, unwrapped", args.seed
+        ),
         aec_bench(hospital_marl.env(scenario=scenario), AEC_LABEL, args.seed),
         aec_bench(hospital_marl.raw_env(scenario=scenario), RAW_AEC_LABEL, args.seed),
         parallel_bench(scenario, args.seed),
@@ -353,17 +356,39 @@ def targets(rows: list[Row], ref_rate: float) -> list[dict[str, Any]]:
     for row in rows:
         if row.interface == COMPOSED_LABEL:
             goal = ref_rate * COMPOSED_TARGET_FRACTION
-            out.append({"scenario": row.scenario, "target": "composed env >= 1.0x CartPole steps/s",
-                        "interface": row.interface, "value": row.rate, "goal": goal, "met": row.rate >= goal})
+            out.append(
+                {
+                    "scenario": row.scenario,
+                    "target": "composed env >= 1.0x CartPole steps/s",
+                    "interface": row.interface,
+                    "value": row.rate,
+                    "goal": goal,
+                    "met": row.rate >= goal,
+                }
+            )
         elif row.interface in (AEC_LABEL, RAW_AEC_LABEL):
-            out.append({"scenario": row.scenario, "target": "AEC >= 100k role-steps/s",
-                        "interface": row.interface, "value": row.rate, "goal": AEC_TARGET_ROLE_STEPS,
-                        "met": row.rate >= AEC_TARGET_ROLE_STEPS})
+            out.append(
+                {
+                    "scenario": row.scenario,
+                    "target": "AEC >= 100k role-steps/s",
+                    "interface": row.interface,
+                    "value": row.rate,
+                    "goal": AEC_TARGET_ROLE_STEPS,
+                    "met": row.rate >= AEC_TARGET_ROLE_STEPS,
+                }
+            )
         elif row.interface in PRIMITIVE_GOALS_US:
             goal_us = PRIMITIVE_GOALS_US[row.interface]
-            out.append({"scenario": row.scenario, "target": f"{row.interface} <= {goal_us:g} µs",
-                        "interface": row.interface, "value": row.rate, "goal": 1e6 / goal_us,
-                        "met": row.us_per_unit <= goal_us})
+            out.append(
+                {
+                    "scenario": row.scenario,
+                    "target": f"{row.interface} <= {goal_us:g} µs",
+                    "interface": row.interface,
+                    "value": row.rate,
+                    "goal": 1e6 / goal_us,
+                    "met": row.us_per_unit <= goal_us,
+                }
+            )
     return out
 
 
@@ -377,12 +402,16 @@ def markdown(rows: list[Row], goals: list[dict[str, Any]], header: str) -> str:
     ]
     for row in rows:
         ratio = "—" if row.ratio is None else f"{row.ratio:.2f}"
-        lines.append(f"| {row.scenario or '(reference)'} | {row.interface} | {row.unit} | {row.rate:,.0f} "
-                     f"| {row.us_per_unit:,.2f} | {ratio} |")
+        lines.append(
+            f"| {row.scenario or '(reference)'} | {row.interface} | {row.unit} | {row.rate:,.0f} "
+            f"| {row.us_per_unit:,.2f} | {ratio} |"
+        )
     lines.append("")
     for goal in goals:
-        lines.append(f"- {goal['scenario']}: {goal['target']}: {goal['interface']} {goal['value']:,.0f}/s "
-                     f"→ **{'met' if goal['met'] else 'not met'}**")
+        lines.append(
+            f"- {goal['scenario']}: {goal['target']}: {goal['interface']} {goal['value']:,.0f}/s "
+            f"→ **{'met' if goal['met'] else 'not met'}**"
+        )
     return "\n".join(lines)
 
 
@@ -400,8 +429,13 @@ def print_table(console: Console, rows: list[Row], multi: bool, repeats: int) ->
         if multi and previous is not None and row.scenario != previous:
             table.add_section()
         previous = row.scenario
-        cells = [row.interface, row.unit, f"{row.rate:,.0f}", f"{row.us_per_unit:,.2f}",
-                 "—" if row.ratio is None else f"{row.ratio:.2f}"]
+        cells = [
+            row.interface,
+            row.unit,
+            f"{row.rate:,.0f}",
+            f"{row.us_per_unit:,.2f}",
+            "—" if row.ratio is None else f"{row.ratio:.2f}",
+        ]
         table.add_row(*([row.scenario or "(reference)"] if multi else []), *cells)
     console.print(table)
 
@@ -418,9 +452,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=500, help="untimed units before each row")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
     parser.add_argument("--write", action="store_true", help="write the figures into docs/performance.md")
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="perf_counter",
-                        help="perf_counter (wall time, default) or process_time (this process's CPU "
-                             "time: steadier when other processes compete for the CPUs)")
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="perf_counter",
+        help="perf_counter (wall time, default) or process_time (this process's CPU "
+        "time: steadier when other processes compete for the CPUs)",
+    )
     args = parser.parse_args(argv)
     global _clock
     _clock = CLOCKS[args.clock]
@@ -438,11 +476,13 @@ def main(argv: list[str] | None = None) -> None:
         console = Console(width=150)
     rng = np.random.default_rng(args.seed)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    console.print(f"python {platform.python_version()} · gymnasium {gym.__version__} · "
-                  f"pettingzoo {pettingzoo.__version__} · {os.cpu_count()} CPUs"
-                  + (f" · load {load[0]:.2f}" if load else "")
-                  + f" · {args.steps} units per repeat, best of {args.repeats} · clock {args.clock}",
-                  highlight=False)
+    console.print(
+        f"python {platform.python_version()} · gymnasium {gym.__version__} · "
+        f"pettingzoo {pettingzoo.__version__} · {os.cpu_count()} CPUs"
+        + (f" · load {load[0]:.2f}" if load else "")
+        + f" · {args.steps} units per repeat, best of {args.repeats} · clock {args.clock}",
+        highlight=False,
+    )
 
     cart = cartpole_bench(args.seed)
     with console.status("building and warming up ..."):
@@ -464,11 +504,27 @@ def main(argv: list[str] | None = None) -> None:
     ref_rate = 1 / best[0]
     rows = []
     for item, sec in zip(items, best):
-        rows.append(Row(item.scenario, item.interface, item.unit, 1 / sec, sec * 1e6,
-                        (1 / sec) / ref_rate if item.ratio else None))
+        rows.append(
+            Row(
+                item.scenario,
+                item.interface,
+                item.unit,
+                1 / sec,
+                sec * 1e6,
+                (1 / sec) / ref_rate if item.ratio else None,
+            )
+        )
         if item.interface == PARALLEL_LABEL:
-            rows.append(Row(item.scenario, "parallel env, role-actions (3/tick)", "role-action",
-                            3 / sec, sec * 1e6 / 3, (3 / sec) / ref_rate))
+            rows.append(
+                Row(
+                    item.scenario,
+                    "parallel env, role-actions (3/tick)",
+                    "role-action",
+                    3 / sec,
+                    sec * 1e6 / 3,
+                    (3 / sec) / ref_rate,
+                )
+            )
 
     multi = len(scenarios) > 1
     print_table(console, rows, multi, args.repeats)
@@ -476,27 +532,41 @@ def main(argv: list[str] | None = None) -> None:
     for goal in goals:
         mark = "[green]MET[/green]" if goal["met"] else "[red]NOT MET[/red]"
         scen = escape(f"[{goal['scenario']}] ") if multi else ""
-        console.print(f"{scen}{goal['target']}: {escape(goal['interface'])} {goal['value']:,.0f}/s "
-                      f"vs goal {goal['goal']:,.0f}/s → {mark}", highlight=False)
+        console.print(
+            f"{scen}{goal['target']}: {escape(goal['interface'])} {goal['value']:,.0f}/s "
+            f"vs goal {goal['goal']:,.0f}/s → {mark}",
+            highlight=False,
+        )
 
     if args.write:
-        header = (f"{datetime.date.today().isoformat()}; python {platform.python_version()}, gymnasium "
-                  f"{gym.__version__}, {os.cpu_count()} CPUs, load average "
-                  f"{load[0] if load else float('nan'):.1f} at start, clock {args.clock}, "
-                  f"{args.steps} units per repeat, best of {args.repeats}")
+        header = (
+            f"{datetime.date.today().isoformat()}; python {platform.python_version()}, gymnasium "
+            f"{gym.__version__}, {os.cpu_count()} CPUs, load average "
+            f"{load[0] if load else float('nan'):.1f} at start, clock {args.clock}, "
+            f"{args.steps} units per repeat, best of {args.repeats}"
+        )
         block = markdown(rows, goals, header)
         write_marked(DOC, README_START, README_END, f"{README_START}\n{block}\n{README_END}")
         console.print(f"wrote {DOC} ({README_START})", highlight=False)
 
     if args.json:
         payload = {
-            "python": platform.python_version(), "gymnasium": gym.__version__,
-            "pettingzoo": pettingzoo.__version__, "hospital_marl": hospital_marl.__version__,
-            "platform": platform.platform(), "cpu_count": os.cpu_count(), "loadavg_at_start": load,
-            "steps": args.steps, "repeats": args.repeats, "warmup": args.warmup, "seed": args.seed,
+            "python": platform.python_version(),
+            "gymnasium": gym.__version__,
+            "pettingzoo": pettingzoo.__version__,
+            "hospital_marl": hospital_marl.__version__,
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "loadavg_at_start": load,
+            "steps": args.steps,
+            "repeats": args.repeats,
+            "warmup": args.warmup,
+            "seed": args.seed,
             "clock": args.clock,
-            "scenarios": scenarios, "cartpole_steps_per_s": ref_rate,
-            "rows": [asdict(r) for r in rows], "targets": goals,
+            "scenarios": scenarios,
+            "cartpole_steps_per_s": ref_rate,
+            "rows": [asdict(r) for r in rows],
+            "targets": goals,
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(payload, indent=2))

@@ -243,7 +243,10 @@ def ablation_report(data: dict[str, Any]) -> str:
     """The ablation table: each variant's validation score (mean ± s.e. over its seeds) and its
     difference from the baseline row (± the two s.e. combined; seeds are not paired across rows)."""
     scenarios, variants = data["scenarios"], data["variants"]
-    overall = {n: [float(np.mean([r["validation"][s] for s in scenarios])) for r in runs] for n, runs in variants.items()}  # noqa: E501
+    overall = {
+        n: [float(np.mean([r["validation"][s] for s in scenarios])) for r in runs]
+        for n, runs in variants.items()
+    }
     base = overall.get("baseline")
     v = data["validation"]
     lines = [
@@ -252,7 +255,8 @@ def ablation_report(data: dict[str, Any]) -> str:
         + ", ".join(f"`{s}` {data['team_heuristic'][s]:.1f}" for s in scenarios)
         + f"; overall {np.mean(list(data['team_heuristic'].values())):.1f}.",
         "",
-        "| variant | options | seeds | frames | " + " | ".join(f"`{s}`" for s in scenarios)
+        "| variant | options | seeds | frames | "
+        + " | ".join(f"`{s}`" for s in scenarios)
         + " | overall | − baseline |",
         "|" + "---|" * (len(scenarios) + 6),
     ]
@@ -266,7 +270,8 @@ def ablation_report(data: dict[str, Any]) -> str:
             d = np.mean(overall[name]) - np.mean(base)
             delta = f"{d:+.1f} ± {np.hypot(_se(overall[name]), _se(base)):.1f}"
         lines.append(
-            f"| {name} | {options} | {len(runs)} | {_frames(runs)} | " + " | ".join(cells)
+            f"| {name} | {options} | {len(runs)} | {_frames(runs)} | "
+            + " | ".join(cells)
             + f" | {_mean_se(overall[name])} | {delta} |"
         )
     return "\n".join(lines)
@@ -276,7 +281,10 @@ def ablation_summary(data: dict[str, Any]) -> str:
     """The README's one bullet on the ablations: how many variants, the best and the worst row
     against the baseline, and where the best stands against ``team_heuristic``."""
     scenarios, variants = data["scenarios"], data["variants"]
-    overall = {n: [float(np.mean([r["validation"][s] for s in scenarios])) for r in runs] for n, runs in variants.items()}  # noqa: E501
+    overall = {
+        n: [float(np.mean([r["validation"][s] for s in scenarios])) for r in runs]
+        for n, runs in variants.items()
+    }
     base = overall["baseline"]
     delta = {n: (float(np.mean(v) - np.mean(base)), float(np.hypot(_se(v), _se(base))))
              for n, v in overall.items() if n != "baseline"}  # fmt: skip

@@ -78,26 +78,36 @@ def time_grade(agent: str, episodes: int, seed: int, track: str = "flat") -> dic
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=TARGET_EPISODES, help="episodes per scenario")
-    parser.add_argument("--agents", nargs="+", default=None,
-                        help="policy specs for policies.load, e.g. heuristic 'planner:rollouts=8' "
-                             "(default: heuristic planner; on the team track team_heuristic team_planner)")
+    parser.add_argument(
+        "--agents",
+        nargs="+",
+        default=None,
+        help="policy specs for policies.load, e.g. heuristic 'planner:rollouts=8' "
+        "(default: heuristic planner; on the team track team_heuristic team_planner)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="the grader's base seed")
     parser.add_argument("--track", choices=sorted(DECISION_COUNT), default="flat")
     args = parser.parse_args(argv)
     agents = args.agents or DEFAULT_AGENTS[args.track]
 
-    print(f"full grade: 5 scenarios x {args.episodes} episodes, seed {args.seed}, {args.track} track"
-          + (" (a decision: one role's action)" if args.track == "team" else ""))
-    header = (f"{'agent':<28} {'score':>6} {'wall s':>8} {'cpu s':>8} {'decisions':>9} "
-              f"{'dec/s':>9} {'ms/dec':>8} {'cpu ms/dec':>10}")
+    print(
+        f"full grade: 5 scenarios x {args.episodes} episodes, seed {args.seed}, {args.track} track"
+        + (" (a decision: one role's action)" if args.track == "team" else "")
+    )
+    header = (
+        f"{'agent':<28} {'score':>6} {'wall s':>8} {'cpu s':>8} {'decisions':>9} "
+        f"{'dec/s':>9} {'ms/dec':>8} {'cpu ms/dec':>10}"
+    )
     print(header)
     print("-" * len(header))
     results = {}
     for agent in agents:
         r = results[agent] = time_grade(agent, args.episodes, args.seed, args.track)
-        print(f"{agent:<28} {r['overall_score']:6.2f} {r['wall_s']:8.2f} {r['cpu_s']:8.2f} "
-              f"{r['decisions']:9d} {r['decisions_per_s']:9.1f} {r['ms_per_decision']:8.3f} "
-              f"{r['cpu_ms_per_decision']:10.3f}")
+        print(
+            f"{agent:<28} {r['overall_score']:6.2f} {r['wall_s']:8.2f} {r['cpu_s']:8.2f} "
+            f"{r['decisions']:9d} {r['decisions_per_s']:9.1f} {r['ms_per_decision']:8.3f} "
+            f"{r['cpu_ms_per_decision']:10.3f}"
+        )
     print("\nms per decision (wall) by scenario:")
     names = list(next(iter(results.values()))["scenario_ms_per_decision"])
     print(f"{'agent':<28} " + " ".join(f"{name:>17}" for name in names))

@@ -584,9 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="K",
         help=f"`train rllib --iterations K` when --train trains RLlib (default {iterations}, as committed)",
     )
-    parser.add_argument(
-        "--write", action="store_true", help=f"replace the table in {DOC} and write {PLOT}"
-    )
+    parser.add_argument("--write", action="store_true", help=f"replace the table in {DOC} and write {PLOT}")
     parser.add_argument("--json", metavar="FILE", help="also write every report as JSON")
     parser.add_argument(
         "--cache",

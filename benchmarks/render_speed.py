@@ -62,10 +62,14 @@ def main() -> None:
     ansi = frames_per_second(render_ansi, states, args.rounds)
     print(f"scenario {args.scenario}, seed {args.seed}: {len(states)} states x {args.rounds} rounds")
     print(f"simulator (reference)  {steps_per_s:10,.0f} steps/s")
-    print(f"rgb_array {FRAME_SHAPE}  {rgb:10,.0f} frames/s  ({1e6 / rgb:6.1f} us/frame, "
-          f"{rgb / steps_per_s:5.2f}x the step rate)")
-    print(f"ansi                   {ansi:10,.0f} frames/s  ({1e6 / ansi:6.1f} us/frame, "
-          f"{ansi / steps_per_s:5.2f}x the step rate)")
+    print(
+        f"rgb_array {FRAME_SHAPE}  {rgb:10,.0f} frames/s  ({1e6 / rgb:6.1f} us/frame, "
+        f"{rgb / steps_per_s:5.2f}x the step rate)"
+    )
+    print(
+        f"ansi                   {ansi:10,.0f} frames/s  ({1e6 / ansi:6.1f} us/frame, "
+        f"{ansi / steps_per_s:5.2f}x the step rate)"
+    )
 
 
 if __name__ == "__main__":

@@ -18,12 +18,12 @@ from hospital_marl_cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MY_POLICY = '''
+MY_POLICY = """
 import numpy as np
 
 def policy(observation, action_mask):
     return int(np.flatnonzero(action_mask)[-1])
-'''
+"""
 
 
 def test_console_script__imports_module_attribute_from_the_current_directory(tmp_path: Path) -> None:

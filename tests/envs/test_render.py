@@ -46,8 +46,14 @@ def play_busy(h: Hospital, ticks: int) -> None:
     for _ in range(ticks):
         if h.done:
             return
-        for action in (VENTILATE_0, VENTILATE_0 + 1, VENTILATE_0 + 2, ADMIT_ICU_0,
-                       ADMIT_GENERAL_0, ADMIT_GENERAL_0):
+        for action in (
+            VENTILATE_0,
+            VENTILATE_0 + 1,
+            VENTILATE_0 + 2,
+            ADMIT_ICU_0,
+            ADMIT_GENERAL_0,
+            ADMIT_GENERAL_0,
+        ):
             if h.flat_mask()[action]:
                 h.act_flat(action)
         h.tick()
@@ -66,8 +72,8 @@ def fresh(scenario: str = "normal_day", seed: int | None = None) -> Hospital:
 def row_cells(frame: str, label: str, width: int) -> list[str]:
     """The cells between the brackets of the row starting with ``label`` (cells joined by one space)."""
     (line,) = [ln for ln in frame.splitlines() if ln.startswith(label)]
-    inner = line[line.index("[") + 1:line.index("]")]
-    return [inner[i:i + width] for i in range(0, len(inner), width + 1)]
+    inner = line[line.index("[") + 1 : line.index("]")]
+    return [inner[i : i + width] for i in range(0, len(inner), width + 1)]
 
 
 def queue_lines(frame: str) -> list[str]:
@@ -77,8 +83,15 @@ def queue_lines(frame: str) -> list[str]:
 def expected_icu_token(h: Hospital, pid: int) -> str:
     if pid == EMPTY:
         return ". "
-    marker = ("r" if h.is_ready(pid) else "v" if h.vent_of[pid] != EMPTY
-              else "!" if h.needs_ventilator(pid) else " ")
+    marker = (
+        "r"
+        if h.is_ready(pid)
+        else "v"
+        if h.vent_of[pid] != EMPTY
+        else "!"
+        if h.needs_ventilator(pid)
+        else " "
+    )
     return f"{h.severity[pid]}{marker}"
 
 
@@ -114,9 +127,12 @@ def test_ansi__one_line_per_visible_queue_slot(noop_ticks: int) -> None:
     lines = queue_lines(frame)
     assert len(lines) == min(QUEUE_SLOTS, len(h.queue))
     for slot, (line, pid) in enumerate(zip(lines, h.queue)):
-        assert line.split() == [f"#{slot}", f"sev={h.severity[pid]}",
-                                f"cond={CONDITIONS[h.day.condition[pid] - 1]}", f"wait={h.wait[pid]}"] + (
-            ["needs", "vent"] if h.needs_ventilator(pid) else [])
+        assert line.split() == [
+            f"#{slot}",
+            f"sev={h.severity[pid]}",
+            f"cond={CONDITIONS[h.day.condition[pid] - 1]}",
+            f"wait={h.wait[pid]}",
+        ] + (["needs", "vent"] if h.needs_ventilator(pid) else [])
     if len(h.queue) > QUEUE_SLOTS:
         assert f"Waiting queue ({len(h.queue)}, first {QUEUE_SLOTS} shown):" in frame
     else:
@@ -174,9 +190,11 @@ def test_ansi__footer_reports_critical_survival_invalid_rate_and_reward() -> Non
     # The metrics' words and values (SPEC §7): critical survival = 1 - critical deaths / critical.
     survival = 100 * (1 - c.critical_deaths / c.critical_total) if c.critical_total else 100.0
     died = f"({c.critical_deaths} of {c.critical_total} died)"
-    assert footer == (f"Critical survival: {survival:.1f}% {died}   "
-                      f"Invalid action rate: {100 * c.invalid_actions / c.actions:.2f}%   "
-                      f"Ep reward: {c.cumulative_reward:+9.2f}")
+    assert footer == (
+        f"Critical survival: {survival:.1f}% {died}   "
+        f"Invalid action rate: {100 * c.invalid_actions / c.actions:.2f}%   "
+        f"Ep reward: {c.cumulative_reward:+9.2f}"
+    )
     assert c.invalid_actions == 1
 
 

@@ -104,8 +104,9 @@ def test_publish_keeps_the_best_actors_and_they_play_the_same(
         "curve.json",
     ]  # fmt: skip
     days = dict(episodes=1, seed=HELDOUT_SEED, scenarios=["surge"], track="team")
-    assert grade(str(out), **days)["scenarios"]["surge"]["episode_scores"] == (
-        grade(str(run_dir), **days)["scenarios"]["surge"]["episode_scores"]
+    assert (
+        grade(str(out), **days)["scenarios"]["surge"]["episode_scores"]
+        == (grade(str(run_dir), **days)["scenarios"]["surge"]["episode_scores"])
     )
     with pytest.raises(FileNotFoundError, match="no final actors"):
         load_benchmarl_policy(out, final=True)
