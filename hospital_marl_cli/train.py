@@ -15,6 +15,7 @@ grader (a contract in pyproject.toml), so the same ``train(args, evaluate)`` run
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import time
 from pathlib import Path
@@ -51,6 +52,28 @@ def run(train: Any, *values: Any) -> Path:
         raise CLIError(str(exc)) from None
 
 
+def report(summary: dict[str, Any], failure: str = "") -> int:
+    """Print the run's JSON summary; then exit 1 with ``failure`` if the masked-action audit failed."""
+    print(json.dumps(summary, indent=2))
+    if failure:
+        raise SystemExit(f"hospital-marl: masked-action audit FAILED: {failure}")
+    return 0
+
+
+def role_masks(summary: dict[str, Any]) -> str:
+    """The role-mask audit's failure (empty when no action broke its role's mask)."""
+    taken = summary["audit"]["masked_actions_taken"]
+    return f"{taken} actions were taken that their role's mask forbade (must be 0)" if taken else ""
+
+
+def trainer(module: str, command: str) -> Any:
+    """``training.fast.<module>`` (torch: the ``train`` extra), or one line saying what to install."""
+    try:
+        return importlib.import_module(f"training.fast.{module}")
+    except ImportError as exc:
+        raise CLIError(f"{exc}: train {command} needs the `train` extra") from None
+
+
 def last_evals(run_dir: Path) -> dict[str, Any]:
     curve_file = run_dir / "curve.json"
     curve = json.loads(curve_file.read_text()) if curve_file.exists() else []
@@ -72,8 +95,7 @@ def cmd_train_ppo(args: argparse.Namespace) -> int:
         "command": values.command_line(),
         **last_evals(run_dir),
     }
-    print(json.dumps(summary, indent=2))
-    return 0
+    return report(summary)
 
 
 def cmd_train_marl(args: argparse.Namespace) -> int:
@@ -83,8 +105,7 @@ def cmd_train_marl(args: argparse.Namespace) -> int:
     summary = {k: meta[k] for k in ("method", "timesteps", "wall_time_s", "command")}
     summary["run_dir"] = str(run_dir)
     summary.update(last_evals(run_dir))
-    print(json.dumps(summary, indent=2))
-    return 0
+    return report(summary)
 
 
 def cmd_train_rllib(args: argparse.Namespace) -> int:
@@ -97,15 +118,15 @@ def cmd_train_rllib(args: argparse.Namespace) -> int:
         raise CLIError(str(exc)) from None
     run_dir = run(rllib.train, values, grade)
     summary = rllib.summary(run_dir)
-    print(json.dumps(summary, indent=2))
     audit = summary["audit"]
-    if audit["masked_actions_taken"] or audit["env_invalid_actions"]:
-        raise SystemExit(
-            "hospital-marl: masked-action audit FAILED: "
-            f"{audit['masked_actions_taken']} masked actions taken, "
-            f"{audit['env_invalid_actions']} invalid actions counted by the env (both must be 0)"
-        )
-    return 0
+    failed = audit["masked_actions_taken"] or audit["env_invalid_actions"]
+    return report(
+        summary,
+        f"{audit['masked_actions_taken']} masked actions taken, {audit['env_invalid_actions']} invalid "
+        "actions counted by the env (both must be 0)"
+        if failed
+        else "",
+    )
 
 
 def cmd_train_benchmarl(args: argparse.Namespace) -> int:
@@ -113,46 +134,23 @@ def cmd_train_benchmarl(args: argparse.Namespace) -> int:
     values = run_args(benchmarl.Args, args)
     run_dir = run(benchmarl.train, values, grade)
     summary = benchmarl.summary(run_dir)
-    print(json.dumps(summary, indent=2))
-    if summary["audit"]["masked_actions_taken"]:
-        raise SystemExit(
-            f"hospital-marl: masked-action audit FAILED: {summary['audit']['masked_actions_taken']} "
-            "actions were taken that their role's mask forbade (must be 0)"
-        )
-    return 0
+    return report(summary, role_masks(summary))
 
 
 def cmd_train_fast_mappo(args: argparse.Namespace) -> int:
     """Train MAPPO / IPPO with the fast trainer, print a JSON summary; exit 1 on a masked action."""
     values = run_args(MappoArgs, args)
-    try:
-        from training.fast import mappo  # torch: the `train` extra
-    except ImportError as exc:
-        raise CLIError(f"{exc}: train fast-mappo needs the `train` extra") from None
-    run_dir = run(mappo.train, values, grade)
-    summary = mappo.summary(run_dir)
-    print(json.dumps(summary, indent=2))
-    if summary["audit"]["masked_actions_taken"]:
-        raise SystemExit(
-            f"hospital-marl: masked-action audit FAILED: {summary['audit']['masked_actions_taken']} "
-            "actions were taken that their role's mask forbade (must be 0)"
-        )
-    return 0
+    mappo = trainer("mappo", "fast-mappo")
+    summary = mappo.summary(run(mappo.train, values, grade))
+    return report(summary, role_masks(summary))
 
 
 def cmd_train_fast_ppo(args: argparse.Namespace) -> int:
     """Train masked PPO (flat or team track) with the fast trainer; print a JSON summary."""
     values = run_args(PpoArgs, args)
-    try:
-        from training.fast import ppo as fast_ppo  # torch: the `train` extra
-    except ImportError as exc:
-        raise CLIError(f"{exc}: train fast-ppo needs the `train` extra") from None
-    run_dir = run(fast_ppo.train, values, grade)
-    summary = fast_ppo.summary(run_dir)
-    print(json.dumps(summary, indent=2))
-    if summary["audit"]["masked_actions_taken"]:
-        raise SystemExit(f"hospital-marl: masked-action audit FAILED: {summary['audit']}")
-    return 0
+    fast_ppo = trainer("ppo", "fast-ppo")
+    summary = fast_ppo.summary(run(fast_ppo.train, values, grade))
+    return report(summary, str(summary["audit"]) if summary["audit"]["masked_actions_taken"] else "")
 
 
 def cmd_train_radiotherapy(args: argparse.Namespace) -> int:

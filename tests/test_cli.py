@@ -205,3 +205,32 @@ def test_help__every_subcommand_is_in_the_docs_command_table() -> None:
     table = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
     missing = [c for c in commands(build_parser()) if f"`{c}" not in table]
     assert not missing, f"docs/cli.md's command table lacks {missing}"
+
+
+@pytest.mark.parametrize(
+    ("audit", "failure"),
+    [
+        ({"masked_actions_taken": 0, "env_invalid_actions": 0}, None),
+        ({"masked_actions_taken": 3, "env_invalid_actions": 0}, "3 masked actions taken, 0 invalid"),
+        ({"masked_actions_taken": 0, "env_invalid_actions": 2}, "0 masked actions taken, 2 invalid"),
+    ],
+)
+def test_train__a_failed_masked_action_audit_exits_nonzero_after_the_summary(
+    audit: dict[str, int],
+    failure: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Either count above 0 fails the run (RLlib's audit: actions its masks forbade, and the env's
+    # own count of invalid actions); the summary is printed first, whatever the verdict.
+    from hospital_marl_cli import main
+    from training.rllib import train as rllib
+
+    monkeypatch.setattr(rllib, "train", lambda values, evaluate: Path("run"))
+    monkeypatch.setattr(rllib, "summary", lambda run_dir: {"run_dir": str(run_dir), "audit": audit})
+    if failure is None:
+        assert main(["train", "rllib", "--quiet"]) == 0
+    else:
+        with pytest.raises(SystemExit, match=f"audit FAILED: {failure}"):
+            main(["train", "rllib", "--quiet"])
+    assert json.loads(capsys.readouterr().out)["audit"] == audit
