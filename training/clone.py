@@ -20,6 +20,7 @@ The same idea, for BenchMARL's team actors, is :mod:`training.benchmarl.warmstar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -154,6 +155,39 @@ def concat(parts: list[Demonstrations]) -> Demonstrations:
     )
 
 
+def fit_minibatches(
+    model: Any, n: int, args: Any, losses: Callable[[Any], tuple[Any, Any]]
+) -> tuple[float, float] | None:
+    """Fit ``model.policy`` to ``n`` labelled states: ``args.warm_start_epochs`` passes over them in
+    shuffled minibatches of :data:`CLONE_MINIBATCH` (Adam at ``args.warm_start_lr``, the generator
+    seeded with ``args.seed``, gradients clipped at the model's ``max_grad_norm``), minimising
+    ``actor + vf_coef * critic`` from ``losses(batch indices)``. Returns the last epoch's mean
+    (actor, critic) losses (None without epochs); the policy is left in evaluation mode.
+
+    The loop of both fits to labels: the clone (:func:`clone_into`) and the radiotherapy
+    residual's (:func:`training.rt_residual.fit`), which differ only in their losses."""
+    import torch
+
+    policy = model.policy
+    policy.set_training_mode(True)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.warm_start_lr)
+    generator = torch.Generator().manual_seed(args.seed)
+    means = None
+    for _ in range(args.warm_start_epochs):
+        totals = np.zeros(2)
+        for batch in torch.randperm(n, generator=generator).split(CLONE_MINIBATCH):
+            actor_loss, critic_loss = losses(batch)
+            loss = actor_loss + model.vf_coef * critic_loss
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+            optimizer.step()
+            totals += (actor_loss.item() * len(batch), critic_loss.item() * len(batch))
+        means = (totals[0] / n, totals[1] / n)
+    policy.set_training_mode(False)
+    return means
+
+
 def clone_into(model: Any, demos: Demonstrations, args: Any) -> dict[str, float]:
     """Fit ``model.policy`` (actor and critic) to ``demos``; returns the final fit statistics.
 
@@ -162,29 +196,18 @@ def clone_into(model: Any, demos: Demonstrations, args: Any) -> dict[str, float]
     import torch
 
     policy = model.policy
-    policy.set_training_mode(True)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=args.warm_start_lr)
-    generator = torch.Generator().manual_seed(args.seed)
     obs = torch.as_tensor(demos.observations)
     masks = torch.as_tensor(demos.masks)
     actions = torch.as_tensor(demos.actions)
     returns = torch.as_tensor(demos.returns)
     n = len(actions)
-    stats: dict[str, float] = {}
-    for _ in range(args.warm_start_epochs):
-        totals = np.zeros(2)
-        for batch in torch.randperm(n, generator=generator).split(CLONE_MINIBATCH):
-            values, log_prob, _ = policy.evaluate_actions(obs[batch], actions[batch], masks[batch])
-            actor_loss = -log_prob.mean()
-            critic_loss = torch.nn.functional.mse_loss(values.flatten(), returns[batch])
-            loss = actor_loss + model.vf_coef * critic_loss
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
-            optimizer.step()
-            totals += (actor_loss.item() * len(batch), critic_loss.item() * len(batch))
-        stats = {"clone_nll": totals[0] / n, "clone_value_mse": totals[1] / n}
-    policy.set_training_mode(False)
+
+    def losses(batch: Any) -> tuple[Any, Any]:
+        values, log_prob, _ = policy.evaluate_actions(obs[batch], actions[batch], masks[batch])
+        return -log_prob.mean(), torch.nn.functional.mse_loss(values.flatten(), returns[batch])
+
+    means = fit_minibatches(model, n, args, losses)
+    stats = {} if means is None else {"clone_nll": means[0], "clone_value_mse": means[1]}
     with torch.no_grad():
         agree = 0
         for batch in torch.arange(n).split(4096):

@@ -37,7 +37,7 @@ from policies.radiotherapy.residual import (
     residual_features,
     residual_mask,
 )
-from training.clone import CLONE_MINIBATCH, demo_seed, discounted_returns
+from training.clone import demo_seed, discounted_returns, fit_minibatches
 
 if TYPE_CHECKING:
     from training.radiotherapy import Args
@@ -277,44 +277,34 @@ def fit(model: Any, labels: Labels, args: Args) -> dict[str, float]:
     """Fit the actor (``--residual-fit set``: maximise the probability of the accepted actions,
     masked; ``advantage``: the raw logits regress :func:`advantage_targets`, so a wrong departure's
     cost is learned, not only the right one) and the critic to the returns, ``--warm-start-epochs``
-    at ``--warm-start-lr`` (Adam, minibatches of :data:`training.clone.CLONE_MINIBATCH`); the
+    at ``--warm-start-lr`` (:func:`training.clone.fit_minibatches`); the
     statistics of the last epoch."""
     import torch
 
     policy = model.policy
-    policy.set_training_mode(True)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=args.warm_start_lr)
-    generator = torch.Generator().manual_seed(args.seed)
     obs = torch.as_tensor(labels.features)
     masks = torch.as_tensor(labels.masks)
     good = torch.as_tensor(labels.good)
     advantages = torch.as_tensor(labels.advantages)
     returns = torch.as_tensor(labels.returns)
     n = len(returns)
-    stats: dict[str, float] = {}
-    for _ in range(args.warm_start_epochs):
-        totals = np.zeros(2)
-        for batch in torch.randperm(n, generator=generator).split(CLONE_MINIBATCH):
-            if args.residual_fit == "advantage":  # the raw logits regress the advantages (valid ones)
-                latent, _ = policy.mlp_extractor(
-                    policy.extract_features(obs[batch], policy.pi_features_extractor)
-                )
-                error = (policy.action_net(latent) - advantages[batch]) ** 2
-                actor_loss = (error * masks[batch]).sum() / masks[batch].sum()
-            else:
-                dist = policy.get_distribution(obs[batch], action_masks=masks[batch].numpy())
-                log_probs = torch.log_softmax(dist.distribution.logits, dim=1)
-                actor_loss = -torch.logsumexp(log_probs.masked_fill(~good[batch], -1e9), dim=1).mean()
-            values = policy.predict_values(obs[batch])
-            critic_loss = torch.nn.functional.mse_loss(values.flatten(), returns[batch])
-            loss = actor_loss + model.vf_coef * critic_loss
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
-            optimizer.step()
-            totals += (actor_loss.item() * len(batch), critic_loss.item() * len(batch))
-        stats = {"fit_nll": totals[0] / n, "fit_value_mse": totals[1] / n}
-    policy.set_training_mode(False)
+
+    def losses(batch: Any) -> tuple[Any, Any]:
+        if args.residual_fit == "advantage":  # the raw logits regress the advantages (valid ones)
+            latent, _ = policy.mlp_extractor(
+                policy.extract_features(obs[batch], policy.pi_features_extractor)
+            )
+            error = (policy.action_net(latent) - advantages[batch]) ** 2
+            actor_loss = (error * masks[batch]).sum() / masks[batch].sum()
+        else:
+            dist = policy.get_distribution(obs[batch], action_masks=masks[batch].numpy())
+            log_probs = torch.log_softmax(dist.distribution.logits, dim=1)
+            actor_loss = -torch.logsumexp(log_probs.masked_fill(~good[batch], -1e9), dim=1).mean()
+        values = policy.predict_values(obs[batch])
+        return actor_loss, torch.nn.functional.mse_loss(values.flatten(), returns[batch])
+
+    means = fit_minibatches(model, n, args, losses)
+    stats = {} if means is None else {"fit_nll": means[0], "fit_value_mse": means[1]}
     with torch.no_grad():
         dist = policy.get_distribution(obs, action_masks=masks.numpy())
         chosen = dist.distribution.logits.argmax(1)
