@@ -48,6 +48,9 @@ from policies.pruning import prune_dominated
 INSTALL_HINT = 'pip install -e ".[train]" -c constraints/cpu.txt (from a clone of the repository)'
 ONNX_INPUT = "features"
 ONNX_OUTPUT = "logits"
+ONNX_HIDDEN_IN = "hidden"
+ONNX_HIDDEN_OUT = "hidden_out"
+"""A recurrent actor's state, in and out (:class:`OnnxRecurrentLogits`)."""
 MODEL_FILES = ("best_model.zip", "model.zip", "best_model.onnx", "model.onnx")
 """What a ``train ppo`` run directory may hold, in the order they are looked for."""
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
@@ -239,28 +242,54 @@ class TorchLogits:
             return policy.action_net(latent)[0].numpy()
 
 
+def onnx_session(path: str | Path) -> Any:
+    """An onnxruntime session for one observation at a time (a clear error for a file that is no model)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1  # one observation at a time: threads only add overhead
+    options.inter_op_num_threads = 1
+    try:
+        return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own exception types (InvalidProtobuf, Fail, ...)
+        reason = str(exc).strip().splitlines()[-1]
+        raise ValueError(f"{path} is not an ONNX model ({reason})") from None
+
+
 class OnnxLogits:
     """An exported actor (``.onnx``, :mod:`training.export`) run by onnxruntime: no torch needed."""
 
     def __init__(self, path: str | Path) -> None:
-        import onnxruntime
-
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1  # one observation at a time: threads only add overhead
-        options.inter_op_num_threads = 1
         self.path = Path(path)
-        try:
-            self.session = onnxruntime.InferenceSession(
-                str(path), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime's own exception types (InvalidProtobuf, Fail, ...)
-            reason = str(exc).strip().splitlines()[-1]
-            raise ValueError(f"{path} is not an ONNX model ({reason})") from None
+        self.session = onnx_session(path)
         self.n_actions = int(self.session.get_outputs()[0].shape[-1])
 
     def __call__(self, features: np.ndarray) -> np.ndarray:
         batch = np.asarray(features, dtype=np.float32).reshape(1, -1)
         return self.session.run([ONNX_OUTPUT], {ONNX_INPUT: batch})[0][0]
+
+
+class OnnxRecurrentLogits:
+    """An exported recurrent actor: (features, hidden state) -> (logits, next hidden state), the
+    state carried by the caller (:class:`policies.fast.RecurrentTeamPolicy`); onnxruntime, no torch."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.session = onnx_session(path)
+        names = {i.name: i for i in self.session.get_inputs()}
+        if ONNX_HIDDEN_IN not in names:
+            raise ValueError(f"{path} is not a recurrent actor (no {ONNX_HIDDEN_IN!r} input)")
+        self.hidden_size = int(names[ONNX_HIDDEN_IN].shape[-1])
+
+    def __call__(self, features: np.ndarray, hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, after = self.session.run(
+            [ONNX_OUTPUT, ONNX_HIDDEN_OUT],
+            {
+                ONNX_INPUT: np.asarray(features, dtype=np.float32).reshape(1, -1),
+                ONNX_HIDDEN_IN: np.asarray(hidden, dtype=np.float32).reshape(1, -1),
+            },
+        )
+        return logits[0], after[0]
 
 
 TIE_TOLERANCE = 1e-5

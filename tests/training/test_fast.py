@@ -338,23 +338,52 @@ def test_recurrent__hidden_state_is_zeroed_at_a_day_start() -> None:
     assert any(not torch.allclose(unreset[role][t], fresh[role][0], atol=1e-4) for role in ROLES)
 
 
-def test_recurrent__run_grades_with_torch_and_reset_clears_the_hidden_state(tmp_path: Path) -> None:
-    """A --recurrent run keeps torch checkpoints (no ONNX; its metadata says so); its team policy
-    plays valid actions in the real grader and its reset() zeroes every role's hidden state."""
-    from training.fast.mappo import Agents, RecurrentTeamPolicy, team_policy
+def test_recurrent__run_exports_onnx_actors_that_play_as_the_torch_ones(tmp_path: Path) -> None:
+    """A --recurrent run exports each role's actor as ONNX (one decision, hidden state in and out);
+    policies.load plays them without torch, exactly as the torch actors of best.pt play (every graded
+    decision the same, so the same days and scores), valid actions only; reset() zeroes every state."""
+    from policies.fast import RecurrentTeamPolicy
+    from training.fast.mappo import Agents, team_policy
 
-    run = mappo_run(tmp_path, "gru", recurrent=True)
+    run = mappo_run(tmp_path, "gru", recurrent=True, obs_norm=True)
     meta = json.loads((run / "fast.json").read_text())
-    assert meta["actors"] == {} and meta["export"].startswith("torch")
+    assert meta["recurrent"] and meta["hidden_size"] > 0 and set(meta["actors"]) == {"best", "final"}
     agents = Agents(MappoArgs.from_json(meta["args"]))
     agents.load_state_dict(torch.load(run / meta["checkpoints"]["best"])["agents"])
-    policy = team_policy(agents, "gru")
-    assert isinstance(policy, RecurrentTeamPolicy)
-    report = grade(policy, episodes=1, seed=0, scenarios=["surge"], track="team")
-    assert report["invalid_action_rate"] == 0.0
-    assert any(h.abs().sum() > 0 for h in policy.hidden.values())
-    policy.reset(seed=0)
-    assert all(h.abs().sum() == 0 for h in policy.hidden.values())
+    with_torch = team_policy(agents, "gru")
+    loaded = policies.load(str(run))
+    assert isinstance(with_torch, RecurrentTeamPolicy) and isinstance(loaded, RecurrentTeamPolicy)
+
+    decisions: dict[str, list[tuple[str, int]]] = {"torch": [], "onnx": []}
+    for key, policy in (("torch", with_torch), ("onnx", loaded)):
+        act = policy.act_role
+
+        def recorded(role: str, observation: Any, mask: Any, act: Any = act, key: str = key) -> int:
+            action = act(role, observation, mask)
+            decisions[key].append((role, action))
+            return action
+
+        policy.act_role = recorded  # type: ignore[method-assign]
+    days = {"episodes": 1, "seed": 0, "scenarios": ["surge"], "track": "team"}
+    reports = [grade(with_torch, **days), grade(loaded, **days)]
+    assert decisions["torch"] == decisions["onnx"] and len(decisions["onnx"]) > 100
+    assert (
+        reports[0]["scenarios"]["surge"]["episode_scores"]
+        == reports[1]["scenarios"]["surge"]["episode_scores"]
+    )
+    assert reports[1]["invalid_action_rate"] == 0.0
+    assert any(np.abs(h).sum() > 0 for h in loaded.hidden.values())
+    loaded.reset(seed=0)
+    assert all(np.abs(h).sum() == 0 for h in loaded.hidden.values())
+
+
+def test_recurrent__a_run_without_onnx_actors_says_where_they_are(tmp_path: Path) -> None:
+    run = tmp_path / "old"
+    run.mkdir()
+    meta = {"format": "hospital_marl.fast/1", "name": "gru", "actors": {}, "export": "torch: ..."}
+    (run / "fast.json").write_text(json.dumps(meta))
+    with pytest.raises(FileNotFoundError, match=r"best\.pt"):
+        load_fast_policy(run)
 
 
 def test_mappo_args__recurrent_refuses_the_shared_actor() -> None:

@@ -18,7 +18,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from policies.learned import ONNX_INPUT, ONNX_OUTPUT, OnnxLogits
+from policies.learned import (
+    ONNX_HIDDEN_IN,
+    ONNX_HIDDEN_OUT,
+    ONNX_INPUT,
+    ONNX_OUTPUT,
+    OnnxLogits,
+    OnnxRecurrentLogits,
+)
 
 MASKED_LOGIT = -1e9
 """The logit a masked action gets: finite (no NaN in the entropy), never sampled (exp underflows to 0)."""
@@ -233,6 +240,53 @@ def export_onnx(actor: nn.Module, in_dim: int, path: Path) -> Path:
         expected = actor(probe.unsqueeze(0))[0].numpy()
     if not np.allclose(OnnxLogits(path)(probe.numpy()), expected, atol=1e-4):
         raise RuntimeError(f"{path}: the exported actor does not reproduce torch's logits")
+    return path
+
+
+class OneStep(nn.Module):
+    """A recurrent actor as one decision: (observation (1, in), hidden (1, H)) -> (logits (1, out),
+    hidden (1, H)), no episode start inside (the player zeroes the state at a day's start)."""
+
+    def __init__(self, actor: nn.Module) -> None:
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, x: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, after = self.actor(x.unsqueeze(0), hidden, torch.zeros((1, 1)))
+        return out[0], after
+
+
+def export_recurrent_onnx(actor: nn.Module, in_dim: int, hidden_size: int, path: Path) -> Path:
+    """Write a recurrent ``actor`` (``RecurrentNet``, or one behind its frozen normalisation) as ONNX:
+    one decision, the hidden state in and out (:class:`~policies.learned.OnnxRecurrentLogits`), and
+    check onnxruntime reproduces torch's logits along a 6-step sequence before keeping it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    step = OneStep(actor.to("cpu").eval()).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter(
+            "ignore"
+        )  # the tracer's notes on RecurrentNet's segment loop (one segment here)
+        torch.onnx.export(
+            step,
+            (torch.zeros(1, in_dim), torch.zeros(1, hidden_size)),
+            str(path),
+            input_names=[ONNX_INPUT, ONNX_HIDDEN_IN],
+            output_names=[ONNX_OUTPUT, ONNX_HIDDEN_OUT],
+            opset_version=17,
+            dynamo=False,
+        )
+    exported = OnnxRecurrentLogits(path)
+    generator = torch.Generator().manual_seed(0)
+    hidden, carried = torch.zeros(1, hidden_size), np.zeros(hidden_size, np.float32)
+    for _ in range(6):
+        probe = torch.rand(1, in_dim, generator=generator) * 3
+        with torch.no_grad():
+            expected, hidden = step(probe, hidden)
+        logits, carried = exported(probe.numpy()[0], carried)
+        if not np.allclose(logits, expected[0].numpy(), atol=1e-4) or not np.allclose(
+            carried, hidden[0], atol=1e-4
+        ):
+            raise RuntimeError(f"{path}: the exported recurrent actor does not reproduce torch's")
     return path
 
 

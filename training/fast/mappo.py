@@ -18,8 +18,9 @@ are sampled, and every ``num_envs x steps`` frames PPO updates actors and critic
 - ``--norm-reward``: rewards divided by the running std of the discounted return (SB3 VecNormalize).
 - ``--recurrent``: a GRU core in every actor and critic (CleanRL ``ppo_atari_lstm.py``): hidden
   states carried across rollouts, zeroed at a day's start, the update's minibatches whole department
-  sequences from the rollout's stored initial states. Not exported to ONNX: graded with torch
-  (:class:`RecurrentTeamPolicy`), ``best.pt`` / ``final.pt`` keep the actors.
+  sequences from the rollout's stored initial states. Exported as ONNX actors of one decision, the
+  hidden state in and out (:class:`policies.fast.RecurrentTeamPolicy` carries it); ``best.pt`` /
+  ``final.pt`` keep the torch actors too.
 
 A *frame* is one tick of one department: three role decisions. Checkpoint choice grades the actors
 on validation days (``--eval-seed``, default 1000: not the held-out days of the tables) every
@@ -47,10 +48,8 @@ from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
 from hospital_marl.envs.wrappers import VectorScoreReward
-from policies.base import BasePolicy
-from policies.fast import FORMAT, METADATA_FILE
-from policies.learned import best_action
-from policies.marl import MAX_ACTIONS, MAX_OBS, MarlTeamPolicy, encode_role, encode_state, logits_role
+from policies.fast import FORMAT, METADATA_FILE, RecurrentStep, RecurrentTeamPolicy
+from policies.marl import MAX_ACTIONS, MAX_OBS, MarlTeamPolicy, encode_state, logits_role
 from training.common import Clock, Evaluate, eval_row, require_evaluate, reward_table, write_curve, write_json
 from training.fast.args import MASK_COLUMNS, ROLE_DIMS, SEED_BASE
 from training.fast.args import MappoArgs as Args
@@ -60,6 +59,7 @@ from training.fast.common import (
     RunningMeanStd,
     clipped_surrogate,
     export_onnx,
+    export_recurrent_onnx,
     gae,
     logp_entropy,
     masked,
@@ -203,37 +203,24 @@ class _TorchActor:
             return self.actor(x)[0].numpy()
 
 
-class RecurrentTeamPolicy(BasePolicy):
-    """``--recurrent`` actors as a team-track policy, with torch: each role's GRU state is carried from
-    one of its decisions to the next (one per tick, as in training) and cleared by :meth:`reset`, at
-    every episode's start. Deterministic: the most probable action the mask allows."""
+def torch_step(actor: nn.Module) -> RecurrentStep:
+    """A recurrent torch actor as :class:`~policies.fast.RecurrentTeamPolicy` plays it: one decision,
+    the hidden state in and out as float32 arrays (what the exported actor takes and returns)."""
 
-    tracks: tuple[str, ...] = ("team",)
-
-    def __init__(self, actors: dict[str, nn.Module], width: int, name: str) -> None:
-        super().__init__()
-        self.actors, self.width, self.name = actors, width, name
-        self.hidden = self._zeros()
-
-    def _zeros(self) -> dict[str, torch.Tensor]:
-        return {role: torch.zeros((1, self.width)) for role in ROLES}
-
-    def reset(self, seed: int | None = None, hospital: Any = None) -> None:
-        super().reset(seed=seed, hospital=hospital)
-        self.hidden = self._zeros()
-
-    def act_role(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
-        x = torch.as_tensor(encode_role(role, np.asarray(observation)), dtype=torch.float32).reshape(1, 1, -1)
+    def step(features: np.ndarray, hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = torch.as_tensor(np.asarray(features, np.float32)).reshape(1, 1, -1)
         with torch.no_grad():
-            out, self.hidden[role] = self.actors[role](x, self.hidden[role], torch.zeros((1, 1)))
-        return best_action(out[0, 0].numpy(), np.asarray(action_mask))
+            out, after = actor(x, torch.as_tensor(hidden).reshape(1, -1), torch.zeros((1, 1)))
+        return out[0, 0].numpy(), after[0].numpy()
+
+    return step
 
 
 def team_policy(agents: Agents, name: str) -> MarlTeamPolicy | RecurrentTeamPolicy:
     """The actors as a team-track policy (CPU copies: grading must not disturb training)."""
     actors = agents.played_actors()
     if agents.recurrent:
-        return RecurrentTeamPolicy(actors, agents.width, name)
+        return RecurrentTeamPolicy({role: torch_step(actors[role]) for role in ROLES}, agents.width, name)
     return MarlTeamPolicy({role: logits_role(role, _TorchActor(actors[role])) for role in ROLES}, name=name)
 
 
@@ -414,14 +401,18 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     checkpoints: dict[str, str] = {}
 
     def export_actors(out: Path) -> dict[str, str]:
-        """One ONNX per role: raw encoded role observation -> logits."""
+        """One ONNX per role: raw encoded role observation (recurrent: and hidden state) -> logits
+        (and the next hidden state)."""
         nets = agents.played_actors()
-        return {
-            role: export_onnx(nets[role], ROLE_DIMS[role], out / f"{role}.onnx")
-            .relative_to(run_dir)
-            .as_posix()
-            for role in ROLES
-        }
+        files = {}
+        for role in ROLES:
+            path = out / f"{role}.onnx"
+            if agents.recurrent:
+                export_recurrent_onnx(nets[role], ROLE_DIMS[role], agents.width, path)
+            else:
+                export_onnx(nets[role], ROLE_DIMS[role], path)
+            files[role] = path.relative_to(run_dir).as_posix()
+        return files
 
     def save_torch(file: str) -> None:
         torch.save(
@@ -441,13 +432,11 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 "roles": list(ROLES),
                 "complete": complete,
                 "actors": actors,
-                "export": (
-                    "torch: recurrent actors are not exported to ONNX; best.pt / final.pt hold them, "
-                    "graded with training.fast.mappo.RecurrentTeamPolicy"
-                    if agents.recurrent
-                    else "onnx"
-                    + (" (observation statistics frozen in front of each actor)" if args.obs_norm else "")
-                ),
+                "export": "onnx"
+                + (" (hidden state in and out: one decision per call)" if agents.recurrent else "")
+                + (" (observation statistics frozen in front of each actor)" if args.obs_norm else ""),
+                "recurrent": agents.recurrent,
+                "hidden_size": agents.width if agents.recurrent else None,
                 "checkpoints": checkpoints,
                 "best": best[0] if best else None,
                 "final_eval": rows[-1] if rows else None,
@@ -546,8 +535,7 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 best = (row, None)
                 if agents.recurrent:
                     save_torch("best.pt")
-                else:
-                    actors["best"] = export_actors(run_dir / "best")
+                actors["best"] = export_actors(run_dir / "best")
                 write_run(complete=False)
             if args.progress:
                 print(
@@ -560,8 +548,7 @@ def train(args: Args, evaluate: Evaluate) -> Path:
             break
 
     assert best is not None  # the last update always grades
-    if not agents.recurrent:
-        actors["final"] = export_actors(run_dir / "final")
+    actors["final"] = export_actors(run_dir / "final")
     save_torch("final.pt")
     write_run(complete=True)
     return run_dir
