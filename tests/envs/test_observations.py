@@ -178,6 +178,11 @@ def test_composed_space__each_env_has_its_own_with_its_days_bounds() -> None:
         space = env.observation_space
         assert space["time_step"].high[0] == length
         np.testing.assert_array_equal(space["waiting_queue"].high[0], [5, 5, max(5, length)])
+    aec_a, aec_b = hospital_marl.env(), hospital_marl.env()
+    for role in ROLES:
+        assert aec_a.observation_space(role) is not aec_b.observation_space(role)
+        assert aec_a.observation_space(role) == aec_b.observation_space(role)
+    assert aec_a.state_space is not aec_b.state_space and aec_a.state_space == aec_b.state_space
     short = Scenario(name="len_7", episode_length=7)
     flat = gym.make(COMPOSED_ENV_ID, observation_format="dict_1d", scenario=short)
     assert flat.observation_space["waiting_queue"].shape == (30,)
