@@ -408,6 +408,31 @@ def server_rss_mb(proc: subprocess.Popen | None) -> float | None:
     return None
 
 
+def server_idle(proc: subprocess.Popen | None, seconds: float = 3.0) -> dict[str, float] | None:
+    """The server process's CPU share and wake-ups per second with no client (Linux; None when it
+    is not ours to read): what it costs the box, and how often its event loop runs, doing nothing."""
+    if proc is None:
+        return None
+
+    def read() -> tuple[float, int]:
+        with open(f"/proc/{proc.pid}/stat") as fh:
+            ticks = sum(int(v) for v in fh.read().rsplit(")", 1)[1].split()[11:13])
+        with open(f"/proc/{proc.pid}/status") as fh:
+            switches = sum(int(line.split()[1]) for line in fh if "ctxt_switches" in line)
+        return ticks / os.sysconf("SC_CLK_TCK"), switches
+
+    try:
+        (cpu0, woke0), start = read(), time.monotonic()
+        time.sleep(seconds)
+        (cpu1, woke1), elapsed = read(), time.monotonic() - start
+    except OSError:
+        return None
+    return {
+        "cpu_percent": round(100 * (cpu1 - cpu0) / elapsed, 1),
+        "wakeups_per_s": round((woke1 - woke0) / elapsed),
+    }
+
+
 def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -503,6 +528,7 @@ def main() -> None:
         breakdown = step_breakdown(args.scenario, args.seed)
         asyncio.run(load(ws_url, 1, 20, 30, 0.0, args.seed))  # warm-up
         reply = asyncio.run(canned_reply(ws_url, args.seed))
+        idle = server_idle(proc)
         background = contextlib.nullcontext() if args.no_background else Background(url)
         with background, EchoServer(reply) as echo:
             floor = asyncio.run(
@@ -588,6 +614,11 @@ def main() -> None:
             + f"{rss[2]:.1f} MB after "
             + f"{again.sessions} again (growth between the equal rounds: {rss[2] - rss[1]:+.1f} MB)"
         )
+    if idle is not None:
+        print(
+            f"server idle (no client, the web view mounted): {idle['cpu_percent']:.1f} % of a CPU, "
+            f"{idle['wakeups_per_s']:,} wake-ups/s"
+        )
     if args.json or args.write:
         argv = sys.argv[1:]
         figures = {
@@ -608,6 +639,7 @@ def main() -> None:
             "cartpole_steps_per_s": round(cartpole, 1),
             "server_step_us": {k: round(v, 2) for k, v in breakdown.items()},
             "server_rss_mb": [None if m is None else round(m, 1) for m in rss],
+            "server_idle": idle,
             "phases": [
                 {k: v for k, v in asdict(r).items() if k != "latencies_ms"} for r in (single, many, again)
             ],

@@ -322,6 +322,12 @@ def server_load_section() -> str:
             f" Server memory {m1:.0f} MB after 1 session, {m2:.0f} MB after {many['sessions']}, {m3:.0f} MB "
             f"after {again['sessions']} again ({m3 - m2:+.1f} MB between the two equal rounds)."
         )
+    idle = r.get("server_idle")
+    if idle:
+        memory += (
+            f" Idle (no client, the web view mounted) the server takes {idle['cpu_percent']:.1f} % of a CPU "
+            f"and wakes {idle['wakeups_per_s']:,} times a second."
+        )
     pieces = "; ".join(f"{name} {us:.0f}" for name, us in r["server_step_us"].items())
     load = r["load_average_1min"]
     p50 = single["p50_ms"]
