@@ -97,12 +97,18 @@ def _bounded_int(literal: str) -> int:
     return int(literal)
 
 
+_STRICT = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
+"""One decoder for every message (``json.loads`` with hooks builds a new one per call: 2 us of 3)."""
+
+
 def check_json(text: str) -> Any:
     """Parse a JSON text strictly (raises :class:`JSONProblem`, or ``json.JSONDecodeError``
     for text that is not JSON at all): nesting, finite floats, bounded integers."""
     if _too_deep(text):
         raise JSONProblem("json_too_deep", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
+    if text.startswith("\ufeff"):  # as json.loads refuses it
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return _STRICT.decode(text)
 
 
 # ----------------------------------------------------------- cross-site
