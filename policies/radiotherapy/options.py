@@ -1,0 +1,177 @@
+"""A learned per-patient choice among scripted variants of ``anatomy_aware`` (options; issue 25 item 6).
+
+The options framework (Sutton, Precup & Singh 1999) as a contextual bandit: at the episode's first
+step the selector reads the observation (the anatomy is in it) and picks one of K scripted variants
+of :class:`~policies.radiotherapy.baselines.AnatomyAwarePolicy` (:data:`FAMILY`: beam count, coverage
+trim threshold, aperture margin, edit order), which then plays the whole episode. The learned part is
+the selector only, a linear or small MLP regressor from step-0 features to each variant's score
+(argmax). The variants and the selector read only the observation and the mask, so the agent does
+too (SPEC-RT §8 sealed evaluation). The default variant is in the family, so the selector can always
+fall back to ``anatomy_aware`` itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hospital_marl.radiotherapy.core.plan import NARROW, NEW_MARGIN, TURN_CCW, TURN_CW, WIDEN
+from policies.radiotherapy.base import BaseRTPolicy
+from policies.radiotherapy.baselines import AnatomyAwarePolicy, _anatomy_cost
+
+EDIT_ORDERS = ("aperture", "weight", "turn")
+"""Which of the edit phase's candidate edits come first (``aperture`` is ``anatomy_aware``'s)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One option: ``anatomy_aware`` with these settings (the defaults are ``anatomy_aware``)."""
+
+    n_beams: int = 7
+    low: float = 0.97
+    margin: int = NEW_MARGIN
+    edits: str = "aperture"
+
+    def label(self) -> str:
+        return f"n{self.n_beams}_low{self.low:g}_m{self.margin}_{self.edits}"
+
+
+DEFAULT = Variant()
+
+
+class VariantPolicy(AnatomyAwarePolicy):
+    """``anatomy_aware`` with a :class:`Variant`'s settings; the default variant is it exactly."""
+
+    name = "anatomy_aware_variant"
+
+    def __init__(self, variant: Variant = DEFAULT) -> None:
+        if variant.edits not in EDIT_ORDERS:
+            raise ValueError(f"edits must be one of {EDIT_ORDERS}, got {variant.edits!r}")
+        super().__init__(variant.n_beams, variant.low, variant.margin)
+        self.variant = variant
+
+    def _edits(self, observation: Mapping[str, np.ndarray]) -> list[int]:
+        edits = super()._edits(observation)
+        if self.variant.edits == "aperture":
+            return edits
+        turns = [e for e in edits if e in (TURN_CW, TURN_CCW)]
+        apertures = [e for e in edits if e in (NARROW, WIDEN)]
+        weights = [e for e in edits if e not in turns and e not in apertures]
+        if self.variant.edits == "weight":
+            return weights + apertures + turns
+        return turns + apertures + weights
+
+
+def step0_features(observation: Mapping[str, np.ndarray]) -> np.ndarray:
+    """What the selector reads at step 0: the anatomy block, which OARs are present and their
+    status row, the tumour status, and the anatomy cost of a beam at each grid angle (the
+    quantity ``anatomy_aware``'s template minimises), as one float64 vector."""
+    parts = [
+        observation["anatomy"].ravel(),
+        observation["oar_present"].ravel(),
+        observation["oar_status"].ravel(),
+        observation["tumour_status"].ravel(),
+        _anatomy_cost(observation) / 10.0,
+    ]
+    return np.concatenate([np.asarray(p, dtype=np.float64) for p in parts])
+
+
+class Selector:
+    """Per-variant score regressor: standardised features -> (optional tanh hidden layer) -> K scores."""
+
+    def __init__(
+        self,
+        mean: np.ndarray,
+        scale: np.ndarray,
+        layers: Sequence[tuple[np.ndarray, np.ndarray]],
+    ) -> None:
+        self.mean = np.asarray(mean, dtype=np.float64)
+        self.scale = np.asarray(scale, dtype=np.float64)
+        self.layers = [(np.asarray(w, np.float64), np.asarray(b, np.float64)) for w, b in layers]
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """(..., K) predicted scores (or score gains) of each variant."""
+        x = (np.asarray(features, dtype=np.float64) - self.mean) / self.scale
+        for w, b in self.layers[:-1]:
+            x = np.tanh(x @ w.T + b)
+        w, b = self.layers[-1]
+        return x @ w.T + b
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"mean": self.mean, "scale": self.scale}
+        for i, (w, b) in enumerate(self.layers):
+            out[f"w{i}"], out[f"b{i}"] = w, b
+        return out
+
+    @classmethod
+    def from_arrays(cls, data: Mapping[str, np.ndarray]) -> Selector:
+        n = len([k for k in data if k.startswith("w")])
+        return cls(data["mean"], data["scale"], [(data[f"w{i}"], data[f"b{i}"]) for i in range(n)])
+
+
+class OptionSelectorPolicy(BaseRTPolicy):
+    """At step 0 pick the variant with the highest predicted score for this patient's observation,
+    then let it play the episode (the choice is fixed until the next :meth:`reset`). With one variant
+    (or no selector) it is that variant; with ``family=(DEFAULT,)`` it is ``anatomy_aware``."""
+
+    name = "option_selector"
+
+    def __init__(
+        self,
+        family: Sequence[Variant] = (DEFAULT,),
+        selector: Selector | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__()
+        if not family:
+            raise ValueError("an option selector needs at least one variant")
+        if selector is None and len(family) > 1:
+            raise ValueError("a family of more than one variant needs a selector")
+        self.family = tuple(family)
+        self.selector = selector
+        self.metadata: dict[str, Any] = {}
+        if name:
+            self.name = name
+        self.choice: int | None = None
+        self.option: VariantPolicy | None = None
+
+    def reset(self, seed: int | None = None, plan=None) -> None:  # type: ignore[no-untyped-def]
+        super().reset(seed, plan)
+        self.choice = None
+        self.option = None
+
+    def choose(self, observation: Mapping[str, np.ndarray]) -> int:
+        """The variant index for this (step-0) observation."""
+        if self.selector is None:
+            return 0
+        return int(np.argmax(self.selector.predict(step0_features(observation))))
+
+    def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
+        if self.option is None:
+            self.choice = self.choose(observation)
+            self.option = VariantPolicy(self.family[self.choice])
+            self.option.reset()
+        return self.option.act(observation, action_mask)
+
+
+def save(path: Path, family: Sequence[Variant], selector: Selector, metadata: Mapping[str, Any]) -> None:
+    """The selector's arrays to ``path`` (.npz) and the family and ``metadata`` to the .json beside it."""
+    np.savez_compressed(path, **selector.arrays())
+    meta = dict(metadata) | {"options": [asdict(v) for v in family]}
+    path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def load_selector(path: Path, name: str | None = None) -> OptionSelectorPolicy:
+    """An :class:`OptionSelectorPolicy` from :func:`save`'s ``.npz`` + ``.json``."""
+    metadata = json.loads(path.with_suffix(".json").read_text())
+    family = [Variant(**v) for v in metadata["options"]]
+    with np.load(path) as data:
+        selector = Selector.from_arrays({k: data[k] for k in data.files})
+    policy = OptionSelectorPolicy(family, selector, name=name or metadata.get("name"))
+    policy.metadata = metadata
+    return policy

@@ -1,0 +1,133 @@
+"""Labels, fit and selection for the option selector (:mod:`policies.radiotherapy.options`; issue 25 item 6).
+
+A label is what every variant of the family scores on one patient (each plays the whole episode), so a
+patient costs K ``anatomy_aware`` episodes (~0.02 CPU-s each). Training patients come from the
+``train`` split's anatomy with seeds from the stream of a training seed (never a validation or test
+patient); validation patients are the trainer's (``eval_seed`` 1000, episode *i* of each task).
+
+    python -m training.rt_options headroom --episodes 10        # best-of-K oracle on validation
+    python -m training.rt_options label --seed 0 --patients 1000 --out runs/rt_opt/train_s0.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grading.radiotherapy import run_episode, split_seed
+from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task
+from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
+from policies.radiotherapy.options import DEFAULT, Variant, VariantPolicy, step0_features
+
+EVAL_SEED = 1000
+"""The trainer's validation ``eval_seed`` (training/radiotherapy.py's default)."""
+
+
+def grid(
+    n_beams: Sequence[int] = (5, 6, 7),
+    lows: Sequence[float] = (0.95, 0.97, 0.99),
+    margins: Sequence[int] = (1, 2, 3),
+    edits: Sequence[str] = ("aperture", "weight", "turn"),
+) -> list[Variant]:
+    """Every combination, the default variant first."""
+    family = [Variant(n, lo, m, e) for n, lo, m, e in itertools.product(n_beams, lows, margins, edits)]
+    return [DEFAULT, *[v for v in family if v != DEFAULT]]
+
+
+def train_seed(seed: int, task: str, i: int) -> int:
+    """Training patient ``i`` of ``task`` for training seed ``seed`` (the trainer's own stream per seed,
+    disjoint from the validation stream by its name)."""
+    return split_seed(seed, task, f"train/options/{seed}", i)
+
+
+def patient_rows(
+    task: str, split: str, seed: int, family: Sequence[Variant]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(features of the step-0 observation, every variant's score) for one patient."""
+    env = RadiotherapyPlanningEnv(task, split=split)
+    observation, _ = env.reset(seed=seed)
+    features = step0_features(observation)
+    resolved = get_task(task)
+    scores = np.array([run_episode(VariantPolicy(v), resolved, seed, split).score for v in family])
+    return features, scores
+
+
+def collect(
+    task: str, split: str, seeds: Sequence[int], family: Sequence[Variant]
+) -> tuple[np.ndarray, np.ndarray]:
+    rows = [patient_rows(task, split, s, family) for s in seeds]
+    return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+
+
+def headroom(episodes: int, family: Sequence[Variant], split: str = "validation") -> dict[str, Any]:
+    """Per task: every variant's scores on the validation patients and the oracle's margin over the base."""
+    out: dict[str, Any] = {"split": split, "eval_seed": EVAL_SEED, "family": [v.label() for v in family]}
+    for task in BUILTIN_TASKS:
+        start = time.process_time()
+        seeds = [split_seed(EVAL_SEED, task, split, i) for i in range(episodes)]
+        _, scores = collect(task, split, seeds, family)
+        gain = scores.max(axis=1) - scores[:, 0]
+        out[task] = {
+            "scores": scores.tolist(),
+            "oracle_gain": float(gain.mean()),
+            "oracle_gain_se": float(gain.std(ddof=1) / np.sqrt(len(gain))),
+            "best_single": family[int(np.argmax(scores.mean(axis=0)))].label(),
+            "best_single_gain": float((scores.mean(axis=0) - scores[:, 0].mean()).max()),
+            "cpu_s": time.process_time() - start,
+        }
+        print(
+            task,
+            f"base {scores[:, 0].mean():.4f} oracle {scores.max(axis=1).mean():.4f} "
+            f"gain {gain.mean():+.4f} ± {out[task]['oracle_gain_se']:.4f} (min {gain.min():+.4f}); "
+            f"best single {out[task]['best_single']} {out[task]['best_single_gain']:+.4f}; "
+            f"{out[task]['cpu_s']:.0f} CPU-s",
+            flush=True,
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    h = sub.add_parser("headroom")
+    h.add_argument("--episodes", type=int, default=10)
+    h.add_argument("--json", default=None)
+    lab = sub.add_parser("label")
+    lab.add_argument("--seed", type=int, required=True)
+    lab.add_argument("--patients", type=int, default=1000, help="per task")
+    lab.add_argument("--split", default="train")
+    lab.add_argument("--out", required=True)
+    lab.add_argument("--tasks", nargs="*", default=list(BUILTIN_TASKS))
+    lab.add_argument("--family", default=None, help="a JSON list of Variant fields (default: the grid)")
+    args = parser.parse_args()
+    family = grid()
+    if getattr(args, "family", None):
+        family = [Variant(**v) for v in json.loads(Path(args.family).read_text())]
+    if args.command == "headroom":
+        out = headroom(args.episodes, family)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out) + "\n")
+        return
+    arrays: dict[str, np.ndarray] = {}
+    for task in args.tasks:
+        if args.split == "train":
+            seeds = [train_seed(args.seed, task, i) for i in range(args.patients)]
+        else:
+            seeds = [split_seed(args.seed, task, args.split, i) for i in range(args.patients)]
+        start = time.process_time()
+        arrays[f"{task}_x"], arrays[f"{task}_y"] = collect(task, args.split, seeds, family)
+        arrays[f"{task}_seeds"] = np.array(seeds)
+        print(task, f"{args.patients} patients, {time.process_time() - start:.0f} CPU-s", flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(args.out, family=json.dumps([v.label() for v in family]), **arrays)
+
+
+if __name__ == "__main__":
+    main()
