@@ -5,8 +5,11 @@ patient costs K ``anatomy_aware`` episodes (~0.02 CPU-s each). Training patients
 ``train`` split's anatomy with seeds from the stream of a training seed (never a validation or test
 patient); validation patients are the trainer's (``eval_seed`` 1000, episode *i* of each task).
 
-    python -m training.rt_options headroom --episodes 10        # best-of-K oracle on validation
-    python -m training.rt_options label --seed 0 --patients 1000 --out runs/rt_opt/train_s0.npz
+    python tools/rt_options.py headroom --episodes 10        # best-of-K oracle on validation
+    python tools/rt_options.py label --seed 0 --patients 1000 --out runs/rt_opt/train_s0.npz
+
+(A tool, not under ``training/``: it grades episodes with :mod:`grading.radiotherapy`, which the
+trainers may not import.)
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,10 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from grading.radiotherapy import run_episode, split_seed
-from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task
-from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
-from policies.radiotherapy.options import DEFAULT, Variant, VariantPolicy, step0_features
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from grading.radiotherapy import run_episode, split_seed  # noqa: E402
+from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task  # noqa: E402
+from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv  # noqa: E402
+from policies.radiotherapy.options import DEFAULT, Variant, VariantPolicy, step0_features  # noqa: E402
 
 EVAL_SEED = 1000
 """The trainer's validation ``eval_seed`` (training/radiotherapy.py's default)."""
