@@ -15,6 +15,7 @@ trainers may not import.)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import sys
@@ -31,7 +32,16 @@ sys.path.insert(0, str(ROOT))
 from grading.radiotherapy import run_episode, split_seed  # noqa: E402
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task  # noqa: E402
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv  # noqa: E402
-from policies.radiotherapy.options import DEFAULT, Variant, VariantPolicy, step0_features  # noqa: E402
+from policies.radiotherapy.options import (  # noqa: E402
+    DEFAULT,
+    OptionSelectorPolicy,
+    Variant,
+    VariantPolicy,
+    save,
+    site_key,
+    step0_features,
+)
+from training.rt_options import fit_sites, greedy_family  # noqa: E402
 
 EVAL_SEED = 1000
 """The trainer's validation ``eval_seed`` (training/radiotherapy.py's default)."""
@@ -100,6 +110,95 @@ def headroom(episodes: int, family: Sequence[Variant], split: str = "validation"
     return out
 
 
+def validation_set(path: str, family: Sequence[Variant], episodes: int) -> dict[str, Any]:
+    """Per task: site key, features and the family's scores on the first ``episodes`` validation
+    patients, read from ``headroom --json`` (run on the whole grid) so no episode is replayed."""
+    saved = json.loads(Path(path).read_text())
+    labels = saved["family"]
+    columns = [labels.index(v.label()) for v in family]
+    out = {}
+    for task in BUILTIN_TASKS:
+        env = RadiotherapyPlanningEnv(task, split="validation")
+        observations = [
+            env.reset(seed=split_seed(EVAL_SEED, task, "validation", i))[0] for i in range(episodes)
+        ]
+        scores = np.array(saved[task]["scores"])[:episodes][:, columns]
+        out[task] = (site_key(observations[0]), np.array([step0_features(o) for o in observations]), scores)
+    return out
+
+
+def choices(policy: OptionSelectorPolicy, x: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
+    """The variant the policy picks for each row of step-0 features of one site."""
+    selector = policy.selector.selectors.get(key) if policy.selector is not None else None  # type: ignore[union-attr]
+    if selector is None:
+        return np.zeros(len(x), dtype=int)
+    return np.argmax(selector.predict(x), axis=1)
+
+
+def gains(
+    policy: OptionSelectorPolicy, data: dict[str, Any], first: int | None = None
+) -> dict[str, np.ndarray]:
+    """Per task, each patient's score under the policy's pick minus the default's (a table lookup)."""
+    out = {}
+    for task, (key, x, scores) in data.items():
+        pick = choices(policy, x[:first], key)
+        rows = scores[:first]
+        out[task] = rows[np.arange(len(rows)), pick] - rows[:, 0]
+    return out
+
+
+def _se(values: np.ndarray) -> float:
+    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+def select(args: argparse.Namespace, family: Sequence[Variant]) -> None:
+    """Fit on one training seed's labels, every hyperparameter setting graded on the validation
+    patients (a lookup in the headroom table), the best worst-task mean gain kept and saved."""
+    data = np.load(args.labels)
+    train: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+    for task in BUILTIN_TASKS:
+        env = RadiotherapyPlanningEnv(task)
+        key = site_key(env.reset(seed=0)[0])
+        n = args.patients or len(data[f"{task}_x"])
+        train[key] = (data[f"{task}_x"][:n], data[f"{task}_y"][:n])
+    val = validation_set(args.validation, family, args.val_episodes)
+    rows = []
+    for ridge, threshold, hidden in itertools.product(args.ridges, args.thresholds, args.hidden):
+        selector = fit_sites(train, ridge, threshold, hidden, args.seed)
+        policy = OptionSelectorPolicy(family, selector)
+        g = gains(policy, val)
+        g10 = gains(policy, val, 10)
+        row = {
+            "ridge": ridge,
+            "threshold": threshold,
+            "hidden": hidden,
+            "gain": {t: float(v.mean()) for t, v in g.items()},
+            "gain_se": {t: _se(v) for t, v in g.items()},
+            "worst": min(float(v.mean()) for v in g.values()),
+            "gain10": {t: float(v.mean()) for t, v in g10.items()},
+            "worst10": min(float(v.mean()) for v in g10.values()),
+        }
+        rows.append((row, selector))
+        print(
+            f"ridge {ridge:g} thr {threshold:g} hidden {hidden}: worst {row['worst']:+.4f} "
+            + " ".join(f"{t[:4]} {row['gain'][t]:+.4f}±{row['gain_se'][t]:.4f}" for t in BUILTIN_TASKS)
+            + f" | first10 worst {row['worst10']:+.4f}",
+            flush=True,
+        )
+    best, selector = max(rows, key=lambda r: (r[0]["worst"], -r[0]["threshold"]))
+    print("selected", json.dumps(best), flush=True)
+    meta = {
+        "name": "option_selector",
+        "seed": args.seed,
+        "labels": args.labels,
+        "train_patients_per_task": {t: len(v[0]) for t, v in zip(BUILTIN_TASKS, train.values())},
+        "validation": {"eval_seed": EVAL_SEED, "episodes": args.val_episodes, "selected": best},
+        "grid": [r[0] for r in rows],
+        "command": " ".join(sys.argv),
+    }
+    save(Path(args.out), family, selector, meta)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -113,8 +212,43 @@ def main() -> None:
     lab.add_argument("--out", required=True)
     lab.add_argument("--tasks", nargs="*", default=list(BUILTIN_TASKS))
     lab.add_argument("--family", default=None, help="a JSON list of Variant fields (default: the grid)")
+    fam = sub.add_parser("family")
+    fam.add_argument("--labels", nargs="+", required=True)
+    fam.add_argument("-k", type=int, default=12)
+    fam.add_argument("--out", required=True)
+    sel = sub.add_parser("select")
+    sel.add_argument("--seed", type=int, required=True)
+    sel.add_argument("--labels", required=True)
+    sel.add_argument("--patients", type=int, default=0, help="per task (0: all in the file)")
+    sel.add_argument("--family", required=True)
+    sel.add_argument("--validation", default="runs/rt_opt/headroom30.json")
+    sel.add_argument("--val-episodes", type=int, default=30)
+    sel.add_argument("--ridges", type=float, nargs="+", default=[0.01, 0.1, 1.0, 10.0, float("inf")])
+    sel.add_argument("--thresholds", type=float, nargs="+", default=[0.0, 0.005, 0.01, 0.02])
+    sel.add_argument("--hidden", type=int, nargs="+", default=[0])
+    sel.add_argument("--out", required=True)
     args = parser.parse_args()
     family = grid()
+    if args.command == "family":
+        scores = {}
+        for path in args.labels:
+            with np.load(path) as data:
+                scores |= {t: data[f"{t}_y"] for t in BUILTIN_TASKS if f"{t}_y" in data.files}
+        chosen = greedy_family([scores[t] for t in BUILTIN_TASKS], args.k)
+        for t in BUILTIN_TASKS:
+            s = scores[t]
+            print(
+                t,
+                f"base {s[:, 0].mean():.4f} all {s.max(1).mean():.4f}",
+                f"family {s[:, chosen].max(1).mean():.4f}",
+            )
+        picked = [family[j] for j in chosen]
+        print([v.label() for v in picked])
+        Path(args.out).write_text(json.dumps([dataclasses.asdict(v) for v in picked], indent=1) + "\n")
+        return
+    if args.command == "select":
+        select(args, [Variant(**v) for v in json.loads(Path(args.family).read_text())])
+        return
     if getattr(args, "family", None):
         family = [Variant(**v) for v in json.loads(Path(args.family).read_text())]
     if args.command == "headroom":

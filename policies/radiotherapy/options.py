@@ -3,11 +3,12 @@
 The options framework (Sutton, Precup & Singh 1999) as a contextual bandit: at the episode's first
 step the selector reads the observation (the anatomy is in it) and picks one of K scripted variants
 of :class:`~policies.radiotherapy.baselines.AnatomyAwarePolicy` (:data:`FAMILY`: beam count, coverage
-trim threshold, aperture margin, edit order), which then plays the whole episode. The learned part is
-the selector only, a linear or small MLP regressor from step-0 features to each variant's score
-(argmax). The variants and the selector read only the observation and the mask, so the agent does
-too (SPEC-RT §8 sealed evaluation). The default variant is in the family, so the selector can always
-fall back to ``anatomy_aware`` itself.
+trim threshold, aperture margin, edit order), which then plays the whole episode. The learned part
+is the selector only: per site (the OARs the observation shows tell the task), a regressor from
+step-0 features to each variant's score gain over the default (argmax). The variants and the
+selector read only the observation and the mask, so the agent does too (SPEC-RT §8 sealed
+evaluation). The default variant is in the family, so the selector can always fall back to
+``anatomy_aware`` itself.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def step0_features(observation: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 class Selector:
-    """Per-variant score regressor: standardised features -> (optional tanh hidden layer) -> K scores."""
+    """Per-variant score regressor: standardised features -> (optional tanh hidden layers) -> K scores."""
 
     def __init__(
         self,
@@ -102,16 +103,53 @@ class Selector:
         w, b = self.layers[-1]
         return x @ w.T + b
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        out = {"mean": self.mean, "scale": self.scale}
+    def scores(self, observation: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        return self.predict(step0_features(observation))
+
+    def arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        out = {f"{prefix}mean": self.mean, f"{prefix}scale": self.scale}
         for i, (w, b) in enumerate(self.layers):
-            out[f"w{i}"], out[f"b{i}"] = w, b
+            out[f"{prefix}w{i}"], out[f"{prefix}b{i}"] = w, b
         return out
 
     @classmethod
-    def from_arrays(cls, data: Mapping[str, np.ndarray]) -> Selector:
-        n = len([k for k in data if k.startswith("w")])
-        return cls(data["mean"], data["scale"], [(data[f"w{i}"], data[f"b{i}"]) for i in range(n)])
+    def from_arrays(cls, data: Mapping[str, np.ndarray], prefix: str = "") -> Selector:
+        n = len([k for k in data if k.startswith(f"{prefix}w")])
+        layers = [(data[f"{prefix}w{i}"], data[f"{prefix}b{i}"]) for i in range(n)]
+        return cls(data[f"{prefix}mean"], data[f"{prefix}scale"], layers)
+
+
+def site_key(observation: Mapping[str, np.ndarray]) -> tuple[int, ...]:
+    """Which OARs the observation shows, and their priorities: it tells the treatment site (each
+    task has its own set in every split), so a selector can keep one regressor per site."""
+    present = np.asarray(observation["oar_present"]) > 0
+    priority = np.rint(np.asarray(observation["oar_status"])[:, 0] * 3).astype(int)
+    return tuple(int(p) for p in np.where(present, priority, 0))
+
+
+class SiteSelector:
+    """One :class:`Selector` per site (:func:`site_key`); a site it was not trained on gets no scores,
+    so the policy falls back to the family's first (default) variant."""
+
+    def __init__(self, keys: Sequence[Sequence[int]], selectors: Sequence[Selector]) -> None:
+        if len(keys) != len(selectors):
+            raise ValueError("one selector per site key")
+        self.selectors = {tuple(int(v) for v in k): s for k, s in zip(keys, selectors)}
+
+    def scores(self, observation: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        selector = self.selectors.get(site_key(observation))
+        return None if selector is None else selector.scores(observation)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {"keys": np.array(list(self.selectors), dtype=np.int64)}
+        for i, selector in enumerate(self.selectors.values()):
+            out |= selector.arrays(f"s{i}_")
+        return out
+
+    @classmethod
+    def from_arrays(cls, data: Mapping[str, np.ndarray]) -> SiteSelector:
+        keys = data["keys"]
+        return cls(keys, [Selector.from_arrays(data, f"s{i}_") for i in range(len(keys))])
 
 
 class OptionSelectorPolicy(BaseRTPolicy):
@@ -147,9 +185,8 @@ class OptionSelectorPolicy(BaseRTPolicy):
 
     def choose(self, observation: Mapping[str, np.ndarray]) -> int:
         """The variant index for this (step-0) observation."""
-        if self.selector is None:
-            return 0
-        return int(np.argmax(self.selector.predict(step0_features(observation))))
+        scores = None if self.selector is None else self.selector.scores(observation)
+        return 0 if scores is None else int(np.argmax(scores))
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         if self.option is None:
@@ -159,10 +196,13 @@ class OptionSelectorPolicy(BaseRTPolicy):
         return self.option.act(observation, action_mask)
 
 
-def save(path: Path, family: Sequence[Variant], selector: Selector, metadata: Mapping[str, Any]) -> None:
+def save(
+    path: Path, family: Sequence[Variant], selector: Selector | SiteSelector, metadata: Mapping[str, Any]
+) -> None:
     """The selector's arrays to ``path`` (.npz) and the family and ``metadata`` to the .json beside it."""
     np.savez_compressed(path, **selector.arrays())
-    meta = dict(metadata) | {"options": [asdict(v) for v in family]}
+    kind = "site" if isinstance(selector, SiteSelector) else "single"
+    meta = dict(metadata) | {"options": [asdict(v) for v in family], "selector": kind}
     path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
@@ -171,7 +211,12 @@ def load_selector(path: Path, name: str | None = None) -> OptionSelectorPolicy:
     metadata = json.loads(path.with_suffix(".json").read_text())
     family = [Variant(**v) for v in metadata["options"]]
     with np.load(path) as data:
-        selector = Selector.from_arrays({k: data[k] for k in data.files})
+        arrays = {k: data[k] for k in data.files}
+    selector: Selector | SiteSelector
+    if metadata.get("selector") == "site":
+        selector = SiteSelector.from_arrays(arrays)
+    else:
+        selector = Selector.from_arrays(arrays)
     policy = OptionSelectorPolicy(family, selector, name=name or metadata.get("name"))
     policy.metadata = metadata
     return policy
