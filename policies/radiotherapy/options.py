@@ -82,6 +82,23 @@ def step0_features(observation: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.concatenate([np.asarray(p, dtype=np.float64) for p in parts])
 
 
+def step1_features(observation: Mapping[str, np.ndarray]) -> np.ndarray:
+    """What the selector reads at step 1, after the family's common first action (``ADD``: one beam at
+    the default margin): :func:`step0_features`, then what that beam's dose shows of the tumour's size
+    and the organs (the tumour DVH and status, the OARs' status and every fifth point of their DVHs)."""
+    parts = [
+        step0_features(observation),
+        observation["tumour_dvh"].ravel(),
+        observation["oar_status"].ravel(),
+        observation["oar_dvh"][:, ::5].ravel(),
+    ]
+    return np.concatenate([np.asarray(p, dtype=np.float64) for p in parts])
+
+
+FEATURES = {0: step0_features, 1: step1_features}
+"""The step at which the selector chooses -> what it reads there."""
+
+
 class Selector:
     """Per-variant score regressor: standardised features -> (optional tanh hidden layers) -> K scores."""
 
@@ -103,8 +120,8 @@ class Selector:
         w, b = self.layers[-1]
         return x @ w.T + b
 
-    def scores(self, observation: Mapping[str, np.ndarray]) -> np.ndarray | None:
-        return self.predict(step0_features(observation))
+    def scores(self, observation: Mapping[str, np.ndarray], decide_at: int = 0) -> np.ndarray | None:
+        return self.predict(FEATURES[decide_at](observation))
 
     def arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
         out = {f"{prefix}mean": self.mean, f"{prefix}scale": self.scale}
@@ -136,9 +153,9 @@ class SiteSelector:
             raise ValueError("one selector per site key")
         self.selectors = {tuple(int(v) for v in k): s for k, s in zip(keys, selectors)}
 
-    def scores(self, observation: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    def scores(self, observation: Mapping[str, np.ndarray], decide_at: int = 0) -> np.ndarray | None:
         selector = self.selectors.get(site_key(observation))
-        return None if selector is None else selector.scores(observation)
+        return None if selector is None else selector.scores(observation, decide_at)
 
     def arrays(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {"keys": np.array(list(self.selectors), dtype=np.int64)}
@@ -153,46 +170,71 @@ class SiteSelector:
 
 
 class OptionSelectorPolicy(BaseRTPolicy):
-    """At step 0 pick the variant with the highest predicted score for this patient's observation,
-    then let it play the episode (the choice is fixed until the next :meth:`reset`). With one variant
-    (or no selector) it is that variant; with ``family=(DEFAULT,)`` it is ``anatomy_aware``."""
+    """Pick the variant with the highest predicted score for this patient, then let it play the
+    episode (the choice is fixed until the next :meth:`reset`). ``decide_at=0`` chooses from the first
+    observation; ``decide_at=1`` lets the family's first variant play the first step (every variant's
+    first action is ``ADD``, checked when the chosen one replays it) and chooses from what that beam's
+    dose shows (:func:`step1_features`). With one variant (or no selector) it is that variant; with
+    ``family=(DEFAULT,)`` it is ``anatomy_aware``."""
 
     name = "option_selector"
 
     def __init__(
         self,
         family: Sequence[Variant] = (DEFAULT,),
-        selector: Selector | None = None,
+        selector: Selector | SiteSelector | None = None,
         name: str | None = None,
+        decide_at: int = 0,
     ) -> None:
         super().__init__()
         if not family:
             raise ValueError("an option selector needs at least one variant")
         if selector is None and len(family) > 1:
             raise ValueError("a family of more than one variant needs a selector")
+        if decide_at not in FEATURES:
+            raise ValueError(f"decide_at must be one of {sorted(FEATURES)}, got {decide_at!r}")
         self.family = tuple(family)
         self.selector = selector
+        self.decide_at = decide_at
         self.metadata: dict[str, Any] = {}
         if name:
             self.name = name
         self.choice: int | None = None
         self.option: VariantPolicy | None = None
+        self._history: list[tuple[dict[str, np.ndarray], np.ndarray, int]] = []
 
     def reset(self, seed: int | None = None, plan=None) -> None:  # type: ignore[no-untyped-def]
         super().reset(seed, plan)
         self.choice = None
         self.option = None
+        self._history = []
 
     def choose(self, observation: Mapping[str, np.ndarray]) -> int:
-        """The variant index for this (step-0) observation."""
-        scores = None if self.selector is None else self.selector.scores(observation)
+        """The variant index for this observation (the one at step :attr:`decide_at`)."""
+        scores = None if self.selector is None else self.selector.scores(observation, self.decide_at)
         return 0 if scores is None else int(np.argmax(scores))
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
+        if self.option is None and len(self._history) < self.decide_at:
+            # before the choice: the first variant plays; the steps are kept to replay into the chosen one
+            opener = VariantPolicy(self.family[0])
+            opener.reset()
+            for obs, mask, _ in self._history:
+                opener.act(obs, mask)
+            action = int(opener.act(observation, action_mask))
+            copy = {k: np.array(v, copy=True) for k, v in observation.items()}
+            self._history.append((copy, np.array(action_mask, copy=True), action))
+            return action
         if self.option is None:
             self.choice = self.choose(observation)
             self.option = VariantPolicy(self.family[self.choice])
             self.option.reset()
+            for obs, mask, played in self._history:
+                if int(self.option.act(obs, mask)) != played:
+                    raise RuntimeError(
+                        f"variant {self.family[self.choice]} would not have opened with {played}"
+                    )
+            self._history = []
         return self.option.act(observation, action_mask)
 
 
@@ -203,6 +245,7 @@ def save(
     np.savez_compressed(path, **selector.arrays())
     kind = "site" if isinstance(selector, SiteSelector) else "single"
     meta = dict(metadata) | {"options": [asdict(v) for v in family], "selector": kind}
+    meta.setdefault("decide_at", 0)
     path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
@@ -217,6 +260,8 @@ def load_selector(path: Path, name: str | None = None) -> OptionSelectorPolicy:
         selector = SiteSelector.from_arrays(arrays)
     else:
         selector = Selector.from_arrays(arrays)
-    policy = OptionSelectorPolicy(family, selector, name=name or metadata.get("name"))
+    policy = OptionSelectorPolicy(
+        family, selector, name=name or metadata.get("name"), decide_at=int(metadata.get("decide_at", 0))
+    )
     policy.metadata = metadata
     return policy

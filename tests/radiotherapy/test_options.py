@@ -14,15 +14,19 @@ from policies.radiotherapy.options import (
     DEFAULT,
     OptionSelectorPolicy,
     Selector,
+    SiteSelector,
     Variant,
     VariantPolicy,
     load_selector,
     save,
+    site_key,
     step0_features,
+    step1_features,
 )
 
 PATIENTS = 2
 N_FEATURES = len(step0_features(RadiotherapyPlanningEnv("prostate").reset(seed=0)[0]))
+N_FEATURES1 = len(step1_features(RadiotherapyPlanningEnv("prostate").reset(seed=0)[0]))
 
 
 def _actions(agent, task: str, seed: int, split: str = "validation") -> tuple[list[int], float]:  # type: ignore[no-untyped-def]
@@ -43,11 +47,11 @@ def _actions(agent, task: str, seed: int, split: str = "validation") -> tuple[li
     return played, episode.score
 
 
-def _constant(k: int, best: int) -> Selector:
-    """A selector that predicts variant ``best`` highest whatever the patient."""
+def _constant(k: int, best: int, n: int = N_FEATURES) -> Selector:
+    """A selector that predicts variant ``best`` highest whatever the patient (``n`` features)."""
     bias = np.zeros(k)
     bias[best] = 1.0
-    return Selector(np.zeros(N_FEATURES), np.ones(N_FEATURES), [(np.zeros((k, N_FEATURES)), bias)])
+    return Selector(np.zeros(n), np.ones(n), [(np.zeros((k, n)), bias)])
 
 
 @pytest.mark.parametrize("task", BUILTIN_TASKS)
@@ -57,6 +61,8 @@ def test_a_one_variant_family_is_anatomy_aware_exactly(task: str) -> None:
         expected = _actions(AnatomyAwarePolicy(), task, seed)
         assert _actions(OptionSelectorPolicy(), task, seed) == expected
         assert _actions(OptionSelectorPolicy((DEFAULT,), _constant(1, 0)), task, seed) == expected
+        one = OptionSelectorPolicy((DEFAULT,), _constant(1, 0, N_FEATURES1), decide_at=1)
+        assert _actions(one, task, seed) == expected
 
 
 def test_a_variant_is_anatomy_aware_with_those_settings() -> None:
@@ -75,12 +81,15 @@ def test_a_variant_is_anatomy_aware_with_those_settings() -> None:
         VariantPolicy(Variant(edits="sideways"))
 
 
-def test_the_chosen_variant_plays_the_whole_episode() -> None:
+@pytest.mark.parametrize("decide_at", [0, 1])
+def test_the_chosen_variant_plays_the_whole_episode(decide_at: int) -> None:
+    """Whatever step it chooses at, the episode is the chosen variant's own, action for action."""
     family = (DEFAULT, Variant(n_beams=5, margin=1), Variant(n_beams=6, low=0.99, edits="turn"))
     task = "pediatric_brain"
     seed = split_seed(1000, task, "validation", 1)
+    n = (N_FEATURES, N_FEATURES1)[decide_at]
     for k in range(len(family)):
-        agent = OptionSelectorPolicy(family, _constant(len(family), k))
+        agent = OptionSelectorPolicy(family, _constant(len(family), k, n), decide_at=decide_at)
         choices: list[int | None] = []
         act = agent.act
 
@@ -91,7 +100,8 @@ def test_the_chosen_variant_plays_the_whole_episode() -> None:
 
         agent.act = watching
         played = _actions(agent, task, seed)
-        assert set(choices) == {k}
+        assert set(choices[decide_at:]) == {k}
+        assert choices[:decide_at] == [None] * decide_at  # not chosen before its step
         assert played == _actions(VariantPolicy(family[k]), task, seed)
 
 
@@ -142,6 +152,7 @@ def test_a_checkpoint_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-
     loaded = load_selector(tmp_path / "sel.npz")
     assert loaded.family == family
     assert loaded.metadata["seed"] == 3
+    assert loaded.decide_at == 0
     x = rng.normal(size=(5, N_FEATURES))
     np.testing.assert_array_equal(loaded.selector.predict(x), selector.predict(x))
     seed = split_seed(1000, "prostate", "validation", 0)
@@ -155,3 +166,27 @@ def test_a_family_needs_a_selector() -> None:
         OptionSelectorPolicy((DEFAULT, Variant(n_beams=5)))
     with pytest.raises(ValueError):
         OptionSelectorPolicy(())
+    with pytest.raises(ValueError):
+        OptionSelectorPolicy((DEFAULT,), decide_at=2)
+
+
+def test_a_site_selector_round_trips_through_load_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A per-site checkpoint loads by path like the RT learners; an unknown site gets the default."""
+    from policies.radiotherapy import load
+
+    family = (DEFAULT, Variant(n_beams=6), Variant(n_beams=5, margin=1))
+    env = RadiotherapyPlanningEnv("head_neck", split="validation")
+    key = site_key(env.reset(seed=0)[0])
+    selector = SiteSelector([key], [_constant(3, 2, N_FEATURES1)])
+    save(
+        tmp_path / "rt_option_selector_seed7.npz",
+        family,
+        selector,
+        {"name": "option_selector", "decide_at": 1},
+    )
+    loaded = load(str(tmp_path / "rt_option_selector_seed7.npz"))
+    assert isinstance(loaded, OptionSelectorPolicy) and loaded.decide_at == 1
+    hn = split_seed(1000, "head_neck", "validation", 0)
+    assert _actions(loaded, "head_neck", hn) == _actions(VariantPolicy(family[2]), "head_neck", hn)
+    pr = split_seed(1000, "prostate", "validation", 0)
+    assert _actions(loaded, "prostate", pr) == _actions(AnatomyAwarePolicy(), "prostate", pr)
