@@ -30,10 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grading.radiotherapy import run_episode, split_seed  # noqa: E402
+from hospital_marl.radiotherapy.core.plan import ADD  # noqa: E402
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task  # noqa: E402
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv  # noqa: E402
 from policies.radiotherapy.options import (  # noqa: E402
     DEFAULT,
+    FEATURES,
     OptionSelectorPolicy,
     Variant,
     VariantPolicy,
@@ -110,7 +112,19 @@ def headroom(episodes: int, family: Sequence[Variant], split: str = "validation"
     return out
 
 
-def validation_set(path: str, family: Sequence[Variant], episodes: int) -> dict[str, Any]:
+def features_at(task: str, split: str, seeds: Sequence[int], decide_at: int) -> np.ndarray:
+    """The selector's features for each patient at step ``decide_at`` (the family opens with ``ADD``)."""
+    env = RadiotherapyPlanningEnv(task, split=split)
+    rows = []
+    for seed in seeds:
+        observation, _ = env.reset(seed=int(seed))
+        for _ in range(decide_at):
+            observation, *_ = env.step(ADD)
+        rows.append(FEATURES[decide_at](observation))
+    return np.array(rows)
+
+
+def validation_set(path: str, family: Sequence[Variant], episodes: int, decide_at: int = 0) -> dict[str, Any]:
     """Per task: site key, features and the family's scores on the first ``episodes`` validation
     patients, read from ``headroom --json`` (run on the whole grid) so no episode is replayed."""
     saved = json.loads(Path(path).read_text())
@@ -118,12 +132,10 @@ def validation_set(path: str, family: Sequence[Variant], episodes: int) -> dict[
     columns = [labels.index(v.label()) for v in family]
     out = {}
     for task in BUILTIN_TASKS:
-        env = RadiotherapyPlanningEnv(task, split="validation")
-        observations = [
-            env.reset(seed=split_seed(EVAL_SEED, task, "validation", i))[0] for i in range(episodes)
-        ]
+        seeds = [split_seed(EVAL_SEED, task, "validation", i) for i in range(episodes)]
+        key = site_key(RadiotherapyPlanningEnv(task, split="validation").reset(seed=seeds[0])[0])
         scores = np.array(saved[task]["scores"])[:episodes][:, columns]
-        out[task] = (site_key(observations[0]), np.array([step0_features(o) for o in observations]), scores)
+        out[task] = (key, features_at(task, "validation", seeds, decide_at), scores)
     return out
 
 
@@ -159,9 +171,10 @@ def select(args: argparse.Namespace, family: Sequence[Variant]) -> None:
     for task in BUILTIN_TASKS:
         env = RadiotherapyPlanningEnv(task)
         key = site_key(env.reset(seed=0)[0])
-        n = args.patients or len(data[f"{task}_x"])
-        train[key] = (data[f"{task}_x"][:n], data[f"{task}_y"][:n])
-    val = validation_set(args.validation, family, args.val_episodes)
+        n = args.patients or len(data[f"{task}_y"])
+        x = features_at(task, "train", data[f"{task}_seeds"][:n], args.decide_at)
+        train[key] = (x, data[f"{task}_y"][:n])
+    val = validation_set(args.validation, family, args.val_episodes, args.decide_at)
     rows = []
     for ridge, threshold, hidden in itertools.product(args.ridges, args.thresholds, args.hidden):
         selector = fit_sites(train, ridge, threshold, hidden, args.seed)
@@ -190,6 +203,7 @@ def select(args: argparse.Namespace, family: Sequence[Variant]) -> None:
     meta = {
         "name": "option_selector",
         "seed": args.seed,
+        "decide_at": args.decide_at,
         "labels": args.labels,
         "train_patients_per_task": {t: len(v[0]) for t, v in zip(BUILTIN_TASKS, train.values())},
         "validation": {"eval_seed": EVAL_SEED, "episodes": args.val_episodes, "selected": best},
@@ -197,6 +211,45 @@ def select(args: argparse.Namespace, family: Sequence[Variant]) -> None:
         "command": " ".join(sys.argv),
     }
     save(Path(args.out), family, selector, meta)
+
+
+def test_splits(paths: Sequence[str], episodes: int, out: str) -> None:
+    """Grade every seed's checkpoint and ``anatomy_aware`` on both test splits, as
+    ``tools/rt_scoreboard.py`` does (seed 42, episode *i* of each task and split): run ONCE, at the end."""
+    from grading.radiotherapy import grade_all
+    from policies.radiotherapy.learned import load_path
+
+    result: dict[str, Any] = {"episodes": episodes, "seed": 42, "splits": {}}
+    for split in ("test_id", "test_ood"):
+        rows: dict[str, dict[str, list[float]]] = {}
+        agents: list[tuple[str, Any]] = [("anatomy_aware", "anatomy_aware")]
+        agents += [(Path(p).stem, load_path(Path(p))) for p in paths]
+        for label, agent in agents:
+            report = grade_all(agent, n_episodes=episodes, seed=42, split=split)
+            rows[label] = {t: report["tasks"][t]["episode_scores"] for t in BUILTIN_TASKS}
+        base = {t: np.array(rows["anatomy_aware"][t]) for t in BUILTIN_TASKS}
+        seeds = [label for label in rows if label != "anatomy_aware"]
+        summary = {}
+        for t in BUILTIN_TASKS:
+            per_seed = np.array([np.mean(rows[label][t]) - base[t].mean() for label in seeds])
+            paired = np.array([np.array(rows[label][t]) - base[t] for label in seeds])  # (seeds, patients)
+            summary[t] = {
+                "anatomy_aware": float(base[t].mean()),
+                "per_seed_margin": per_seed.tolist(),
+                "margin": float(per_seed.mean()),
+                "margin_se_over_seeds": _se(per_seed),
+                "margin_se_over_patients": _se(paired.mean(axis=0)),
+            }
+            print(
+                split,
+                t,
+                f"aa {base[t].mean():.4f} margin {per_seed.mean():+.4f} ± {_se(per_seed):.4f} (seeds) "
+                f"± {_se(paired.mean(axis=0)):.4f} (patients, seed-mean paired); per seed "
+                + " ".join(f"{m:+.4f}" for m in per_seed),
+                flush=True,
+            )
+        result["splits"][split] = {"rows": rows, "summary": summary}
+    Path(out).write_text(json.dumps(result, indent=1) + "\n")
 
 
 def main() -> None:
@@ -226,8 +279,16 @@ def main() -> None:
     sel.add_argument("--ridges", type=float, nargs="+", default=[0.01, 0.1, 1.0, 10.0, float("inf")])
     sel.add_argument("--thresholds", type=float, nargs="+", default=[0.0, 0.005, 0.01, 0.02])
     sel.add_argument("--hidden", type=int, nargs="+", default=[0])
+    sel.add_argument("--decide-at", type=int, default=1, choices=sorted(FEATURES))
     sel.add_argument("--out", required=True)
+    tst = sub.add_parser("test")
+    tst.add_argument("checkpoints", nargs="+")
+    tst.add_argument("--episodes", type=int, default=10)
+    tst.add_argument("--out", required=True)
     args = parser.parse_args()
+    if args.command == "test":
+        test_splits(args.checkpoints, args.episodes, args.out)
+        return
     family = grid()
     if args.command == "family":
         scores = {}
