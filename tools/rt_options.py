@@ -261,6 +261,7 @@ def main() -> None:
     lab = sub.add_parser("label")
     lab.add_argument("--seed", type=int, required=True)
     lab.add_argument("--patients", type=int, default=1000, help="per task")
+    lab.add_argument("--start", type=int, default=0, help="first patient index (to extend a label set)")
     lab.add_argument("--split", default="train")
     lab.add_argument("--out", required=True)
     lab.add_argument("--tasks", nargs="*", default=list(BUILTIN_TASKS))
@@ -320,9 +321,12 @@ def main() -> None:
     arrays: dict[str, np.ndarray] = {}
     for task in args.tasks:
         if args.split == "train":
-            seeds = [train_seed(args.seed, task, i) for i in range(args.patients)]
+            seeds = [train_seed(args.seed, task, i) for i in range(args.start, args.start + args.patients)]
         else:
-            seeds = [split_seed(args.seed, task, args.split, i) for i in range(args.patients)]
+            seeds = [
+                split_seed(args.seed, task, args.split, i)
+                for i in range(args.start, args.start + args.patients)
+            ]
         start = time.process_time()
         arrays[f"{task}_x"], arrays[f"{task}_y"] = collect(task, args.split, seeds, family)
         arrays[f"{task}_seeds"] = np.array(seeds)
