@@ -166,7 +166,12 @@ def _se(values: np.ndarray) -> float:
 def select(args: argparse.Namespace, family: Sequence[Variant]) -> None:
     """Fit on one training seed's labels, every hyperparameter setting graded on the validation
     patients (a lookup in the headroom table), the best worst-task mean gain kept and saved."""
-    data = np.load(args.labels)
+    files = [np.load(path) for path in args.labels]
+    data = {
+        f"{t}_{part}": np.concatenate([f[f"{t}_{part}"] for f in files])
+        for t in BUILTIN_TASKS
+        for part in ("y", "seeds")
+    }
     train: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
     for task in BUILTIN_TASKS:
         env = RadiotherapyPlanningEnv(task)
@@ -227,27 +232,30 @@ def test_splits(paths: Sequence[str], episodes: int, out: str) -> None:
         for label, agent in agents:
             report = grade_all(agent, n_episodes=episodes, seed=42, split=split)
             rows[label] = {t: report["tasks"][t]["episode_scores"] for t in BUILTIN_TASKS}
-        base = {t: np.array(rows["anatomy_aware"][t]) for t in BUILTIN_TASKS}
         seeds = [label for label in rows if label != "anatomy_aware"]
-        summary = {}
-        for t in BUILTIN_TASKS:
-            per_seed = np.array([np.mean(rows[label][t]) - base[t].mean() for label in seeds])
-            paired = np.array([np.array(rows[label][t]) - base[t] for label in seeds])  # (seeds, patients)
-            summary[t] = {
-                "anatomy_aware": float(base[t].mean()),
-                "per_seed_margin": per_seed.tolist(),
-                "margin": float(per_seed.mean()),
-                "margin_se_over_seeds": _se(per_seed),
-                "margin_se_over_patients": _se(paired.mean(axis=0)),
-            }
-            print(
-                split,
-                t,
-                f"aa {base[t].mean():.4f} margin {per_seed.mean():+.4f} ± {_se(per_seed):.4f} (seeds) "
-                f"± {_se(paired.mean(axis=0)):.4f} (patients, seed-mean paired); per seed "
-                + " ".join(f"{m:+.4f}" for m in per_seed),
-                flush=True,
-            )
+        summary: dict[str, Any] = {}
+        for n in sorted({min(10, episodes), episodes}):  # the scoreboard's 10, and all graded
+            summary[str(n)] = {}
+            for t in BUILTIN_TASKS:
+                base = np.array(rows["anatomy_aware"][t][:n])
+                paired = np.array([np.array(rows[label][t][:n]) - base for label in seeds])  # (seeds, n)
+                per_seed = paired.mean(axis=1)
+                summary[str(n)][t] = {
+                    "anatomy_aware": float(base.mean()),
+                    "per_seed_margin": per_seed.tolist(),
+                    "margin": float(per_seed.mean()),
+                    "margin_se_over_seeds": _se(per_seed),
+                    "margin_se_over_patients": _se(paired.mean(axis=0)),
+                }
+                print(
+                    split,
+                    n,
+                    t,
+                    f"aa {base.mean():.4f} margin {per_seed.mean():+.4f} ± {_se(per_seed):.4f} (seeds) "
+                    f"± {_se(paired.mean(axis=0)):.4f} (patients); per seed "
+                    + " ".join(f"{m:+.4f}" for m in per_seed),
+                    flush=True,
+                )
         result["splits"][split] = {"rows": rows, "summary": summary}
     Path(out).write_text(json.dumps(result, indent=1) + "\n")
 
@@ -272,7 +280,7 @@ def main() -> None:
     fam.add_argument("--out", required=True)
     sel = sub.add_parser("select")
     sel.add_argument("--seed", type=int, required=True)
-    sel.add_argument("--labels", required=True)
+    sel.add_argument("--labels", nargs="+", required=True, help="label files (concatenated per task)")
     sel.add_argument("--patients", type=int, default=0, help="per task (0: all in the file)")
     sel.add_argument("--family", required=True)
     sel.add_argument("--validation", default="runs/rt_opt/headroom30.json")
