@@ -25,7 +25,11 @@ if TYPE_CHECKING:
     from policies.radiotherapy.residual import ResidualRTPolicy
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
-SHIPPED: dict[str, str] = {"ppo": "rt_ppo.npz", "rt_residual": "rt_residual.npz"}
+SHIPPED: dict[str, str] = {
+    "ppo": "rt_ppo.npz",
+    "rt_residual": "rt_residual.npz",
+    "option_selector": "rt_option_selector.npz",
+}
 """Registered name -> numpy checkpoint in :data:`CHECKPOINT_DIR` (metadata in the ``.json`` beside it)."""
 _SPACE = observation_space()
 
@@ -95,12 +99,18 @@ def export_numpy(model: Any, path: Path, metadata: dict[str, Any]) -> None:
 
 def load_path(path: Path, name: str | None = None) -> BaseRTPolicy:
     """A numpy policy from an exported ``.npz`` (or a training run directory holding ``best_model.npz``):
-    a :class:`NumpyMLPPolicy`, or a :class:`~policies.radiotherapy.residual.ResidualRTPolicy` when its
-    metadata has ``"residual"`` (a net trained with ``--residual``, over that base)."""
+    a :class:`NumpyMLPPolicy`, a :class:`~policies.radiotherapy.residual.ResidualRTPolicy` when its
+    metadata has ``"residual"`` (a net trained with ``--residual``, over that base), or an
+    :class:`~policies.radiotherapy.options.OptionSelectorPolicy` when it has ``"options"``."""
     if path.is_dir():
         path = path / "best_model.npz"
     if path.suffix != ".npz":
         raise ValueError(f"{path}: export the model to .npz first (hospital-marl train export RUN OUT.npz)")
+    meta_path = path.with_suffix(".json")
+    if meta_path.exists() and "options" in json.loads(meta_path.read_text()):
+        from policies.radiotherapy.options import load_selector
+
+        return load_selector(path, name=name)
     with np.load(path) as data:
         n = len([k for k in data.files if k.startswith("w")])
         layers = [(data[f"w{i}"], data[f"b{i}"]) for i in range(n)]
