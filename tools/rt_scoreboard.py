@@ -128,7 +128,7 @@ def markdown(data: dict[str, Any]) -> str:
                 margin = means[f"{name}, mean over seeds"][t] - means["anatomy_aware"][t]
                 bar = _se([means[s][t] for s in seeds[name]])
                 verdict.append(
-                    f"{t} {margin:+.3f} (s.e. {bar:.3f}: {'beats' if margin > bar else 'does not beat'})"
+                    f"{t} {margin:+.4f} (s.e. {bar:.4f}: {'beats' if margin > bar else 'does not beat'})"
                 )
             lines += ["", f"`{name}` (mean over seeds) minus anatomy_aware: " + "; ".join(verdict) + "."]
         parts.append("\n".join(lines))
