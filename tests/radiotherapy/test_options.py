@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grading.radiotherapy import grade_task, run_episode, split_seed
-from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task
+from grading.radiotherapy import grade_task, split_seed
+from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.radiotherapy import RTPolicy
 from policies.radiotherapy.baselines import AnatomyAwarePolicy
@@ -23,28 +23,11 @@ from policies.radiotherapy.options import (
     step0_features,
     step1_features,
 )
+from tests.radiotherapy.played import played_actions
 
 PATIENTS = 2
 N_FEATURES = len(step0_features(RadiotherapyPlanningEnv("prostate").reset(seed=0)[0]))
 N_FEATURES1 = len(step1_features(RadiotherapyPlanningEnv("prostate").reset(seed=0)[0]))
-
-
-def _actions(agent, task: str, seed: int, split: str = "validation") -> tuple[list[int], float]:  # type: ignore[no-untyped-def]
-    """The actions an agent plays on one graded patient (through the grader), and the final score."""
-    played: list[int] = []
-    act = agent.act
-
-    def recording(observation, action_mask):  # type: ignore[no-untyped-def]
-        action = act(observation, action_mask)
-        played.append(int(action))
-        return action
-
-    agent.act = recording
-    try:
-        episode = run_episode(agent, get_task(task), seed, split)
-    finally:
-        del agent.act
-    return played, episode.score
 
 
 def _constant(k: int, best: int, n: int = N_FEATURES) -> Selector:
@@ -58,24 +41,27 @@ def _constant(k: int, best: int, n: int = N_FEATURES) -> Selector:
 def test_a_one_variant_family_is_anatomy_aware_exactly(task: str) -> None:
     for i in range(PATIENTS):
         seed = split_seed(1000, task, "validation", i)
-        expected = _actions(AnatomyAwarePolicy(), task, seed)
-        assert _actions(OptionSelectorPolicy(), task, seed) == expected
-        assert _actions(OptionSelectorPolicy((DEFAULT,), _constant(1, 0)), task, seed) == expected
+        expected = played_actions(AnatomyAwarePolicy(), task, seed)
+        assert played_actions(OptionSelectorPolicy(), task, seed) == expected
+        assert played_actions(OptionSelectorPolicy((DEFAULT,), _constant(1, 0)), task, seed) == expected
         one = OptionSelectorPolicy((DEFAULT,), _constant(1, 0, N_FEATURES1), decide_at=1)
-        assert _actions(one, task, seed) == expected
+        assert played_actions(one, task, seed) == expected
 
 
 def test_a_variant_is_anatomy_aware_with_those_settings() -> None:
     seed = split_seed(1000, "head_neck", "validation", 0)
     variant = Variant(n_beams=5, low=0.95, margin=3)
-    expected = _actions(AnatomyAwarePolicy(5, 0.95, 3), "head_neck", seed)
-    assert _actions(VariantPolicy(variant), "head_neck", seed) == expected
+    expected = played_actions(AnatomyAwarePolicy(5, 0.95, 3), "head_neck", seed)
+    assert played_actions(VariantPolicy(variant), "head_neck", seed) == expected
     # another edit order is another policy: it plays differently somewhere on these patients
     other = [
-        _actions(VariantPolicy(Variant(edits="turn")), t, split_seed(1000, t, "validation", 0))[0]
+        played_actions(VariantPolicy(Variant(edits="turn")), t, split_seed(1000, t, "validation", 0))[0]
         for t in BUILTIN_TASKS
     ]
-    base = [_actions(AnatomyAwarePolicy(), t, split_seed(1000, t, "validation", 0))[0] for t in BUILTIN_TASKS]
+    base = [
+        played_actions(AnatomyAwarePolicy(), t, split_seed(1000, t, "validation", 0))[0]
+        for t in BUILTIN_TASKS
+    ]
     assert other != base
     with pytest.raises(ValueError):
         VariantPolicy(Variant(edits="sideways"))
@@ -99,10 +85,10 @@ def test_the_chosen_variant_plays_the_whole_episode(decide_at: int) -> None:
             return action
 
         agent.act = watching
-        played = _actions(agent, task, seed)
+        played = played_actions(agent, task, seed)
         assert set(choices[decide_at:]) == {k}
         assert choices[:decide_at] == [None] * decide_at  # not chosen before its step
-        assert played == _actions(VariantPolicy(family[k]), task, seed)
+        assert played == played_actions(VariantPolicy(family[k]), task, seed)
 
 
 def test_the_selector_reads_the_step0_observation() -> None:
@@ -156,7 +142,7 @@ def test_a_checkpoint_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-
     x = rng.normal(size=(5, N_FEATURES))
     np.testing.assert_array_equal(loaded.selector.predict(x), selector.predict(x))
     seed = split_seed(1000, "prostate", "validation", 0)
-    assert _actions(loaded, "prostate", seed) == _actions(
+    assert played_actions(loaded, "prostate", seed) == played_actions(
         OptionSelectorPolicy(family, selector), "prostate", seed
     )
 
@@ -187,6 +173,8 @@ def test_a_site_selector_round_trips_through_load_path(tmp_path) -> None:  # typ
     loaded = load(str(tmp_path / "rt_option_selector_seed7.npz"))
     assert isinstance(loaded, OptionSelectorPolicy) and loaded.decide_at == 1
     hn = split_seed(1000, "head_neck", "validation", 0)
-    assert _actions(loaded, "head_neck", hn) == _actions(VariantPolicy(family[2]), "head_neck", hn)
+    assert played_actions(loaded, "head_neck", hn) == played_actions(
+        VariantPolicy(family[2]), "head_neck", hn
+    )
     pr = split_seed(1000, "prostate", "validation", 0)
-    assert _actions(loaded, "prostate", pr) == _actions(AnatomyAwarePolicy(), "prostate", pr)
+    assert played_actions(loaded, "prostate", pr) == played_actions(AnatomyAwarePolicy(), "prostate", pr)

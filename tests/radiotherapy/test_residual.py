@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grading.radiotherapy import run_episode, split_seed
+from grading.radiotherapy import split_seed
 from hospital_marl.radiotherapy.core.plan import ADD, N_ACTIONS, NEW_MARGIN, NEXT, WIDEN
-from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task
+from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.radiotherapy import learned as learned_module
 from policies.radiotherapy import load
@@ -22,6 +22,7 @@ from policies.radiotherapy.residual import (
     DeferringBase,
     ResidualRTPolicy,
 )
+from tests.radiotherapy.played import played_actions
 from training.radiotherapy import Args, ResidualEnv
 
 PATIENTS = 2
@@ -38,24 +39,6 @@ def _net(rng: np.random.Generator, scale: float, defer: float, hidden: int = 16)
     ]
 
 
-def _actions(agent, task: str, seed: int, split: str = "validation") -> tuple[list[int], float]:
-    """The env actions an agent plays on one graded patient, and the final score."""
-    played: list[int] = []
-    act = agent.act
-
-    def recording(observation, action_mask):  # type: ignore[no-untyped-def]
-        action = act(observation, action_mask)
-        played.append(int(action))
-        return action
-
-    agent.act = recording
-    try:
-        episode = run_episode(agent, get_task(task), seed, split)
-    finally:
-        del agent.act
-    return played, episode.score
-
-
 @pytest.mark.parametrize("task", BUILTIN_TASKS)
 def test_an_untrained_residual_plays_anatomy_aware_exactly(task: str) -> None:
     """Deferring everywhere (no net, or a net with small weights and the defer bias the trainer
@@ -63,9 +46,9 @@ def test_an_untrained_residual_plays_anatomy_aware_exactly(task: str) -> None:
     rng = np.random.default_rng(0)
     for i in range(PATIENTS):
         seed = split_seed(1000, task, "validation", i)
-        expected = _actions(AnatomyAwarePolicy(), task, seed)
-        assert _actions(ResidualRTPolicy([]), task, seed) == expected
-        assert _actions(ResidualRTPolicy(_net(rng, 0.01, 4.0)), task, seed) == expected
+        expected = played_actions(AnatomyAwarePolicy(), task, seed)
+        assert played_actions(ResidualRTPolicy([]), task, seed) == expected
+        assert played_actions(ResidualRTPolicy(_net(rng, 0.01, 4.0)), task, seed) == expected
 
 
 def _deviating_net(seed: int = 1) -> list:
@@ -122,7 +105,7 @@ def test_training_view_plays_the_graded_policy(task: str) -> None:
     layers = _deviating_net(2)
     graded = ResidualRTPolicy(layers)
     seed = split_seed(1000, task, "validation", 0)
-    expected = _actions(graded, task, seed)
+    expected = played_actions(graded, task, seed)
     env = ResidualEnv(RadiotherapyPlanningEnv(task, split="validation"))
     features, _ = env.reset(seed=seed)
     played, done, info = [], False, {}
@@ -157,8 +140,10 @@ def test_loading_by_path_and_by_registered_name(tmp_path: Path, monkeypatch: pyt
     by_name = load("rt_residual")
     assert isinstance(by_name, ResidualRTPolicy) and by_name.name == "rt_residual"
     seed = split_seed(1000, "head_neck", "validation", 0)
-    expected = _actions(ResidualRTPolicy(layers), "head_neck", seed)
-    assert _actions(by_path, "head_neck", seed) == expected == _actions(by_name, "head_neck", seed)
+    expected = played_actions(ResidualRTPolicy(layers), "head_neck", seed)
+    assert (
+        played_actions(by_path, "head_neck", seed) == expected == played_actions(by_name, "head_neck", seed)
+    )
     # a run from before the "keep" re-entry recorded none: it was trained with ``resume``
     meta = json.loads((tmp_path / "rt_residual.json").read_text())
     del meta["residual"]["reentry"]
@@ -197,7 +182,7 @@ def test_the_trainer_starts_at_the_base() -> None:
     policy = ResidualRTPolicy(actor_layers(model))
     for task in BUILTIN_TASKS:
         seed = split_seed(1000, task, "validation", 0)
-        assert _actions(policy, task, seed) == _actions(AnatomyAwarePolicy(), task, seed)
+        assert played_actions(policy, task, seed) == played_actions(AnatomyAwarePolicy(), task, seed)
 
 
 def _add_first(
