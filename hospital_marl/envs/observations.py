@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import copy
 import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +133,26 @@ def check_composed_format(observation_format: str) -> bool:
     return observation_format == "dict_1d"
 
 
-_COMPOSED_SPACES: dict[tuple[float, float, bool], spaces.Dict] = {}
+_SPACES: OrderedDict[tuple[Any, ...], spaces.Space] = OrderedDict()
+SPACE_CACHE_ENTRIES = 64
+"""How many spaces are kept for copying; the least recently used goes first (a sweep over many
+custom days' lengths must not grow it without bound)."""
+_SPACES_LOCK = threading.Lock()  # a server builds envs in several threads at once
+
+
+def _copy_of(key: tuple[Any, ...], build: Callable[[], spaces.Space]) -> Any:
+    """A deep copy of the space cached under ``key`` (built by ``build`` the first time)."""
+    with _SPACES_LOCK:
+        space = _SPACES.get(key)
+        if space is not None:
+            _SPACES.move_to_end(key)
+    if space is None:
+        space = build()
+        with _SPACES_LOCK:
+            _SPACES[key] = space
+            while len(_SPACES) > SPACE_CACHE_ENTRIES:
+                _SPACES.popitem(last=False)
+    return copy.deepcopy(space)
 
 
 def composed_space(hospital: Hospital, one_d: bool = False) -> spaces.Dict:
@@ -139,28 +161,27 @@ def composed_space(hospital: Hospital, one_d: bool = False) -> spaces.Dict:
     A fresh copy for every env (a space carries its own seeded generator) of one built per set of
     bounds: building the boxes (gymnasium formats their bounds as text) took ~0.6 ms, most of an
     env's construction, paid by every served session; a copy takes a quarter of that."""
-    key = (float(hospital.scenario.episode_length), _treatment_high(hospital), one_d)
-    space = _COMPOSED_SPACES.get(key)
-    if space is None:
+
+    def build() -> spaces.Dict:
         boxes = {b.key: block_space(b, hospital) for b in BLOCKS}
         if one_d:
             boxes = {k: spaces.Box(b.low.ravel(), b.high.ravel(), dtype=b.dtype) for k, b in boxes.items()}
-        space = _COMPOSED_SPACES.setdefault(key, spaces.Dict(boxes))
-    return copy.deepcopy(space)
+        return spaces.Dict(boxes)
 
-
-_FLAT_SPACES: dict[tuple[tuple[str, ...], float, float], spaces.Box] = {}
+    return _copy_of(
+        ("composed", float(hospital.scenario.episode_length), _treatment_high(hospital), one_d), build
+    )
 
 
 def _flat_space(keys: tuple[str, ...], hospital: Hospital) -> spaces.Box:
     """The blocks ``keys`` flattened into one vector's Box: a copy, as :func:`composed_space`'s (a
     Box formats its bounds as text when built: ~1 ms for a state vector's)."""
-    key = (keys, float(hospital.scenario.episode_length), _treatment_high(hospital))
-    space = _FLAT_SPACES.get(key)
-    if space is None:
+
+    def build() -> spaces.Box:
         high = np.concatenate([block_high(BLOCK_BY_KEY[k], hospital).ravel() for k in keys])
-        space = _FLAT_SPACES.setdefault(key, spaces.Box(np.zeros_like(high), high, dtype=np.float32))
-    return copy.deepcopy(space)
+        return spaces.Box(np.zeros_like(high), high, dtype=np.float32)
+
+    return _copy_of(("flat", keys, float(hospital.scenario.episode_length), _treatment_high(hospital)), build)
 
 
 def role_space(role: str, hospital: Hospital) -> spaces.Box:

@@ -187,3 +187,13 @@ def test_composed_space__each_env_has_its_own_with_its_days_bounds() -> None:
     flat = gym.make(COMPOSED_ENV_ID, observation_format="dict_1d", scenario=short)
     assert flat.observation_space["waiting_queue"].shape == (30,)
     assert flat.observation_space["waiting_queue"].high[2] == 7
+
+
+def test_composed_space__the_copies_kept_are_bounded_and_each_day_gets_its_own_bounds() -> None:
+    from hospital_marl.envs import observations
+
+    lengths = range(2, 2 + 2 * observations.SPACE_CACHE_ENTRIES)
+    for length in (*lengths, *lengths):  # past the bound, and again after the first ones left it
+        env = gym.make(COMPOSED_ENV_ID, scenario=Scenario(name=f"len_{length}", episode_length=length))
+        assert env.observation_space["time_step"].high[0] == length
+        assert len(observations._SPACES) <= observations.SPACE_CACHE_ENTRIES
