@@ -263,9 +263,8 @@ def export_recurrent_onnx(actor: nn.Module, in_dim: int, hidden_size: int, path:
     path.parent.mkdir(parents=True, exist_ok=True)
     step = OneStep(actor.to("cpu").eval()).eval()
     with warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore"
-        )  # the tracer's notes on RecurrentNet's segment loop (one segment here)
+        # the tracer's notes on RecurrentNet's segment loop (one segment here)
+        warnings.simplefilter("ignore")
         torch.onnx.export(
             step,
             (torch.zeros(1, in_dim), torch.zeros(1, hidden_size)),

@@ -54,6 +54,7 @@ from training.common import Clock, Evaluate, eval_row, require_evaluate, reward_
 from training.fast.args import MASK_COLUMNS, ROLE_DIMS, SEED_BASE
 from training.fast.args import MappoArgs as Args
 from training.fast.common import (
+    OneStep,
     RecurrentNet,
     ReturnNormaliser,
     RunningMeanStd,
@@ -207,11 +208,13 @@ def torch_step(actor: nn.Module) -> RecurrentStep:
     """A recurrent torch actor as :class:`~policies.fast.RecurrentTeamPolicy` plays it: one decision,
     the hidden state in and out as float32 arrays (what the exported actor takes and returns)."""
 
+    one = OneStep(actor)  # the decision the exported actor is
+
     def step(features: np.ndarray, hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = torch.as_tensor(np.asarray(features, np.float32)).reshape(1, 1, -1)
+        x = torch.as_tensor(np.asarray(features, np.float32)).reshape(1, -1)
         with torch.no_grad():
-            out, after = actor(x, torch.as_tensor(hidden).reshape(1, -1), torch.zeros((1, 1)))
-        return out[0, 0].numpy(), after[0].numpy()
+            out, after = one(x, torch.as_tensor(hidden).reshape(1, -1))
+        return out[0].numpy(), after[0].numpy()
 
     return step
 
