@@ -29,6 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from grading.common import stderr  # noqa: E402
 from grading.radiotherapy import run_episode, split_seed  # noqa: E402
 from hospital_marl.radiotherapy.core.plan import ADD  # noqa: E402
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task  # noqa: E402
@@ -96,7 +97,7 @@ def headroom(episodes: int, family: Sequence[Variant], split: str = "validation"
         out[task] = {
             "scores": scores.tolist(),
             "oracle_gain": float(gain.mean()),
-            "oracle_gain_se": float(gain.std(ddof=1) / np.sqrt(len(gain))),
+            "oracle_gain_se": stderr(gain),
             "best_single": family[int(np.argmax(scores.mean(axis=0)))].label(),
             "best_single_gain": float((scores.mean(axis=0) - scores[:, 0].mean()).max()),
             "cpu_s": time.process_time() - start,
@@ -159,10 +160,6 @@ def gains(
     return out
 
 
-def _se(values: np.ndarray) -> float:
-    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
-
-
 def select(args: argparse.Namespace, family: Sequence[Variant]) -> None:
     """Fit on one training seed's labels, every hyperparameter setting graded on the validation
     patients (a lookup in the headroom table), the best worst-task mean gain kept and saved."""
@@ -191,7 +188,7 @@ def select(args: argparse.Namespace, family: Sequence[Variant]) -> None:
             "threshold": threshold,
             "hidden": hidden,
             "gain": {t: float(v.mean()) for t, v in g.items()},
-            "gain_se": {t: _se(v) for t, v in g.items()},
+            "gain_se": {t: stderr(v) for t, v in g.items()},
             "worst": min(float(v.mean()) for v in g.values()),
             "gain10": {t: float(v.mean()) for t, v in g10.items()},
             "worst10": min(float(v.mean()) for v in g10.values()),
@@ -244,15 +241,15 @@ def test_splits(paths: Sequence[str], episodes: int, out: str) -> None:
                     "anatomy_aware": float(base.mean()),
                     "per_seed_margin": per_seed.tolist(),
                     "margin": float(per_seed.mean()),
-                    "margin_se_over_seeds": _se(per_seed),
-                    "margin_se_over_patients": _se(paired.mean(axis=0)),
+                    "margin_se_over_seeds": stderr(per_seed),
+                    "margin_se_over_patients": stderr(paired.mean(axis=0)),
                 }
                 print(
                     split,
                     n,
                     t,
-                    f"aa {base.mean():.4f} margin {per_seed.mean():+.4f} ± {_se(per_seed):.4f} (seeds) "
-                    f"± {_se(paired.mean(axis=0)):.4f} (patients); per seed "
+                    f"aa {base.mean():.4f} margin {per_seed.mean():+.4f} ± {stderr(per_seed):.4f} (seeds) "
+                    f"± {stderr(paired.mean(axis=0)):.4f} (patients); per seed "
                     + " ".join(f"{m:+.4f}" for m in per_seed),
                     flush=True,
                 )
