@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from rt_fmo import fmo_scores  # noqa: E402
 
+from grading.common import stderr  # noqa: E402
 from grading.radiotherapy import grade_all, split_seed  # noqa: E402
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS  # noqa: E402
 from policies.radiotherapy.learned import CHECKPOINT_DIR, load_path  # noqa: E402
@@ -81,10 +82,6 @@ def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
     return out
 
 
-def _se(values: list[float]) -> float:
-    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
-
-
 def markdown(data: dict[str, Any]) -> str:
     """The tables and the verdicts, one section per split."""
     parts = []
@@ -113,9 +110,9 @@ def markdown(data: dict[str, Any]) -> str:
             cells, gaps = [], []
             for t in BUILTIN_TASKS:
                 if label.endswith(", mean over seeds"):
-                    se = _se([means[s][t] for s in seeds[label.split(",")[0]]])
+                    se = stderr([means[s][t] for s in seeds[label.split(",")[0]]])
                 else:
-                    se = _se(rows[label][t])
+                    se = stderr(rows[label][t])
                 gap = (means[label][t] - lo[t]) / (hi[t] - lo[t]) if hi[t] > lo[t] else float("nan")
                 gaps.append(gap)
                 cells.append(f"{means[label][t]:.3f} ± {se:.3f} ({100 * gap:.0f} %)")
@@ -126,7 +123,7 @@ def markdown(data: dict[str, Any]) -> str:
             verdict = []
             for t in BUILTIN_TASKS:
                 margin = means[f"{name}, mean over seeds"][t] - means["anatomy_aware"][t]
-                bar = _se([means[s][t] for s in seeds[name]])
+                bar = stderr([means[s][t] for s in seeds[name]])
                 verdict.append(
                     f"{t} {margin:+.4f} (s.e. {bar:.4f}: {'beats' if margin > bar else 'does not beat'})"
                 )
