@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from hospital_marl.action_index import action_index_or_invalid
 from hospital_marl.core import kernel
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_FLAT, ROLES, Kind
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
@@ -488,10 +489,7 @@ class Hospital:
         r = ROLE_INDEX.get(role)
         if r is None:
             raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
-        try:
-            index = _as_action_index(role_action, ROLE_ACTIONS[r])
-        except (TypeError, ValueError, IndexError):
-            index = -1
+        index = action_index_or_invalid(role_action, ROLE_ACTIONS[r])
         if self._sc[S_BOUNCE_CURSOR] >= self.state.bounce.shape[2]:
             self._before_act()
         code = _act_role(self.state, self.params, 0, r, index, bool(valid_when_chosen))
@@ -501,10 +499,7 @@ class Hospital:
     def act_flat(self, flat: int) -> Outcome:
         """Carry out one flat action (SPEC §3 table); counts as one action."""
         self._check_running()
-        try:
-            index = _as_action_index(flat, 39)
-        except (TypeError, ValueError, IndexError):
-            index = -1
+        index = action_index_or_invalid(flat, 39)
         self._before_act()
         code = _act_flat(self.state, self.params, 0, index)
         self._version += 1
@@ -527,10 +522,7 @@ class Hospital:
         if not self._reset_called:
             self._check_running()
         if (type(flat) is not int and type(flat) is not np.int64) or not 0 <= flat < 39:
-            try:
-                flat = _as_action_index(flat, 39)
-            except (TypeError, ValueError, IndexError):
-                flat = -1
+            flat = action_index_or_invalid(flat, 39)
         report = _step_flat_report(self.state, self.params, 0, flat, offsets, obs, mask)
         if report[0] < 0:  # ended (raises), or the bounce-back schedule needs room
             self._check_running()
@@ -892,29 +884,6 @@ def _own_params(params: Params) -> Params:
             array = array.copy()
         own.append(array)
     return type(params)(*own)
-
-
-def _as_action_index(action: Any, n: int) -> int:
-    """Accept ints and integer numpy scalars/0-d arrays; anything else is invalid."""
-    if type(action) is int and 0 <= action < n:  # the common cases, first
-        return action
-    if isinstance(action, np.integer):  # never a bool: np.bool_ is not an np.integer
-        index = int(action)
-        if not 0 <= index < n:
-            raise IndexError(index)
-        return index
-    if isinstance(action, (bool, np.bool_)):
-        raise TypeError("bool is not an action")
-    if isinstance(action, np.ndarray):
-        if action.shape not in ((), (1,)) or not np.issubdtype(action.dtype, np.integer):
-            raise TypeError("action array must be a single integer")
-        action = action.reshape(()).item()
-    if not isinstance(action, (int, np.integer)):
-        raise TypeError(f"action must be an int, got {type(action).__name__}")
-    index = int(action)
-    if not 0 <= index < n:
-        raise IndexError(index)
-    return index
 
 
 def warm_up() -> None:

@@ -98,15 +98,30 @@ def test_invalid_action__does_nothing_costs_a_step_and_is_counted() -> None:
             np.testing.assert_array_equal(obs[key], new_obs[key])
 
 
-def test_step__bad_actions_raise_clear_errors() -> None:
+NOT_ACTIONS = (N_ACTIONS, -1, 10**6, 2**70, 1.5, float("nan"), "add", None, True, np.bool_(False),
+               np.float32(0.0), np.array([0, 1]), np.array(0.0), [0], {"action": 0})  # fmt: skip
+
+
+def test_step__anything_that_is_not_an_action_is_an_invalid_action() -> None:
+    """SPEC-RT §3: an invalid action does nothing and is counted (never an error), whatever it is:
+    out of range, not an int, a bool. Each is one step, reward 0, the plan unchanged."""
     env = RadiotherapyPlanningEnv("prostate")
     with pytest.raises(RuntimeError, match="reset"):
         env.step(0)
-    env.reset(seed=0)
-    for bad in (N_ACTIONS, -1, 1.5, "add", True):
-        with pytest.raises(ValueError, match="action must be"):
-            env.step(bad)
-    env.step(ADD)
+    obs, info = env.reset(seed=0)
+    for count, bad in enumerate(NOT_ACTIONS, start=1):
+        new_obs, reward, terminated, truncated, info = env.step(bad)
+        assert (reward, terminated, truncated) == (0.0, False, False), repr(bad)
+        assert info["invalid_actions"] == count and info["steps"] == count, repr(bad)
+        assert env.plan.n_beams == 0
+        for key in obs:
+            if key != "step_fraction":
+                np.testing.assert_array_equal(obs[key], new_obs[key])
+    # integer NumPy scalars and single-element integer arrays are actions, as in the ED's env
+    for good in (np.int64(ADD), np.array(ADD), np.array([ADD], dtype=np.int32)):
+        _, _, _, _, info = env.step(good)
+        assert info["invalid_actions"] == len(NOT_ACTIONS)
+    assert env.plan.n_beams == 3
     env.step(LOCK)
     with pytest.raises(RuntimeError, match="over"):
         env.step(ADD)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hospital_marl.action_index import INVALID, action_index_or_invalid
 from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, MAX_MARGIN, N_ANGLES, BeamCache, next_cache
 from hospital_marl.radiotherapy.core.kernels import (
     constraint_values,
@@ -229,19 +230,17 @@ class Plan:
         return _MASKS[n][int(self.weights[self.active])][int(self.margins[self.active])]
 
     def step(self, action: int) -> tuple[float, bool]:
-        """Apply one action; returns (reward = change in score, valid). Invalid actions change nothing."""
+        """Apply one action; returns (reward = change in score, valid). Invalid actions change
+        nothing and are counted: masked-out ones, and anything that is not an index in
+        ``[0, N_ACTIONS)`` (out of range, a float, a bool, ``None``: as the ED's core)."""
         if self.phantom is None:
             raise RuntimeError("Plan.step before reset")
         if self.done:
             raise RuntimeError("the plan is locked or out of steps: reset first")
-        if (
-            not isinstance(action, (int, np.integer))
-            or isinstance(action, bool)
-            or not 0 <= action < N_ACTIONS
-        ):
-            raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
+        if type(action) is not int or not 0 <= action < N_ACTIONS:
+            action = action_index_or_invalid(action, N_ACTIONS)
         self.steps += 1
-        valid = bool(self._mask()[action])
+        valid = action != INVALID and bool(self._mask()[action])
         if not valid:
             self.invalid_actions += 1
             return 0.0, False

@@ -9,6 +9,7 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
+from hospital_marl.action_index import INVALID, action_index_or_invalid
 from hospital_marl.radiotherapy.core.dose import MAX_MARGIN, N_ANGLES
 from hospital_marl.radiotherapy.core.metrics import D2_FAIL, D2_GOAL, D98_GOAL, DVH_BINS, PASS_THRESHOLD
 from hospital_marl.radiotherapy.core.plan import MAX_BEAMS, MAX_WEIGHT, N_ACTIONS, Plan
@@ -205,15 +206,10 @@ class RadiotherapyPlanningEnv(gym.Env):
             raise RuntimeError("step before reset")
         if self.plan.done:
             raise RuntimeError("the episode is over: call reset()")
-        if type(action) is not int:  # NumPy integers, 0-d arrays, bools, anything else: the full check
-            if isinstance(action, np.ndarray) and action.shape == ():
-                action = action.item()
-            if not self.action_space.contains(action) or isinstance(action, bool):
-                raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
-        elif not 0 <= action < N_ACTIONS:
-            raise ValueError(f"action must be an int in [0, {N_ACTIONS}), got {action!r}")
-        reward, _ = self.plan.step(int(action))
-        self._last_action = int(action)
+        if type(action) is not int or not 0 <= action < N_ACTIONS:
+            action = action_index_or_invalid(action, N_ACTIONS)  # not an action: counted as invalid
+        reward, _ = self.plan.step(action)
+        self._last_action = None if action == INVALID else action
         return self._observation(), reward, self.plan.locked, self.plan.truncated, self._info()
 
     def render(self) -> np.ndarray | str | None:
