@@ -19,6 +19,7 @@ import json
 import pickle
 import sys
 import types
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,8 @@ def leaks(objects: list[Any], secrets: Secrets, now: int) -> list[str]:
         for q, day in zip(secrets.quantiles, secrets.futures)
     ]
     for obj in objects:
+        if _dead(obj):
+            continue
         kind = type(obj).__name__
         if kind in ("Seal", "HospitalEDEnv", "HospitalAECEnv", "HospitalEDTeamEnv"):
             found.append(f"live: {kind}")
@@ -114,7 +117,7 @@ def forward(roots: list[Any], limit: int = 200_000) -> list[Any]:
     stack = collections.deque(roots)
     while stack and len(seen) < limit:
         obj = stack.popleft()
-        if id(obj) in seen or isinstance(obj, (_SKIP, Secrets)):
+        if id(obj) in seen or _dead(obj) or isinstance(obj, (_SKIP, Secrets)):
             continue  # (the test's own knowledge is not a leak)
         if isinstance(obj, dict) and "__builtins__" in obj:  # a module's globals
             continue
@@ -218,18 +221,35 @@ class Attacker:
 
     def attack_gc_objects(self, received: dict[str, Any]) -> list[str]:
         """Read the whole heap."""
-        return leaks(gc.get_objects(), self.secrets, self._now())
+        return leaks(_heap(), self.secrets, self._now())
 
     def attack_closures(self, received: dict[str, Any]) -> list[str]:
         """Every closure cell of every function object in the heap."""
         cells = [
             c.cell_contents
-            for f in gc.get_objects()
+            for f in _heap()
             if isinstance(f, types.FunctionType) and getattr(f, "__closure__", None)
             for c in f.__closure__
             if _filled(c)
         ]
         return leaks(forward(cells, limit=50_000), self.secrets, self._now())
+
+
+def _dead(obj: Any) -> bool:
+    """A weak proxy whose referent is gone: touching it raises ``ReferenceError`` (the heap holds
+    some, e.g. once torch is imported). A live proxy is read like its referent."""
+    if type(obj) not in weakref.ProxyTypes:
+        return False
+    try:
+        obj.__class__  # noqa: B018
+    except ReferenceError:
+        return True
+    return False
+
+
+def _heap() -> list[Any]:
+    """Every object the collector tracks, but dead weak proxies."""
+    return [obj for obj in gc.get_objects() if not _dead(obj)]
 
 
 def _filled(cell: Any) -> bool:
