@@ -6,11 +6,15 @@ the default variant*; the policy plays the argmax. ``threshold`` is added to the
 gain (0 by construction of the targets), so a variant is chosen over ``anatomy_aware`` only when its
 predicted gain exceeds it. ``ridge=inf`` leaves the intercepts alone: the best variant on average per
 site, whatever the patient (the non-contextual bandit, a baseline for the contextual one).
+``clip`` bounds the standardised features to their training range (no linear extrapolation to
+patients unlike the training ones). :func:`fit_sites` takes each of these per site (a mapping from
+the site key), since what generalises differs by site (``checkpoints/README.md``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -24,15 +28,18 @@ def fit_ridge(
     threshold: float = 0.0,
     hidden: int = 0,
     seed: int = 0,
+    clip: bool = False,
 ) -> Selector:
     """A :class:`Selector` predicting ``gains`` (N, K) from ``features`` (N, F). ``hidden`` > 0: a
-    random tanh layer of that width first (random features; the ridge fits only the output)."""
+    random tanh layer of that width first (random features; the ridge fits only the output).
+    ``clip``: the selector clips standardised features to the range they span here."""
     x = np.asarray(features, dtype=np.float64)
     y = np.asarray(gains, dtype=np.float64)
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0
     z = (x - mean) / scale
+    low, high = (z.min(axis=0), z.max(axis=0)) if clip else (None, None)
     layers: list[tuple[np.ndarray, np.ndarray]] = []
     if hidden:
         rng = np.random.default_rng(seed)
@@ -51,24 +58,44 @@ def fit_ridge(
     bias = intercept.copy()
     bias[0] += threshold
     layers.append((w, bias))
-    return Selector(mean, scale, layers)
+    return Selector(mean, scale, layers, low, high)
+
+
+V = TypeVar("V")
+
+
+def per_site(value: V | Mapping[tuple[int, ...], V], key: tuple[int, ...]) -> V:
+    """``value`` itself, or its entry for site ``key`` if it is a mapping by site."""
+    return value[key] if isinstance(value, Mapping) else value  # type: ignore[return-value]
 
 
 def fit_sites(
     data: Mapping[tuple[int, ...], tuple[np.ndarray, np.ndarray]],
-    ridge: float,
-    threshold: float = 0.0,
+    ridge: float | Mapping[tuple[int, ...], float],
+    threshold: float | Mapping[tuple[int, ...], float] = 0.0,
     hidden: int = 0,
     seed: int = 0,
+    clip: bool | Mapping[tuple[int, ...], bool] = False,
 ) -> SiteSelector:
     """One :func:`fit_ridge` per site key: ``data[key] = (features, scores)``, the default variant's
-    scores in column 0 (the gains are taken against it)."""
+    scores in column 0 (the gains are taken against it). ``ridge``, ``threshold`` and ``clip`` are
+    one value for every site or a mapping by site key."""
     keys: list[tuple[int, ...]] = []
     selectors: list[Selector] = []
     for key, (x, scores) in data.items():
         gains = scores - scores[:, :1]
         keys.append(key)
-        selectors.append(fit_ridge(x, gains, ridge, threshold, hidden, seed))
+        selectors.append(
+            fit_ridge(
+                x,
+                gains,
+                per_site(ridge, key),
+                per_site(threshold, key),
+                hidden,
+                seed,
+                per_site(clip, key),
+            )
+        )
     return SiteSelector(keys, selectors)
 
 

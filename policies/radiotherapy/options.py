@@ -100,21 +100,34 @@ FEATURES = {0: step0_features, 1: step1_features}
 
 
 class Selector:
-    """Per-variant score regressor: standardised features -> (optional tanh hidden layers) -> K scores."""
+    """Per-variant score regressor: standardised features -> (optional tanh hidden layers) -> K scores.
+
+    ``low``/``high`` (optional): the range of the standardised features seen in training; a feature
+    outside it is clipped to it before the regression, so a patient unlike any training one (another
+    anatomy distribution) gets the prediction of the nearest training range, not a linear
+    extrapolation (which is what lost out of distribution; ``checkpoints/README.md``)."""
 
     def __init__(
         self,
         mean: np.ndarray,
         scale: np.ndarray,
         layers: Sequence[tuple[np.ndarray, np.ndarray]],
+        low: np.ndarray | None = None,
+        high: np.ndarray | None = None,
     ) -> None:
+        if (low is None) != (high is None):
+            raise ValueError("clip bounds come in pairs: give both low and high or neither")
         self.mean = np.asarray(mean, dtype=np.float64)
         self.scale = np.asarray(scale, dtype=np.float64)
         self.layers = [(np.asarray(w, np.float64), np.asarray(b, np.float64)) for w, b in layers]
+        self.low = None if low is None else np.asarray(low, dtype=np.float64)
+        self.high = None if high is None else np.asarray(high, dtype=np.float64)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """(..., K) predicted scores (or score gains) of each variant."""
         x = (np.asarray(features, dtype=np.float64) - self.mean) / self.scale
+        if self.low is not None:
+            x = np.clip(x, self.low, self.high)
         for w, b in self.layers[:-1]:
             x = np.tanh(x @ w.T + b)
         w, b = self.layers[-1]
@@ -127,13 +140,21 @@ class Selector:
         out = {f"{prefix}mean": self.mean, f"{prefix}scale": self.scale}
         for i, (w, b) in enumerate(self.layers):
             out[f"{prefix}w{i}"], out[f"{prefix}b{i}"] = w, b
+        if self.low is not None and self.high is not None:
+            out[f"{prefix}low"], out[f"{prefix}high"] = self.low, self.high
         return out
 
     @classmethod
     def from_arrays(cls, data: Mapping[str, np.ndarray], prefix: str = "") -> Selector:
         n = len([k for k in data if k.startswith(f"{prefix}w")])
         layers = [(data[f"{prefix}w{i}"], data[f"{prefix}b{i}"]) for i in range(n)]
-        return cls(data[f"{prefix}mean"], data[f"{prefix}scale"], layers)
+        return cls(
+            data[f"{prefix}mean"],
+            data[f"{prefix}scale"],
+            layers,
+            data.get(f"{prefix}low"),
+            data.get(f"{prefix}high"),
+        )
 
 
 def site_key(observation: Mapping[str, np.ndarray]) -> tuple[int, ...]:

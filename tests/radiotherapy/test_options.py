@@ -147,6 +147,31 @@ def test_a_checkpoint_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-
     )
 
 
+def test_clip_bounds_round_trip_and_bound_the_features(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A selector with clip bounds saves and loads them; a feature beyond them reads as the bound."""
+    rng = np.random.default_rng(1)
+    family = (DEFAULT, Variant(n_beams=5))
+    low, high = -np.ones(N_FEATURES1), np.ones(N_FEATURES1)
+    inner = Selector(
+        np.zeros(N_FEATURES1),
+        np.ones(N_FEATURES1),
+        [(rng.normal(size=(2, N_FEATURES1)), np.zeros(2))],
+        low,
+        high,
+    )
+    key = site_key(RadiotherapyPlanningEnv("prostate").reset(seed=0)[0])
+    save(
+        tmp_path / "c.npz", family, SiteSelector([key], [inner]), {"name": "option_selector", "decide_at": 1}
+    )
+    loaded = load_selector(tmp_path / "c.npz").selector.selectors[key]  # type: ignore[union-attr]
+    np.testing.assert_array_equal(loaded.low, low)
+    np.testing.assert_array_equal(loaded.high, high)
+    x = rng.normal(size=(4, N_FEATURES1)) * 5
+    np.testing.assert_array_equal(loaded.predict(x), loaded.predict(np.clip(x, -1, 1)))
+    with pytest.raises(ValueError):
+        Selector(np.zeros(2), np.ones(2), [(np.zeros((1, 2)), np.zeros(1))], low=np.zeros(2))
+
+
 def test_a_family_needs_a_selector() -> None:
     with pytest.raises(ValueError):
         OptionSelectorPolicy((DEFAULT, Variant(n_beams=5)))

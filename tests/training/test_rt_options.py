@@ -57,3 +57,44 @@ def test_greedy_family_starts_at_the_default_and_adds_the_complementary_variants
     scores = np.array([[0.5, 0.9, 0.1, 0.6], [0.5, 0.1, 0.9, 0.6]] * 5)
     assert greedy_family([scores], 3) == [0, 1, 2] or greedy_family([scores], 3) == [0, 2, 1]
     assert greedy_family([scores], 1) == [0]
+
+
+def test_clipping_predicts_beyond_the_training_range_as_at_its_edge() -> None:
+    """``clip``: a patient beyond the training features' range gets the prediction at the range's
+    edge (no linear extrapolation); inside the range the fit is the unclipped one."""
+    x, gains = _problem()
+    clipped = fit_ridge(x, gains, ridge=1e-3, clip=True)
+    plain = fit_ridge(x, gains, ridge=1e-3)
+    np.testing.assert_allclose(clipped.predict(x), plain.predict(x), rtol=0, atol=1e-12)
+    far = x[:3].copy()
+    far[:, 0] = x[:, 0].max() + 10.0
+    edge = far.copy()
+    edge[:, 0] = x[:, 0].max()
+    np.testing.assert_allclose(clipped.predict(far), clipped.predict(edge), rtol=0, atol=1e-12)
+    assert not np.allclose(plain.predict(far), plain.predict(edge))
+    low = x[:3].copy()
+    low[:, 0] = x[:, 0].min() - 10.0
+    at_min = low.copy()
+    at_min[:, 0] = x[:, 0].min()
+    np.testing.assert_allclose(clipped.predict(low), clipped.predict(at_min), rtol=0, atol=1e-12)
+
+
+def test_settings_can_differ_by_site() -> None:
+    """``ridge``/``threshold``/``clip`` by site key: an infinite ridge makes that site's selector the
+    training mean gains (plus the threshold on the default) for every patient; the other site stays
+    contextual and unclipped."""
+    x, gains = _problem()
+    gains[:, 1] += 0.01
+    scores = 0.7 + gains
+    sites = fit_sites(
+        {(1, 2): (x, scores), (2, 1): (x, scores)},
+        ridge={(1, 2): np.inf, (2, 1): 1e-3},
+        threshold={(1, 2): 0.005, (2, 1): 0.0},
+        clip={(1, 2): True, (2, 1): False},
+    )
+    test = _problem(seed=4)[0]
+    expected = gains.mean(axis=0) + np.array([0.005, 0.0, 0.0])
+    np.testing.assert_allclose(sites.selectors[(1, 2)].predict(test), np.tile(expected, (len(test), 1)))
+    assert sites.selectors[(1, 2)].low is not None and sites.selectors[(2, 1)].low is None
+    pick = np.argmax(sites.selectors[(2, 1)].predict(test), axis=1)
+    assert np.mean(pick == np.where(test[:, 0] > -0.25, 1, 2)) > 0.95  # 0.02 x + 0.01 > -0.02 x
