@@ -82,6 +82,16 @@ def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
     return out
 
 
+def paired_differences(rows: Any, seed_labels: list[str], task: str) -> list[float]:
+    """Per test patient: the seeds' mean score minus ``anatomy_aware``'s on the same patient.
+
+    Its standard error is the verdict's second bar. The seeds share the test patients, so the s.e.
+    over seeds measures only how the seeds differ (it is 0 when every seed plays the same plan);
+    a learner beats the baseline only by more than both."""
+    per_seed = np.array([rows[s][task] for s in seed_labels], dtype=float)
+    return (per_seed.mean(axis=0) - np.asarray(rows["anatomy_aware"][task], dtype=float)).tolist()
+
+
 def markdown(data: dict[str, Any]) -> str:
     """The tables and the verdicts, one section per split."""
     parts = []
@@ -123,9 +133,12 @@ def markdown(data: dict[str, Any]) -> str:
             verdict = []
             for t in BUILTIN_TASKS:
                 margin = means[f"{name}, mean over seeds"][t] - means["anatomy_aware"][t]
-                bar = stderr([means[s][t] for s in seeds[name]])
+                over_seeds = stderr([means[s][t] for s in seeds[name]])
+                over_patients = stderr(paired_differences(rows, seeds[name], t))
+                beats = margin > max(over_seeds, over_patients)
                 verdict.append(
-                    f"{t} {margin:+.4f} (s.e. {bar:.4f}: {'beats' if margin > bar else 'does not beat'})"
+                    f"{t} {margin:+.4f} (s.e. over seeds {over_seeds:.4f}, over patients "
+                    f"{over_patients:.4f}: {'beats' if beats else 'does not beat'})"
                 )
             lines += ["", f"`{name}` (mean over seeds) minus anatomy_aware: " + "; ".join(verdict) + "."]
         parts.append("\n".join(lines))
