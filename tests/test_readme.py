@@ -109,6 +109,18 @@ def test_readme__scoreboard_rows_match_what_the_command_prints(marker: str, trac
         assert cell in planner_row.split(" | ")[4], f"{planner} night_shift cell drifted: expected {cell}"
 
 
+def test_results__radiotherapy_scoreboard_is_what_its_command_prints_now() -> None:
+    """docs/results.md's radiotherapy block is the output of the command it shows, run now (all
+    its agents take ~20 s): the block once kept the first environment's scores for a day after the
+    score changed, because nothing regenerated or checked it."""
+    section = readme_tool.section(RESULTS, "scoreboard-rt")
+    command = readme_tool.SCOREBOARD_DOCUMENTS[ROOT / "docs" / "results.md"]["scoreboard-rt"]
+    assert section.startswith(f"`{command}`")
+    argv = [sys.executable, "-m", "hospital_marl", *command.split()[1:]]
+    printed = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
+    assert section == f"`{command}`\n\n{printed}\n"
+
+
 # ------------------------------------------------------------------ the checkpoints README's figures
 CHECKPOINTS_README = (ROOT / "policies" / "checkpoints" / "README.md").read_text()
 

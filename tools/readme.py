@@ -35,7 +35,12 @@ SCOREBOARD_COMMANDS = {
 }
 """Marker -> the one documented command whose output the section shows."""
 
-SCOREBOARD_DOCUMENTS: dict[Path, dict[str, str]] = {}
+SCOREBOARD_DOCUMENTS: dict[Path, dict[str, str]] = {
+    DOCS / "results.md": {
+        "scoreboard-rt": "hospital-marl -q compare --env radiotherapy --agents random masked_random "
+        "six_full evenly_spaced anatomy_aware ppo option_selector planner --markdown",
+    },
+}
 """Other documents' grader sections (slow, like the scoreboards): path -> marker -> command."""
 
 SCOREBOARD_PAGES = {
