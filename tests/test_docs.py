@@ -71,6 +71,27 @@ def test_every_environment__has_a_card_with_its_gif_in_the_nav() -> None:
         assert "```python" in text, f"{card} has no snippet"
 
 
+def test_radiotherapy_cards__state_the_action_space_the_env_has() -> None:
+    """The cards' action-space row and the environments index name the env's own space (they said
+    Discrete(8) for a day after the apertures made it Discrete(10))."""
+    import gymnasium as gym
+
+    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
+
+    index = (DOCS / "environments" / "index.md").read_text()
+    for task in BUILTIN_TASKS:
+        slug = task.replace("_", "-")
+        card = (DOCS / "environments" / f"rt-{slug}.md").read_text()
+        env_id = re.search(r'gymnasium\.make\("(hospital_marl/Radiotherapy\w+-v0)"\)', card)
+        assert env_id, f"rt-{slug}.md names no env id"
+        space = str(gym.make(env_id.group(1)).action_space)
+        row = next(line for line in card.splitlines() if line.startswith("| action space |"))
+        assert f"`{space}`" in row, f"rt-{slug}.md says {row!r}, the env has {space}"
+        assert re.findall(r"Discrete\(\d+\)", row) == [space]
+    for spaces in re.findall(r"\| \[[^]]+\]\(rt-[\w-]+\.md\) \|.*", index):
+        assert all(s == space for s in re.findall(r"Discrete\(\d+\)", spaces)), spaces
+
+
 def test_nav__lists_only_pages_that_exist() -> None:
     for page in _nav_pages(_config()["nav"]):
         assert (DOCS / page).exists(), page
