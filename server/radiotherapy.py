@@ -147,7 +147,7 @@ class RTEnvironment(Environment[RTAction, RTObservation, RTState]):
     def step(
         self, action: RTAction | dict[str, Any] | int, timeout_s: float | None = None, **kwargs: Any
     ) -> RTObservation:
-        """One planning action; an illegal one is counted and penalised, as in process."""
+        """One planning action; an illegal one changes nothing and is counted, as in process."""
         if not isinstance(action, RTAction):
             action = RTAction.model_validate(action if isinstance(action, dict) else {"action": action})
         if not self._state.started:
