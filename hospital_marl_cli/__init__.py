@@ -11,6 +11,8 @@ append its ``add_commands`` to :data:`hospital_marl_cli.app.COMMANDS`.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -31,7 +33,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         precheck_port(args[1:], "hospital-marl")
     from hospital_marl_cli.app import main as run
 
-    return run(args)
+    try:
+        status = run(args)
+        sys.stdout.flush()  # inside the try: a closed pipe raises here, not at shutdown
+    except BrokenPipeError:
+        # The reader went away (``hospital-marl agents | head -3``): stop quietly, as Unix tools do,
+        # and keep Python's flush at exit from raising again on the dead pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    return status
 
 
 def __getattr__(name: str) -> Any:

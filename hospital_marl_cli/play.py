@@ -223,7 +223,16 @@ def agent_tracks(name: str) -> str:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    """Every name with its tracks; team-only names are marked (they cannot play the flat track)."""
+    """Every name with its tracks; team-only names are marked (they cannot play the flat track).
+    ``--env radiotherapy``: the names ``evaluate`` / ``compare --env radiotherapy`` accept."""
+    if args.env == "radiotherapy":
+        from policies.radiotherapy import SCRIPTED
+        from policies.radiotherapy import names as rt_names
+
+        for name in rt_names():
+            note = "   scripted baseline" if name in SCRIPTED else ""
+            print(f"{name:16s} radiotherapy{note}")
+        return 0
     for name in policies.names():
         tracks = agent_tracks(name)
         note = "   team track only" if tracks == "team" else ""
@@ -232,6 +241,14 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
+    """The ED's scenarios and distributions; ``--env radiotherapy``: the planning tasks."""
+    if args.env == "radiotherapy":
+        from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task
+
+        for name in BUILTIN_TASKS:
+            task = get_task(name)
+            print(f"{name:18s} {task.max_steps:3d} steps          {task.description}")
+        return 0
     for name in SCENARIOS:
         s = get_scenario(name)
         print(f"{name:18s} ~{s.expected_arrivals:5.1f} arrivals/day  {s.description}")
@@ -314,8 +331,11 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--delay", type=nonnegative_float, default=0.0, help="seconds between frames (default 0)")
     p.set_defaults(func=cmd_demo)
 
+    envs = tuple(radiotherapy.ENV_DEFAULTS)
     p = sub.add_parser("agents", help="list the policy names `--agent` accepts, with their tracks")
+    p.add_argument("--env", choices=envs, default="ed", help="ed (default) or radiotherapy's agents")
     p.set_defaults(func=cmd_agents)
 
-    p = sub.add_parser("scenarios", help="list the scenarios")
+    p = sub.add_parser("scenarios", help="list the scenarios (radiotherapy: the tasks)")
+    p.add_argument("--env", choices=envs, default="ed", help="ed (default) or radiotherapy's tasks")
     p.set_defaults(func=cmd_scenarios)

@@ -106,3 +106,34 @@ def test_missing_extra_hints__give_the_command_that_works_from_a_clone() -> None
 
     assert 'pip install -e ".[train]"' in INSTALL_HINT and "hospital-marl[" not in INSTALL_HINT
     assert 'pip install -e ".[rllib]"' in RLLIB_HINT
+
+
+def test_agents_and_scenarios__list_radiotherapy_names_with_env(capsys: pytest.CaptureFixture[str]) -> None:
+    """`agents --env radiotherapy` lists exactly what `compare --env radiotherapy --agents` loads (the
+    ED's list named none of them), `scenarios --env radiotherapy` the tasks; the default is the ED's."""
+    from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
+    from policies import radiotherapy
+
+    assert main(["agents", "--env", "radiotherapy"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [r[0] for r in rows] == radiotherapy.names()
+    assert {r[0] for r in rows if "scripted" in r} == set(radiotherapy.SCRIPTED)
+    assert main(["scenarios", "--env", "radiotherapy"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == list(BUILTIN_TASKS)
+    assert main(["agents"]) == 0
+    assert "heuristic" in capsys.readouterr().out
+
+
+def test_output_into_a_closed_pipe__ends_quietly() -> None:
+    """`hospital-marl agents | head -1`: the reader leaves early; no traceback, SIGPIPE's status."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hospital_marl", "agents"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the command has printed anything: every write meets a closed pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
