@@ -92,6 +92,28 @@ def test_radiotherapy_cards__state_the_action_space_the_env_has() -> None:
         assert all(s == space for s in re.findall(r"Discrete\(\d+\)", spaces)), spaces
 
 
+def test_every_markdown_table__has_as_many_delimiter_cells_as_header_cells() -> None:
+    """A table whose delimiter row is short renders as a paragraph of pipes (the generated
+    radiotherapy tasks table did, on two pages). Every page of the site and every README."""
+    pages = [ROOT / "README.md", ROOT / "server" / "README.md", *sorted(DOCS.rglob("*.md"))]
+    pages += sorted((ROOT / "policies").rglob("README.md"))
+    delimiter = re.compile(r"^\s*\|(\s*:?-{3,}:?\s*\|)+\s*$")
+
+    def count(line: str) -> int:
+        return len(re.split(r"(?<!\\)\|", line.strip())) - 2  # \| is a pipe inside a cell
+
+    broken = []
+    for page in pages:
+        lines, fenced = page.read_text().splitlines(), False
+        for i, line in enumerate(lines):
+            fenced ^= line.lstrip().startswith("```")
+            header = lines[i - 1] if i else ""
+            is_table = not fenced and delimiter.match(line) and header.lstrip().startswith("|")
+            if is_table and count(header) != count(line):
+                broken.append(f"{page.relative_to(ROOT)}:{i}: {header[:60]}")
+    assert not broken, broken
+
+
 def test_nav__lists_only_pages_that_exist() -> None:
     for page in _nav_pages(_config()["nav"]):
         assert (DOCS / page).exists(), page

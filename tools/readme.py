@@ -132,7 +132,7 @@ def rt_tasks_section() -> str:
 
     rows = [
         "| task | `gym.make` id | steps | Rx | OARs (priority: clinical constraints) | k |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
     for name in BUILTIN_TASKS:
         t = TASKS[name]
