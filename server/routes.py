@@ -279,7 +279,8 @@ def _add_mcp_http_route(
     async def mcp(request: Request) -> dict[str, Any]:
         """OpenEnv's MCP endpoint. ``openenv/session/create`` opens a session from the same pool
         as ``/ws``: it counts against ``max_sessions`` and the per-client cap, and ends after
-        the idle timeout without a call that names its ``session_id``."""
+        ``http_session_ttl_s`` without a call that names its ``session_id`` (nobody holds a
+        connection to it, so the shorter timeout)."""
         await pool.reap()
         try:
             payload = json.loads(await request.body())

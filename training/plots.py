@@ -1,13 +1,19 @@
-"""Learning-curve plots of ``hospital-marl train ppo`` runs (matplotlib, Agg backend, PNG)."""
+"""Learning-curve plots of ``hospital-marl train ...`` runs (matplotlib, Agg backend, PNG)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+X_KEYS = ("timesteps", "frames", "env_steps")
+"""What the trainers count along a curve: SB3 and the per-role trainers timesteps, the fast and
+BenchMARL trainers frames, RLlib env steps (the first one a curve has is its x axis)."""
+
 
 def plot_curve(run_dir: str | Path, output: str | Path | None = None, per_scenario: bool = True) -> Path:
-    """Draw ``RUN_DIR/curve.json`` (evaluation score vs timesteps) to a PNG; returns its path.
+    """Draw ``RUN_DIR/curve.json`` (evaluation score vs timesteps, frames or env steps) to a PNG;
+    returns its path. Any trainer's run directory (``train ppo``, ``marl``, ``fast-*``,
+    ``benchmarl``, ``rllib``, ``radiotherapy``).
 
     The overall evaluation score carries its mean per-scenario standard error
     as a band; per-scenario scores are thin lines; the mean raw training
@@ -22,7 +28,7 @@ def plot_curve(run_dir: str | Path, output: str | Path | None = None, per_scenar
     path = run_dir / "curve.json"
     if not path.exists():
         raise FileNotFoundError(
-            f"no curve.json in {run_dir} (is it a `hospital-marl train ppo` run directory?)"
+            f"no curve.json in {run_dir} (is it a `hospital-marl train ...` run directory?)"
         )
     rows = json.loads(path.read_text())
     if not rows:
@@ -32,7 +38,11 @@ def plot_curve(run_dir: str | Path, output: str | Path | None = None, per_scenar
         meta_path = run_dir / "best_model.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
 
-    steps = [r["timesteps"] for r in rows]
+    x_key = next((k for k in X_KEYS if k in rows[0]), None)
+    rows = [r for r in rows if r.get("eval_score") is not None]  # RLlib logs iterations between gradings
+    if x_key is None or not rows:
+        raise FileNotFoundError(f"{path} has no graded rows with one of {', '.join(X_KEYS)}")
+    steps = [r[x_key] for r in rows]
     score = [r["eval_score"] for r in rows]
     err = [r.get("eval_stderr", 0.0) for r in rows]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
@@ -47,7 +57,7 @@ def plot_curve(run_dir: str | Path, output: str | Path | None = None, per_scenar
     if per_scenario:
         for key in [k for k in rows[0] if k.startswith("score_")]:
             ax.plot(steps, [r.get(key) for r in rows], lw=1, alpha=0.8, label=key[len("score_") :])
-    ax.set_xlabel("timesteps")
+    ax.set_xlabel(x_key.replace("_", " "))
     ax.set_ylabel("graded score (0–100)")
     ax.grid(alpha=0.3)
     rewards = [r.get("train_episode_reward") for r in rows]

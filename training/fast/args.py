@@ -82,8 +82,9 @@ class MappoArgs(TrainArgs):
     VecNormalize's reward normalisation; clipped to +-10)."""
     recurrent: bool = False
     """A GRU core (hidden size = the last hidden width) after the MLP of every actor and critic; the
-    hidden state is carried over a day and zeroed at its start. No ONNX export: best.pt / final.pt
-    hold the actors, graded with torch. Not with --shared-actor."""
+    hidden state is carried over a day and zeroed at its start. The actors are exported to ONNX
+    with their hidden state as an input and an output (policies.load takes the run). Not with
+    --shared-actor."""
     reward: str = shared("reward")
     """env: the env's dense team reward; score: the graded composite's per-step change, the team's
     (hospital_marl.envs.wrappers.VectorScoreReward: a day's return is its score - 90)."""

@@ -5,10 +5,9 @@ evenly spaced beams at the middle weight give the tumour D95 ≈ 1.0 Rx: the mea
 D95 of the 6-beam and the 7-beam plans over :data:`CALIBRATION_PHANTOMS`
 phantoms is exactly 1 after calibration.
 
-k is per task, like a clinical plan normalisation: with σ = 4 pencil beams the
-same k gives a small paediatric tumour (r 3–5) a markedly higher D95 than a large
-prostate (r 5–8), because the lateral falloff covers less of a larger target (the tasks'
-stored k differ accordingly).
+k is per task, like a clinical plan normalisation: the same k does not give every
+tumour size and depth the same D95 (attenuation, the penumbra's share of a small
+target), so the tasks' stored k differ.
 The built-in tasks store their k (``Task.dose_scale``, recomputed by
 ``python -m hospital_marl.radiotherapy.core.calibration``); a user task with
 ``dose_scale=None`` is calibrated on first use (a fraction of a second, cached).
