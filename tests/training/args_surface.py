@@ -26,7 +26,9 @@ re-recorded, an addition only).
 new choice). ``train radiotherapy`` gained ``--residual anatomy_aware``, ``--defer-logit``,
 ``--residual-rounds``, ``--residual-episodes``, ``--residual-label-fraction``,
 ``--residual-tolerance``, ``--residual-fit``, ``--defer-bonuses`` (issue 25's residual learner; re-recorded,
-additions only).
+additions only). ``train fast-mappo --recurrent``'s help says the actors are exported to ONNX (they
+have been since the recurrent export landed; its help still said "No ONNX export"; re-recorded, that
+help text only).
 """
 
 from __future__ import annotations
