@@ -16,8 +16,8 @@ def plot_curve(run_dir: str | Path, output: str | Path | None = None, per_scenar
     ``benchmarl``, ``rllib``, ``radiotherapy``).
 
     The overall evaluation score carries its mean per-scenario standard error
-    as a band; per-scenario scores are thin lines; the mean raw training
-    episode return is on a second axis.
+    as a band; per-scenario (radiotherapy: per-task) scores are thin lines; the mean raw
+    training episode return is on a second axis.
     """
     import matplotlib
 
@@ -39,11 +39,12 @@ def plot_curve(run_dir: str | Path, output: str | Path | None = None, per_scenar
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
 
     x_key = next((k for k in X_KEYS if k in rows[0]), None)
-    rows = [r for r in rows if r.get("eval_score") is not None]  # RLlib logs iterations between gradings
+    y_key = "aggregate" if "aggregate" in rows[0] else "eval_score"  # radiotherapy: the plan score
+    rows = [r for r in rows if r.get(y_key) is not None]  # RLlib logs iterations between gradings
     if x_key is None or not rows:
         raise FileNotFoundError(f"{path} has no graded rows with one of {', '.join(X_KEYS)}")
     steps = [r[x_key] for r in rows]
-    score = [r["eval_score"] for r in rows]
+    score = [r[y_key] for r in rows]
     err = [r.get("eval_stderr", 0.0) for r in rows]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     ax.plot(steps, score, "o-", color="black", lw=2, label="eval score (all)")
@@ -57,8 +58,10 @@ def plot_curve(run_dir: str | Path, output: str | Path | None = None, per_scenar
     if per_scenario:
         for key in [k for k in rows[0] if k.startswith("score_")]:
             ax.plot(steps, [r.get(key) for r in rows], lw=1, alpha=0.8, label=key[len("score_") :])
+        for task in rows[0].get("task_scores", {}):
+            ax.plot(steps, [r["task_scores"].get(task) for r in rows], lw=1, alpha=0.8, label=task)
     ax.set_xlabel(x_key.replace("_", " "))
-    ax.set_ylabel("graded score (0–100)")
+    ax.set_ylabel("plan score (0–1)" if y_key == "aggregate" else "graded score (0–100)")
     ax.grid(alpha=0.3)
     rewards = [r.get("train_episode_reward") for r in rows]
     if any(v is not None for v in rewards):

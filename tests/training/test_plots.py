@@ -33,6 +33,18 @@ def test_plot_curve__draws_every_trainers_run(run: Path, tmp_path: Path) -> None
     assert out.read_bytes().startswith(PNG_MAGIC)
 
 
+def test_plot_curve__draws_a_radiotherapy_run(tmp_path: Path) -> None:
+    """`train radiotherapy` grades the plan score (`aggregate`, per task `task_scores`), not the ED's
+    `eval_score`: a curve as it writes one (training/radiotherapy.py) is drawn too."""
+    tasks = {"prostate": 0.9, "head_neck": 0.7, "pediatric_brain": 0.8}
+    rows = [
+        {"timesteps": t, "aggregate": 0.8, "margin": -0.01, "task_scores": tasks, "wall_s": 1.0}
+        for t in (0, 2048, 4096)
+    ]
+    (tmp_path / "curve.json").write_text(json.dumps(rows))
+    assert plot_curve(tmp_path).read_bytes().startswith(PNG_MAGIC)
+
+
 def test_plot_curve__a_directory_without_a_curve_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no curve\.json"):
         plot_curve(tmp_path)
