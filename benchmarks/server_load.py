@@ -204,8 +204,9 @@ def web_planner_client(url: str, stop: Any, counts: Any) -> None:
             seed += 1
 
 
-def mcp_cycling_client(url: str, stop: Any, counts: Any) -> None:
-    """A client opening a standard MCP session, starting a shift, and closing it, over and over."""
+def mcp_cycling_client(url: str, stop: Any, counts: Any, pause_s: float = 0.0) -> None:
+    """A client opening a standard MCP session, starting a shift, and closing it, over and over
+    (``pause_s`` between sessions: benchmarks/server_companions.py's paced case)."""
     import httpx
 
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -233,6 +234,8 @@ def mcp_cycling_client(url: str, stop: Any, counts: Any) -> None:
             )
             http.delete("/mcp", headers=session)
             counts["mcp_sessions"] += 1
+            if pause_s:
+                time.sleep(pause_s)
 
 
 class Background:
