@@ -115,9 +115,17 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     """What :func:`serve` gives uvicorn besides host, port and logging.
 
     No permessage-deflate: compressing one small JSON observation costs more CPU on
-    both ends than it saves on loopback or a LAN, and adds latency to every step.
+    both ends than it saves on loopback or a LAN, and adds latency to every step. The HTTP
+    protocol is :class:`server.mcp_handoff.RoutingProtocol` (uvicorn's own, except that a
+    standard MCP connection is served by the MCP transport's process).
     """
-    return {"ws_max_size": settings.ws_frame_limit_bytes, "ws_per_message_deflate": False}
+    from server.mcp_handoff import RoutingProtocol
+
+    return {
+        "ws_max_size": settings.ws_frame_limit_bytes,
+        "ws_per_message_deflate": False,
+        "http": RoutingProtocol,
+    }
 
 
 GIL_SWITCH_INTERVAL_S = 0.0001

@@ -29,38 +29,21 @@ to OpenEnv's route as before.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from server import mcp_handoff
 from server.guards import logger
-from server.mcp_transport import TransportProcess, TransportUnavailable, replay
+from server.mcp_handoff import SESSION_HEADER, VERSION_HEADER, header, json_reply
+from server.mcp_transport import TransportArgs, TransportProcess, TransportUnavailable, replay
 from server.sessions import ClientLedger, SessionCapacityError, SessionStore
 from server.settings import ServerSettings
 
 SOURCE = "MCP (streamable HTTP)"
-SESSION_HEADER = b"mcp-session-id"
-VERSION_HEADER = b"mcp-protocol-version"
-_SDK_METHODS = frozenset({"initialize", "server/discover"})
-"""Methods that open a standard MCP exchange (OpenEnv's route knows neither)."""
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    return next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == name), None)
-
-
-async def _json_reply(
-    send: Send, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
-) -> None:
-    payload = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
 
 
 def _rpc_error(code: int, message: str, data_code: str, request_id: Any = None) -> dict[str, Any]:
@@ -101,7 +84,16 @@ class StreamableMCP:
         self._ttl_s = settings.http_session_ttl_s
         self._max_sessions = settings.max_sessions
         self._warm = warm
-        self._process = TransportProcess(scenario, self._ttl_s, self._max_sessions, self._lost)
+        args = TransportArgs(
+            scenario,
+            self._ttl_s,
+            self._max_sessions,
+            settings.max_message_bytes,
+            tuple(settings.allowed_hosts),
+            tuple(settings.allowed_origins),
+        )
+        self._process = TransportProcess(args, self, self._lost)
+        self._opening = 0  # sessions being opened (their slots are held)
         self._runs = 0
 
     @property
@@ -136,84 +128,87 @@ class StreamableMCP:
             self.episodes.close(sid)
 
     # ------------------------------------------------------------ dispatch
-    @staticmethod
-    def claims(scope: Scope, body: bytes) -> bool:
-        """Whether a request to ``/mcp`` is the SDK's (standard MCP) rather than OpenEnv's."""
-        if scope["method"] == "DELETE" or _header(scope, SESSION_HEADER) is not None:
-            return True
-        if _header(scope, VERSION_HEADER) is not None:
-            return True
-        try:
-            message = json.loads(body)
-        except ValueError:
-            return False
-        return isinstance(message, dict) and message.get("method") in _SDK_METHODS
+    claims = staticmethod(mcp_handoff.claims)
 
-    async def __call__(self, scope: Scope, body: bytes, send: Send) -> None:
-        """Answer one request: ownership, caps and versions decided here, the SDK's answer made in
-        the transport's process."""
-        client = scope["client"][0] if scope.get("client") else ""
-        version = _header(scope, VERSION_HEADER)
+    def takes_connections(self) -> bool:
+        """Whether a standard MCP connection can be handed to the transport's process now."""
+        return self._process.takes_connections()
+
+    def hand_over(self, transport: Any, data: bytes, uvicorn: dict[str, Any]) -> bool:
+        """Hand a standard MCP connection to the transport's process (:mod:`server.mcp_handoff`)."""
+        return self._process.hand_over(transport, data, uvicorn)
+
+    def decide(self, client: str, method: str, version: str | None, sid: str | None) -> tuple[str, Any]:
+        """What a standard MCP request may do: ``("refuse", (status, body))``, ``("open", None)``
+        (a slot is held for ``client`` until :meth:`opened`), or ``("serve", None)``."""
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await _json_reply(send, 400, _rpc_error(
+            return "refuse", (400, _rpc_error(
                 -32600,
                 f"this server keeps an episode per MCP session: it speaks the initialize handshake "
                 f"(protocol versions {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}), not {version}",
                 "UNSUPPORTED_PROTOCOL_VERSION",
             ))  # fmt: skip
-            return
-        sid = _header(scope, SESSION_HEADER)
         if sid is None:
-            await self._open(scope, body, send, client)
-            return
+            try:
+                self._ledger.acquire(client, SOURCE, self._max_sessions)
+            except SessionCapacityError as exc:
+                return "refuse", (429, _rpc_error(-32000, str(exc), exc.code))
+            if len(self.episodes) + self._opening >= self._max_sessions:
+                self._ledger.release(client, SOURCE)
+                message = f"{SOURCE} session limit reached ({self._max_sessions}); retry later"
+                return "refuse", (429, _rpc_error(-32000, message, "SESSION_LIMIT"))
+            self._opening += 1
+            return "open", None
         if self.episodes.get(sid, client) is None:
-            await _json_reply(send, 404, _rpc_error(
+            return "refuse", (404, _rpc_error(
                 -32001,
                 "Session not found: it never existed, was closed, expired after "
                 f"{self._ttl_s:g} s idle, or is another client's; initialize a new one",
                 "UNKNOWN_SESSION",
             ))  # fmt: skip
-            return
-        replies = await self._forward(scope, body, send, opening=False)
-        if replies is not None and scope["method"] == "DELETE":
+        return "serve", None
+
+    def opened(self, client: str, sid: str | None) -> None:
+        """An ``open`` ended: the session counts from now on, or its slot comes back."""
+        self._opening -= 1
+        if sid:
+            self.episodes.add(sid, sid, client)
+            logger.info("MCP session opened (streamable HTTP)")
+        else:
+            self._ledger.release(client, SOURCE)
+
+    def ended(self, client: str, sid: str | None) -> None:
+        """A ``DELETE`` was answered: the session is over."""
+        if sid is not None:
             self.episodes.close(sid, client)
 
-    async def _open(self, scope: Scope, body: bytes, send: Send, client: str) -> None:
-        """An ``initialize``: count the new session for its client, then let the SDK answer."""
-        try:
-            self._ledger.acquire(client, SOURCE, self._max_sessions)
-        except SessionCapacityError as exc:
-            await _json_reply(send, 429, _rpc_error(-32000, str(exc), exc.code))
-            return
-        if len(self.episodes) >= self._max_sessions:
-            self._ledger.release(client, SOURCE)
-            message = f"{SOURCE} session limit reached ({self._max_sessions}); retry later"
-            await _json_reply(send, 429, _rpc_error(-32000, message, "SESSION_LIMIT"))
+    async def __call__(self, scope: Scope, body: bytes, send: Send) -> None:
+        """Answer one request that arrived on the server's own connections: decided here, the SDK's
+        answer made in the transport's process."""
+        client = scope["client"][0] if scope.get("client") else ""
+        sid = header(scope, SESSION_HEADER)
+        kind, detail = self.decide(client, scope["method"], header(scope, VERSION_HEADER), sid)
+        if kind == "refuse":
+            await json_reply(send, *detail)
             return
         opened = None
         try:
-            replies = await self._forward(scope, body, send, opening=True)
-            opened = replies[1] if replies is not None else None
+            try:
+                replies, opened = await self._process.request(scope, body, kind == "open")
+            except TransportUnavailable as exc:
+                message = f"MCP transport not running: {exc}"
+                await json_reply(send, 503, _rpc_error(-32000, message, "NOT_READY"))
+                return
+            if kind == "open":
+                self.opened(client, opened)  # before the client has the reply: it may ask again at once
+                kind = "done"
+            elif scope["method"] == "DELETE":
+                self.ended(client, sid)
+            for message in replies:
+                await send(message)
         finally:
-            if opened:
-                self.episodes.add(opened, opened, client)
-                logger.info("MCP session opened (streamable HTTP)")
-            else:
-                self._ledger.release(client, SOURCE)
-
-    async def _forward(
-        self, scope: Scope, body: bytes, send: Send, opening: bool
-    ) -> tuple[list[Message], str | None] | None:
-        """The transport process's answer, sent to the client (None, after a 503, when the process
-        could not answer)."""
-        try:
-            replies, opened = await self._process.request(scope, body, opening)
-        except TransportUnavailable as exc:
-            await _json_reply(send, 503, _rpc_error(-32000, f"MCP transport not running: {exc}", "NOT_READY"))
-            return None
-        for message in replies:
-            await send(message)
-        return replies, opened
+            if kind == "open":  # cancelled or unavailable before the session opened
+                self.opened(client, None)
 
 
 ALLOWED_METHODS = ("POST", "DELETE")
@@ -225,7 +220,7 @@ async def _method_not_allowed(scope: Scope, send: Send) -> None:
     answer requests), so ``GET`` is a 405 as MCP's transport allows; clients carry on without it."""
     message = f"{scope['method']} /mcp: use POST (DELETE with Mcp-Session-Id ends a session)"
     allow = ((b"allow", ", ".join(ALLOWED_METHODS).encode()),)
-    await _json_reply(send, 405, _rpc_error(-32600, message, "METHOD_NOT_ALLOWED"), allow)
+    await json_reply(send, 405, _rpc_error(-32600, message, "METHOD_NOT_ALLOWED"), allow)
 
 
 class MCPDispatch:

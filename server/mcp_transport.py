@@ -12,18 +12,26 @@ hands each request over a socket pair and sends the reply back.
 
 What stays in the server (:class:`server.mcp_http.StreamableMCP`) is every decision about who may
 do what: session ownership, the shared caps and idle expiry, protocol versions. The process
-answers only what the server forwards, and closes an episode when the server says so (a
-``DELETE``, an idle expiry, the app's end). If it dies, the server forgets its sessions (their
-slots come back), answers 503 meanwhile, and starts a fresh process at the next request.
+answers only what the server forwards or asks it about, and closes an episode when the server says
+so (a ``DELETE``, an idle expiry, the app's end). If it dies, the server forgets its sessions
+(their slots come back), answers 503 meanwhile, and starts a fresh process at the next request.
+
+Forwarding each request still cost the server's loop ~0.3 ms of CPU (uvicorn, the guards, the
+hand-over, the reply), so under ``serve`` a connection whose first request is standard MCP is
+handed over whole (:mod:`server.mcp_handoff`): the process reads and answers its requests, and asks
+the server only for each one's decision (:class:`Rules`). Requests on connections the server kept
+are forwarded as above.
 
 The wire between them: frames of a 4-byte big-endian length and a pickle (both ends are this
-module; nothing a client sends is unpickled: its request travels as the bytes it sent).
+module; nothing a client sends is unpickled: its request travels as the bytes it sent), and a Unix
+socket pair that carries the handed-over connections each way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import multiprocessing
@@ -32,11 +40,14 @@ import pickle
 import signal
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Protocol
 
-from starlette.types import Message, Receive, Scope
+from starlette.types import Message, Receive, Scope, Send
+
+from server import mcp_handoff
 
 logger = logging.getLogger("server.mcp")
 
@@ -44,7 +55,7 @@ START_LIMIT_S = 120.0
 """Seconds the transport's process may take to import its libraries and report ready."""
 STOP_LIMIT_S = 10.0
 """Seconds it has to stop cleanly before it is terminated."""
-SESSION_HEADER = b"mcp-session-id"
+SESSION_HEADER = mcp_handoff.SESSION_HEADER
 _SCOPE_KEYS = (
     "type", "asgi", "http_version", "server", "client", "scheme", "method", "root_path", "path",
     "raw_path", "query_string", "headers",
@@ -82,25 +93,28 @@ def replay(body: bytes) -> Receive:
 
 
 # ------------------------------------------------------------------ the process
-def _serve(conn: Connection, scenario: str, ttl_s: float, max_sessions: int) -> None:
-    """The process's entry point (``spawn``): serve the server's frames until told to stop or the
-    server goes away. Interrupts are the server's to handle (it stops this process)."""
+def _serve(conn: Connection, channel: socket.socket, args: TransportArgs) -> None:
+    """The process's entry point (``spawn``): serve the server's frames and the connections it
+    hands over until told to stop or the server goes away. Interrupts are the server's to handle
+    (it stops this process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     conn.close()
+    channel.setblocking(False)
     try:  # the loop uvicorn picks for the server when it is installed (the `server` extra)
         from uvloop import run
     except ImportError:
         run = asyncio.run
     with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
-        run(_transport(sock, scenario, ttl_s, max_sessions))
+        run(_transport(sock, channel, args))
 
 
-async def _transport(sock: socket.socket, scenario: str, ttl_s: float, max_sessions: int) -> None:
+async def _transport(sock: socket.socket, channel: socket.socket, args: TransportArgs) -> None:
     from fastmcp.exceptions import ToolError
     from fastmcp.server.dependencies import get_http_request
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+    from server.guards import RequestGuardMiddleware, SitePolicy
     from server.mcp_tools import HospitalMCPEnvironment, build_tools
 
     episodes: dict[str, HospitalMCPEnvironment] = {}
@@ -115,12 +129,16 @@ async def _transport(sock: socket.socket, scenario: str, ttl_s: float, max_sessi
 
     tools = build_tools(episode)
     manager = StreamableHTTPSessionManager(
-        tools._mcp_server, json_response=True, session_idle_timeout=ttl_s, max_sessions=max_sessions
+        tools._mcp_server, json_response=True, session_idle_timeout=args.ttl_s, max_sessions=args.max_sessions
     )
     reader, writer = await asyncio.open_connection(sock=sock)
+    loop = asyncio.get_running_loop()
     running: set[asyncio.Task[None]] = set()
+    asked: dict[int, asyncio.Future[tuple[str, Any]]] = {}
+    questions = itertools.count(1)
 
-    async def answer(rid: int, scope: Scope, body: bytes, opening: bool) -> None:
+    async def sdk(scope: Scope, body: bytes, opening: bool) -> tuple[list[Message], str | None]:
+        """The SDK's answer to one request, and the session it opened (the episode made here)."""
         replies: list[Message] = []
         opened: str | None = None
 
@@ -134,30 +152,103 @@ async def _transport(sock: socket.socket, scenario: str, ttl_s: float, max_sessi
         try:
             await manager.handle_request(scope, replay(body), keep)
             if opened:
-                episodes[opened] = HospitalMCPEnvironment(scenario=scenario)
+                episodes[opened] = HospitalMCPEnvironment(scenario=args.scenario)
         except Exception:
             logger.exception("the MCP transport failed a request")
             opened, replies = None, _error_reply()
-        writer.write(_frame((rid, replies, opened)))
+        return replies, opened
+
+    async def answer(rid: int, scope: Scope, body: bytes, opening: bool) -> None:
+        replies, opened = await sdk(scope, body, opening)
+        writer.write(_frame(("reply", rid, replies, opened)))
+
+    async def ask(*question: Any) -> tuple[str, Any]:
+        """The server's decision on a request this process was handed (see :class:`Rules`)."""
+        qid = next(questions)
+        future: asyncio.Future[tuple[str, Any]] = loop.create_future()
+        asked[qid] = future
+        writer.write(_frame(("ask", qid, *question)))
+        try:
+            return await future
+        finally:
+            asked.pop(qid, None)
+
+    def tell(*news: Any) -> None:
+        writer.write(_frame(("tell", *news)))
+
+    app = RequestGuardMiddleware(
+        _HandedOver(ask, tell, sdk), args.max_bytes, site=SitePolicy(args.hosts, args.origins)
+    )
+
+    def send_back(conn: socket.socket, data: bytes) -> bool:
+        return mcp_handoff.send_connection(channel, conn.fileno(), data)
+
+    def arrived() -> None:
+        received = mcp_handoff.receive_connections(channel)
+        if received is None:
+            loop.remove_reader(channel.fileno())
+            return
+        for conn, prefix in received:
+            serving = mcp_handoff.serve_connection(conn, prefix, app, args.max_bytes, send_back)
+            task = loop.create_task(serving)
+            running.add(task)
+            task.add_done_callback(running.discard)
 
     async with manager.run():
-        writer.write(_frame((0, "ready", None)))
+        loop.add_reader(channel.fileno(), arrived)
+        writer.write(_frame(("ready",)))
         await writer.drain()
         while True:
-            rid, kind, *args = await _read(reader)
+            rid, kind, *rest = await _read(reader)
             if kind == "stop":
                 break
             if kind == "close":
-                env = episodes.pop(args[0], None)
+                env = episodes.pop(rest[0], None)
                 if env is not None:
                     env.close()
-                continue
-            task = asyncio.create_task(answer(rid, *args))
-            running.add(task)
-            task.add_done_callback(running.discard)
+            elif kind == "answer":
+                future = asked.get(rid)
+                if future is not None and not future.done():
+                    future.set_result(rest[0])
+            else:
+                task = loop.create_task(answer(rid, *rest))
+                running.add(task)
+                task.add_done_callback(running.discard)
+        loop.remove_reader(channel.fileno())
     for env in episodes.values():
         env.close()
     writer.close()
+
+
+class _HandedOver:
+    """The process's ASGI app for requests on connections it was handed (behind the guards): the
+    server decides (:class:`Rules`), the SDK answers, the server hears what came of it."""
+
+    def __init__(
+        self,
+        ask: Callable[..., Awaitable[tuple[str, Any]]],
+        tell: Callable[..., None],
+        sdk: Callable[[Scope, bytes, bool], Awaitable[tuple[list[Message], str | None]]],
+    ) -> None:
+        self._ask, self._tell, self._sdk = ask, tell, sdk
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = (await receive()).get("body", b"")
+        client = scope["client"][0] if scope.get("client") else ""
+        sid = mcp_handoff.header(scope, SESSION_HEADER)
+        version = mcp_handoff.header(scope, mcp_handoff.VERSION_HEADER)
+        kind, detail = await self._ask(client, scope["method"], version, sid)
+        if kind == "refuse":
+            status, payload = detail
+            await mcp_handoff.json_reply(send, status, payload)
+            return
+        replies, opened = await self._sdk(scope, body, kind == "open")
+        if kind == "open":
+            self._tell("opened", client, opened)  # before the client has the reply (frames keep order)
+        elif scope["method"] == "DELETE":
+            self._tell("ended", client, sid)
+        for message in replies:
+            await send(message)
 
 
 def _error_reply() -> list[Message]:
@@ -170,26 +261,61 @@ def _error_reply() -> list[Message]:
 
 
 # ------------------------------------------------------------------- the server's end
+@dataclass(frozen=True)
+class TransportArgs:
+    """What the process's episodes, session manager and guards use (the server's settings)."""
+
+    scenario: str
+    ttl_s: float
+    max_sessions: int
+    max_bytes: int
+    hosts: tuple[str, ...] = ()
+    origins: tuple[str, ...] = ()
+
+
+class Rules(Protocol):
+    """What the server decides for a request the process answers on a handed-over connection
+    (:class:`server.mcp_http.StreamableMCP`)."""
+
+    def decide(self, client: str, method: str, version: str | None, sid: str | None) -> tuple[str, Any]:
+        """``("refuse", (status, body))``, ``("open", None)`` (a slot held for the client until
+        :meth:`opened`) or ``("serve", None)``."""
+        ...
+
+    def opened(self, client: str, sid: str | None) -> None:
+        """What came of an ``open``: the new session's id, or None (the slot comes back)."""
+        ...
+
+    def ended(self, client: str, sid: str | None) -> None:
+        """A ``DELETE`` of the client's session was answered."""
+        ...
+
+
 class TransportProcess:
     """The server's handle on the transport's process: started on demand (or by
-    :meth:`started`), one request in flight per caller, many callers at once.
+    :meth:`started`), one request in flight per caller, many callers at once; it takes whole
+    connections too (:meth:`hand_over`, :mod:`server.mcp_handoff`) and serves those it sends back.
 
     Args:
-        scenario, ttl_s, max_sessions: what the process's episodes and session manager use.
+        args: what the process's episodes, session manager and guards use.
+        rules: the server's decisions for requests on handed-over connections.
         lost: called on the server's loop when the process ends unasked (its sessions are gone).
     """
 
-    def __init__(self, scenario: str, ttl_s: float, max_sessions: int, lost: Callable[[], None]) -> None:
-        self._args = (scenario, ttl_s, max_sessions)
+    def __init__(self, args: TransportArgs, rules: Rules, lost: Callable[[], None]) -> None:
+        self._args = args
+        self._rules = rules
         self._lost = lost
         self._process: Any = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._writer: asyncio.Transport | None = None
+        self._channel: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._reading: asyncio.Task[None] | None = None
+        self._ended: asyncio.Future[None] | None = None
         self._starting: asyncio.Lock | None = None
         self._pending: dict[int, asyncio.Future[tuple[list[Message], str | None]]] = {}
         self._ids = itertools.count(1)
         self._stopping = False
+        self._uvicorn: dict[str, Any] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -209,49 +335,98 @@ class TransportProcess:
     async def _start(self) -> None:
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
+        channel, their_channel = mcp_handoff.channel_pair()
         process = context.Process(
-            target=_serve, args=(theirs, *self._args), name="mcp-transport", daemon=True
+            target=_serve, args=(theirs, their_channel, self._args), name="mcp-transport", daemon=True
         )
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, process.start)
-        theirs.close()
+        try:
+            await loop.run_in_executor(None, process.start)
+        finally:
+            theirs.close()
+            their_channel.close()
         sock = socket.socket(fileno=os.dup(ours.fileno()))
         ours.close()
-        reader, writer = await asyncio.open_connection(sock=sock)
+        ready: asyncio.Future[Any] = loop.create_future()
+        frames = _Frames(ready)
+        writer, _ = await loop.create_connection(lambda: frames, sock=sock)
         try:
-            ready = await asyncio.wait_for(_read(reader), START_LIMIT_S)
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            first = await asyncio.wait_for(ready, START_LIMIT_S)
+        except (TimeoutError, ConnectionError) as exc:
             writer.close()
+            channel.close()
             process.terminate()
             raise TransportUnavailable(f"it did not start ({type(exc).__name__})") from exc
-        if ready[1] != "ready":
+        if first != ("ready",):
             writer.close()
+            channel.close()
             process.terminate()
-            raise TransportUnavailable(f"it did not start: {ready!r}")
-        self._process, self._writer, self._loop = process, writer, loop
+            raise TransportUnavailable(f"it did not start: {first!r}")
+        self._process, self._writer, self._loop, self._channel = process, writer, loop, channel
         self._stopping = False
-        self._reading = asyncio.create_task(self._read_replies(reader, writer))
+        self._ended = loop.create_future()
+        frames.serve(self._on_frame, functools.partial(self._on_lost, writer))
+        loop.add_reader(channel.fileno(), self._returned, channel)
 
-    async def _read_replies(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                rid, replies, opened = await _read(reader)
-                future = self._pending.pop(rid, None)
-                if future is not None and not future.done():
-                    future.set_result((replies, opened))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError, pickle.UnpicklingError):
-            pass
-        finally:
-            if self._writer is writer:
-                self._writer = None
-                writer.close()
-                for future in self._pending.values():
-                    if not future.done():
-                        future.set_exception(TransportUnavailable("it ended"))
-                self._pending.clear()
-                if not self._stopping:
-                    logger.error("the MCP transport's process ended; its sessions are closed")
-                    self._lost()
+    def _returned(self, channel: socket.socket) -> None:
+        """Connections the process sent back (a request on them that is not standard MCP)."""
+        if not mcp_handoff.accept_returned(channel, lambda: self._uvicorn):
+            with contextlib.suppress(ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(channel.fileno())
+
+    def takes_connections(self) -> bool:
+        """Whether :meth:`hand_over` can give the process a connection now."""
+        return self._writer is not None and self._channel is not None
+
+    def hand_over(self, transport: asyncio.Transport, data: bytes, uvicorn: dict[str, Any]) -> bool:
+        """Give the process a client connection (its socket and the bytes read from it), or say
+        it cannot (False: the caller serves it)."""
+        sock = transport.get_extra_info("socket")
+        if self._channel is None or sock is None:
+            return False
+        self._uvicorn = uvicorn  # to serve the connections the process sends back
+        return mcp_handoff.send_connection(self._channel, sock.fileno(), data)
+
+    def _on_frame(self, frame: tuple[Any, ...]) -> None:
+        """A frame from the process: a reply to :meth:`request`, a question of :class:`Rules`, or
+        news for them (answered at once, on the loop: no task per frame)."""
+        kind, *rest = frame
+        if kind == "reply":
+            rid, replies, opened = rest
+            future = self._pending.pop(rid, None)
+            if future is not None and not future.done():
+                future.set_result((replies, opened))
+        elif kind == "ask":
+            qid, *question = rest
+            if self._writer is not None:
+                self._writer.write(_frame((qid, "answer", self._rules.decide(*question))))
+        elif kind == "tell":
+            news, client, sid = rest
+            (self._rules.opened if news == "opened" else self._rules.ended)(client, sid)
+
+    def _on_lost(self, writer: asyncio.Transport) -> None:
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_result(None)
+        if self._writer is not writer:
+            return
+        self._writer = None
+        self._close_channel()
+        writer.close()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(TransportUnavailable("it ended"))
+        self._pending.clear()
+        if not self._stopping:
+            logger.error("the MCP transport's process ended; its sessions are closed")
+            self._lost()
+
+    def _close_channel(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            if self._loop is not None and not self._loop.is_closed():
+                with contextlib.suppress(ValueError, OSError):
+                    self._loop.remove_reader(channel.fileno())
+            channel.close()
 
     async def request(self, scope: Scope, body: bytes, opening: bool) -> tuple[list[Message], str | None]:
         """The ASGI messages of the SDK's answer to one request, and the session it opened."""
@@ -282,25 +457,65 @@ class TransportProcess:
             loop.call_soon_threadsafe(_write, writer, frame)
 
     async def stop(self) -> None:
-        """Stop the process (its episodes end with it)."""
-        writer, process, reading = self._writer, self._process, self._reading
+        """Stop the process (its episodes, and the connections it was handed, end with it)."""
+        writer, process, ended = self._writer, self._process, self._ended
         if writer is None or process is None:
             return
         self._stopping = True
         with contextlib.suppress(ConnectionError, OSError):
             writer.write(_frame((0, "stop")))
-            await writer.drain()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, process.join, STOP_LIMIT_S)
         if process.is_alive():
             process.terminate()
             await loop.run_in_executor(None, process.join, STOP_LIMIT_S)
-        if reading is not None:
+        if ended is not None:
             with contextlib.suppress(asyncio.CancelledError):
-                await reading
-        self._process = self._reading = None
+                await asyncio.wait_for(ended, STOP_LIMIT_S)
+        self._close_channel()
+        self._process = self._ended = None
 
 
-def _write(writer: asyncio.StreamWriter, frame: bytes) -> None:
+class _Frames(asyncio.Protocol):
+    """The server's end of the frame pipe: the first frame resolves ``ready``; later ones go to
+    the handler given by :meth:`serve`, in order, as they arrive."""
+
+    def __init__(self, ready: asyncio.Future[Any]) -> None:
+        self._ready = ready
+        self._buffer = bytearray()
+        self._handle: Callable[[Any], None] | None = None
+        self._lost: Callable[[], None] | None = None
+        self._early: list[Any] = []
+
+    def serve(self, handle: Callable[[Any], None], lost: Callable[[], None]) -> None:
+        self._handle, self._lost = handle, lost
+        for frame in self._early:
+            handle(frame)
+        self._early.clear()
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        while len(self._buffer) >= _LENGTH.size:
+            (length,) = _LENGTH.unpack_from(self._buffer)
+            end = _LENGTH.size + length
+            if len(self._buffer) < end:
+                return
+            frame = pickle.loads(self._buffer[_LENGTH.size : end])
+            del self._buffer[:end]
+            if not self._ready.done():
+                self._ready.set_result(frame)
+            elif self._handle is not None:
+                self._handle(frame)
+            else:
+                self._early.append(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._ready.done():
+            self._ready.set_exception(ConnectionError("the transport's process ended"))
+        if self._lost is not None:
+            self._lost()
+
+
+def _write(writer: asyncio.Transport, frame: bytes) -> None:
     if not writer.is_closing():
         writer.write(frame)

@@ -1,0 +1,397 @@
+"""Standard MCP connections handed whole to the transport's process (issue 24's latency target).
+
+Forwarding each standard MCP request through the server's event loop cost that loop ~0.3 ms of
+CPU per request (uvicorn's parsing, the guards, the hand-over, the reply: 1.2 ms per session of
+``initialize``, ``initialized``, ``tools/call`` and ``DELETE``), and one ``/ws`` session's median
+step rose from 0.23 to 0.27 ms beside a client cycling MCP sessions (to 0.31-0.37 ms with a
+planner tab as well), while the same client served by another server process cost nothing. So a
+*connection* whose first request is standard MCP leaves the server's process altogether:
+
+- :class:`RoutingProtocol` is the server's HTTP protocol (uvicorn's ``http`` option). It reads a
+  connection's first request; unless that is a standard MCP request to ``/mcp`` (the test is
+  :func:`claims`), it hands the connection, bytes read so far included, to uvicorn's own protocol
+  and steps aside. A standard MCP connection's socket goes to the transport's process over a Unix
+  socket (``SCM_RIGHTS``) with the bytes read so far.
+- :func:`serve_connection`, in that process, answers the connection's requests with h11 (the HTTP/1.1
+  state machine uvicorn's pure-Python protocol uses). A request that is not standard MCP (any
+  route, a refused method, a request h11 cannot parse, a body over the limit) sends the connection
+  *back*, unanswered bytes included, and the server serves it from then on as any other.
+
+What a request may do is still decided in the server's process: the transport's process asks it
+(ownership, caps, expiry, protocol versions; :class:`server.mcp_http.StreamableMCP`), a small
+frame each way instead of the whole request. The guards (:class:`server.guards.RequestGuardMiddleware`)
+run in the process on each request it answers, the same code with the same settings. A
+connection is handed over at most twice, and a request never waits on the server's loop for
+anything but its decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import pickle
+import socket
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+import h11
+from starlette.types import ASGIApp, Message, Scope, Send
+
+logger = logging.getLogger("server.mcp")
+
+PREFIX_LIMIT = 64 * 1024
+"""Bytes of a connection's unanswered requests that travel with it (beyond: it stays where it is)."""
+CHANNEL_BUFFER = 4 * PREFIX_LIMIT
+"""Each end's socket buffer for the hand-over channel (a few connections in flight at once)."""
+KEEP_ALIVE_S = 5.0
+"""Idle seconds before the process closes a kept-alive connection (uvicorn's default)."""
+READ_LIMIT_S = 30.0
+"""Seconds a started request may take to arrive in full."""
+MCP_PATH = "/mcp"
+SESSION_HEADER = b"mcp-session-id"
+VERSION_HEADER = b"mcp-protocol-version"
+_SDK_METHODS = frozenset({"initialize", "server/discover"})
+"""Methods that open a standard MCP exchange (OpenEnv's route knows neither)."""
+_HEADS = (b"POST " + MCP_PATH.encode(), b"DELETE " + MCP_PATH.encode())
+
+
+# ------------------------------------------------------------------ which requests
+def header(scope: Scope, name: bytes) -> str | None:
+    """A request header's value (the first), or None."""
+    return next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == name), None)
+
+
+def claims(scope: Scope, body: bytes) -> bool:
+    """Whether a request to ``/mcp`` is the SDK's (standard MCP) rather than OpenEnv's JSON-RPC."""
+    if scope["method"] == "DELETE" or header(scope, SESSION_HEADER) is not None:
+        return True
+    if header(scope, VERSION_HEADER) is not None:
+        return True
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and message.get("method") in _SDK_METHODS
+
+
+def is_mcp_route(scope: Scope) -> bool:
+    """``POST`` or ``DELETE`` at ``/mcp`` (anything else there is the app's: OpenAPI's 405s)."""
+    return scope["path"].rstrip("/") == MCP_PATH and scope["method"] in ("POST", "DELETE")
+
+
+async def json_reply(
+    send: Send, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    """A JSON response in two ASGI messages."""
+    payload = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class _Request:
+    """One request read with h11: its ASGI scope and body, or why it cannot be (``None``)."""
+
+    def __init__(self) -> None:
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=PREFIX_LIMIT)
+        self.start: h11.Request | None = None
+        self.body = bytearray()
+        self.too_large = False
+
+    def feed(self, data: bytes, max_body: int) -> bool | None:
+        """Take bytes; True once the whole request is in, None while more is needed, False if it
+        is not one to take here (malformed, too large, not ``/mcp``)."""
+        if data:
+            self.conn.receive_data(data)
+        try:
+            while True:
+                event = self.conn.next_event()
+                if event is h11.NEED_DATA:
+                    return None
+                if isinstance(event, h11.Request):
+                    self.start = event
+                    if event.method not in (b"POST", b"DELETE"):
+                        return False
+                elif isinstance(event, h11.Data):
+                    self.body += event.data
+                    if len(self.body) > max_body:
+                        self.too_large = True
+                        return False
+                else:  # the end (True), or ConnectionClosed / PAUSED
+                    return isinstance(event, h11.EndOfMessage)
+        except h11.RemoteProtocolError:
+            return False
+
+    def scope(self, sock: socket.socket) -> Scope:
+        assert self.start is not None
+        raw_path, _, query = self.start.target.partition(b"?")
+        return {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": self.start.http_version.decode("ascii"),
+            "server": _address(sock.getsockname),
+            "client": _address(sock.getpeername),
+            "scheme": "http",
+            "method": self.start.method.decode("ascii"),
+            "root_path": "",
+            "path": unquote(raw_path.decode("ascii", "replace")),
+            "raw_path": raw_path,
+            "query_string": query,
+            "headers": [(name, value) for name, value in self.start.headers],
+        }
+
+
+def _address(get: Callable[[], Any]) -> tuple[str, int] | None:
+    try:
+        address = get()
+    except OSError:
+        return None
+    return (str(address[0]), int(address[1])) if isinstance(address, tuple) else None
+
+
+# ------------------------------------------------------------------ the channel
+def channel_pair() -> tuple[socket.socket, socket.socket]:
+    """The hand-over channel: a Unix ``SOCK_SEQPACKET`` pair (one message, one connection)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    for end in (ours, theirs):
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHANNEL_BUFFER)
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CHANNEL_BUFFER)
+        end.setblocking(False)
+    return ours, theirs
+
+
+def send_connection(channel: socket.socket, fd: int, data: bytes) -> bool:
+    """Send a connection's socket and its unanswered bytes (False: it stays with the sender)."""
+    if len(data) > PREFIX_LIMIT:
+        return False
+    try:
+        socket.send_fds(channel, [pickle.dumps(bytes(data))], [fd])
+    except OSError:  # the channel is full (BlockingIOError) or gone
+        return False
+    return True
+
+
+def receive_connections(channel: socket.socket) -> list[tuple[socket.socket, bytes]] | None:
+    """The connections waiting on the channel (None once the other end has gone)."""
+    received: list[tuple[socket.socket, bytes]] = []
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(channel, PREFIX_LIMIT + 1024, 1)
+        except BlockingIOError:
+            return received
+        except OSError:
+            return None
+        if not message and not fds:
+            return None
+        for fd in fds:
+            sock = socket.socket(fileno=fd)
+            sock.setblocking(False)
+            received.append((sock, pickle.loads(message)))
+
+
+# ------------------------------------------------------------------ the server's side
+class RoutingProtocol(asyncio.Protocol):
+    """uvicorn's ``http`` protocol for this server: a connection whose first request is standard
+    MCP goes to the transport's process; every other one is uvicorn's own protocol's.
+
+    The app tells where to (``app.state.streamable_mcp``: an object with ``hand_over(transport,
+    data, uvicorn_kwargs) -> bool``); without one, or with its process not running, the
+    connection stays. ``prefix``/``route=False``: a connection coming back from the process.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        server_state: Any,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        prefix: bytes = b"",
+        route: bool = True,
+    ) -> None:
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+        self._inner_class = AutoHTTPProtocol
+        self._kwargs = {
+            "config": config,
+            "server_state": server_state,
+            "app_state": app_state,
+            "_loop": _loop,
+        }
+        self._buffer = bytearray(prefix)
+        state = getattr(getattr(config, "app", None), "state", None)
+        self._target = getattr(state, "streamable_mcp", None) if route else None
+        self._max_body = getattr(getattr(state, "settings", None), "max_message_bytes", PREFIX_LIMIT)
+        self._request: _Request | None = None
+        self._transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]  # uvloop's is no asyncio.Transport
+        self._transport = transport
+        if self._target is None or not self._target.takes_connections():
+            self._stay()
+        elif self._buffer:
+            self.data_received(b"")
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        if self._request is None:
+            head = bytes(self._buffer[: len(_HEADS[1]) + 1])
+            if (
+                len(head) < len(_HEADS[1]) + 1
+                and any(h.startswith(head) for h in _HEADS)
+                and b"\n" not in head
+            ):
+                return  # too little to tell yet
+            if not any(
+                head.startswith(h) and head[len(h) : len(h) + 1] in (b" ", b"/", b"?") for h in _HEADS
+            ):
+                self._stay()
+                return
+            self._request = _Request()
+            data = bytes(self._buffer)
+        verdict = self._request.feed(data, min(self._max_body, PREFIX_LIMIT))
+        if verdict is None and len(self._buffer) <= PREFIX_LIMIT:
+            return
+        request = self._request
+        if verdict and self._transport is not None and self._target is not None:
+            scope = {"method": request.start.method.decode("ascii"), "headers": list(request.start.headers)}
+            if claims(scope, bytes(request.body)):
+                self._transport.pause_reading()
+                if self._target.hand_over(self._transport, bytes(self._buffer), self._kwargs):
+                    self._transport.abort()  # our copy of the socket; the process holds its own
+                    return
+                self._transport.resume_reading()
+        self._stay()
+
+    def _stay(self) -> None:
+        """Give the connection, and what it has sent so far, to uvicorn's own protocol."""
+        assert self._transport is not None
+        inner = self._inner_class(**self._kwargs)
+        self._transport.set_protocol(inner)
+        inner.connection_made(self._transport)
+        if self._buffer:
+            inner.data_received(bytes(self._buffer))
+        self._buffer.clear()
+
+    def eof_received(self) -> bool | None:
+        return None  # before its first request was whole: nothing to answer
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+
+
+def accept_returned(channel: socket.socket, kwargs: Callable[[], dict[str, Any] | None]) -> bool:
+    """On the server's loop: serve the connections the process sent back (False: channel gone)."""
+    returned = receive_connections(channel)
+    if returned is None:
+        return False
+    loop = asyncio.get_running_loop()
+    for sock, prefix in returned:
+        settings = kwargs()
+        if settings is None:
+            sock.close()
+            continue
+
+        def protocol(prefix: bytes = prefix, settings: dict[str, Any] = settings) -> RoutingProtocol:
+            return RoutingProtocol(**settings, prefix=prefix, route=False)
+
+        task = loop.create_task(loop.connect_accepted_socket(protocol, sock))
+        task.add_done_callback(_log_failure)
+    return True
+
+
+def _log_failure(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning(
+            "a connection sent back by the MCP transport could not be served: %s", task.exception()
+        )
+
+
+# ------------------------------------------------------------------ the process's side
+async def serve_connection(
+    sock: socket.socket,
+    prefix: bytes,
+    app: ASGIApp,
+    max_body: int,
+    send_back: Callable[[socket.socket, bytes], bool],
+) -> None:
+    """Answer a handed-over connection's standard MCP requests with ``app`` until the client
+    closes it, it idles, or a request is not one to answer here (then ``send_back`` it)."""
+    loop = asyncio.get_running_loop()
+    pending = bytearray(prefix)  # every byte of the requests not yet answered
+    try:
+        while True:
+            request = _Request()
+            verdict = request.feed(bytes(pending), max_body)
+            while verdict is None:
+                limit = READ_LIMIT_S if pending else KEEP_ALIVE_S
+                data = await asyncio.wait_for(loop.sock_recv(sock, 65536), limit)
+                if not data:
+                    return
+                pending += data
+                verdict = request.feed(data, max_body)
+            scope = request.scope(sock) if request.start is not None else None
+            if request.too_large and scope is not None and is_mcp_route(scope):
+                await _answer(sock, request, scope, app, more_body=True)  # the guards' 413
+                break  # the rest of the body is unread: the connection ends
+            if (
+                not verdict
+                or scope is None
+                or not is_mcp_route(scope)
+                or not claims(scope, bytes(request.body))
+            ):
+                if send_back(sock, bytes(pending)):
+                    return
+                break  # could not (over the channel's limit): close it; the client reconnects
+            if not await _answer(sock, request, scope, app):
+                break  # the client asked to close (or HTTP/1.0)
+            pending = bytearray(request.conn.trailing_data[0])
+    except (TimeoutError, ConnectionError, OSError):
+        pass
+    finally:
+        sock.close()
+
+
+async def _answer(
+    sock: socket.socket, request: _Request, scope: Scope, app: ASGIApp, more_body: bool = False
+) -> bool:
+    """Run the app on one request (``more_body``: its body is only begun) and write its response;
+    whether the connection may serve another request."""
+    loop = asyncio.get_running_loop()
+    body = bytes(request.body)
+    messages: list[Message] = []
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": more_body}
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        messages.append(message)
+
+    try:
+        await app(scope, receive, send)
+    except Exception:
+        logger.exception("the MCP transport failed a request")
+        messages = []
+    start = next((m for m in messages if m["type"] == "http.response.start"), None)
+    if start is None:
+        messages = []
+        await json_reply(
+            send, 500, {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "internal error"}}
+        )
+        start = messages[0]
+    conn = request.conn
+    out = conn.send(h11.Response(status_code=start["status"], headers=list(start.get("headers", ()))))
+    for message in messages:
+        if message["type"] == "http.response.body" and message.get("body"):
+            out += conn.send(h11.Data(data=message["body"]))
+    out += conn.send(h11.EndOfMessage())
+    await loop.sock_sendall(sock, out)
+    return conn.our_state is h11.DONE and conn.their_state is h11.DONE
