@@ -88,7 +88,7 @@ def test_a_standard_mcp_connection_never_reaches_the_servers_process(served: Any
     before = len(mcp_requests(seen))
 
     async def episode() -> list[float]:
-        async with streamable_http_client(f"{url}/mcp") as (read, write), ClientSession(read, write) as session:
+        async with streamable_http_client(f"{url}/mcp") as streams, ClientSession(*streams) as session:
             await session.initialize()
             await session.call_tool("start_shift", {"seed": 3, "scenario": "normal_day"})
             rewards = []
