@@ -4,7 +4,8 @@ Run it::
 
     server --port 8000                      # the console script OpenEnv's tooling expects
     hospital-marl serve --port 8000         # the same, from the package CLI
-    uvicorn server.app:app --port 8000      # settings from HOSPITAL_* variables only
+    uvicorn server.app:app --port 8000 --no-proxy-headers --http server.mcp_handoff:RoutingProtocol
+                                            # settings from HOSPITAL_* variables only
 
 OpenEnv's ``create_app`` builds the app: its routes (``/health``,
 ``/metadata``, ``/mcp``, ``/docs``) and its WebSocket session machinery at
@@ -117,7 +118,9 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     No permessage-deflate: compressing one small JSON observation costs more CPU on
     both ends than it saves on loopback or a LAN, and adds latency to every step. The HTTP
     protocol is :class:`server.mcp_handoff.RoutingProtocol` (uvicorn's own, except that a
-    standard MCP connection is served by the MCP transport's process).
+    standard MCP connection is served by the MCP transport's process). No proxy headers:
+    clients are their TCP addresses (the per-client caps and ownership key on them), while
+    uvicorn by default believes any ``X-Forwarded-For`` a loopback client sends.
     """
     from server.mcp_handoff import RoutingProtocol
 
@@ -125,6 +128,7 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
         "ws_max_size": settings.ws_frame_limit_bytes,
         "ws_per_message_deflate": False,
         "http": RoutingProtocol,
+        "proxy_headers": False,
     }
 
 

@@ -259,3 +259,22 @@ def test_the_allow_lists_widen_by_flag_and_variable(clock: FakeClock) -> None:
         build_app(ServerSettings(allowed_hosts=("*",)), clock=clock), base_url="http://any.where"
     ) as c:
         assert c.get("/health").status_code == 200
+
+
+def test_a_forwarded_for_header_does_not_make_a_new_client() -> None:
+    """A real server (uvicorn, as ``serve`` runs it) keys clients by their TCP address. uvicorn's
+    own default trusts ``X-Forwarded-For`` from loopback, and a local client naming a new address
+    in each request held 40 HTTP episodes against a per-client cap of 16."""
+    import httpx
+
+    from tests.server.live import live_server
+
+    cap = 4
+    with live_server(ServerSettings(max_sessions_per_client=cap)) as url:
+        codes = [
+            httpx.post(f"{url}/reset", json={"seed": i}, headers={"x-forwarded-for": f"10.0.0.{i}"})
+            for i in range(cap + 3)
+        ]
+        assert [r.status_code for r in codes] == [200] * cap + [429] * 3
+        assert codes[-1].json()["detail"]["code"] == "CLIENT_SESSION_LIMIT"
+        assert httpx.get(f"{url}/sessions").json()["per_client"]["clients"] == 1
