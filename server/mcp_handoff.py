@@ -40,6 +40,8 @@ import h11
 from starlette.types import ASGIApp, Message, Scope, Send
 
 logger = logging.getLogger("server.mcp")
+access_logger = logging.getLogger("uvicorn.access")
+"""The process writes an access-log line per request it answers, as uvicorn does for the rest."""
 
 PREFIX_LIMIT = 64 * 1024
 """Bytes of a connection's unanswered requests that travel with it (beyond: it stays where it is)."""
@@ -113,8 +115,11 @@ class _Request:
                     return None
                 if isinstance(event, h11.Request):
                     self.start = event
-                    if event.method not in (b"POST", b"DELETE"):
-                        return False
+                    if (
+                        event.method not in (b"POST", b"DELETE")
+                        or self.conn.client_is_waiting_for_100_continue
+                    ):
+                        return False  # not standard MCP; or uvicorn's own protocol sends the 100
                 elif isinstance(event, h11.Data):
                     self.body += event.data
                     if len(self.body) > max_body:
@@ -394,4 +399,13 @@ async def _answer(
             out += conn.send(h11.Data(data=message["body"]))
     out += conn.send(h11.EndOfMessage())
     await loop.sock_sendall(sock, out)
+    if access_logger.isEnabledFor(logging.INFO):
+        client = scope.get("client") or ("", 0)
+        path = scope["path"] + (
+            "?" + scope["query_string"].decode("latin-1") if scope["query_string"] else ""
+        )
+        access_logger.info(  # uvicorn's own access-log call, so its formatter applies
+            '%s - "%s %s HTTP/%s" %d', f"{client[0]}:{client[1]}", scope["method"], path,
+            scope["http_version"], start["status"],
+        )  # fmt: skip
     return conn.our_state is h11.DONE and conn.their_state is h11.DONE

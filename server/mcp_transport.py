@@ -34,6 +34,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import logging.config
 import multiprocessing
 import os
 import pickle
@@ -41,7 +42,7 @@ import signal
 import socket
 import struct
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -98,6 +99,10 @@ def _serve(conn: Connection, channel: socket.socket, args: TransportArgs) -> Non
     hands over until told to stop or the server goes away. Interrupts are the server's to handle
     (it stops this process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if args.access_log:
+        from server.logs import log_config
+
+        logging.config.dictConfig(log_config())
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     conn.close()
     channel.setblocking(False)
@@ -271,6 +276,9 @@ class TransportArgs:
     max_bytes: int
     hosts: tuple[str, ...] = ()
     origins: tuple[str, ...] = ()
+    access_log: bool = False
+    """Write uvicorn's access-log lines for the requests the process answers (set at its start:
+    whether the server writes them)."""
 
 
 class Rules(Protocol):
@@ -336,8 +344,10 @@ class TransportProcess:
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
         channel, their_channel = mcp_handoff.channel_pair()
+        access = logging.getLogger("uvicorn.access")
+        args = replace(self._args, access_log=access.isEnabledFor(logging.INFO) and bool(access.handlers))
         process = context.Process(
-            target=_serve, args=(theirs, their_channel, self._args), name="mcp-transport", daemon=True
+            target=_serve, args=(theirs, their_channel, args), name="mcp-transport", daemon=True
         )
         loop = asyncio.get_running_loop()
         try:
@@ -382,8 +392,8 @@ class TransportProcess:
         """Give the process a client connection (its socket and the bytes read from it), or say
         it cannot (False: the caller serves it)."""
         sock = transport.get_extra_info("socket")
-        if self._channel is None or sock is None:
-            return False
+        if self._channel is None or sock is None or transport.get_extra_info("sslcontext") is not None:
+            return False  # (a TLS connection's state is the server's: it stays)
         self._uvicorn = uvicorn  # to serve the connections the process sends back
         return mcp_handoff.send_connection(self._channel, sock.fileno(), data)
 

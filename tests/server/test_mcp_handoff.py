@@ -54,7 +54,7 @@ class SeenByTheServer:
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, list[tuple[str, str]]]]:
     seen: list[tuple[str, str]] = []
-    app = build_app(ServerSettings(max_sessions=8), warm=True)
+    app = build_app(ServerSettings(max_sessions=64), warm=True)
     app.add_middleware(SeenByTheServer, seen=seen)
     with live_server(app=app) as url:
         yield url, seen
@@ -254,3 +254,46 @@ def test_openenv_json_rpc_at_mcp_stays_with_the_server(served: Any) -> None:
         reply = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
     assert reply.status_code == 200 and "tools" in reply.json()["result"]
     assert seen[start:] == [("POST", "/mcp")]
+
+
+def test_a_client_waiting_for_100_continue_gets_it(served: Any) -> None:
+    """``Expect: 100-continue`` (curl sends it for bodies over 1 KB): the body comes only after the
+    server's ``100 Continue``, so the first request cannot be read whole before the routing
+    decision; uvicorn's own protocol answers the 100 and the request is served."""
+    url, _ = served
+    host, port = url.split("://", 1)[1].split(":")
+    body = json.dumps(INIT).encode()
+    head = request_bytes("POST", "/mcp", body, extra="expect: 100-continue\r\n")[: -len(body)]
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(head)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 100")  # a timeout here: nobody sent the 100
+        sock.sendall(body)
+        sock.settimeout(WAIT_S)
+        reply = sock.recv(65536)
+    assert reply.startswith(b"HTTP/1.1 200") and b"mcp-session-id" in reply.lower()
+
+
+def test_the_process_writes_the_access_log_lines_of_what_it_answers(tmp_path: Any) -> None:
+    """``serve`` logs every request (uvicorn's access log, on stdout): those the MCP process answers
+    too, in uvicorn's format."""
+    import subprocess
+    import sys
+
+    from tests.server.live import free_port, wait_healthy
+
+    port = free_port()
+    out = (tmp_path / "stdout.txt").open("w+")
+    command = [sys.executable, "-m", "server.app", "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, timeout_s=90, alive=lambda: proc.poll() is None)
+        with one_connection(url) as http:
+            sid = http.post("/mcp", json=INIT, headers=HEADERS).headers["mcp-session-id"]
+            assert call(http, sid, 2, "tools/list", {}).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    out.seek(0)
+    lines = [line for line in out.read().splitlines() if '"POST /mcp HTTP/1.1"' in line]
+    assert len(lines) == 2 and all(line.rstrip().endswith("200 OK") or " 200" in line for line in lines)
