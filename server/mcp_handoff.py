@@ -73,7 +73,7 @@ def claims(scope: Scope, body: bytes) -> bool:
         return True
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # the guards answer these (400 / 422)
         return False
     return isinstance(message, dict) and message.get("method") in _SDK_METHODS
 
@@ -260,16 +260,33 @@ class RoutingProtocol(asyncio.Protocol):
         verdict = self._request.feed(data, min(self._max_body, PREFIX_LIMIT))
         if verdict is None and len(self._buffer) <= PREFIX_LIMIT:
             return
-        request = self._request
-        if verdict and self._transport is not None and self._target is not None:
-            scope = {"method": request.start.method.decode("ascii"), "headers": list(request.start.headers)}
-            if claims(scope, bytes(request.body)):
-                self._transport.pause_reading()
-                if self._target.hand_over(self._transport, bytes(self._buffer), self._kwargs):
-                    self._transport.abort()  # our copy of the socket; the process holds its own
-                    return
-                self._transport.resume_reading()
+        if verdict and self._handed_over():
+            return
         self._stay()
+
+    def _handed_over(self) -> bool:
+        """Hand the connection over if its whole first request is standard MCP at ``/mcp``."""
+        request, transport, target = self._request, self._transport, self._target
+        if request is None or request.start is None or transport is None or target is None:
+            return False
+        try:
+            scope = {
+                "method": request.start.method.decode("ascii"),
+                "path": unquote(request.start.target.partition(b"?")[0].decode("ascii", "replace")),
+                "headers": list(request.start.headers),
+            }
+            if not (is_mcp_route(scope) and claims(scope, bytes(request.body))):
+                return False
+            transport.pause_reading()
+            if target.hand_over(transport, bytes(self._buffer), self._kwargs):
+                transport.abort()  # our copy of the socket; the process holds its own
+                return True
+            transport.resume_reading()
+        except Exception:  # never lose a connection to routing: uvicorn's protocol serves it
+            logger.exception("could not hand a standard MCP connection over; the server serves it")
+            with contextlib.suppress(Exception):
+                transport.resume_reading()
+        return False
 
     def _stay(self) -> None:
         """Give the connection, and what it has sent so far, to uvicorn's own protocol."""

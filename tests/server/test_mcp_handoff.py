@@ -297,3 +297,20 @@ def test_the_process_writes_the_access_log_lines_of_what_it_answers(tmp_path: An
     out.seek(0)
     lines = [line for line in out.read().splitlines() if '"POST /mcp HTTP/1.1"' in line]
     assert len(lines) == 2 and all(line.rstrip().endswith("200 OK") or " 200" in line for line in lines)
+
+
+NESTED = b"[" * 30000 + b"]" * 30000
+
+
+@pytest.mark.parametrize(
+    "body", [NESTED, b'{"method": "initialize", "x": ' + NESTED + b"}"], ids=["array", "in-initialize"]
+)
+def test_deeply_nested_bodies_get_the_guards_422_on_either_side(served: Any, body: bytes) -> None:
+    """Deciding whether a first request is standard MCP reads its JSON before the guards do: a
+    nesting too deep for Python's parser must still get the guards' answer, not a dropped
+    connection."""
+    url, _ = served
+    with one_connection(url) as http:
+        first = http.post("/mcp", content=body, headers=HEADERS)
+        assert first.status_code == 422
+        assert http.get("/health").status_code == 200  # the connection lives on
