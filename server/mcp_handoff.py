@@ -28,6 +28,7 @@ anything but its decision.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import pickle
