@@ -41,6 +41,7 @@ import pickle
 import signal
 import socket
 import struct
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
@@ -324,6 +325,7 @@ class TransportProcess:
         self._ids = itertools.count(1)
         self._stopping = False
         self._uvicorn: dict[str, Any] | None = None
+        self._opening: Counter[str] = Counter()  # per client: opens decided, not yet reported
 
     @property
     def pid(self) -> int | None:
@@ -408,11 +410,20 @@ class TransportProcess:
                 future.set_result((replies, opened))
         elif kind == "ask":
             qid, *question = rest
+            decision = self._rules.decide(*question)
+            if decision[0] == "open":  # a slot held until the process says what came of it
+                self._opening[question[0]] += 1
             if self._writer is not None:
-                self._writer.write(_frame((qid, "answer", self._rules.decide(*question))))
+                self._writer.write(_frame((qid, "answer", decision)))
         elif kind == "tell":
             news, client, sid = rest
-            (self._rules.opened if news == "opened" else self._rules.ended)(client, sid)
+            if news == "opened":
+                self._opening[client] -= 1
+                if self._opening[client] <= 0:
+                    del self._opening[client]
+                self._rules.opened(client, sid)
+            else:
+                self._rules.ended(client, sid)
 
     def _on_lost(self, writer: asyncio.Transport) -> None:
         if self._ended is not None and not self._ended.done():
@@ -426,6 +437,10 @@ class TransportProcess:
             if not future.done():
                 future.set_exception(TransportUnavailable("it ended"))
         self._pending.clear()
+        opening, self._opening = self._opening, Counter()
+        for client, count in opening.items():  # opens it never reported: their slots come back
+            for _ in range(count):
+                self._rules.opened(client, None)
         if not self._stopping:
             logger.error("the MCP transport's process ended; its sessions are closed")
             self._lost()

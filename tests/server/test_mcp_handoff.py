@@ -314,3 +314,41 @@ def test_deeply_nested_bodies_get_the_guards_422_on_either_side(served: Any, bod
         first = http.post("/mcp", content=body, headers=HEADERS)
         assert first.status_code == 422
         assert http.get("/health").status_code == 200  # the connection lives on
+
+
+class _Pipe:
+    """Stands in for the frame pipe's transport: keeps what is written."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+
+    def write(self, frame: bytes) -> None:
+        self.frames.append(frame)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_process_that_dies_mid_open_gives_the_held_slot_back() -> None:
+    """The server holds a slot (and counts it against the client) from deciding an ``initialize``
+    on a handed-over connection until the process reports what came of it; if the process dies
+    in between, the slot and the client's count come back (with a cap of one, the client could
+    otherwise never open a session again)."""
+    import time as _time
+
+    from server.mcp_http import StreamableMCP
+    from server.sessions import ClientLedger
+
+    settings = ServerSettings(max_sessions=2, max_sessions_per_client=1)
+    ledger = ClientLedger(settings.max_sessions_per_client)
+    mcp = StreamableMCP(settings, ledger, _time.monotonic, settings.scenario)
+    process = mcp._process
+    pipe = _Pipe()
+    process._writer = pipe  # as if running
+    process._on_frame(("ask", 1, "10.0.0.7", "POST", None, None))
+    assert len(pipe.frames) == 1 and ledger.clients() == 1
+    process._on_frame(("ask", 2, "10.0.0.7", "POST", None, None))  # the client's cap: refused
+    assert b"CLIENT_SESSION_LIMIT" in pipe.frames[1]
+    process._on_lost(pipe)
+    assert ledger.clients() == 0
+    assert mcp.decide("10.0.0.7", "POST", None, None) == ("open", None)  # it may open again
