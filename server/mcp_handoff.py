@@ -289,7 +289,7 @@ class RoutingProtocol(asyncio.Protocol):
                 transport.resume_reading()
         return False
 
-    def _stay(self) -> None:
+    def _stay(self) -> asyncio.Protocol:
         """Give the connection, and what it has sent so far, to uvicorn's own protocol."""
         assert self._transport is not None
         inner = self._inner_class(**self._kwargs)
@@ -298,9 +298,15 @@ class RoutingProtocol(asyncio.Protocol):
         if self._buffer:
             inner.data_received(bytes(self._buffer))
         self._buffer.clear()
+        return inner
 
     def eof_received(self) -> bool | None:
-        return None  # before its first request was whole: nothing to answer
+        """The client half-closed before its first request was whole: uvicorn's protocol answers
+        it as it would have."""
+        if self._transport is None:
+            return None
+        inner = self._stay()
+        return inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
