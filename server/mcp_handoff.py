@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import h11
-from starlette.types import ASGIApp, Message, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger("server.mcp")
 access_logger = logging.getLogger("uvicorn.access")
@@ -93,6 +93,21 @@ async def json_reply(
     headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+def replay(body: bytes, more_body: bool = False) -> Receive:
+    """An ASGI ``receive`` that gives one request's body (``more_body``: only its beginning), then a
+    disconnect."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": more_body}
+        return {"type": "http.disconnect"}
+
+    return receive
 
 
 class _Request:
@@ -390,16 +405,8 @@ async def _answer(
     """Run the app on one request (``more_body``: its body is only begun) and write its response;
     whether the connection may serve another request."""
     loop = asyncio.get_running_loop()
-    body = bytes(request.body)
+    receive = replay(bytes(request.body), more_body)
     messages: list[Message] = []
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": more_body}
-        return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
         messages.append(message)

@@ -38,8 +38,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import mcp_handoff
 from server.guards import logger
-from server.mcp_handoff import SESSION_HEADER, VERSION_HEADER, header, json_reply
-from server.mcp_transport import TransportArgs, TransportProcess, TransportUnavailable, replay
+from server.mcp_handoff import SESSION_HEADER, VERSION_HEADER, header, json_reply, replay
+from server.mcp_transport import TransportArgs, TransportProcess, TransportUnavailable
 from server.sessions import ClientLedger, SessionCapacityError, SessionStore
 from server.settings import ServerSettings
 

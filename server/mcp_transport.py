@@ -50,6 +50,7 @@ from typing import Any, Protocol
 from starlette.types import Message, Receive, Scope, Send
 
 from server import mcp_handoff
+from server.mcp_handoff import replay
 
 logger = logging.getLogger("server.mcp")
 
@@ -78,20 +79,6 @@ def _frame(message: Any) -> bytes:
 async def _read(reader: asyncio.StreamReader) -> Any:
     (length,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
     return pickle.loads(await reader.readexactly(length))
-
-
-def replay(body: bytes) -> Receive:
-    """An ASGI ``receive`` that gives one request's whole body, then a disconnect."""
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
-
-    return receive
 
 
 # ------------------------------------------------------------------ the process
