@@ -7,8 +7,8 @@ closed-loop steps, median of each run):
 
 - ``none``: no companion;
 - ``web``: the planner tab alone; ``mcp``: the MCP-cycling client alone; ``web,mcp``: both;
-- ``mcp-other``: the MCP-cycling client served by *another* server process (the same CPU load,
-  none of its traffic through the measured server);
+- ``mcp-other`` / ``web-other``: the MCP-cycling client / the planner tab served by *another*
+  server process (the same CPU load, none of its traffic through the measured server);
 - ``spin``: a process spinning on a whole CPU instead of any companion;
 - ``mcp-paced:S``: the MCP client pausing ``S`` seconds between sessions.
 
@@ -31,7 +31,7 @@ import time
 from benchmarks import server_load as sl
 
 STEPS = 3000
-CASES = ("none", "web", "mcp", "web,mcp", "mcp-other", "spin", "mcp-paced:0.05")
+CASES = ("none", "web", "mcp", "web,mcp", "mcp-other", "web-other", "spin", "mcp-paced:0.05")
 
 
 def medians(port: int, runs: int) -> list[float]:
@@ -61,15 +61,14 @@ def run_case(case: str, runs: int) -> str:
                 procs.append(multiprocessing.Process(target=sl.web_planner_client, args=(url, stop, counts)))
             elif part == "mcp":
                 procs.append(multiprocessing.Process(target=sl.mcp_cycling_client, args=(url, stop, counts)))
-            elif part == "mcp-other":
+            elif part in ("mcp-other", "web-other"):
                 other_port = sl.free_loopback_port()
                 other = sl.start_server(other_port, "normal_day", 64)
                 others.append(other)
                 other_url = f"http://127.0.0.1:{other_port}"
                 sl.wait_healthy(other_url, other)
-                procs.append(
-                    multiprocessing.Process(target=sl.mcp_cycling_client, args=(other_url, stop, counts))
-                )
+                client = sl.mcp_cycling_client if part == "mcp-other" else sl.web_planner_client
+                procs.append(multiprocessing.Process(target=client, args=(other_url, stop, counts)))
             elif part.startswith("mcp-paced:"):
                 pause = float(part.split(":", 1)[1])
                 procs.append(
