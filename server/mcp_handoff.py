@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import pickle
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -95,6 +94,16 @@ async def json_reply(
     await send({"type": "http.response.body", "body": payload})
 
 
+def error_reply() -> list[Message]:
+    """The ASGI messages of a 500 JSON-RPC ``internal error`` (a request the SDK or the app failed)."""
+    body = b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32603, "message": "internal error"}}'
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return [
+        {"type": "http.response.start", "status": 500, "headers": headers},
+        {"type": "http.response.body", "body": body},
+    ]
+
+
 def replay(body: bytes, more_body: bool = False) -> Receive:
     """An ASGI ``receive`` that gives one request's body (``more_body``: only its beginning), then a
     disconnect."""
@@ -146,15 +155,16 @@ class _Request:
         except h11.RemoteProtocolError:
             return False
 
-    def scope(self, sock: socket.socket) -> Scope:
+    def scope(self, sock: socket.socket | None = None) -> Scope:
+        """The request's ASGI scope (``server`` / ``client`` from ``sock``; None without one)."""
         assert self.start is not None
         raw_path, _, query = self.start.target.partition(b"?")
         return {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": self.start.http_version.decode("ascii"),
-            "server": _address(sock.getsockname),
-            "client": _address(sock.getpeername),
+            "server": _address(sock.getsockname) if sock is not None else None,
+            "client": _address(sock.getpeername) if sock is not None else None,
             "scheme": "http",
             "method": self.start.method.decode("ascii"),
             "root_path": "",
@@ -189,7 +199,7 @@ def send_connection(channel: socket.socket, fd: int, data: bytes) -> bool:
     if len(data) > PREFIX_LIMIT:
         return False
     try:
-        socket.send_fds(channel, [pickle.dumps(bytes(data))], [fd])
+        socket.send_fds(channel, [bytes(data)], [fd])
     except OSError:  # the channel is full (BlockingIOError) or gone
         return False
     return True
@@ -200,7 +210,7 @@ def receive_connections(channel: socket.socket) -> list[tuple[socket.socket, byt
     received: list[tuple[socket.socket, bytes]] = []
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(channel, PREFIX_LIMIT + 1024, 1)
+            message, fds, _, _ = socket.recv_fds(channel, PREFIX_LIMIT, 1)
         except BlockingIOError:
             return received
         except OSError:
@@ -210,7 +220,7 @@ def receive_connections(channel: socket.socket) -> list[tuple[socket.socket, byt
         for fd in fds:
             sock = socket.socket(fileno=fd)
             sock.setblocking(False)
-            received.append((sock, pickle.loads(message)))
+            received.append((sock, bytes(message)))
 
 
 # ------------------------------------------------------------------ the server's side
@@ -286,11 +296,7 @@ class RoutingProtocol(asyncio.Protocol):
         if request is None or request.start is None or transport is None or target is None:
             return False
         try:
-            scope = {
-                "method": request.start.method.decode("ascii"),
-                "path": unquote(request.start.target.partition(b"?")[0].decode("ascii", "replace")),
-                "headers": list(request.start.headers),
-            }
+            scope = request.scope()
             if not (is_mcp_route(scope) and claims(scope, bytes(request.body))):
                 return False
             transport.pause_reading()
@@ -418,10 +424,7 @@ async def _answer(
         messages = []
     start = next((m for m in messages if m["type"] == "http.response.start"), None)
     if start is None:
-        messages = []
-        await json_reply(
-            send, 500, {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "internal error"}}
-        )
+        messages = error_reply()
         start = messages[0]
     conn = request.conn
     out = conn.send(h11.Response(status_code=start["status"], headers=list(start.get("headers", ()))))

@@ -191,24 +191,21 @@ class StreamableMCP:
         if kind == "refuse":
             await json_reply(send, *detail)
             return
-        opened = None
+        replies, opened = None, None
         try:
-            try:
-                replies, opened = await self._process.request(scope, body, kind == "open")
-            except TransportUnavailable as exc:
-                message = f"MCP transport not running: {exc}"
-                await json_reply(send, 503, _rpc_error(-32000, message, "NOT_READY"))
-                return
+            replies, opened = await self._process.request(scope, body, kind == "open")
+        except TransportUnavailable as exc:
+            message = f"MCP transport not running: {exc}"
+            await json_reply(send, 503, _rpc_error(-32000, message, "NOT_READY"))
+        finally:  # answered, unavailable or cancelled: the held slot becomes the session or comes back
             if kind == "open":
                 self.opened(client, opened)  # before the client has the reply: it may ask again at once
-                kind = "done"
-            elif scope["method"] == "DELETE":
-                self.ended(client, sid)
-            for message in replies:
-                await send(message)
-        finally:
-            if kind == "open":  # cancelled or unavailable before the session opened
-                self.opened(client, None)
+        if replies is None:
+            return
+        if kind == "serve" and scope["method"] == "DELETE":
+            self.ended(client, sid)
+        for message in replies:
+            await send(message)
 
 
 ALLOWED_METHODS = ("POST", "DELETE")

@@ -148,7 +148,7 @@ async def _transport(sock: socket.socket, channel: socket.socket, args: Transpor
                 episodes[opened] = HospitalMCPEnvironment(scenario=args.scenario)
         except Exception:
             logger.exception("the MCP transport failed a request")
-            opened, replies = None, _error_reply()
+            opened, replies = None, mcp_handoff.error_reply()
         return replies, opened
 
     async def answer(rid: int, scope: Scope, body: bytes, opening: bool) -> None:
@@ -242,15 +242,6 @@ class _HandedOver:
             self._tell("ended", client, sid)
         for message in replies:
             await send(message)
-
-
-def _error_reply() -> list[Message]:
-    body = b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32603, "message": "internal error"}}'
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    return [
-        {"type": "http.response.start", "status": 500, "headers": headers},
-        {"type": "http.response.body", "body": body},
-    ]
 
 
 # ------------------------------------------------------------------- the server's end
