@@ -81,15 +81,22 @@ def run_case(case: str, runs: int) -> str:
         for proc in procs:
             proc.daemon = True
             proc.start()
-        time.sleep(4 if procs else 0)  # the companions under way before the measured session
-        started, before = time.monotonic(), counts["mcp_sessions"]
+        parts = case.split(",")
+        sl.wait_under_way(  # the companions at their pace before the measured session
+            counts,
+            web=any(p in ("web", "web-other") for p in parts),
+            mcp=any(p.startswith("mcp") for p in parts),
+        )
+        started, before, days_before = time.monotonic(), counts["mcp_sessions"], counts["web_days"]
         result = medians(port, runs)
-        rate = (counts["mcp_sessions"] - before) / (time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        rate = (counts["mcp_sessions"] - before) / elapsed
+        day_rate = (counts["web_days"] - days_before) / elapsed
         stop.set()
         for proc in procs:
             proc.join(30)
         cells = " ".join(f"{m:.3f}" for m in result)
-        return f"{case:16s} p50 {cells} ms   (web days {counts['web_days']}, MCP sessions {rate:.0f}/s)"
+        return f"{case:16s} p50 {cells} ms   (web days {day_rate:.1f}/s, MCP sessions {rate:.0f}/s)"
     finally:
         for spinner in spinners:
             spinner.kill()

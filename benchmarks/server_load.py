@@ -238,6 +238,18 @@ def mcp_cycling_client(url: str, stop: Any, counts: Any, pause_s: float = 0.0) -
                 time.sleep(pause_s)
 
 
+def wait_under_way(counts: Any, web: bool, mcp: bool, limit_s: float = 180.0) -> None:
+    """Until each companion has done its work once (a web day played, an MCP session cycled), and
+    a second more: measuring starts beside companions at their pace, not their start-up (the
+    web host's and the planner's processes start with the first day)."""
+    deadline = time.monotonic() + limit_s
+    while (web and counts["web_days"] < 1) or (mcp and counts["mcp_sessions"] < 1):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the companions did not get under way in {limit_s:g} s: {dict(counts)}")
+        time.sleep(0.1)
+    time.sleep(1.0)
+
+
 class Background:
     """The issue's companions of the measured WebSocket clients, each in its own process."""
 
@@ -253,7 +265,7 @@ class Background:
     def __enter__(self) -> Background:
         for proc in self._procs:
             proc.start()
-        time.sleep(3.0)  # both under way (the planner's first day has started)
+        wait_under_way(self.counts, web=True, mcp=True)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -61,7 +61,8 @@ machine; a stuck agent still costs a tab at most three such limits per shift."""
 
 AGENT_SPECS: dict[str, str] = {}
 """What a page's agent name loads in its process when it is not the name itself (a pool copies it
-when made; tests point ``planner`` at an instrumented planner here)."""
+when made, the web host takes the server's when it starts; tests point ``planner`` at an
+instrumented planner here)."""
 
 logger = logging.getLogger("server.web")
 

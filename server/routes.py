@@ -689,8 +689,9 @@ def _web_view(
     settings: ServerSettings, ledger: ClientLedger, clock: Callable[[], float]
 ) -> tuple[SessionStore[Any], Callable[..., Any], Any]:
     """The web view's tab sessions, the page builder ``create_app`` mounts (ED or RT page), and
-    the ED page's agent pool (:mod:`server.agents`; None for RT), stopped when the app stops."""
-    agents: Any = None
+    the ED page's web host (:mod:`server.web_host`: where its tabs' days and agents run; None
+    for RT), stopped when the app stops."""
+    host: Any = None
     if settings.env == "radiotherapy":
         from server.rt_web import RTWebEpisodes as Episodes
         from server.rt_web import rt_web_view_builder as view_builder
@@ -698,13 +699,12 @@ def _web_view(
         default = settings.rt_task
         factory: Callable[[], Any] = functools.partial(Episodes, default)
     else:
-        from server.agents import AgentPool
-        from server.web import WebEpisodes as Episodes  # type: ignore[assignment]
         from server.web import web_view_builder as view_builder  # type: ignore[assignment]
+        from server.web_host import RemoteTab, WebHost
 
         default = settings.scenario
-        agents = AgentPool()
-        factory = functools.partial(Episodes, default, agents=agents)
+        host = WebHost()
+        factory = functools.partial(RemoteTab, host, default)
     store = SessionStore[Any](
         factory,
         settings.max_web_sessions,
@@ -714,17 +714,20 @@ def _web_view(
         close=_close_tab,
         name="web session",
     )
-    return store, view_builder(store, default), agents
+    return store, view_builder(store, default), host
 
 
-def _on_shutdown(app: FastAPI, stop: Callable[[], None]) -> None:
-    """Call ``stop`` when the app's lifespan ends (OpenEnv's lifespan replaces ``on_shutdown``)."""
+def _on_shutdown(app: FastAPI, stop: Callable[[], None], start: Callable[[], None] | None = None) -> None:
+    """Call ``stop`` when the app's lifespan ends (OpenEnv's lifespan replaces ``on_shutdown``),
+    and ``start`` (if given) when it begins."""
     inner = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(asgi_app: Any) -> AsyncIterator[Any]:
         try:
             async with inner(asgi_app) as state:
+                if start is not None:
+                    start()
                 yield state
         finally:
             stop()
@@ -780,15 +783,15 @@ def build_app(
             view (default: from the ``HOSPITAL_*`` variables and ``ENABLE_WEB_INTERFACE``).
         clock: monotonic seconds for the expiry of HTTP, HTTP MCP and web sessions
             (tests inject a fake one; WebSocket idleness uses the event loop's clock).
-        warm: start the standard MCP transport's process with the app, so the first MCP client
-            does not wait for it (the served app does; a test's short-lived app starts it only
-            if a standard MCP request comes).
+        warm: start the standard MCP transport's process and the web host with the app, so the
+            first MCP client or page does not wait for them (the served app does; a test's
+            short-lived app starts each only when a request needs it).
     """
     settings = settings or ServerSettings.from_env()
     served = served_env(settings)
     warm_up(served)
     ledger = ClientLedger(settings.max_sessions_per_client)
-    web_store, builder, agents = _web_view(settings, ledger, clock) if settings.web else (None, None, None)
+    web_store, builder, web_host = _web_view(settings, ledger, clock) if settings.web else (None, None, None)
     with _web_interface(settings.web):
         app = create_app(
             served.factory,
@@ -840,8 +843,8 @@ def build_app(
     app.state.served = served
     app.state.http_sessions = store
     app.state.web_sessions = web_store
-    app.state.web_agents = agents
-    if agents is not None:
-        _on_shutdown(app, agents.close)
+    app.state.web_host = web_host
+    if web_host is not None:  # the served app starts it with itself: the first page need not wait
+        _on_shutdown(app, web_host.close, web_host.start_in_background if warm else None)
     app.state.pool = pool
     return app

@@ -20,9 +20,13 @@ Each browser tab is its own web session (two simulators) in a
 :class:`~server.sessions.SessionStore`: counted in ``GET /sessions``, bounded
 by ``max_web_sessions`` and the per-client cap, ended when the tab closes or
 after the idle timeout. Handlers are plain functions, which Gradio runs in
-worker threads: the page never blocks the API's event loop. The agent decides in
-a process of its own (:mod:`server.agents`, the grader's isolated mode, a small
-pool shared by every tab): its thinking never holds the server's interpreter.
+worker threads: the page never blocks the API's event loop. The tab's
+:class:`WebEpisodes` (both simulators, the day's loop, the boards' PNGs) run in
+the web host, a process of their own (:mod:`server.web_host`): an event is one
+round trip there, a :class:`TabView` of plain data back. The agent decides in
+yet another process (:mod:`server.agents`, the grader's isolated mode, a small
+pool shared by every tab, in the host): its thinking never holds either
+interpreter.
 """
 
 from __future__ import annotations
@@ -134,6 +138,32 @@ class WebError(ValueError):
     """A request the page cannot carry out (shown to the user; nothing changes)."""
 
 
+@dataclass(frozen=True)
+class TabView:
+    """What the page shows of a tab's day, as plain data: made where the tab's episodes run (the
+    web host's process, :mod:`server.web_host`), drawn by the page in the server's."""
+
+    started: bool
+    status: str = ""
+    """The status line when there is no message: the last move's outcome, or the day."""
+    track: str = "flat"
+    you_board: str | None = None
+    """Your board as a PNG ``data:`` URL (:data:`FRAMES`)."""
+    you_metrics: str = ""
+    agent_board: str | None = None
+    agent_metrics: str = ""
+    legal: tuple[bool, ...] = ()
+    """Your legal flat actions this tick (all False on the team track or once the shift is over)."""
+    roles: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    """Your legal (label, action) choices per role (team track)."""
+    history: tuple[dict[str, Any], ...] = ()
+    """Per-tick figures of both episodes (the charts)."""
+
+
+ACTS = frozenset({"new_day", "ensure_day", "play_flat", "play_team", "agent_step", "agent_finish"})
+"""What a page's event may ask of a tab's episodes (:meth:`WebEpisodes.perform`)."""
+
+
 _DEFAULT_AGENTS: AgentPool | None = None
 _DEFAULT_LOCK = threading.Lock()
 
@@ -211,6 +241,11 @@ class WebEpisodes:
             {**_figures(self.agent_env.hospital), "who": "agent"},
         ]
         self.last_outcome = ""
+
+    def ensure_day(self, scenario: str, seed: Any, track: str, agent: str) -> None:
+        """Start a day unless one is under way (a page (re)loading)."""
+        if not self.started:
+            self.new_day(scenario, seed, track, agent)
 
     @property
     def started(self) -> bool:
@@ -297,6 +332,45 @@ class WebEpisodes:
         with self._agent().holding():  # one process for the whole event
             while not self.agent_hospital.done:
                 self.agent_step()
+
+    def perform(self, act: str, args: tuple[Any, ...] = ()) -> tuple[str | None, str, TabView]:
+        """One page event: ``act`` (one of :data:`ACTS`) with ``args`` under the tab's lock, then
+        the view; a refusal comes back as ``("refused" | "agent", why, view)``, not raised, so one
+        round trip serves an event when the episodes run in another process."""
+        if act not in ACTS:
+            raise ValueError(f"no web action {act!r}; one of {sorted(ACTS)}")
+        with self.lock:
+            try:
+                getattr(self, act)(*args)
+            except WebError as exc:
+                return "refused", str(exc), self.view()
+            except (AgentsBusyError, PolicyFault) as exc:
+                return "agent", str(exc), self.view()
+            return None, "", self.view()
+
+    def view(self) -> TabView:
+        """What the page shows now (boards encoded as PNG URLs here, where the frames are)."""
+        if not self.started:
+            return TabView(started=False)
+        you, agent = self._your_hospital(), self.agent_hospital
+        status = (
+            f"Last move: {self.last_outcome}"
+            if self.last_outcome
+            else f"Day: **{self.scenario}**, seed **{self.seed}**, track **{self.track}**, agent "
+            f"**{self.agent_name}**."
+        )
+        return TabView(
+            started=True,
+            status=status,
+            track=self.track,
+            you_board=FRAMES.data_url(_board(you), BOARD_SCALE),
+            you_metrics=metrics_markdown(you, "You"),
+            agent_board=FRAMES.data_url(_board(agent), BOARD_SCALE),
+            agent_metrics=metrics_markdown(agent, f"Agent ({self.agent_name})"),
+            legal=tuple(self.legal_flat()),
+            roles=self.legal_roles(),
+            history=tuple(self.history),
+        )
 
     # --------------------------------------------------------------- views
     def legal_flat(self) -> list[bool]:
@@ -446,7 +520,9 @@ def in_memory(image: gr.Image, scale: int = 1) -> gr.Image:
 
     def postprocess(value: Any) -> Any:
         if isinstance(value, np.ndarray):
-            return ImageData(url=FRAMES.data_url(value, scale), mime_type="image/png", orig_name="board.png")
+            value = FRAMES.data_url(value, scale)
+        if isinstance(value, str) and value.startswith("data:image/png;base64,"):  # encoded already
+            return ImageData(url=value, mime_type="image/png", orig_name="board.png")
         return to_file(value)
 
     image.postprocess = postprocess  # type: ignore[method-assign]
@@ -630,9 +706,11 @@ def _ed_layout(scenario: str, agents: list[str]) -> _EDPage:
     )  # fmt: skip
 
 
-def _ed_view(sid: str | None, episodes: WebEpisodes | None, message: str = "") -> list[Any]:
-    """Every output of the ED page (:meth:`_EDPage.outputs` order) for the tab's episodes."""
-    if episodes is None or not episodes.started:
+def _ed_view(sid: str | None, episodes: Any, message: str = "") -> list[Any]:
+    """Every output of the ED page (:meth:`_EDPage.outputs` order) for the tab's episodes (a
+    :class:`WebEpisodes` or :class:`server.web_host.RemoteTab`: anything with ``view()``)."""
+    view = episodes.view() if episodes is not None else None
+    if view is None or not view.started:
         hidden = [gr.update(visible=False)] * N_FLAT_ACTIONS
         empty = [gr.update(choices=[], value=None)] * len(ROLES)
         return [
@@ -648,57 +726,48 @@ def _ed_view(sid: str | None, episodes: WebEpisodes | None, message: str = "") -
             *empty,
             *[None] * len(CHARTS),
         ]
-    you_h = episodes._your_hospital()
-    legal = episodes.legal_flat()
-    roles = episodes.legal_roles()
     sid, line, agent_board, agent_metrics, *charts = _agent_view(sid, episodes, message)
     return [
         sid,
         line,
-        _board(you_h),
-        metrics_markdown(you_h, "You"),
+        view.you_board,
+        view.you_metrics,
         agent_board,
         agent_metrics,
-        gr.update(visible=episodes.track == "flat"),
-        gr.update(visible=episodes.track == "team"),
-        *[gr.update(visible=ok) for ok in legal],
-        *[gr.update(choices=roles[role], value=0 if roles[role] else None) for role in ROLES],
+        gr.update(visible=view.track == "flat"),
+        gr.update(visible=view.track == "team"),
+        *[gr.update(visible=ok) for ok in view.legal],
+        *[gr.update(choices=view.roles[role], value=0 if view.roles[role] else None) for role in ROLES],
         *charts,
     ]
 
 
-def _agent_view(sid: str | None, episodes: WebEpisodes | None, message: str = "") -> list[Any]:
+def _agent_view(sid: str | None, episodes: Any, message: str = "") -> list[Any]:
     """The outputs the agent's buttons change (:meth:`_EDPage.agent_outputs` order)."""
-    if episodes is None or not episodes.started:
+    view = episodes.view() if episodes is not None else None
+    if view is None or not view.started:
         return [sid, message, None, "", *[None] * len(CHARTS)]
-    agent_h = episodes.agent_hospital
-    line = message or (
-        f"Last move: {episodes.last_outcome}"
-        if episodes.last_outcome
-        else f"Day: **{episodes.scenario}**, seed **{episodes.seed}**, track "
-        f"**{episodes.track}**, agent **{episodes.agent_name}**."
-    )
-    history = pd.DataFrame(episodes.history)
+    history = pd.DataFrame(list(view.history))
     return [
         sid,
-        line,
-        _board(agent_h),
-        metrics_markdown(agent_h, f"Agent ({episodes.agent_name})"),
+        message or view.status,
+        view.agent_board,
+        view.agent_metrics,
         *[history[["tick", "who", column]] for column, _ in CHARTS],
     ]
 
 
-def _start_day(episodes: WebEpisodes, scenario: str, seed: Any, track: str, agent: str) -> None:
-    episodes.new_day(scenario, seed, track, agent)
-
-
-def _ensure_day(episodes: WebEpisodes, scenario: str, seed: Any, track: str, agent: str) -> None:
-    if not episodes.started:
-        episodes.new_day(scenario, seed, track, agent)
-
-
-def _play_team(episodes: WebEpisodes, *choices: Any) -> None:
+def _play_team(episodes: Any, *choices: Any) -> None:
     episodes.play_team(dict(zip(ROLES, choices)))
+
+
+def _named(act: str, *bound: Any) -> Callable[..., None]:
+    """An event's action, called by name on the tab's episodes (local or in the web host)."""
+
+    def call(episodes: Any, *args: Any) -> None:
+        getattr(episodes, act)(*bound, *args)
+
+    return call
 
 
 def _wire_ed_events(page: gr.Blocks, parts: _EDPage, tabs: TabSessions) -> None:
@@ -730,14 +799,14 @@ def _wire_ed_events(page: gr.Blocks, parts: _EDPage, tabs: TabSessions) -> None:
     day_inputs = [parts.sid_state, parts.scenario, parts.seed, parts.track, parts.agent]
     one = [parts.sid_state]
     events = {"outputs": parts.outputs(), "concurrency_limit": WEB_CONCURRENCY}
-    page.load(day_handler(_ensure_day), inputs=day_inputs, **events)
-    parts.new_day.click(day_handler(_start_day), inputs=day_inputs, **events)
+    page.load(day_handler(_named("ensure_day")), inputs=day_inputs, **events)
+    parts.new_day.click(day_handler(_named("new_day")), inputs=day_inputs, **events)
     for i, button in enumerate(parts.flat_buttons):
-        button.click(handler(functools.partial(WebEpisodes.play_flat, action=i)), inputs=one, **events)
+        button.click(handler(_named("play_flat", i)), inputs=one, **events)
     parts.team_play.click(on_team, inputs=[parts.sid_state, *parts.role_radios], **events)
     agent_events = events | {"outputs": parts.agent_outputs()}
-    parts.agent_tick.click(handler(WebEpisodes.agent_step, _agent_view), inputs=one, **agent_events)
-    parts.agent_finish.click(handler(WebEpisodes.agent_finish, _agent_view), inputs=one, **agent_events)
+    parts.agent_tick.click(handler(_named("agent_step"), _agent_view), inputs=one, **agent_events)
+    parts.agent_finish.click(handler(_named("agent_finish"), _agent_view), inputs=one, **agent_events)
     page.unload(tabs.close_tab)
 
 
