@@ -23,6 +23,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from multiprocessing.managers import BaseManager
@@ -50,6 +51,7 @@ def _host_started(parent: int, specs: dict[str, str]) -> None:
     do (on a busy machine every API client's step comes first, the tabs' days get what is left);
     and exit once the server's process has gone (killed, crashed): no orphan host keeps agents
     running."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the server's to handle: it stops us
     AGENT_SPECS.clear()
     AGENT_SPECS.update(specs)
     with contextlib.suppress(OSError, AttributeError):  # best effort: not on every platform
@@ -128,6 +130,11 @@ class WebHost:
             self._forget()
 
 
+def _close_hosted(tab: Any) -> None:
+    with contextlib.suppress(Exception):  # the host may be gone already
+        tab.close()
+
+
 class RemoteTab:
     """A tab's episodes as the server's web store holds them: the same calls as
     :class:`~server.web.WebEpisodes` (``new_day`` … ``agent_finish``, ``view``, ``close``), each
@@ -168,11 +175,11 @@ class RemoteTab:
         self._perform("agent_finish")
 
     def close(self) -> None:
-        """The tab's session ended: its episodes and its agent's process go."""
+        """The tab's session ended: its episodes and its agent's process go, in a thread of their
+        own (the store may expire a tab on the event loop, under its lock: no round trip there)."""
         tab, self._tab = self._tab, None
         if tab is not None:
-            with contextlib.suppress(Exception):  # the host may be gone already
-                tab.close()
+            threading.Thread(target=_close_hosted, args=(tab,), name="web-tab-close", daemon=True).start()
 
     def _perform(self, act: str, *args: Any) -> None:
         try:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import httpx
 
 from server.app import build_app
 from server.settings import ServerSettings
+from server.web_host import RemoteTab, WebHost
 from tests.server.live import live_server
 from tests.server.test_web_http import _day_handler, _images, call
 
@@ -127,7 +129,6 @@ def test_the_host_exits_when_its_server_process_is_killed() -> None:
 def test_the_web_host_and_the_mcp_transport_run_below_the_servers_priority() -> None:
     from server.agents import AGENT_NICE
     from server.mcp_transport import PROCESS_NICE
-    from server.web_host import WebHost
 
     mine = os.getpriority(os.PRIO_PROCESS, 0)
     host = WebHost()
@@ -155,3 +156,21 @@ def test_the_web_host_and_the_mcp_transport_run_below_the_servers_priority() -> 
         assert opened.status_code == 200, opened.text
         pid = app.state.streamable_mcp.transport_pid
         assert pid is not None and os.getpriority(os.PRIO_PROCESS, pid) == min(19, mine + PROCESS_NICE)
+
+
+def test_closing_a_tab_never_waits_for_the_host() -> None:
+    # The web store may expire a tab on the event loop, under its lock: the host's answer to the
+    # close is not waited for there (here it comes only once released).
+    release, closed = threading.Event(), threading.Event()
+
+    class StuckHost:
+        def close(self) -> None:
+            release.wait(30)
+            closed.set()
+
+    tab = RemoteTab(WebHost(), "normal_day")
+    tab._tab = StuckHost()
+    tab.close()
+    assert not closed.is_set()
+    release.set()
+    assert closed.wait(10)
