@@ -709,8 +709,8 @@ def _ed_layout(scenario: str, agents: list[str]) -> _EDPage:
 def _ed_view(sid: str | None, episodes: Any, message: str = "") -> list[Any]:
     """Every output of the ED page (:meth:`_EDPage.outputs` order) for the tab's episodes (a
     :class:`WebEpisodes` or :class:`server.web_host.RemoteTab`: anything with ``view()``)."""
-    view = episodes.view() if episodes is not None else None
-    if view is None or not view.started:
+    view = _view_of(episodes)
+    if not view.started:
         hidden = [gr.update(visible=False)] * N_FLAT_ACTIONS
         empty = [gr.update(choices=[], value=None)] * len(ROLES)
         return [
@@ -726,7 +726,7 @@ def _ed_view(sid: str | None, episodes: Any, message: str = "") -> list[Any]:
             *empty,
             *[None] * len(CHARTS),
         ]
-    sid, line, agent_board, agent_metrics, *charts = _agent_view(sid, episodes, message)
+    sid, line, agent_board, agent_metrics, *charts = _agent_outputs(sid, view, message)
     return [
         sid,
         line,
@@ -742,10 +742,17 @@ def _ed_view(sid: str | None, episodes: Any, message: str = "") -> list[Any]:
     ]
 
 
+def _view_of(episodes: Any) -> TabView:
+    return episodes.view() if episodes is not None else TabView(started=False)
+
+
 def _agent_view(sid: str | None, episodes: Any, message: str = "") -> list[Any]:
     """The outputs the agent's buttons change (:meth:`_EDPage.agent_outputs` order)."""
-    view = episodes.view() if episodes is not None else None
-    if view is None or not view.started:
+    return _agent_outputs(sid, _view_of(episodes), message)
+
+
+def _agent_outputs(sid: str | None, view: TabView, message: str) -> list[Any]:
+    if not view.started:
         return [sid, message, None, "", *[None] * len(CHARTS)]
     history = pd.DataFrame(list(view.history))
     return [
