@@ -717,9 +717,9 @@ def _web_view(
     return store, view_builder(store, default), host
 
 
-def _on_shutdown(app: FastAPI, stop: Callable[[], None], start: Callable[[], None] | None = None) -> None:
-    """Call ``stop`` when the app's lifespan ends (OpenEnv's lifespan replaces ``on_shutdown``),
-    and ``start`` (if given) when it begins."""
+def _on_lifespan(app: FastAPI, start: Callable[[], None] | None, stop: Callable[[], None]) -> None:
+    """Call ``start`` (if given) when the app's lifespan begins and ``stop`` when it ends
+    (OpenEnv's lifespan replaces ``on_startup`` / ``on_shutdown``)."""
     inner = app.router.lifespan_context
 
     @asynccontextmanager
@@ -845,6 +845,6 @@ def build_app(
     app.state.web_sessions = web_store
     app.state.web_host = web_host
     if web_host is not None:  # the served app starts it with itself: the first page need not wait
-        _on_shutdown(app, web_host.close, web_host.start_in_background if warm else None)
+        _on_lifespan(app, web_host.start_in_background if warm else None, web_host.close)
     app.state.pool = pool
     return app

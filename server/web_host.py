@@ -71,7 +71,6 @@ class WebHost:
     def __init__(self) -> None:
         self._manager: _Manager | None = None
         self._lock = threading.Lock()
-        self._closed = False
 
     @property
     def pid(self) -> int | None:
@@ -83,8 +82,6 @@ class WebHost:
     def start(self) -> None:
         """Start the host unless it runs (a new one if the last one died)."""
         with self._lock:
-            if self._closed:
-                raise WebError("the server is stopping")
             if self._manager is not None and self.pid is not None:
                 return
             self._forget()
@@ -107,7 +104,7 @@ class WebHost:
         """A new tab's episodes in the host (a proxy: ``perform``, ``close``)."""
         self.start()
         manager = self._manager
-        if manager is None:
+        if manager is None:  # closed meanwhile (the app stopping)
             raise WebError("the server is stopping")
         return manager.Tab(default_scenario, client=client)  # type: ignore[attr-defined]
 
@@ -124,9 +121,9 @@ class WebHost:
                 manager.shutdown()
 
     def close(self) -> None:
-        """Stop the host and every tab's episodes and agents in it (the app's shutdown)."""
+        """Stop the host and every tab's episodes and agents in it (the app's shutdown; as the
+        agents' pool, a later event starts a new one: an app may run more than one lifespan)."""
         with self._lock:
-            self._closed = True
             self._forget()
 
 

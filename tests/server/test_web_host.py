@@ -174,3 +174,19 @@ def test_closing_a_tab_never_waits_for_the_host() -> None:
     assert not closed.is_set()
     release.set()
     assert closed.wait(10)
+
+
+def test_a_closed_host_starts_again_for_the_next_tab() -> None:
+    # An app may run more than one lifespan (each ends with close): the next tab gets a new host.
+    host = WebHost()
+    try:
+        host.start()
+        first = host.pid
+        host.close()
+        assert host.pid is None and first is not None and _wait_gone(first)
+        refusal, _, view = host.tab("normal_day", "10.0.0.1").perform(
+            "new_day", ("normal_day", 2, "flat", "heuristic")
+        )
+        assert refusal is None and view.started and host.pid not in (None, first)
+    finally:
+        host.close()
