@@ -319,16 +319,22 @@ class AnatomyAwarePolicy(EvenlySpacedPolicy):
                 return _INVERSE[trial]
         if left is not None and left < 3:  # a trial and its undo must fit, or lock now
             return LOCK
-        for edit in self._edits(observation):
-            if edit not in self._tried and action_mask[edit]:
-                self._trial = edit
-                return edit
+        candidates = [e for e in self._edits(observation) if e not in self._tried and action_mask[e]]
+        edit = self._next_trial(observation, candidates) if candidates else None
+        if edit is not None:
+            self._trial = edit
+            return edit
         self._idle += 1
         present = round(float(observation["beams"][:, 2].sum()))
         if self._idle >= present or not action_mask[NEXT]:
             return LOCK
         self._tried = []
         return NEXT
+
+    def _next_trial(self, observation: Mapping[str, np.ndarray], candidates: list[int]) -> int | None:
+        """Which of the active beam's untried valid edits to try next (None: none, go on to the next
+        beam); here the first in :meth:`_edits`' order (a learned ranker reorders them and may skip)."""
+        return candidates[0]
 
     def _edits(self, observation: Mapping[str, np.ndarray]) -> list[int]:
         """The active beam's candidate edits, in order: aperture, weight, a turn away from the OARs."""
