@@ -5,8 +5,9 @@
 Rows: ``random``, the scripted ``six_full`` and ``evenly_spaced``, ``anatomy_aware``, the
 local-search ``planner``, every learned seed of each learner (:data:`LEARNERS`:
 ``policies/radiotherapy/checkpoints/rt_ppo_seed*.npz``, ``rt_residual_seed*.npz``,
-``rt_option_selector_seed*.npz``) and their mean ± standard error over seeds, the shipped ``ppo``,
-``rt_residual`` and ``option_selector``, and the FMO reference
+``rt_option_selector_seed*.npz``, ``rt_ranked_selector_seed*.npz``) and their mean ± standard error
+over seeds, the shipped ``ppo``, ``rt_residual``, ``option_selector`` and ``ranked_selector``, and the
+FMO reference
 (``tools/rt_fmo.py``, cached in ``docs/data/rt_fmo.json``). Each cell is the task's mean score ±
 its standard error over the patients; "gap closed" is the fraction of the way from ``random``
 to FMO: ``(agent − random) / (FMO − random)`` of the task means. The patients are the grader's
@@ -40,7 +41,12 @@ DATA = ROOT / "docs" / "data" / "rt_scoreboard.json"
 SPLITS = ("test_id", "test_ood")
 BASELINES = ("random", "six_full", "evenly_spaced", "anatomy_aware", "planner")
 START, END = "<!-- rt-scoreboard:start -->", "<!-- rt-scoreboard:end -->"
-LEARNERS = {"ppo": "rt_ppo", "rt_residual": "rt_residual", "option_selector": "rt_option_selector"}
+LEARNERS = {
+    "ppo": "rt_ppo",
+    "rt_residual": "rt_residual",
+    "option_selector": "rt_option_selector",
+    "ranked_selector": "rt_ranked_selector",
+}
 """Registered name -> checkpoint stem: ``<stem>_seed*.npz`` are its seeds, ``<stem>.npz`` the shipped one."""
 
 

@@ -29,6 +29,7 @@ SHIPPED: dict[str, str] = {
     "ppo": "rt_ppo.npz",
     "rt_residual": "rt_residual.npz",
     "option_selector": "rt_option_selector.npz",
+    "ranked_selector": "rt_ranked_selector.npz",
 }
 """Registered name -> numpy checkpoint in :data:`CHECKPOINT_DIR` (metadata in the ``.json`` beside it)."""
 _SPACE = observation_space()

@@ -230,6 +230,11 @@ class OptionSelectorPolicy(BaseRTPolicy):
         self.option = None
         self._history = []
 
+    def _option(self, variant: Variant) -> VariantPolicy:
+        """The policy that plays a chosen variant (:class:`~policies.radiotherapy.ranker.RankedSelectorPolicy`
+        plays it with a learned edit ranker)."""
+        return VariantPolicy(variant)
+
     def choose(self, observation: Mapping[str, np.ndarray]) -> int:
         """The variant index for this observation (the one at step :attr:`decide_at`)."""
         scores = None if self.selector is None else self.selector.scores(observation, self.decide_at)
@@ -238,7 +243,7 @@ class OptionSelectorPolicy(BaseRTPolicy):
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         if self.option is None and len(self._history) < self.decide_at:
             # before the choice: the first variant plays; the steps are kept to replay into the chosen one
-            opener = VariantPolicy(self.family[0])
+            opener = self._option(self.family[0])
             opener.reset()
             for obs, mask, _ in self._history:
                 opener.act(obs, mask)
@@ -248,7 +253,7 @@ class OptionSelectorPolicy(BaseRTPolicy):
             return action
         if self.option is None:
             self.choice = self.choose(observation)
-            self.option = VariantPolicy(self.family[self.choice])
+            self.option = self._option(self.family[self.choice])
             self.option.reset()
             for obs, mask, played in self._history:
                 if int(self.option.act(obs, mask)) != played:
@@ -260,10 +265,14 @@ class OptionSelectorPolicy(BaseRTPolicy):
 
 
 def save(
-    path: Path, family: Sequence[Variant], selector: Selector | SiteSelector, metadata: Mapping[str, Any]
+    path: Path,
+    family: Sequence[Variant],
+    selector: Selector | SiteSelector,
+    metadata: Mapping[str, Any],
+    extra: Mapping[str, np.ndarray] | None = None,
 ) -> None:
     """The selector's arrays to ``path`` (.npz) and the family and ``metadata`` to the .json beside it."""
-    np.savez_compressed(path, **selector.arrays())
+    np.savez_compressed(path, **selector.arrays(), **(extra or {}))
     kind = "site" if isinstance(selector, SiteSelector) else "single"
     meta = dict(metadata) | {"options": [asdict(v) for v in family], "selector": kind}
     meta.setdefault("decide_at", 0)
@@ -281,8 +290,20 @@ def load_selector(path: Path, name: str | None = None) -> OptionSelectorPolicy:
         selector = SiteSelector.from_arrays(arrays)
     else:
         selector = Selector.from_arrays(arrays)
-    policy = OptionSelectorPolicy(
-        family, selector, name=name or metadata.get("name"), decide_at=int(metadata.get("decide_at", 0))
-    )
+    policy: OptionSelectorPolicy
+    if "ranker" in metadata:  # the selector's variants play with a learned edit ranker
+        from policies.radiotherapy.ranker import EditRanker, RankedSelectorPolicy
+
+        policy = RankedSelectorPolicy(
+            family,
+            selector,
+            EditRanker.from_arrays(arrays),
+            name=name or metadata.get("name"),
+            decide_at=int(metadata.get("decide_at", 0)),
+        )
+    else:
+        policy = OptionSelectorPolicy(
+            family, selector, name=name or metadata.get("name"), decide_at=int(metadata.get("decide_at", 0))
+        )
     policy.metadata = metadata
     return policy
