@@ -38,7 +38,7 @@ SCOREBOARD_COMMANDS = {
 SCOREBOARD_DOCUMENTS: dict[Path, dict[str, str]] = {
     DOCS / "results.md": {
         "scoreboard-rt": "hospital-marl -q compare --env radiotherapy --agents random masked_random "
-        "six_full evenly_spaced anatomy_aware ppo option_selector planner --markdown",
+        "six_full evenly_spaced anatomy_aware ppo option_selector ranked_selector planner --markdown",
     },
 }
 """Other documents' grader sections (slow, like the scoreboards): path -> marker -> command."""

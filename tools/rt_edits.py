@@ -3,7 +3,7 @@
 The learner is ``ranked_selector``: training seed *S*'s option selector (``rt_option_selector_seedS.npz``)
 chooses the variant, and a ranker fitted on seed *S*'s own training patients orders its edit phase's trials.
 
-    python tools/rt_edits.py label --seed 0 --patients 300 --out runs/rt_edits/stats_s0.npz
+    python tools/rt_edits.py label --seed 0 --out runs/rt_edits/stats_s0.npz   # 400 patients x 3 rounds
     python tools/rt_edits.py sweep --stats 'runs/rt_edits/stats_s{seed}.npz' --out runs/rt_edits/sweep.json
     python tools/rt_edits.py save --seed 0 --stats runs/rt_edits/stats_s0.npz \\
         --config runs/rt_edits/sweep.json --out policies/radiotherapy/checkpoints/rt_ranked_selector_seed0.npz
@@ -175,8 +175,8 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("label", help="simulate trials on training patients; save the fit's statistics")
     p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--patients", type=int, default=300, help="per task and round")
-    p.add_argument("--rounds", type=int, default=2, help="1: base + oracle; each further: the ranker so far")
+    p.add_argument("--patients", type=int, default=400, help="per task and round")
+    p.add_argument("--rounds", type=int, default=3, help="1: base + oracle; each further: the ranker so far")
     p.add_argument("--ridge", type=float, default=1.0, help="the ridge of the rounds' intermediate rankers")
     p.add_argument("--tasks", nargs="+", default=list(BUILTIN_TASKS))
     p.add_argument("--out", required=True)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from grading.radiotherapy import split_seed
+from grading.radiotherapy import grade_task, split_seed
 from hospital_marl.radiotherapy.core.plan import LOCK, NEXT, WIDEN
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
@@ -101,3 +101,18 @@ def test_a_ranked_selector_checkpoint_round_trips(tmp_path) -> None:  # type: ig
     direct = RankedSelectorPolicy(family, selector, ranker)
     assert played_actions(loaded, "prostate", seed) == played_actions(direct, "prostate", seed)
     assert loaded.choice == 1
+
+
+def test_the_shipped_learner_is_graded_without_the_plan() -> None:
+    """The shipped ranked_selector reads only the observation: handed no plan at all it plays the
+    grader's (sealed) episode exactly, on every task."""
+    for task in BUILTIN_TASKS:
+        expected = grade_task("ranked_selector", task, n_episodes=1, seed=1000, split="validation")
+        agent = load("ranked_selector")
+        assert isinstance(agent, RankedSelectorPolicy) and agent.ranker.models
+        env = RadiotherapyPlanningEnv(task, split="validation")
+        observation, info = env.reset(seed=split_seed(1000, task, "validation", 0))
+        agent.reset(seed=0, plan=None)
+        while not env.plan.done:
+            observation, _, _, _, info = env.step(agent.act(observation, info["action_mask"]))
+        assert info["score"] == expected["episode_scores"][0]

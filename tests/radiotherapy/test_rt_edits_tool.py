@@ -21,7 +21,9 @@ def test_save_keeps_a_ranker_only_on_the_sites_chosen(tmp_path: Path) -> None:
     of the same training seed choosing the variant."""
     stats = tmp_path / "stats.npz"
     rt_edits.do_label(
-        argparse.Namespace(seed=0, patients=2, rounds=2, ridge=1.0, tasks=["prostate", "head_neck"], out=stats)
+        argparse.Namespace(
+            seed=0, patients=2, rounds=2, ridge=1.0, tasks=["prostate", "head_neck"], out=stats
+        )
     )
     labelled = json.loads(stats.with_suffix(".json").read_text())
     assert set(labelled["tasks"]) == {"prostate", "head_neck"}
