@@ -51,6 +51,11 @@ def edit_features(observation: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def _rows(keys: Sequence[tuple[int, ...]]) -> np.ndarray:
+    """Site keys as an (n, width) int array (an empty ranker's too)."""
+    return np.array(keys, dtype=np.int64).reshape(len(keys), len(keys[0]) if keys else 0)
+
+
 class EditRanker:
     """Per (site, edit): standardised features -> linear score (the probability the edit helps);
     per site a threshold ``tau`` below which no edit is tried. A site or edit it has no model for
@@ -84,7 +89,7 @@ class EditRanker:
     def arrays(self, prefix: str = "ranker_") -> dict[str, np.ndarray]:
         keys = sorted(self.models)
         out: dict[str, np.ndarray] = {
-            f"{prefix}sites": np.array([k for k, _ in keys], dtype=np.int64).reshape(len(keys), -1),
+            f"{prefix}sites": _rows([k for k, _ in keys]),
             f"{prefix}edits": np.array([e for _, e in keys], dtype=np.int64),
             f"{prefix}mean": np.array([self.models[k][0] for k in keys]),
             f"{prefix}scale": np.array([self.models[k][1] for k in keys]),
@@ -92,7 +97,7 @@ class EditRanker:
             f"{prefix}c": np.array([self.models[k][3] for k in keys]),
         }
         taus = sorted(self.taus)
-        out[f"{prefix}tau_sites"] = np.array(taus, dtype=np.int64).reshape(len(taus), -1)
+        out[f"{prefix}tau_sites"] = _rows(taus)
         out[f"{prefix}taus"] = np.array([self.taus[k] for k in taus], dtype=np.float64)
         return out
 

@@ -101,6 +101,8 @@ def test_a_ranked_selector_checkpoint_round_trips(tmp_path) -> None:  # type: ig
     direct = RankedSelectorPolicy(family, selector, ranker)
     assert played_actions(loaded, "prostate", seed) == played_actions(direct, "prostate", seed)
     assert loaded.choice == 1
+    empty = EditRanker.from_arrays(EditRanker({}).arrays())  # a ranker with no site at all
+    assert empty.models == {} and empty.taus == {}
 
 
 def test_the_shipped_learner_is_graded_without_the_plan() -> None:
