@@ -22,7 +22,7 @@ import numpy as np
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.radiotherapy.baselines import observed_score
 from policies.radiotherapy.options import OptionSelectorPolicy, Variant, site_key
-from policies.radiotherapy.ranker import EditRanker, RankedVariantPolicy, edit_features
+from policies.radiotherapy.ranker import EditRanker, RankedVariantPolicy, edit_features, site_rows
 
 MODES = ("base", "oracle", "ranked")
 GAIN = 1e-6
@@ -92,7 +92,7 @@ class Statistics:
         self.flush()
         keys = sorted(self.sums)
         return {
-            "sites": np.array([k for k, _ in keys], dtype=np.int64).reshape(len(keys), -1),
+            "sites": site_rows([k for k, _ in keys]),
             "edits": np.array([e for _, e in keys], dtype=np.int64),
             "n": np.array([self.sums[k][0] for k in keys], dtype=np.int64),
             "sx": np.array([self.sums[k][1] for k in keys]),

@@ -51,7 +51,7 @@ def edit_features(observation: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _rows(keys: Sequence[tuple[int, ...]]) -> np.ndarray:
+def site_rows(keys: Sequence[tuple[int, ...]]) -> np.ndarray:
     """Site keys as an (n, width) int array (an empty ranker's too)."""
     return np.array(keys, dtype=np.int64).reshape(len(keys), len(keys[0]) if keys else 0)
 
@@ -89,7 +89,7 @@ class EditRanker:
     def arrays(self, prefix: str = "ranker_") -> dict[str, np.ndarray]:
         keys = sorted(self.models)
         out: dict[str, np.ndarray] = {
-            f"{prefix}sites": _rows([k for k, _ in keys]),
+            f"{prefix}sites": site_rows([k for k, _ in keys]),
             f"{prefix}edits": np.array([e for _, e in keys], dtype=np.int64),
             f"{prefix}mean": np.array([self.models[k][0] for k in keys]),
             f"{prefix}scale": np.array([self.models[k][1] for k in keys]),
@@ -97,7 +97,7 @@ class EditRanker:
             f"{prefix}c": np.array([self.models[k][3] for k in keys]),
         }
         taus = sorted(self.taus)
-        out[f"{prefix}tau_sites"] = _rows(taus)
+        out[f"{prefix}tau_sites"] = site_rows(taus)
         out[f"{prefix}taus"] = np.array([self.taus[k] for k in taus], dtype=np.float64)
         return out
 

@@ -40,7 +40,8 @@ def test_the_fit_is_the_standardised_ridge_whatever_the_blocks() -> None:
         np.testing.assert_allclose(scale, s2, rtol=1e-9)
         np.testing.assert_allclose(w, w2, rtol=1e-7, atol=1e-10)
         assert c == pytest.approx(c2, abs=1e-12)
-    # a ridge per site
+    # a ridge per site; no labels at all saves and loads too
+    assert Statistics.from_arrays(Statistics().arrays()).sums == {}
     assert Statistics.from_arrays(one.arrays()).fit({(1, 2): 0.3}).models.keys() == {((1, 2), NARROW)}
 
 
