@@ -18,6 +18,7 @@ it grades episodes with :mod:`grading.radiotherapy`, which the trainers may not 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import sys
@@ -40,8 +41,8 @@ from policies.radiotherapy.options import load_selector, save, site_key  # noqa:
 from policies.radiotherapy.ranker import RankedSelectorPolicy  # noqa: E402
 from training.rt_edits import Statistics, label  # noqa: E402
 
-EVAL_SEED = 1000
-"""The trainer's validation ``eval_seed``."""
+sys.path.insert(0, str(ROOT / "tools"))
+from rt_options import EVAL_SEED  # noqa: E402  (the trainer's validation eval_seed)
 
 
 def train_seeds(seed: int, task: str, start: int, n: int) -> list[int]:
@@ -53,6 +54,7 @@ def selector_path(seed: int) -> Path:
     return CHECKPOINT_DIR / f"rt_option_selector_seed{seed}.npz"
 
 
+@functools.cache
 def site_of(task: str) -> tuple[int, ...]:
     observation, _ = RadiotherapyPlanningEnv(task, split="train").reset(seed=0)
     return site_key(observation)

@@ -23,6 +23,7 @@ from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from policies.radiotherapy.baselines import observed_score
 from policies.radiotherapy.options import OptionSelectorPolicy, Variant, site_key
 from policies.radiotherapy.ranker import EditRanker, RankedVariantPolicy, edit_features, site_rows
+from training.rt_rollout import complete
 
 MODES = ("base", "oracle", "ranked")
 GAIN = 1e-6
@@ -189,16 +190,10 @@ def label(
     env = RadiotherapyPlanningEnv(task, split="train")
     scores = []
     for seed in seeds:
-        observation, info = env.reset(seed=int(seed))
+        observation, _ = env.reset(seed=int(seed))
         policy = _LabellingSelector(selector, ranker or EditRanker({}), env, stats, mode)
         policy.reset()
-        done = False
-        while not done:
-            observation, _, terminated, truncated, info = env.step(
-                policy.act(observation, info["action_mask"])
-            )
-            done = terminated or truncated
-        scores.append(float(info["score"]))
+        scores.append(float(complete(env, observation, policy)[0]))
     return scores
 
 
