@@ -23,6 +23,7 @@ from hospital_marl.radiotherapy.core.plan import (
     WEIGHT_UP,
     Plan,
 )
+from hospital_marl.radiotherapy.envs.render import FRAME_SHAPE, frame_layout
 from tests.radiotherapy.conftest import CENTRE, rollout
 
 
@@ -252,9 +253,11 @@ def test_render__rgb_array_and_ansi() -> None:
     empty = env.render()
     env.step(ADD)
     frame = env.render()
-    assert frame.shape == (256, 512, 3) and frame.dtype == np.uint8
-    assert (frame[:, :256] != empty[:, :256]).any()  # dose wash and beam line appear
-    assert (frame[:, 256:] != empty[:, 256:]).any()  # the DVH curves move
+    assert frame.shape == FRAME_SHAPE and frame.dtype == np.uint8
+    layout = frame_layout(env.task)
+    panel, dvh = layout.slice_panel.region, layout.dvh.region
+    assert (frame[panel] != empty[panel]).any()  # dose wash and beam line appear
+    assert (frame[dvh] != empty[dvh]).any()  # the DVH curves move
     text = RadiotherapyPlanningEnv("head_neck", render_mode="ansi")
     text.reset(seed=0)
     text.step(ADD)
