@@ -1,8 +1,9 @@
 """The web view at ``/web`` when the server serves radiotherapy planning (``--env radiotherapy --web``).
 
 The page shows your plan and an agent's plan for the same patient (task and seed),
-side by side, each as the env's own ``rgb_array`` frame (dose wash, contours and
-beams beside the DVH, :func:`hospital_marl.radiotherapy.envs.render.render_rgb_array`);
+side by side, each as the env's own ``rgb_array`` frame (dose wash with its colour bar in Gy,
+isodose lines, contours with a legend, axes in cm, A/P/R/L and beams beside the DVH,
+:func:`hospital_marl.radiotherapy.envs.render.render_rgb_array`);
 the legal actions as buttons (THE action table, :data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`,
 shown as the env's exact mask allows); an agent (evenly spaced beams, the planner, the
 shipped PPO) that plans step by step or to the end; live plan metrics (score, D95, V95,

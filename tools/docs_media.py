@@ -1,12 +1,13 @@
 """Render the docs site's pictures: one animated GIF per environment card, and the labelled board.
 
-    python tools/docs_media.py            # write docs/images/*.gif and docs/images/board.png
+    python tools/docs_media.py            # write docs/images/*.gif, board.png and rt-plan.png
     python tools/docs_media.py --check    # exit 1 if a picture an environment card shows is missing
 
 Every GIF is drawn by the env's own ``rgb_array`` renderer (the ED's compact board, the
 radiotherapy plan view) while a shipped policy plays a fixed seed, so it shows real behaviour and
 is reproducible. Frames are subsampled and, for the ED, halved in size: a card's GIF stays well
-under 200 kB. ``board.png`` is :func:`hospital_marl.envs.labelled.render_labelled` mid-shift.
+under 200 kB. ``board.png`` is :func:`hospital_marl.envs.labelled.render_labelled` mid-shift;
+``rt-plan.png`` the radiotherapy frame of the ``rt-head-neck`` GIF's last state (the README's picture).
 """
 
 from __future__ import annotations
@@ -153,19 +154,28 @@ GIFS: dict[str, tuple[Callable[[], Iterator[np.ndarray]], int, int]] = {
     "composed": (composed_frames, 2, 2),
     "team": (team_frames, 2, 2),
     "vector": (vector_frames, 3, 4),
-    "rt-prostate": (lambda: rt_frames("prostate"), 1, 1),
-    "rt-head-neck": (lambda: rt_frames("head_neck"), 1, 1),
+    "rt-prostate": (lambda: rt_frames("prostate"), 2, 1),
+    "rt-head-neck": (lambda: rt_frames("head_neck"), 2, 1),
     "rt-pediatric-brain": (lambda: rt_frames("pediatric_brain"), 2, 1),
 }
 """GIF name -> (frames, keep every n-th frame, shrink factor)."""
 
 
-def write_gif(path: Path, frames: list[np.ndarray], every: int, shrink: int) -> None:
+RT_PALETTE = 160
+"""Colours of a radiotherapy GIF's palette, drawn from its middle and last frames: the wash, the
+contours and the text need more than 64, or median cut merges contour colours (cyan and green)."""
+
+
+def write_gif(path: Path, frames: list[np.ndarray], every: int, shrink: int, rt: bool = False) -> None:
     kept = frames[::every]
     if kept[-1] is not frames[-1]:
         kept.append(frames[-1])  # always end on the final state
     images = [Image.fromarray(np.ascontiguousarray(f[::shrink, ::shrink])) for f in kept]
-    palette = images[len(images) // 2].quantize(colors=64, method=Image.Quantize.MEDIANCUT)
+    if rt:
+        both = Image.fromarray(np.vstack([np.asarray(images[len(images) // 2]), np.asarray(images[-1])]))
+        palette = both.quantize(colors=RT_PALETTE, method=Image.Quantize.MEDIANCUT)
+    else:
+        palette = images[len(images) // 2].quantize(colors=64, method=Image.Quantize.MEDIANCUT)
     quantised = [im.quantize(palette=palette, dither=Image.Dither.NONE) for im in images]
     durations = [120] * (len(quantised) - 1) + [1500]  # hold the last frame
     quantised[0].save(
@@ -188,12 +198,22 @@ def write_board(path: Path) -> None:
     Image.fromarray(render_labelled(env.hospital, action, scale=1)).save(path, optimize=True)
 
 
+def write_rt_plan(path: Path) -> None:
+    """The head-and-neck plan the shipped PPO agent locks on seed 0: the last frame of its GIF."""
+    *_, last = rt_frames("head_neck")
+    Image.fromarray(last).save(path, optimize=True)
+
+
+STILLS: dict[str, Callable[[Path], None]] = {"board": write_board, "rt-plan": write_rt_plan}
+"""PNG name -> what writes it."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a picture is missing")
-    parser.add_argument("--only", action="append", choices=(*GIFS, "board"), help="write only this picture")
+    parser.add_argument("--only", action="append", choices=(*GIFS, *STILLS), help="write only this picture")
     args = parser.parse_args()
-    wanted = [*GIFS, "board"] if not args.only else args.only
+    wanted = [*GIFS, *STILLS] if not args.only else args.only
     if args.check:
         missing = [n for n in wanted if not (IMAGES / (f"{n}.gif" if n in GIFS else f"{n}.png")).exists()]
         for name in missing:
@@ -201,13 +221,13 @@ def main() -> int:
         return 1 if missing else 0
     IMAGES.mkdir(parents=True, exist_ok=True)
     for name in wanted:
-        if name == "board":
-            write_board(IMAGES / "board.png")
-            print(f"wrote docs/images/board.png ({(IMAGES / 'board.png').stat().st_size / 1e3:.0f} kB)")
+        if name in STILLS:
+            STILLS[name](IMAGES / f"{name}.png")
+            print(f"wrote docs/images/{name}.png ({(IMAGES / f'{name}.png').stat().st_size / 1e3:.0f} kB)")
             continue
         make, every, shrink = GIFS[name]
         path = IMAGES / f"{name}.gif"
-        write_gif(path, list(make()), every, shrink)
+        write_gif(path, list(make()), every, shrink, rt=name.startswith("rt-"))
         print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1e3:.0f} kB)")
     return 0
 

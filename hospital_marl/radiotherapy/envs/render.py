@@ -244,8 +244,8 @@ def _static(task: Task) -> tuple[Layout, np.ndarray]:
             draw.line([(x, y + 5), (x + 13, y + 5)], fill=colour, width=2)
         else:
             draw.rectangle([x, y, x + 13, y + 10], outline=colour, width=2)
-        draw.text((x + 18, y + 5), label, fill=TEXT, font=_font(11), anchor="lm")
-        right = int(np.ceil(draw.textbbox((x + 18, y + 5), label, font=_font(11), anchor="lm")[2]))
+        draw.text((x + 18, y + 5), label, fill=TEXT, font=_font(12), anchor="lm")
+        right = int(np.ceil(draw.textbbox((x + 18, y + 5), label, font=_font(12), anchor="lm")[2]))
         legend.append(LegendEntry(label, colour, kind, Box(x, y, right, y + 11)))
 
     frame = np.asarray(image, np.uint8).copy()
