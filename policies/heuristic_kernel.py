@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from hospital_marl.core import jitcache, kernel
-from hospital_marl.core.actions import FLAT_OF, NOOP, ROLES, Kind
+from hospital_marl.core.actions import BOARD_DISCHARGE_SLOTS, BOARD_TRANSFER_SLOTS, FLAT_OF, NOOP, ROLES, Kind
 from hospital_marl.core.kernel import (
     CRITICAL_SEVERITY,
     O_BED_OCCUPANCY,
@@ -92,7 +92,8 @@ patient when the ward is full (the heuristic's and the planner's pressure rule, 
 BOARD_SLOTS = BLOCK_BY_KEY["bed_occupancy"].shape[0]  # 20
 ICU_SLOTS = BLOCK_BY_KEY["icu_occupancy"].shape[0]  # 5
 VENT_SLOTS = BLOCK_BY_KEY["ventilator_status"].shape[0]  # 3
-BOARD_ACTIONS = 5  # transfers address the board's top five, early discharges its bottom five
+BOARD_ACTIONS = BOARD_TRANSFER_SLOTS  # transfers address the board's top five, early discharges its bottom
+assert BOARD_DISCHARGE_SLOTS == BOARD_ACTIONS  # five
 
 
 def _flat_table() -> np.ndarray:

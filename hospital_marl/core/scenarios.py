@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
+from hospital_marl.core.actions import MAX_ICU_BEDS, MAX_VENTILATORS
 from hospital_marl.core.constants import CONDITIONS, MAX_GENERAL_BEDS, N_SEVERITIES
 from hospital_marl.core.constants import condition_id as condition_id_of
 
@@ -129,8 +130,8 @@ class Scenario:
         # width (MAX_GENERAL_BEDS) limits them, and the board observation shows 20 of them.
         for name, low, high in (
             ("general_beds", 1, MAX_GENERAL_BEDS),
-            ("icu_beds", 1, 5),
-            ("ventilators", 1, 3),
+            ("icu_beds", 1, MAX_ICU_BEDS),
+            ("ventilators", 1, MAX_VENTILATORS),
             ("episode_length", 1, 10_000),
             ("max_deaths", 1, 1_000_000),
         ):
@@ -492,7 +493,11 @@ class ScenarioDistribution:
             object.__setattr__(self, name, _as_bounds(own, name, getattr(self, name), kind))
         if not 0.0 < self.night_service[0] <= self.night_service[1] <= 1.0:
             raise ValueError(f"{own}.night_service must lie in (0, 1], got {self.night_service}")
-        sizes = (("general_beds", 1, MAX_GENERAL_BEDS), ("icu_beds", 1, 5), ("ventilators", 1, 3))
+        sizes = (
+            ("general_beds", 1, MAX_GENERAL_BEDS),
+            ("icu_beds", 1, MAX_ICU_BEDS),
+            ("ventilators", 1, MAX_VENTILATORS),
+        )
         for name, low, high in sizes:
             lo, hi = getattr(self, name)
             if lo < low or hi > high:

@@ -62,7 +62,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hospital_marl.core.actions import ACTION_TABLE, ROLE_FLAT, ROLES
+from hospital_marl.core.actions import (  # noqa: F401 (the table's limits, for the kernel)
+    ACTION_TABLE,
+    BOARD_DISCHARGE_SLOTS,
+    BOARD_TRANSFER_SLOTS,
+    N_ROLES,
+    QUEUE_SLOTS,
+    ROLE_FLAT,
+    ROLES,
+)
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.constants import MAX_GENERAL_BEDS
 from hospital_marl.core.metrics import EpisodeCounters
@@ -73,9 +81,6 @@ from hospital_marl.core.scenarios import Scenario
 NOT_ARRIVED, WAITING, GENERAL, ICU, DISCHARGED, AWAY, DEAD = range(7)
 EMPTY = -1
 
-QUEUE_SLOTS = 10
-BOARD_TRANSFER_SLOTS = 5
-BOARD_DISCHARGE_SLOTS = 5
 MAX_BEDS = MAX_GENERAL_BEDS  # the widest resource row: general beds
 BOUNCE_BLOCK = 64  # bounce-back schedule slots added at a time
 
@@ -131,10 +136,10 @@ assert all(globals()[f"C_{name.upper()}"] == S_COUNTERS + i for i, name in enume
 )
 
 F_OCCUPANCY_SUM, F_CUMULATIVE_REWARD, F_TICK_REWARD = range(3)
-F_ROLE_REWARD = 3  # 3 columns, ROLES order
-F_LAST_REWARD = 6
-F_LAST_ROLE_REWARD = 7  # 3 columns
-N_FLOATS = 10
+F_ROLE_REWARD = 3  # N_ROLES columns, ROLES order
+F_LAST_REWARD = F_ROLE_REWARD + N_ROLES
+F_LAST_ROLE_REWARD = F_LAST_REWARD + 1  # N_ROLES columns
+N_FLOATS = F_LAST_ROLE_REWARD + N_ROLES
 
 
 class State(NamedTuple):

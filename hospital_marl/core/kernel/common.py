@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from hospital_marl.core.actions import Kind
+from hospital_marl.core.actions import MAX_ICU_BEDS, MAX_VENTILATORS, Kind
 from hospital_marl.core.constants import (  # noqa: F401 (for the kernel)
     BOARD_OBS_ROWS,
     CRITICAL_SEVERITY,
@@ -65,7 +65,7 @@ OBS_BLOCKS: tuple[str, ...] = (
     O_ICU_READY,
     O_CAPACITY,
 ) = range(12)
-MAX_GENERAL_OBS, MAX_ICU_OBS, MAX_VENT_OBS = BOARD_OBS_ROWS, 5, 3
+MAX_GENERAL_OBS, MAX_ICU_OBS, MAX_VENT_OBS = BOARD_OBS_ROWS, MAX_ICU_BEDS, MAX_VENTILATORS
 
 _jit = njit(cache=True, nogil=True, _nrt=False)
 # Constants handed to a compiled callee are wrapped (``np.int64(ICU)``, ``np.bool_(True)``):
