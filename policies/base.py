@@ -43,8 +43,9 @@ class Policy(Protocol):
     name: str
     tracks: tuple[str, ...]
 
-    def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
-        """Start an episode; ``seed`` makes a stochastic policy reproducible."""
+    def reset(self, seed: int | None = None, hospital: SimulatorHandle | None = None) -> None:
+        """Start an episode; ``seed`` makes a stochastic policy reproducible. ``hospital`` is what
+        the grader passes: the read-only handle of the episode's sealed present (or nothing)."""
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         """Flat track: one of the 39 actions."""
@@ -64,6 +65,8 @@ class BasePolicy:
         self.hospital: SimulatorHandle | None = None
 
     def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
+        """Seed the episode's RNG and bind the handle (a :class:`Hospital` given directly, as a
+        tool replaying an env does, is read only through its :meth:`~Hospital.handle`)."""
         self.rng = np.random.default_rng(seed)
         self.hospital = hospital.handle() if isinstance(hospital, Hospital) else hospital
 
