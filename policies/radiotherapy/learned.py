@@ -13,16 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 
-from hospital_marl.radiotherapy.envs.planning import observation_space
 from policies.radiotherapy.base import BaseRTPolicy
-
-if TYPE_CHECKING:
-    from policies.radiotherapy.residual import ResidualRTPolicy
+from policies.radiotherapy.mlp import flatten_observation, mlp_logits
+from policies.radiotherapy.ranker import load_selector
+from policies.radiotherapy.residual import ResidualRTPolicy
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 SHIPPED: dict[str, str] = {
@@ -32,21 +30,6 @@ SHIPPED: dict[str, str] = {
     "ranked_selector": "rt_ranked_selector.npz",
 }
 """Registered name -> numpy checkpoint in :data:`CHECKPOINT_DIR` (metadata in the ``.json`` beside it)."""
-_SPACE = observation_space()
-
-
-def flatten_observation(observation: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The Dict observation as the flat float32 vector the network reads."""
-    return spaces.flatten(_SPACE, dict(observation)).astype(np.float32)
-
-
-def mlp_logits(layers: list[tuple[np.ndarray, np.ndarray]], features: np.ndarray) -> np.ndarray:
-    """An SB3 MLP actor's logits: tanh hidden layers, then the linear action layer."""
-    x = features
-    for weight, bias in layers[:-1]:
-        x = np.tanh(weight @ x + bias)
-    weight, bias = layers[-1]
-    return weight @ x + bias
 
 
 class NumpyMLPPolicy(BaseRTPolicy):
@@ -109,8 +92,6 @@ def load_path(path: Path, name: str | None = None) -> BaseRTPolicy:
         raise ValueError(f"{path}: export the model to .npz first (hospital-marl train export RUN OUT.npz)")
     meta_path = path.with_suffix(".json")
     if meta_path.exists() and "options" in json.loads(meta_path.read_text()):
-        from policies.radiotherapy.options import load_selector
-
         return load_selector(path, name=name)
     with np.load(path) as data:
         n = len([k for k in data.files if k.startswith("w")])
@@ -119,8 +100,6 @@ def load_path(path: Path, name: str | None = None) -> BaseRTPolicy:
     metadata = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     policy: NumpyMLPPolicy | ResidualRTPolicy
     if metadata.get("residual"):
-        from policies.radiotherapy.residual import ResidualRTPolicy
-
         residual = metadata["residual"]
         policy = ResidualRTPolicy(
             layers,

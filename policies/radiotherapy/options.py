@@ -277,33 +277,3 @@ def save(
     meta = dict(metadata) | {"options": [asdict(v) for v in family], "selector": kind}
     meta.setdefault("decide_at", 0)
     path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-
-
-def load_selector(path: Path, name: str | None = None) -> OptionSelectorPolicy:
-    """An :class:`OptionSelectorPolicy` from :func:`save`'s ``.npz`` + ``.json``."""
-    metadata = json.loads(path.with_suffix(".json").read_text())
-    family = [Variant(**v) for v in metadata["options"]]
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    selector: Selector | SiteSelector
-    if metadata.get("selector") == "site":
-        selector = SiteSelector.from_arrays(arrays)
-    else:
-        selector = Selector.from_arrays(arrays)
-    policy: OptionSelectorPolicy
-    if "ranker" in metadata:  # the selector's variants play with a learned edit ranker
-        from policies.radiotherapy.ranker import EditRanker, RankedSelectorPolicy
-
-        policy = RankedSelectorPolicy(
-            family,
-            selector,
-            EditRanker.from_arrays(arrays),
-            name=name or metadata.get("name"),
-            decide_at=int(metadata.get("decide_at", 0)),
-        )
-    else:
-        policy = OptionSelectorPolicy(
-            family, selector, name=name or metadata.get("name"), decide_at=int(metadata.get("decide_at", 0))
-        )
-    policy.metadata = metadata
-    return policy
