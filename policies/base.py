@@ -18,7 +18,7 @@ import numpy as np
 
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_FLAT
 from hospital_marl.core.hospital import Hospital, SimulatorHandle
-from hospital_marl.envs.observations import role_slices
+from hospital_marl.envs.observations import BLOCK_BY_KEY, role_slices
 
 
 def policy_seed(seed: int) -> int:
@@ -85,8 +85,6 @@ _ROLE_SLICES = role_slices()
 
 def role_blocks(role: str, observation: np.ndarray) -> dict[str, np.ndarray]:
     """A role's flat AEC observation split back into its named blocks."""
-    from hospital_marl.envs.observations import BLOCK_BY_KEY
-
     return {key: observation[sl].reshape(BLOCK_BY_KEY[key].shape) for key, sl in _ROLE_SLICES[role]}
 
 

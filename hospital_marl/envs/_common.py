@@ -5,12 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 
+from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
 from hospital_marl.core.generator import DayGenerator, generate_day
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario
+from hospital_marl.envs.observations import (
+    ObservationBuilder,
+    check_layout,
+    presence_of,
+    role_space,
+    state_space,
+    with_presence,
+)
 from hospital_marl.envs.render import RENDER_MODES, render_frame
 
 REWARD_MODES = ("team", "role")
@@ -129,17 +139,6 @@ class RoleViewMixin:
         end_info: bool = False,
         observation_layout: str | None = None,
     ) -> None:
-        from gymnasium import spaces
-
-        from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-        from hospital_marl.envs.observations import (
-            ObservationBuilder,
-            check_layout,
-            role_space,
-            state_space,
-            with_presence,
-        )
-
         self.render_mode = check_render_mode(render_mode)
         self.reward_mode = check_reward_mode(reward_mode)
         self.observation_format = check_observation_format(observation_format)
@@ -208,8 +207,6 @@ class RoleViewMixin:
         return self._builder.state()
 
     def _presence(self) -> np.ndarray:
-        from hospital_marl.envs.observations import presence_of
-
         return presence_of(self.hospital)
 
     def _format(self, role: str, observation: np.ndarray, mask: np.ndarray) -> Any:

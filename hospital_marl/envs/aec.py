@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium
 import numpy as np
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
@@ -180,8 +181,6 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
 
     def render(self) -> Any:
         if self.render_mode is None:
-            import gymnasium
-
             gymnasium.logger.warn("render() called without a render_mode; pass render_mode=...")
             return None
         return _common.render(self.hospital, self.render_mode)
