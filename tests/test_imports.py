@@ -45,6 +45,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("training/export.py", "policies.marl"): "imports torch (the train extra), for that kind of run only",
     ("training/export.py", "policies.rllib"): "imports ray (the rllib extra), for that kind of run only",
     ("training/ppo.py", "policies.ppo_net"): "imports torch (the train extra)",
+    ("training/marl/vec_env.py", "training.marl.masked_vec_env"): "imports SB3 (the train extra)",
     ("training/rllib/train.py", "policies.rllib.module"): "imports ray (the rllib extra)",
     ("training/rllib/train.py", "training.rllib.callbacks"): "imports ray (the rllib extra)",
     ("training/rllib/train.py", "training.rllib.env"): "imports ray (the rllib extra)",
