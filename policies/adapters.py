@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from hospital_marl.core.actions import ROLES
-from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.hospital import Hospital, SimulatorHandle
 from policies.base import TRACKS, BasePolicy, Policy
 
 ACCEPTED = {
@@ -145,7 +145,7 @@ class UserPolicy(BasePolicy):
         self._act = act
         self._roles = dict(roles or {})
 
-    def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
+    def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
         super().reset(seed, hospital)
         for obj in self.wrapped.values() if isinstance(self.wrapped, Mapping) else (self.wrapped,):
             _reset(obj, seed, hospital)

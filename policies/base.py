@@ -41,7 +41,12 @@ class Policy(Protocol):
     """What the grader, the CLI and the server need of a policy."""
 
     name: str
-    tracks: tuple[str, ...]
+
+    @property
+    def tracks(self) -> tuple[str, ...]:
+        """The tracks it plays (``"flat"``, ``"team"``); read-only here, so that a class that
+        plays one track may say so with a shorter tuple."""
+        ...
 
     def reset(self, seed: int | None = None, hospital: SimulatorHandle | None = None) -> None:
         """Start an episode; ``seed`` makes a stochastic policy reproducible. ``hospital`` is what

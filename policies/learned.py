@@ -39,7 +39,7 @@ import numpy as np
 
 from hospital_marl.core.actions import BOARD_DISCHARGE_SLOTS, ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.constants import CONDITIONS, CRITICAL_SEVERITY, N_SEVERITIES
-from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.hospital import Hospital, SimulatorHandle
 from hospital_marl.core.kernel import needs_ventilator
 from hospital_marl.envs.observations import ObservationBuilder
 from policies.base import BasePolicy
@@ -394,7 +394,7 @@ class TeamPPOPolicy(PPOPolicy):
         self._joint_planned = np.zeros(len(ROLES), np.int64)  # (3,) the tick's joint action
         self.replanned = 0  # this episode's role actions made invalid by earlier roles, and replaced
 
-    def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
+    def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
         super().reset(seed, hospital)
         # Built on the read-only handle (no future for policies), never the raw simulator.
         self._builder = ObservationBuilder(self.hospital) if self.hospital is not None else None

@@ -256,6 +256,9 @@ class PlannerPolicy(BasePolicy):
         """Successive halving over ``candidates`` (the heuristic's first: it gets the bonus),
         each round's candidates valued by ``evaluate`` on the same imagined futures."""
         heuristic = candidates[0]
+        hospital = self.hospital
+        if hospital is None:
+            raise RuntimeError("the planner plans on the simulator given to reset(hospital=...)")
 
         def score(c: int) -> float:
             return totals[c] / n_futures + (self.bonus if candidates[c] == heuristic else 0.0)
@@ -265,7 +268,7 @@ class PlannerPolicy(BasePolicy):
         n_futures = 0
         for round_size in (self.first, self.rollouts - self.first):
             for _ in range(round_size):
-                future = _imagine(self.hospital, int(self.rng.integers(2**63 - 1)))
+                future = _imagine(hospital, int(self.rng.integers(2**63 - 1)))
                 values = evaluate(future, [candidates[c] for c in alive])
                 for c, value in zip(alive, values):
                     totals[c] += value

@@ -203,6 +203,9 @@ class Hospital:
     patient id / bed; the state itself is :attr:`state` (arrays, see ``core/types.py``).
     """
 
+    _seal_key: int
+    """Set only on a sealed present (:class:`Seal`): the key its imagined futures are drawn from."""
+
     def __init__(
         self,
         scenario: str | Scenario | ScenarioDistribution | None = None,
@@ -246,7 +249,9 @@ class Hospital:
         if seed is not None and (not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
         if seed is None and self.distribution is not None:  # the scenario needs a seed to draw from
-            seed = int(np.random.SeedSequence().entropy) & ((1 << 63) - 1)  # type: ignore[operator]
+            entropy = np.random.SeedSequence().entropy  # an int when drawn fresh
+            assert isinstance(entropy, int)
+            seed = entropy & ((1 << 63) - 1)
         self.seed = int(seed) if seed is not None else None
         if self.distribution is not None:
             self.scenario = self.distribution.sample(self.seed)  # type: ignore[arg-type]
@@ -477,8 +482,9 @@ class Hospital:
         return bool(kernel.is_valid(self.state, self.params, 0, int(kind), int(index)))
 
     # ---------------------------------------------------------------- actions
-    def act(self, role: str, role_action: int, *, valid_when_chosen: bool | None = None) -> Outcome:
-        """Carry out one role action now (before :meth:`tick`). Never raises for a bad action.
+    def act(self, role: str, role_action: Any, *, valid_when_chosen: bool | None = None) -> Outcome:
+        """Carry out one role action now (before :meth:`tick`). Never raises for a bad action
+        (anything but a valid int, ``None`` included, is counted invalid).
 
         ``valid_when_chosen`` (parallel resolution): if the action was valid on
         the mask the role saw but an earlier role's action made it impossible,
@@ -607,6 +613,7 @@ class Hospital:
         mutable = snap["mutable"]
         if isinstance(mutable, np.ndarray):
             if snap["state"] is getattr(self, "state", None):  # same layout and shared arrays: in place
+                assert self._buffer is not None  # a snapshot's array is the packed buffer's copy
                 np.copyto(self._buffer, mutable)
             else:
                 self.state = with_buffer(snap["state"], mutable.copy())
@@ -732,6 +739,7 @@ class Seal:
             present.state.pat.shape == live.state.pat.shape
             and present.state.bounce.shape == live.state.bounce.shape
             and live._buffer is not None
+            and present._buffer is not None
             and live.params is self._params
         ):
             np.copyto(present._buffer, live._buffer)
@@ -753,6 +761,7 @@ class Seal:
         needs besides (parameters, salt). Nothing in it is the live simulator's."""
         self.refresh()
         p = self._present
+        assert p is not None  # refresh made it
         data: dict[str, Any] = {
             "buffer": p._buffer.tobytes() if p._buffer is not None else None,
             "shape": (p.state.pat.shape[1], p.state.bounce.shape[2]),
@@ -771,6 +780,7 @@ def mirror(data: dict[str, Any], handle: SimulatorHandle | None = None) -> Simul
     if handle is not None and "salt" not in data:
         present = handle._present
         if (present.state.pat.shape[1], present.state.bounce.shape[2]) == tuple(data["shape"]):
+            assert present._buffer is not None  # a mirrored present is always packed
             np.copyto(present._buffer, np.frombuffer(data["buffer"], np.uint8))
             present._version = data["version"]
             return handle

@@ -165,7 +165,7 @@ MUTABLE_FIELDS = ("pat", "quantile", "beds", "queue", "scalars", "floats", "boun
 def _mutable_layout(n: int, p: int, k: int) -> tuple[tuple[str, np.dtype, tuple[int, ...], int], ...]:
     """(field, dtype, shape, byte offset) of each mutable array in the packed buffer; every
     offset is a multiple of 8, so each view is aligned (numba types it as before)."""
-    shapes = {
+    shapes: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
         "pat": (np.dtype(np.int32), (n, p, N_PAT)),
         "quantile": (np.dtype(np.float64), (n, 2, p)),
         "beds": (np.dtype(np.int32), (n, N_BEDS, MAX_BEDS)),
@@ -174,7 +174,8 @@ def _mutable_layout(n: int, p: int, k: int) -> tuple[tuple[str, np.dtype, tuple[
         "floats": (np.dtype(np.float64), (n, N_FLOATS)),
         "bounce": (np.dtype(np.int32), (n, 2, k)),
     }
-    layout, offset = [], 0
+    layout: list[tuple[str, np.dtype, tuple[int, ...], int]] = []
+    offset = 0
     for name in MUTABLE_FIELDS:
         dtype, shape = shapes[name]
         layout.append((name, dtype, shape, offset))

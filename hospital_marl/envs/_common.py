@@ -164,7 +164,7 @@ class RoleViewMixin:
         highs = {role: _padded(boxes[role].high, n_obs[role]) for role in ROLES}
         if padded:  # one space for every role (Tianshou and SuperSuit compare spaces, bounds included)
             low, high = np.minimum.reduce(list(lows.values())), np.maximum.reduce(list(highs.values()))
-            lows, highs = dict.fromkeys(ROLES, low), dict.fromkeys(ROLES, high)
+            lows, highs = {role: low for role in ROLES}, {role: high for role in ROLES}
         for role in ROLES:
             low, high = lows[role], highs[role]
             if observation_format.endswith("flat"):
@@ -180,7 +180,9 @@ class RoleViewMixin:
                         "action_mask": spaces.Box(0, 1, (n_act[role],), np.int8),
                     }
                 )
-        self.action_spaces = {role: spaces.Discrete(n_act[role]) for role in ROLES}
+        self.action_spaces: dict[str, spaces.Space[Any]] = {
+            role: spaces.Discrete(n_act[role]) for role in ROLES
+        }
         self.state_space = state_space(self.hospital)
         if self._masked:
             self.state_space = with_presence(self.state_space)

@@ -21,7 +21,7 @@ from gymnasium import spaces
 from hospital_marl.core import kernel
 from hospital_marl.core.actions import MAX_ICU_BEDS, MAX_VENTILATORS, ROLES
 from hospital_marl.core.constants import BOARD_OBS_ROWS, MAX_GENERAL_BEDS
-from hospital_marl.core.hospital import QUEUE_SLOTS, Hospital
+from hospital_marl.core.hospital import QUEUE_SLOTS, Hospital, SimulatorHandle
 from hospital_marl.core.scenarios import Scenario
 
 STATS_HIGH = 10_000.0
@@ -160,9 +160,10 @@ def composed_space(hospital: Hospital, one_d: bool = False) -> spaces.Dict:
 
     def build() -> spaces.Dict:
         boxes = {b.key: block_space(b, hospital) for b in BLOCKS}
-        if one_d:
-            boxes = {k: spaces.Box(b.low.ravel(), b.high.ravel(), dtype=b.dtype) for k, b in boxes.items()}
-        return spaces.Dict(boxes)
+        if one_d:  # block_space's boxes are float32
+            boxes = {k: spaces.Box(b.low.ravel(), b.high.ravel(), dtype=np.float32) for k, b in boxes.items()}
+        members: dict[str, spaces.Space[Any]] = dict(boxes)  # a mapping: gymnasium sorts its keys
+        return spaces.Dict(members)
 
     return _copy_of(
         ("composed", float(hospital.scenario.episode_length), _treatment_high(hospital), one_d), build
@@ -304,7 +305,7 @@ class ObservationBuilder:
     state (the global state layout); the composed dict and each role's vector are views /
     gathers of it. Built once per state (cached on ``hospital.version``)."""
 
-    def __init__(self, hospital: Hospital) -> None:
+    def __init__(self, hospital: Hospital | SimulatorHandle) -> None:
         self.hospital = hospital
         self._version: int | None = None
         self._vector: np.ndarray | None = None

@@ -224,7 +224,7 @@ class OptionSelectorPolicy(BaseRTPolicy):
         self.option: VariantPolicy | None = None
         self._history: list[tuple[dict[str, np.ndarray], np.ndarray, int]] = []
 
-    def reset(self, seed: int | None = None, plan=None) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, seed: int | None = None, plan=None) -> None:
         super().reset(seed, plan)
         self.choice = None
         self.option = None

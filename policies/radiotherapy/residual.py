@@ -138,7 +138,7 @@ class ResidualRTPolicy(BaseRTPolicy):
         if name:
             self.name = name
 
-    def reset(self, seed: int | None = None, plan=None) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, seed: int | None = None, plan=None) -> None:
         super().reset(seed, plan)
         self.base.reset()
 
