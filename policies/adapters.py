@@ -115,7 +115,7 @@ def _name_of(obj: Any) -> str:
     return type(obj).__name__
 
 
-def _reset(obj: Any, seed: int | None, hospital: Hospital | None) -> None:
+def _reset(obj: Any, seed: int | None, hospital: Hospital | SimulatorHandle | None) -> None:
     """Call ``obj.reset`` with whichever of ``seed`` / ``hospital`` it takes (if it has a reset)."""
     reset = getattr(obj, "reset", None)
     if not callable(reset) or is_sb3_model(obj):

@@ -19,6 +19,8 @@ patient parked in a general bed only when no non-critical patient could use it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -436,9 +438,11 @@ DEPENDENCIES: tuple[str, ...] = (
 """Modules whose code or constants the functions above compile in. numba's on-disk cache
 checks only the file that defines a function, so an edit to the kernel alone would leave
 these functions running the old rules from the cache; :func:`check_cache` prevents that."""
-_DISPATCHERS = (triage, bed_manager, ventilator_officer, role_rule, flat_action, place, write_places)
-_DISPATCHERS += (_pressure, _step_down, _transfer, _most_severe_waiting)
-_DISPATCHERS += (horizon_value, evaluate_candidates, valued_tick, play_roles, evaluate_role_candidates)
+_DISPATCHERS: tuple[Any, ...] = (
+    *(triage, bed_manager, ventilator_officer, role_rule, flat_action, place, write_places),
+    *(_pressure, _step_down, _transfer, _most_severe_waiting),
+    *(horizon_value, evaluate_candidates, valued_tick, play_roles, evaluate_role_candidates),
+)
 
 
 def dependencies_digest() -> str:

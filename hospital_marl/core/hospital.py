@@ -794,7 +794,9 @@ def mirror(data: dict[str, Any], handle: SimulatorHandle | None = None) -> Simul
     if data["buffer"] is not None:
         patients, slots = data["shape"]
         state = empty_state(1, patients, 0, slots)
-        np.copyto(packed_buffer(state), np.frombuffer(data["buffer"], np.uint8))
+        buffer = packed_buffer(state)
+        assert buffer is not None  # empty_state packs the mutable arrays in one buffer
+        np.copyto(buffer, np.frombuffer(data["buffer"], np.uint8))
     else:
         state = data["state"]
     present.state = state

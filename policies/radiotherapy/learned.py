@@ -10,6 +10,7 @@ no torch. The ``.zip`` (sb3-contrib) stays beside it for users who want to resum
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -76,7 +77,8 @@ def actor_layers(model: Any) -> list[tuple[np.ndarray, np.ndarray]]:
 def export_numpy(model: Any, path: Path, metadata: dict[str, Any]) -> None:
     """Write the actor's weights to ``path`` (.npz) and ``metadata`` to the .json beside it."""
     layers = actor_layers(model)
-    arrays = {f"w{i}": w for i, (w, _) in enumerate(layers)} | {f"b{i}": b for i, (_, b) in enumerate(layers)}
+    arrays: dict[str, Any] = {f"w{i}": w for i, (w, _) in enumerate(layers)}
+    arrays |= {f"b{i}": b for i, (_, b) in enumerate(layers)}
     np.savez_compressed(path, **arrays)
     path.with_suffix(".json").write_text(json.dumps(metadata, indent=2) + "\n")
 
@@ -116,7 +118,7 @@ def load_path(path: Path, name: str | None = None) -> BaseRTPolicy:
 def learned_factories() -> dict[str, Callable[[], BaseRTPolicy]]:
     """Registered names of the shipped checkpoints that exist -> loaders."""
     return {
-        name: (lambda file=file, name=name: load_path(CHECKPOINT_DIR / file, name=name))
+        name: functools.partial(load_path, CHECKPOINT_DIR / file, name=name)
         for name, file in SHIPPED.items()
         if (CHECKPOINT_DIR / file).exists()
     }

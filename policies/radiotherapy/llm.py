@@ -125,7 +125,8 @@ def play(policy: LLMRTPolicy, task: str, seed: int, model: str, out: TextIO | No
     obs, info = env.reset(seed=seed)
     policy.reset(seed=seed, plan=env.plan)
     protocol.emit(start_line(task, task_env_id(task), model))
-    rewards, done = [], False
+    rewards: list[float] = []
+    done = False
     while not done:
         try:
             action = policy.act(obs, info["action_mask"])

@@ -16,7 +16,7 @@ _SPACE = observation_space()
 
 def flatten_observation(observation: Mapping[str, np.ndarray]) -> np.ndarray:
     """The Dict observation as the flat float32 vector the network reads."""
-    return spaces.flatten(_SPACE, dict(observation)).astype(np.float32)
+    return np.array(spaces.flatten(_SPACE, dict(observation)), dtype=np.float32)
 
 
 def mlp_logits(layers: list[tuple[np.ndarray, np.ndarray]], features: np.ndarray) -> np.ndarray:

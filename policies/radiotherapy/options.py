@@ -169,7 +169,7 @@ class SiteSelector:
     """One :class:`Selector` per site (:func:`site_key`); a site it was not trained on gets no scores,
     so the policy falls back to the family's first (default) variant."""
 
-    def __init__(self, keys: Sequence[Sequence[int]], selectors: Sequence[Selector]) -> None:
+    def __init__(self, keys: Sequence[Sequence[int]] | np.ndarray, selectors: Sequence[Selector]) -> None:
         if len(keys) != len(selectors):
             raise ValueError("one selector per site key")
         self.selectors = {tuple(int(v) for v in k): s for k, s in zip(keys, selectors)}

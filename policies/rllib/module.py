@@ -81,13 +81,17 @@ class MaskedRoleModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
                 f"MaskedRoleModule needs a Dict observation space with keys {OBS_KEY!r} and "
                 f"{MASK_KEY!r} (the hospital_marl AEC/parallel envs'), got {space}"
             )
+        if not isinstance(self.action_space, gym.spaces.Discrete):
+            raise ValueError(f"MaskedRoleModule needs a Discrete action space, got {self.action_space}")
         n_actions = int(self.action_space.n)
-        mask_shape = tuple(space[MASK_KEY].shape)
+        mask_shape, obs_shape = space[MASK_KEY].shape, space[OBS_KEY].shape
         if mask_shape != (n_actions,):
             raise ValueError(f"action_mask shape {mask_shape} does not match the action space {n_actions}")
+        if not obs_shape:
+            raise ValueError(f"MaskedRoleModule needs a vector {OBS_KEY!r}, got shape {obs_shape}")
         config = dict(self.model_config or {})
         hidden = tuple(int(w) for w in config.get("hidden", DEFAULT_HIDDEN))
-        n_obs = int(space[OBS_KEY].shape[0])
+        n_obs = int(obs_shape[0])
         self.pi = mlp(n_obs, hidden, n_actions, out_gain=0.01)
         self.vf = mlp(n_obs, hidden, 1, out_gain=1.0)
 
