@@ -86,6 +86,8 @@ def _dvh_panel(plan: Plan, dose: np.ndarray) -> np.ndarray:
     panel = _dvh_axes().copy()
     width, height = PANEL - 24, PANEL - 24
     levels = np.linspace(0, DVH_PLOT_MAX, width)
+    if plan.phantom is None:
+        raise RuntimeError("render after reset()")
     masks = [(plan.phantom.tumour, TUMOUR_COLOUR)] + [
         (m, OAR_COLOURS[i % len(OAR_COLOURS)]) for i, m in enumerate(plan.phantom.oars)
     ]
