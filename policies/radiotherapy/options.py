@@ -272,7 +272,9 @@ def save(
     extra: Mapping[str, np.ndarray] | None = None,
 ) -> None:
     """The selector's arrays to ``path`` (.npz) and the family and ``metadata`` to the .json beside it."""
-    np.savez_compressed(path, **selector.arrays(), **(extra or {}))
+    arrays: dict[str, Any] = dict(selector.arrays())
+    extras: dict[str, Any] = dict(extra or {})
+    np.savez_compressed(path, **arrays, **extras)  # a name in both is a TypeError, as it should be
     kind = "site" if isinstance(selector, SiteSelector) else "single"
     meta = dict(metadata) | {"options": [asdict(v) for v in family], "selector": kind}
     meta.setdefault("decide_at", 0)

@@ -22,6 +22,7 @@ inference-only copies (the env runners'): :meth:`get_non_inference_attributes`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -89,7 +90,7 @@ class MaskedRoleModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
             raise ValueError(f"action_mask shape {mask_shape} does not match the action space {n_actions}")
         if not obs_shape:
             raise ValueError(f"MaskedRoleModule needs a vector {OBS_KEY!r}, got shape {obs_shape}")
-        config = dict(self.model_config or {})
+        config = self._config()
         hidden = tuple(int(w) for w in config.get("hidden", DEFAULT_HIDDEN))
         n_obs = int(obs_shape[0])
         self.pi = mlp(n_obs, hidden, n_actions, out_gain=0.01)
@@ -98,7 +99,12 @@ class MaskedRoleModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
     @property
     def encoding(self) -> str:
         """The name of the encoding this module's inputs go through (see the class docstring)."""
-        return str(dict(self.model_config or {}).get("encoding", LEGACY_ENCODING))
+        return str(self._config().get("encoding", LEGACY_ENCODING))
+
+    def _config(self) -> dict[str, Any]:
+        """``model_config`` as a dict (RLlib passes a dict, or its ``DefaultModelConfig`` dataclass)."""
+        config = self.model_config or {}
+        return dict(config) if isinstance(config, dict) else dataclasses.asdict(config)
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         obs = batch[Columns.OBS]
