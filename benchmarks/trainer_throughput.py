@@ -13,6 +13,7 @@
 Team track: a frame is one tick of one department (three role decisions); SB3's team env takes
 the three role actions of a tick as one ``MultiDiscrete`` action, so its steps are frames too.
 Grading is not timed: every trainer gets an evaluation function that returns a constant report.
+Nor is start-up: every trainer first runs one untimed batch (imports, compiles, torch's first calls).
 Each figure is frames / wall seconds *and* frames / CPU seconds of this process (the box is shared:
 the load average is printed beside them). A script, not a test: nothing asserts on timings.
 
@@ -140,8 +141,15 @@ def main(argv: list[str] | None = None) -> None:
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
+        # The same untimed warm-up for every trainer: one batch of each, so that first imports,
+        # numba compiles and torch's first calls are paid before any clock starts.
+        cartpole(1_000)
+        fast_mappo(opts.num_envs * 64, opts.num_envs, opts.torch_threads, out / "warm")
+        if "benchmarl" not in opts.skip:
+            benchmarl_mappo(6400, 64, 100, opts.torch_threads, out / "warm")
+        if "sb3" not in opts.skip:
+            sb3_maskable_ppo(64 * 256, 64, opts.torch_threads)
         rows["CartPole-v1 random steps (reference)"] = timed(lambda: cartpole(20_000))
-        fast_mappo(opts.num_envs * 64, opts.num_envs, opts.torch_threads, out / "warm")  # compile, torch init
         for b in dict.fromkeys([opts.num_envs, *opts.fast_envs]):
             rows[f"fast MAPPO (B={b})"] = timed(
                 lambda b=b: fast_mappo(max(opts.frames, 2 * b * 64), b, opts.torch_threads, out / f"fast_{b}")

@@ -96,12 +96,17 @@ class SealedPolicy:
         self._seal = seal
         self.policy.reset(seed=seed, hospital=seal.handle)
 
+    def _sealed(self) -> Seal:
+        if self._seal is None:
+            raise RuntimeError("start() an episode before asking for an action")
+        return self._seal
+
     def act(self, observation: Any, action_mask: Any) -> int:
-        self._seal.refresh()
+        self._sealed().refresh()
         return self._checked(self.policy.act, observation, action_mask)
 
     def act_role(self, role: str, observation: Any, action_mask: Any) -> int:
-        self._seal.refresh()
+        self._sealed().refresh()
         return self._checked(self.policy.act_role, role, observation, action_mask)
 
     def _checked(self, decide: Callable[..., Any], *args: Any) -> int:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from rich.table import Table
 
 from grading.common import check_count, episode_seed, mean, policy_seed, stderr
 from grading.tables import bar, markdown_table
@@ -281,8 +282,6 @@ def comparison_markdown(reports: Sequence[dict[str, Any]]) -> str:
 
 def comparison_tables(reports: Sequence[dict[str, Any]]) -> list[Any]:
     """The RT scoreboard as rich tables."""
-    from rich.table import Table
-
     tables = []
     for title, (header, rows) in (
         ("radiotherapy planning — agent comparison", (SUMMARY_HEADER, summary_rows(reports))),

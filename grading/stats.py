@@ -16,7 +16,8 @@ rliable (and its arch bootstrap) load only when a function needs them (the ``mar
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,20 @@ DEFAULT_REPS = 2_000
 """Bootstrap resamples. rliable's paper figures use 50,000; its probability-of-improvement estimate
 loops in Python and is slow at that count on a 2-core box, so the table uses fewer (the CI
 bounds then move slightly between bootstrap seeds; ``benchmarks/marl_stats.py`` prints them)."""
+
+
+@contextmanager
+def _bootstrap_seed(seed: int) -> Iterator[None]:
+    """Seed rliable's bootstrap for one call, leaving the caller's global NumPy generator as it
+    was. rliable 1.2's ``get_interval_estimates`` takes a ``random_state``, but its stratified
+    bootstrap draws the resampled runs with ``np.random.choice`` (``update_indices``), so that
+    argument does not make the intervals reproducible; only NumPy's global generator does."""
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(saved)
 
 
 def score_matrix(runs: Sequence[Mapping[str, Sequence[float]]], scenarios: Sequence[str]) -> np.ndarray:
@@ -45,10 +60,10 @@ def aggregate_estimates(
     def aggregate(scores: np.ndarray) -> np.ndarray:
         return np.array([metrics.aggregate_iqm(scores), metrics.aggregate_mean(scores)])
 
-    np.random.seed(seed)  # rliable's bootstrap draws from numpy's global generator
-    points, intervals = rly.get_interval_estimates(
-        dict(matrices), aggregate, reps=reps, confidence_interval_size=CONFIDENCE
-    )
+    with _bootstrap_seed(seed):
+        points, intervals = rly.get_interval_estimates(
+            dict(matrices), aggregate, reps=reps, confidence_interval_size=CONFIDENCE
+        )
     return {
         name: {
             "iqm": float(points[name][0]),
@@ -71,10 +86,10 @@ def probability_of_improvement(
     pairs = {
         f"{name},{baseline}": (m, matrices[baseline]) for name, m in matrices.items() if name != baseline
     }
-    np.random.seed(seed)
-    points, intervals = rly.get_interval_estimates(
-        pairs, metrics.probability_of_improvement, reps=reps, confidence_interval_size=CONFIDENCE
-    )
+    with _bootstrap_seed(seed):
+        points, intervals = rly.get_interval_estimates(
+            pairs, metrics.probability_of_improvement, reps=reps, confidence_interval_size=CONFIDENCE
+        )
     return {
         key.split(",")[0]: {
             "p": float(points[key]),
@@ -94,10 +109,10 @@ def sample_efficiency(
     def iqm_per_point(scores: np.ndarray) -> np.ndarray:
         return np.array([metrics.aggregate_iqm(scores[..., k]) for k in range(scores.shape[-1])])
 
-    np.random.seed(seed)
-    points, intervals = rly.get_interval_estimates(
-        dict(curves), iqm_per_point, reps=reps, confidence_interval_size=CONFIDENCE
-    )
+    with _bootstrap_seed(seed):
+        points, intervals = rly.get_interval_estimates(
+            dict(curves), iqm_per_point, reps=reps, confidence_interval_size=CONFIDENCE
+        )
     return {
         name: {
             "iqm": points[name].tolist(),

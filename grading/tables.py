@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+
 BAR_WIDTH = 12
 
 
@@ -49,8 +51,6 @@ def scenario_rows(reports: Sequence[dict[str, Any]]) -> tuple[list[str], list[li
 
 def comparison_tables(reports: Sequence[dict[str, Any]]) -> list[Any]:
     """The scoreboard as two rich tables (summary, per scenario)."""
-    from rich.table import Table
-
     track = reports[0]["track"] if reports else "flat"
     summary = Table(title=f"hospital_marl — agent comparison ({track} track)")
     for i, col in enumerate(SUMMARY_HEADER):

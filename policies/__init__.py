@@ -57,8 +57,16 @@ def _shipped_team_run(name: str) -> Policy:
     return policy
 
 
-def register(name: str, factory: Callable[..., Policy]) -> None:
-    """Make a policy loadable by name (e.g. from a plugin or a notebook)."""
+def register(name: str, factory: Callable[..., Policy], *, overwrite: bool = False) -> None:
+    """Make a policy loadable by name (e.g. from a plugin or a notebook). A bad registration is a
+    ValueError here, not a surprise at :func:`load`: the name must be one :func:`load_kwargs` can
+    parse back (no ':'), the factory callable, and a registered name is replaced only on request."""
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"a policy name must be a non-empty string without ':', got {name!r}")
+    if not callable(factory):
+        raise ValueError(f"policy {name!r}: the factory must be callable, got {factory!r}")
+    if name in _lazy_registry() and not overwrite:
+        raise ValueError(f"policy {name!r} is already registered (pass overwrite=True to replace it)")
     _REGISTRY[name] = factory
 
 

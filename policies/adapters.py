@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from hospital_marl.core.actions import ROLES
-from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.hospital import Hospital, SimulatorHandle
 from policies.base import TRACKS, BasePolicy, Policy
 
 ACCEPTED = {
@@ -115,7 +115,7 @@ def _name_of(obj: Any) -> str:
     return type(obj).__name__
 
 
-def _reset(obj: Any, seed: int | None, hospital: Hospital | None) -> None:
+def _reset(obj: Any, seed: int | None, hospital: Hospital | SimulatorHandle | None) -> None:
     """Call ``obj.reset`` with whichever of ``seed`` / ``hospital`` it takes (if it has a reset)."""
     reset = getattr(obj, "reset", None)
     if not callable(reset) or is_sb3_model(obj):
@@ -145,7 +145,7 @@ class UserPolicy(BasePolicy):
         self._act = act
         self._roles = dict(roles or {})
 
-    def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
+    def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
         super().reset(seed, hospital)
         for obj in self.wrapped.values() if isinstance(self.wrapped, Mapping) else (self.wrapped,):
             _reset(obj, seed, hospital)

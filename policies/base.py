@@ -18,7 +18,7 @@ import numpy as np
 
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_FLAT
 from hospital_marl.core.hospital import Hospital, SimulatorHandle
-from hospital_marl.envs.observations import role_slices
+from hospital_marl.envs.observations import BLOCK_BY_KEY, role_slices
 
 
 def policy_seed(seed: int) -> int:
@@ -41,10 +41,16 @@ class Policy(Protocol):
     """What the grader, the CLI and the server need of a policy."""
 
     name: str
-    tracks: tuple[str, ...]
 
-    def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
-        """Start an episode; ``seed`` makes a stochastic policy reproducible."""
+    @property
+    def tracks(self) -> tuple[str, ...]:
+        """The tracks it plays (``"flat"``, ``"team"``); read-only here, so that a class that
+        plays one track may say so with a shorter tuple."""
+        ...
+
+    def reset(self, seed: int | None = None, hospital: SimulatorHandle | None = None) -> None:
+        """Start an episode; ``seed`` makes a stochastic policy reproducible. ``hospital`` is what
+        the grader passes: the read-only handle of the episode's sealed present (or nothing)."""
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         """Flat track: one of the 39 actions."""
@@ -64,6 +70,8 @@ class BasePolicy:
         self.hospital: SimulatorHandle | None = None
 
     def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
+        """Seed the episode's RNG and bind the handle (a :class:`Hospital` given directly, as a
+        tool replaying an env does, is read only through its :meth:`~Hospital.handle`)."""
         self.rng = np.random.default_rng(seed)
         self.hospital = hospital.handle() if isinstance(hospital, Hospital) else hospital
 
@@ -82,8 +90,6 @@ _ROLE_SLICES = role_slices()
 
 def role_blocks(role: str, observation: np.ndarray) -> dict[str, np.ndarray]:
     """A role's flat AEC observation split back into its named blocks."""
-    from hospital_marl.envs.observations import BLOCK_BY_KEY
-
     return {key: observation[sl].reshape(BLOCK_BY_KEY[key].shape) for key, sl in _ROLE_SLICES[role]}
 
 

@@ -118,7 +118,7 @@ class HeuristicPolicy(BasePolicy):
     """
 
     name = "heuristic"
-    tracks = ("flat", "team")
+    tracks: tuple[str, ...] = ("flat", "team")
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         return flat_heuristic_action(observation, action_mask)

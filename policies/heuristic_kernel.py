@@ -19,11 +19,13 @@ patient parked in a general bed only when no non-critical patient could use it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
 from hospital_marl.core import jitcache, kernel
-from hospital_marl.core.actions import FLAT_OF, NOOP, ROLES, Kind
+from hospital_marl.core.actions import BOARD_DISCHARGE_SLOTS, BOARD_TRANSFER_SLOTS, FLAT_OF, NOOP, ROLES, Kind
 from hospital_marl.core.kernel import (
     CRITICAL_SEVERITY,
     O_BED_OCCUPANCY,
@@ -92,7 +94,8 @@ patient when the ward is full (the heuristic's and the planner's pressure rule, 
 BOARD_SLOTS = BLOCK_BY_KEY["bed_occupancy"].shape[0]  # 20
 ICU_SLOTS = BLOCK_BY_KEY["icu_occupancy"].shape[0]  # 5
 VENT_SLOTS = BLOCK_BY_KEY["ventilator_status"].shape[0]  # 3
-BOARD_ACTIONS = 5  # transfers address the board's top five, early discharges its bottom five
+BOARD_ACTIONS = BOARD_TRANSFER_SLOTS  # transfers address the board's top five, early discharges its bottom
+assert BOARD_DISCHARGE_SLOTS == BOARD_ACTIONS  # five
 
 
 def _flat_table() -> np.ndarray:
@@ -435,9 +438,11 @@ DEPENDENCIES: tuple[str, ...] = (
 """Modules whose code or constants the functions above compile in. numba's on-disk cache
 checks only the file that defines a function, so an edit to the kernel alone would leave
 these functions running the old rules from the cache; :func:`check_cache` prevents that."""
-_DISPATCHERS = (triage, bed_manager, ventilator_officer, role_rule, flat_action, place, write_places)
-_DISPATCHERS += (_pressure, _step_down, _transfer, _most_severe_waiting)
-_DISPATCHERS += (horizon_value, evaluate_candidates, valued_tick, play_roles, evaluate_role_candidates)
+_DISPATCHERS: tuple[Any, ...] = (
+    *(triage, bed_manager, ventilator_officer, role_rule, flat_action, place, write_places),
+    *(_pressure, _step_down, _transfer, _most_severe_waiting),
+    *(horizon_value, evaluate_candidates, valued_tick, play_roles, evaluate_role_candidates),
+)
 
 
 def dependencies_digest() -> str:

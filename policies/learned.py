@@ -37,9 +37,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.core.constants import CONDITIONS, CRITICAL_SEVERITY, N_SEVERITIES, RESPIRATORY
-from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.actions import BOARD_DISCHARGE_SLOTS, ROLE_ACTION_COUNTS, ROLES
+from hospital_marl.core.constants import CONDITIONS, CRITICAL_SEVERITY, N_SEVERITIES
+from hospital_marl.core.hospital import Hospital, SimulatorHandle
 from hospital_marl.core.kernel import needs_ventilator
 from hospital_marl.envs.observations import ObservationBuilder
 from policies.base import BasePolicy
@@ -65,9 +65,14 @@ SHIPPED: dict[str, str] = {
 ENCODER_VERSION = 3
 FEATURE_CLIP = 5.0
 N_CONDITIONS = len(CONDITIONS)
+NEEDS_VENTILATOR = np.array(
+    [[needs_ventilator(sev, cond) for cond in range(N_CONDITIONS + 1)] for sev in range(N_SEVERITIES + 1)]
+)
+"""NEEDS_VENTILATOR[severity, condition id]: the kernel's rule as a table (0 = an empty slot), so
+the encoders apply it to a whole queue at once without writing it again."""
 SEVERITY_SCALE = 5.0
 TICKS_SCALE = 20.0  # waiting and treatment ticks: 20 ticks (4.8 h) is a long time here
-EARLY_DISCHARGE_SLOTS = 5
+EARLY_DISCHARGE_SLOTS = BOARD_DISCHARGE_SLOTS
 
 FEATURE_LAYOUT: dict[str, tuple[int, int]] = {
     "global": (1, 8),  # time / 100; [treated / 100, deaths / 40, waiting / 20];
@@ -153,8 +158,7 @@ class FeatureEncoder:
         slots[:, 5:10] = self._eye_cond[cond]
         slots[:, 10] = queue[:, 2]
         slots[:, 10] /= TICKS_SCALE
-        # the kernel's rule, slot by slot
-        slots[:, 11] = [needs_ventilator(s, c) for s, c in zip(sev.tolist(), cond.tolist())]
+        slots[:, 11] = NEEDS_VENTILATOR[sev, cond]
         np.clip(vector, 0.0, FEATURE_CLIP, out=vector)
         return vector
 
@@ -196,7 +200,7 @@ def encode_batch(obs: Mapping[str, np.ndarray]) -> np.ndarray:
     slots[:, :, 0:5] = np.eye(N_SEVERITIES + 1, dtype=np.float32)[:, 1:][sev]
     slots[:, :, 5:10] = np.eye(N_CONDITIONS + 1, dtype=np.float32)[:, 1:][cond]
     slots[:, :, 10] = queue[:, :, 2] / TICKS_SCALE
-    slots[:, :, 11] = (sev == 5) | ((sev == 4) & (cond == RESPIRATORY))
+    slots[:, :, 11] = NEEDS_VENTILATOR[sev, cond]
     np.clip(out, 0.0, FEATURE_CLIP, out=out)
     return out
 
@@ -390,7 +394,7 @@ class TeamPPOPolicy(PPOPolicy):
         self._joint_planned = np.zeros(len(ROLES), np.int64)  # (3,) the tick's joint action
         self.replanned = 0  # this episode's role actions made invalid by earlier roles, and replaced
 
-    def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
+    def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
         super().reset(seed, hospital)
         # Built on the read-only handle (no future for policies), never the raw simulator.
         self._builder = ObservationBuilder(self.hospital) if self.hospital is not None else None

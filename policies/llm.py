@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from hospital_marl.core.actions import ROLES
-from hospital_marl.core.hospital import Hospital
+from hospital_marl.core.hospital import Hospital, SimulatorHandle
 from hospital_marl.envs.text import estimate_tokens, render_prompt
 from policies.base import BasePolicy, PolicyUnavailableError, role_blocks
 
@@ -424,7 +424,7 @@ class LLMPolicy(BasePolicy):
         own = ",".join(f"{r}={m}" for r in ROLES if (m := role_models.get(f"{r}_model")))
         self.name = f"llm({self.config.model}{'; ' + own if own else ''})"
 
-    def reset(self, seed: int | None = None, hospital: Hospital | None = None) -> None:
+    def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
         super().reset(seed, hospital)
         self.episode += 1
 

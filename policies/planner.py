@@ -176,7 +176,7 @@ class PlannerPolicy(BasePolicy):
        ``horizon - 1`` ticks of the heuristic's compiled rules reading the kernel's own
        observation and mask (the rules exist once, in :mod:`policies.heuristic_kernel`;
        :func:`~policies.heuristic.flat_heuristic_action` is their Python face).
-    4. **Value** (:meth:`rollout_value`): the sum of the tick rewards, with deaths at their
+    4. **Value** (:meth:`evaluate`): the sum of the tick rewards, with deaths at their
        expected value — the sampled death penalties are added back and each tick subtracts
        15 x the death probabilities of the severity-5 patients (0.15 waiting, 0.11 in a bed
        without adequate care, 0.01 under it, from ``hospital.clinical``); the end-of-shift
@@ -256,6 +256,9 @@ class PlannerPolicy(BasePolicy):
         """Successive halving over ``candidates`` (the heuristic's first: it gets the bonus),
         each round's candidates valued by ``evaluate`` on the same imagined futures."""
         heuristic = candidates[0]
+        hospital = self.hospital
+        if hospital is None:
+            raise RuntimeError("the planner plans on the simulator given to reset(hospital=...)")
 
         def score(c: int) -> float:
             return totals[c] / n_futures + (self.bonus if candidates[c] == heuristic else 0.0)
@@ -265,7 +268,7 @@ class PlannerPolicy(BasePolicy):
         n_futures = 0
         for round_size in (self.first, self.rollouts - self.first):
             for _ in range(round_size):
-                future = _imagine(self.hospital, int(self.rng.integers(2**63 - 1)))
+                future = _imagine(hospital, int(self.rng.integers(2**63 - 1)))
                 values = evaluate(future, [candidates[c] for c in alive])
                 for c, value in zip(alive, values):
                     totals[c] += value
@@ -285,10 +288,6 @@ class PlannerPolicy(BasePolicy):
             OFFSETS, self._obs, self._mask, death_array(future.clinical, FLAT_DELAYS), values,
         )  # fmt: skip
         return values.tolist()
-
-    def rollout_value(self, sim: Hospital, first_action: int) -> float:
-        """``first_action``, then the heuristic, on an imagined copy (which it advances)."""
-        return self.evaluate(sim, [first_action])[0]
 
 
 class TeamPlannerPolicy(PlannerPolicy):
@@ -367,24 +366,11 @@ def _kernel_arrays(future: Hospital, actions: int) -> tuple[State, Params]:
     return future.state, future.params
 
 
-def death_risk(h: Hospital) -> float:
-    """Expected deaths in the coming tick: only severity-5 patients can die (SPEC §2).
-
-    Read after the tick's action and before :meth:`Hospital.tick`; the kernel's death rule.
-    """
-    return h.expected_deaths()
-
-
 def places(h: Hospital) -> list[str | None]:
     """Every patient's :data:`PLACES` entry (None when not in the ED), reading the state once."""
     out = np.empty(h.state.pat.shape[1], np.int64)
     hk.write_places(h.state, 0, out)
     return [PLACES[i] if i >= 0 else None for i in out[: len(h.location)].tolist()]
-
-
-def place_of(h: Hospital, pid: int) -> str | None:
-    """The patient's :data:`PLACES` entry, or None when not in the ED (not arrived, gone, dead)."""
-    return places(h)[pid]
 
 
 def horizon_value(h: Hospital, delays: CareDelays = FLAT_DELAYS) -> float:

@@ -59,6 +59,8 @@ def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
 class EntityActorCritic(nn.Module):
     """SB3's ``mlp_extractor`` slot: ``forward_actor`` returns the action logits themselves."""
 
+    order: torch.Tensor  # (latent_dim_pi,) int64 buffer: the flat order of the candidate scores
+
     def __init__(
         self,
         team: bool,

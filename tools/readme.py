@@ -454,11 +454,6 @@ def section(text: str, marker: str) -> str:
     return match.group(1) if match else ""
 
 
-def page_of(marker: str) -> Path:
-    """The one document that shows a code-generated section."""
-    return next(path for path, sections in DOCUMENTS.items() if marker in sections)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the static sections are stale")

@@ -37,8 +37,8 @@ from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, get_task  # noq
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv  # noqa: E402
 from policies.radiotherapy.baselines import AnatomyAwarePolicy  # noqa: E402
 from policies.radiotherapy.learned import CHECKPOINT_DIR  # noqa: E402
-from policies.radiotherapy.options import load_selector, save, site_key  # noqa: E402
-from policies.radiotherapy.ranker import RankedSelectorPolicy  # noqa: E402
+from policies.radiotherapy.options import save, site_key  # noqa: E402
+from policies.radiotherapy.ranker import RankedSelectorPolicy, load_selector  # noqa: E402
 from training.rt_edits import Statistics, label  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))

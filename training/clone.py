@@ -7,7 +7,7 @@ find where to depart from them. Two steps, run on the model :func:`training.ppo.
 before ``model.learn``:
 
 1. :func:`collect_demonstrations` plays the heuristic on *training* days of the training env
-   pipeline (:func:`training.ppo.make_env`: the same scenario cycle, reward and encoding PPO
+   pipeline (:func:`training.ppo_env.make_env`: the same scenario cycle, reward and encoding PPO
    sees). Each day's seed is drawn from ``SeedSequence([DEMO_TAG, seed, day])``, a different
    stream from the grader's days (:func:`grading.common.episode_seed`: validation 1000+, the
    reported seed 0), which are never played here.
@@ -30,6 +30,7 @@ from hospital_marl.core.hospital import Hospital, Seal
 from policies.base import policy_seed
 from policies.heuristic import flat_heuristic_action
 from policies.planner import PlannerPolicy
+from training.ppo_env import make_env
 
 if TYPE_CHECKING:
     from training.ppo import Args
@@ -94,8 +95,6 @@ def collect_demonstrations(
     only labels the states the student reaches. States whose expert action the training mask
     excludes (possible with ``--prune`` and the planner) are played but not kept.
     """
-    from training.ppo import make_env
-
     env = make_env(args, rank=0)  # EncodedObservation on top of the reward wrappers
     inner = env.env  # the Dict observation, the scaled training reward
     encode = env.encoder

@@ -7,6 +7,7 @@ import csv
 import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -113,8 +114,6 @@ def write_json(path: Path, data: Any) -> None:
 def reward_table(overrides: str) -> RewardTable:
     """The training envs' reward table: the env's own with ``"field=number,..."`` changes
     (training-only shaping; the grader scores episodes, never rewards)."""
-    from dataclasses import fields, replace
-
     changes = {}
     for item in filter(None, overrides.replace(" ", "").split(",")):
         key, _, value = item.partition("=")

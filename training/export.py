@@ -19,11 +19,44 @@ import warnings
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from policies.learned import CHECKPOINT_DIR, FEATURE_SIZE, ONNX_INPUT, ONNX_OUTPUT, SHIPPED, load_model
 from training.ppo import Args
 
 ONNX_OPSET = 17
+"""The ONNX opset every exported model uses (onnxruntime plays it; see :func:`torch_to_onnx`)."""
+
+
+def torch_to_onnx(
+    module: Any,
+    example_inputs: tuple[Any, ...],
+    path: Path,
+    input_names: Sequence[str] = (ONNX_INPUT,),
+    output_names: Sequence[str] = (ONNX_OUTPUT,),
+    batch_axis: bool = True,
+    ignore: type[Warning] = DeprecationWarning,
+) -> Path:
+    """The project's one ``torch.onnx.export`` call: every trainer's actor goes through it, with
+    :data:`ONNX_OPSET` and the TorchScript exporter (``dynamo=False``: no onnxscript needed; torch
+    calls it legacy, hence the ``ignore``d warning category). ``batch_axis`` makes dimension 0 of
+    every input and output dynamic (a recurrent step is exported for a batch of one)."""
+    import torch
+
+    dynamic_axes = {name: {0: "batch"} for name in (*input_names, *output_names)} if batch_axis else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ignore)
+        torch.onnx.export(
+            module,
+            example_inputs,
+            str(path),
+            input_names=list(input_names),
+            output_names=list(output_names),
+            dynamic_axes=dynamic_axes,
+            opset_version=ONNX_OPSET,
+            dynamo=False,
+        )
+    return path
 
 
 def export_onnx(model_zip: Path, out: Path) -> Path:
@@ -43,20 +76,7 @@ def export_onnx(model_zip: Path, out: Path) -> Path:
             latent = p.mlp_extractor.forward_actor(p.extract_features(features, p.pi_features_extractor))
             return p.action_net(latent)
 
-    with warnings.catch_warnings():
-        # The TorchScript exporter (dynamo=False) needs no onnxscript; torch calls it legacy.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(
-            Actor().eval(),
-            (torch.zeros(1, FEATURE_SIZE),),
-            str(out),
-            input_names=[ONNX_INPUT],
-            output_names=[ONNX_OUTPUT],
-            dynamic_axes={ONNX_INPUT: {0: "batch"}, ONNX_OUTPUT: {0: "batch"}},
-            opset_version=ONNX_OPSET,
-            dynamo=False,
-        )
-    return out
+    return torch_to_onnx(Actor().eval(), (torch.zeros(1, FEATURE_SIZE),), out)
 
 
 def strip_optimizer(src: Path, dst: Path) -> Path:

@@ -42,33 +42,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import get_scenario
-from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
-from hospital_marl.envs.wrappers import ScoreReward
 from policies.learned import (
     ENCODER_VERSION,
-    FEATURE_CLIP,
-    FeatureEncoder,
     PPOPolicy,
     TeamPPOPolicy,
     TorchLogits,
     require_train_extra,
 )
-from policies.pruning import prune_dominated
 from training.args import REWARDS, TrainArgs, shared
+from training.clone import warm_start
 from training.common import (
     Clock,
     Evaluate,
-    ScenarioCycler,
     eval_row,
     require_evaluate,
     reward_table,
     write_curve,
+)
+from training.ppo_env import (  # noqa: F401 (the pipeline's pieces, importable from here as before)
+    EarlyDischargeCost,
+    EncodedObservation,
+    PruneDominated,
+    ScaleReward,
+    ScenarioCycle,
+    make_env,
+    make_vec_env,
 )
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -202,109 +204,6 @@ class Args(TrainArgs):
     @property
     def run_prefix(self) -> str:
         return f"ppo_{self.track}"
-
-
-# ---------------------------------------------------------------- env pipeline
-class EncodedObservation(gym.ObservationWrapper):
-    """The Dict observation -> :class:`~policies.learned.FeatureEncoder`'s fixed-scale vector."""
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self.encoder = FeatureEncoder()
-        self.observation_space = spaces.Box(0.0, FEATURE_CLIP, (self.encoder.size,), np.float32)
-
-    def observation(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        return self.encoder(observation)
-
-
-class ScenarioCycle(gym.Wrapper):
-    """Switches scenario every episode through ``reset(options={"scenario": ...})``
-    (:class:`training.common.ScenarioCycler`, env ``rank`` starting at scenario ``rank % n``)."""
-
-    def __init__(self, env: gym.Env, scenarios: tuple[str, ...], rank: int = 0) -> None:
-        super().__init__(env)
-        self.cycle = ScenarioCycler(scenarios, rank)
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        return self.env.reset(seed=seed, options={**(options or {}), "scenario": self.cycle()})
-
-
-class ScaleReward(gym.RewardWrapper):
-    """Multiplies the reward by a fixed factor (learning only; the Monitor below it logs raw returns)."""
-
-    def __init__(self, env: gym.Env, scale: float) -> None:
-        super().__init__(env)
-        self.scale = scale
-
-    def reward(self, reward: float) -> float:
-        return reward * self.scale
-
-
-class PruneDominated(gym.Wrapper):
-    """``action_masks()`` minus the dominated actions (:func:`policies.pruning.prune_dominated`).
-
-    Sits on the Dict-observation env: it keeps the last observation to prune against.
-    """
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self._obs: dict[str, np.ndarray] = {}
-
-    def reset(self, **kwargs: Any):
-        self._obs, info = self.env.reset(**kwargs)
-        return self._obs, info
-
-    def step(self, action: Any):
-        self._obs, *rest = self.env.step(action)
-        return self._obs, *rest
-
-    def action_masks(self) -> np.ndarray:
-        return prune_dominated(self._obs, self.env.unwrapped.action_masks())
-
-
-class EarlyDischargeCost(gym.Wrapper):
-    """Charges ``points`` per early discharge on top of the score reward (training only).
-
-    The score prices an early discharge only through the deaths of patients who bounce
-    back; a policy trained on it alone carried the habit from full wards (surge) to empty
-    ones (night_shift: many a shift, each a chance of 0.1 x severity of a sicker return).
-    """
-
-    def __init__(self, env: gym.Env, points: float) -> None:
-        super().__init__(env)
-        self.points = points
-
-    def step(self, action: Any):
-        hospital = self.env.unwrapped.hospital
-        before = hospital.counters.early_discharges
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        reward -= self.points * (hospital.counters.early_discharges - before)
-        return obs, reward, terminated, truncated, info
-
-
-def make_env(args: Args, rank: int = 0) -> gym.Env:
-    """One training env: the composed (or team) env, scenario cycling, Monitor, reward scale, encoding."""
-    from stable_baselines3.common.monitor import Monitor
-
-    env_cls = HospitalEDTeamEnv if args.track == "team" else HospitalEDEnv
-    env: gym.Env = env_cls(scenario=args.scenarios[rank % len(args.scenarios)], rewards=args.rewards)
-    if args.prune:
-        env = PruneDominated(env)
-    if len(args.scenarios) > 1:
-        env = ScenarioCycle(env, args.scenarios, rank)
-    if args.reward == "score":
-        env = ScoreReward(env)
-        if args.early_discharge_points:
-            env = EarlyDischargeCost(env, args.early_discharge_points)
-    env = Monitor(env)  # raw episode returns for the curve
-    env = ScaleReward(env, args.reward_scale)
-    return EncodedObservation(env)
-
-
-def make_vec_env(args: Args) -> Any:
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    return DummyVecEnv([lambda rank=rank: make_env(args, rank) for rank in range(args.n_envs)])
 
 
 # ------------------------------------------------------------------ evaluation
@@ -465,8 +364,6 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     )
     model.set_logger(make_logger(args, run_dir))
     if args.warm_start != "none":
-        from training.clone import warm_start
-
         clone = warm_start(model, args)
         (run_dir / "clone.json").write_text(json.dumps(clone, indent=2) + "\n")
     callback = make_grade_callback(args, run_dir, clock, evaluate)

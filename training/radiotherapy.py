@@ -64,6 +64,8 @@ from policies.radiotherapy.residual import (
 from training.args import option_docs, shared
 from training.common import EvaluateRT, require_evaluate
 from training.export import strip_optimizer
+from training.rt_clone import warm_start as clone_warm_start
+from training.rt_residual import warm_start as residual_warm_start
 
 
 @dataclass
@@ -390,11 +392,7 @@ def train(args: Args, evaluate: EvaluateRT) -> Path:
         callback.init_callback(model)
         callback.evaluate("base")
     if args.warm_start != "none" or args.residual_rounds:
-        if residual:
-            from training.rt_residual import warm_start
-        else:
-            from training.rt_clone import warm_start
-
+        warm_start = residual_warm_start if residual else clone_warm_start
         clone = warm_start(model, args)
         (run / "clone.json").write_text(json.dumps(clone, indent=2) + "\n")
     if clone is not None:  # the clone itself is a candidate (graded at step 0)

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from gymnasium.wrappers import FlattenObservation
 
 from hospital_marl.radiotherapy.core.sealed import PlanSeal
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS
@@ -96,8 +97,6 @@ def collect_demonstrations(
     """The expert's labels on ``episodes`` training patients (episode ``first + i`` is task
     ``(first + i) mod 3``); with a ``student`` (DAgger) the student plays and the expert labels.
     Returns the demonstrations and, per episode, its task, split, seed and final score."""
-    from gymnasium.wrappers import FlattenObservation
-
     envs = {task: RadiotherapyPlanningEnv(task, split=SPLIT) for task in BUILTIN_TASKS}
     flatten = FlattenObservation(envs[BUILTIN_TASKS[0]])
     obs_rows: list[np.ndarray] = []

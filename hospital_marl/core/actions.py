@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 ROLES: tuple[str, ...] = ("triage", "bed_manager", "ventilator_officer")
 """The AEC turn order; the tick runs after the last role."""
+N_ROLES = len(ROLES)
 
 
 class Kind(IntEnum):
@@ -84,6 +85,21 @@ ACTION_TABLE, ROLE_ACTION_COUNTS = _build()
 
 N_FLAT_ACTIONS: int = len(ACTION_TABLE)  # 39
 NOOP = 0
+
+GROUP_SIZE: dict[Kind, int] = {group.kind: group.count for group in ACTION_GROUPS}
+"""GROUP_SIZE[kind] -> how many indices the kind's actions address. The table's limits on the
+department (queue slots, ICU beds, ventilators, board positions) are read from here."""
+QUEUE_SLOTS = GROUP_SIZE[Kind.ADMIT_GENERAL]
+"""Waiting-queue slots an admission addresses (the first ten waiting)."""
+MAX_ICU_BEDS = GROUP_SIZE[Kind.DISCHARGE_ICU]
+"""ICU beds the table addresses, so the most a scenario may have."""
+MAX_VENTILATORS = GROUP_SIZE[Kind.VENTILATE]
+"""Ventilators the table addresses, so the most a scenario may have."""
+BOARD_TRANSFER_SLOTS = GROUP_SIZE[Kind.TRANSFER_ICU]
+"""General-board positions a transfer addresses (the most severe first)."""
+BOARD_DISCHARGE_SLOTS = GROUP_SIZE[Kind.EARLY_DISCHARGE]
+"""General-board positions an early discharge addresses (the least severe first)."""
+assert GROUP_SIZE[Kind.ADMIT_ICU] == QUEUE_SLOTS, "both admissions address the same queue slots"
 
 _ROLE_TO_FLAT: dict[tuple[str, int], int] = {
     (spec.role, spec.role_action): spec.flat for spec in ACTION_TABLE if spec.role is not None

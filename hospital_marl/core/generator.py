@@ -12,7 +12,6 @@ returns one and the kernel then reads its draws instead.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -52,11 +51,6 @@ class Day:
     @property
     def n_patients(self) -> int:
         return len(self.arrival_tick)
-
-
-def arrived_by(day: Day, now: int) -> int:
-    """How many patients have arrived by tick ``now`` (ids are in arrival order: they are ids 0..k-1)."""
-    return bisect_right(day.arrival_tick, now)
 
 
 DayGenerator = Callable[[Scenario, np.random.Generator], Day]

@@ -17,7 +17,7 @@ import numpy as np
 
 from hospital_marl.action_index import action_index_or_invalid
 from hospital_marl.core import kernel
-from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLE_FLAT, ROLES, Kind
+from hospital_marl.core.actions import ACTION_GROUPS, FLAT_OF, N_FLAT_ACTIONS, NOOP, ROLE_FLAT, ROLES, Kind
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
 from hospital_marl.core.generator import (
     Day,
@@ -203,6 +203,9 @@ class Hospital:
     patient id / bed; the state itself is :attr:`state` (arrays, see ``core/types.py``).
     """
 
+    _seal_key: int
+    """Set only on a sealed present (:class:`Seal`): the key its imagined futures are drawn from."""
+
     def __init__(
         self,
         scenario: str | Scenario | ScenarioDistribution | None = None,
@@ -246,7 +249,9 @@ class Hospital:
         if seed is not None and (not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
         if seed is None and self.distribution is not None:  # the scenario needs a seed to draw from
-            seed = int(np.random.SeedSequence().entropy) & ((1 << 63) - 1)  # type: ignore[operator]
+            entropy = np.random.SeedSequence().entropy  # an int when drawn fresh
+            assert isinstance(entropy, int)
+            seed = entropy & ((1 << 63) - 1)
         self.seed = int(seed) if seed is not None else None
         if self.distribution is not None:
             self.scenario = self.distribution.sample(self.seed)  # type: ignore[arg-type]
@@ -431,13 +436,13 @@ class Hospital:
 
     # ------------------------------------------------------------------ masks
     def flat_mask_array(self) -> np.ndarray:
-        """Validity of the 39 flat actions as a fresh bool array (the kernel's is_valid)."""
+        """Validity of the N_FLAT_ACTIONS flat actions as a fresh bool array (the kernel's is_valid)."""
         return self._cached_mask().copy()
 
     def _cached_mask(self) -> np.ndarray:
         """The flat mask of this state (computed once per state; do not mutate)."""
         if self._mask_version != self._version:
-            out = np.empty(39, np.bool_)
+            out = np.empty(N_FLAT_ACTIONS, np.bool_)
             _write_mask(self.state, self.params, 0, out)
             self._mask, self._mask_version = out, self._version
         return self._mask
@@ -451,7 +456,7 @@ class Hospital:
         call; returns the mask (cached for this state)."""
         if obs.dtype != np.float32 or offsets.dtype != np.int64 or not obs.flags.c_contiguous:
             raise TypeError("observe needs a contiguous float32 obs and int64 offsets")
-        mask = np.empty(39, np.bool_)
+        mask = np.empty(N_FLAT_ACTIONS, np.bool_)
         _observe_row(self.state, self.params, 0, offsets, obs, mask)
         self._mask, self._mask_version = mask, self._version
         return mask
@@ -461,7 +466,7 @@ class Hospital:
         return int(self._sc[COUNTER_COLUMN[name]])
 
     def flat_mask(self) -> list[bool]:
-        """Validity of each of the 39 flat actions: exactly what :meth:`act` would carry out."""
+        """Validity of each flat action: exactly what :meth:`act` would carry out."""
         return self._cached_mask().tolist()
 
     def role_mask(self, role: str, flat_mask: list[bool] | None = None) -> list[bool]:
@@ -477,8 +482,9 @@ class Hospital:
         return bool(kernel.is_valid(self.state, self.params, 0, int(kind), int(index)))
 
     # ---------------------------------------------------------------- actions
-    def act(self, role: str, role_action: int, *, valid_when_chosen: bool | None = None) -> Outcome:
-        """Carry out one role action now (before :meth:`tick`). Never raises for a bad action.
+    def act(self, role: str, role_action: Any, *, valid_when_chosen: bool | None = None) -> Outcome:
+        """Carry out one role action now (before :meth:`tick`). Never raises for a bad action
+        (anything but a valid int, ``None`` included, is counted invalid).
 
         ``valid_when_chosen`` (parallel resolution): if the action was valid on
         the mask the role saw but an earlier role's action made it impossible,
@@ -499,7 +505,7 @@ class Hospital:
     def act_flat(self, flat: int) -> Outcome:
         """Carry out one flat action (SPEC §3 table); counts as one action."""
         self._check_running()
-        index = action_index_or_invalid(flat, 39)
+        index = action_index_or_invalid(flat, N_FLAT_ACTIONS)
         self._before_act()
         code = _act_flat(self.state, self.params, 0, index)
         self._version += 1
@@ -521,8 +527,8 @@ class Hospital:
         (``OUTCOMES[code]``) from the one kernel call, so the caller reads no property."""
         if not self._reset_called:
             self._check_running()
-        if (type(flat) is not int and type(flat) is not np.int64) or not 0 <= flat < 39:
-            flat = action_index_or_invalid(flat, 39)
+        if (type(flat) is not int and type(flat) is not np.int64) or not 0 <= flat < N_FLAT_ACTIONS:
+            flat = action_index_or_invalid(flat, N_FLAT_ACTIONS)
         report = _step_flat_report(self.state, self.params, 0, flat, offsets, obs, mask)
         if report[0] < 0:  # ended (raises), or the bounce-back schedule needs room
             self._check_running()
@@ -607,6 +613,7 @@ class Hospital:
         mutable = snap["mutable"]
         if isinstance(mutable, np.ndarray):
             if snap["state"] is getattr(self, "state", None):  # same layout and shared arrays: in place
+                assert self._buffer is not None  # a snapshot's array is the packed buffer's copy
                 np.copyto(self._buffer, mutable)
             else:
                 self.state = with_buffer(snap["state"], mutable.copy())
@@ -656,7 +663,7 @@ class Hospital:
         clone._day = None
         clone._day_arrays = None
         clone.seed = None
-        clone._mask, clone._mask_version = np.zeros(39, np.bool_), -1
+        clone._mask, clone._mask_version = np.zeros(N_FLAT_ACTIONS, np.bool_), -1
         clone.state = state
         clone._bind()
         clone._version += 1
@@ -732,6 +739,7 @@ class Seal:
             present.state.pat.shape == live.state.pat.shape
             and present.state.bounce.shape == live.state.bounce.shape
             and live._buffer is not None
+            and present._buffer is not None
             and live.params is self._params
         ):
             np.copyto(present._buffer, live._buffer)
@@ -740,7 +748,7 @@ class Seal:
             present.__dict__.update(live.__dict__)
             present._seal_key, present._version = key, version
             present._day = present._day_arrays = present.seed = None
-            present._mask, present._mask_version = np.zeros(39, np.bool_), -1
+            present._mask, present._mask_version = np.zeros(N_FLAT_ACTIONS, np.bool_), -1
             present.params, self._params = _own_params(live.params), live.params
             present.state = live._present()
             present._bind()
@@ -753,6 +761,7 @@ class Seal:
         needs besides (parameters, salt). Nothing in it is the live simulator's."""
         self.refresh()
         p = self._present
+        assert p is not None  # refresh made it
         data: dict[str, Any] = {
             "buffer": p._buffer.tobytes() if p._buffer is not None else None,
             "shape": (p.state.pat.shape[1], p.state.bounce.shape[2]),
@@ -771,6 +780,7 @@ def mirror(data: dict[str, Any], handle: SimulatorHandle | None = None) -> Simul
     if handle is not None and "salt" not in data:
         present = handle._present
         if (present.state.pat.shape[1], present.state.bounce.shape[2]) == tuple(data["shape"]):
+            assert present._buffer is not None  # a mirrored present is always packed
             np.copyto(present._buffer, np.frombuffer(data["buffer"], np.uint8))
             present._version = data["version"]
             return handle
@@ -784,7 +794,9 @@ def mirror(data: dict[str, Any], handle: SimulatorHandle | None = None) -> Simul
     if data["buffer"] is not None:
         patients, slots = data["shape"]
         state = empty_state(1, patients, 0, slots)
-        np.copyto(packed_buffer(state), np.frombuffer(data["buffer"], np.uint8))
+        buffer = packed_buffer(state)
+        assert buffer is not None  # empty_state packs the mutable arrays in one buffer
+        np.copyto(buffer, np.frombuffer(data["buffer"], np.uint8))
     else:
         state = data["state"]
     present.state = state
@@ -891,10 +903,10 @@ def warm_up() -> None:
     short episode through each. Call it outside timed regions; tests call it once per session."""
     h = Hospital("mass_casualty")
     h.reset(0)
-    obs, mask = np.empty(128, np.float32), np.empty(39, np.bool_)
+    obs, mask = np.empty(128, np.float32), np.empty(N_FLAT_ACTIONS, np.bool_)
     offsets = np.zeros(12, np.int64)  # any layout: the same compiled types as the views'
     h.imagine(1)
-    for flat in (0, 1, 11, 21, 24, 29, 34):
+    for flat in (NOOP, *(FLAT_OF[(group.kind, 0)] for group in ACTION_GROUPS)):  # one of each kind
         h.act("triage", 1, valid_when_chosen=True)
         h.step_flat(flat, offsets, obs, mask)  # the step_flat_report entry
     h.board(), h.ventilator_target(), h.is_valid(Kind.ADMIT_GENERAL, 0), h.needs_ventilator(0), h.is_ready(0)

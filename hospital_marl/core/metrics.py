@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 METRIC_NAMES: tuple[str, ...] = (
     "survival_rate",
@@ -51,7 +52,7 @@ class EpisodeCounters:
     def copy(self) -> EpisodeCounters:
         return copy.copy(self)  # every field is an immutable number
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

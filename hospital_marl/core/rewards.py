@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,6 @@ class RewardTable:
     """ICU utilisation (occupied / ICU beds) that earns ``icu_busy_bonus``."""
     survival_bonus: float = 20.0
     """End of episode: this times the survival rate."""
-
-    def as_rows(self) -> list[tuple[str, float]]:
-        return [(f.name, getattr(self, f.name)) for f in fields(self)]
 
 
 DEFAULT_REWARDS = RewardTable()

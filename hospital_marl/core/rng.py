@@ -13,9 +13,11 @@ generator state advances, so
 The function is SplitMix64 (Steele, Lea & Flood, "Fast splittable pseudorandom
 number generators", OOPSLA 2014) evaluated at a counter: ``mix(key + (c + 1) * γ)``
 with ``c`` the packed (domain, i, j), i.e. the c-th output of the SplitMix64 stream
-seeded with ``key``; SplitMix64's outputs pass BigCrush. A uniform is the top 53
-bits, in [0, 1). Distinct (domain, i, j) with ``i, j < 2**28`` are distinct
-counters, hence distinct stream positions.
+seeded with ``key``. Its authors tested its streams with DieHarder and TestU01 and
+found them "adequate for 'everyday' use, such as in Monte Carlo algorithms" (the paper's
+abstract); no stronger claim is made here. A uniform is the top 53 bits, in [0, 1).
+Distinct (domain, i, j) with ``i, j < 2**28`` are distinct counters, hence distinct
+stream positions.
 
 Written by hand because it has to run inside numba-compiled rules per draw
 (NumPy's ``Philox``/``SFC64`` are stateful generator objects numba cannot index by
@@ -27,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -52,19 +55,23 @@ D_PENDING = 8  # imagine(): patient i's pending bounce-back redrawn, j = 0 / 1 a
 D_QUANTILE = 9  # imagine(): patient i's unrevealed treatment quantile redrawn, j = 0 general / 1 ICU
 D_SERVICE = 10  # patient i's treatment progresses at tick j? (drawn only when the service speed < 1)
 
+JIT_OPTIONS: dict[str, Any] = {"cache": True, "nogil": True, "_nrt": False}
+"""The kernel's numba settings (:mod:`hospital_marl.core.kernel.common` explains ``_nrt``)."""
+_jit = njit(**JIT_OPTIONS)
+
 POISSON_CHUNK = 30.0
 """Poisson draws with λ above this are the sum of ceil(λ / 30) Poisson(λ / m) draws (exact by
 additivity), so inversion never starts from an underflowing e^-λ."""
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@_jit
 def _mix(z: np.uint64) -> np.uint64:
     z = (z ^ (z >> _S30)) * _M1
     z = (z ^ (z >> _S27)) * _M2
     return z ^ (z >> _S31)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@_jit
 def uniform(key: int, domain: int, i: int, j: int) -> float:
     """The draw (domain, i, j) of the stream ``key`` (an int64 holding the 64 key bits): in [0, 1)."""
     c = (np.uint64(domain) << _S56) | (np.uint64(i) << _S28) | np.uint64(j)
@@ -72,7 +79,7 @@ def uniform(key: int, domain: int, i: int, j: int) -> float:
     return (z >> _S11) * _TO_UNIT
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@_jit
 def poisson(lam: float, key: int, domain: int, i: int) -> int:
     """A Poisson(λ) count by inversion of its cdf (exact up to rounding; one uniform per
     chunk of λ, see :data:`POISSON_CHUNK`)."""
@@ -94,7 +101,7 @@ def poisson(lam: float, key: int, domain: int, i: int) -> int:
     return total
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@_jit
 def categorical(cdf, u: float) -> int:
     """1-based category of a uniform under a cumulative distribution (last entry 1): the first
     index whose cdf exceeds u (``searchsorted(side="right")``, NumPy's own ``choice``)."""
@@ -173,7 +180,7 @@ def fresh_key() -> int:
     return seed_key(int(np.random.SeedSequence().entropy))  # type: ignore[arg-type]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@_jit
 def fill_dynamics(key: int, out) -> None:
     """``out[pid, t]`` = patient pid's dynamics uniform at tick t (the day's ``latent`` view)."""
     for pid in range(out.shape[0]):

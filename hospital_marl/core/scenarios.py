@@ -10,14 +10,16 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
+from hospital_marl.core.actions import MAX_ICU_BEDS, MAX_VENTILATORS
 from hospital_marl.core.constants import CONDITIONS, MAX_GENERAL_BEDS, N_SEVERITIES
 from hospital_marl.core.constants import condition_id as condition_id_of
 
 
-def _as_mix(owner: str, name: str, mix: object) -> tuple[float, ...]:
+def _as_mix(owner: str, name: str, mix: Any) -> tuple[float, ...]:
     try:
-        return tuple(float(p) for p in mix)  # type: ignore[union-attr]
+        return tuple(float(p) for p in mix)
     except (TypeError, ValueError):
         raise ValueError(f"{owner}.{name} must be a sequence of probabilities, got {mix!r}") from None
 
@@ -129,8 +131,8 @@ class Scenario:
         # width (MAX_GENERAL_BEDS) limits them, and the board observation shows 20 of them.
         for name, low, high in (
             ("general_beds", 1, MAX_GENERAL_BEDS),
-            ("icu_beds", 1, 5),
-            ("ventilators", 1, 3),
+            ("icu_beds", 1, MAX_ICU_BEDS),
+            ("ventilators", 1, MAX_VENTILATORS),
             ("episode_length", 1, 10_000),
             ("max_deaths", 1, 1_000_000),
         ):
@@ -297,10 +299,10 @@ def get_scenario(scenario: str | Scenario | Mapping[str, object] | None = None) 
         base = get_scenario(spec.pop("base", DEFAULT_SCENARIO))  # type: ignore[arg-type]
         burst = spec.get("burst")
         if isinstance(burst, Mapping):
-            spec["burst"] = Burst(**burst)  # type: ignore[arg-type]
+            spec["burst"] = Burst(**burst)
         outage = spec.get("outage")
         if isinstance(outage, Mapping):
-            spec["outage"] = Outage(**outage)  # type: ignore[arg-type]
+            spec["outage"] = Outage(**outage)
         spec.setdefault("name", f"{base.name}_custom")
         return base.with_overrides(**spec)
     raise ValueError(f"scenario must be a name, a Scenario or a mapping, got {type(scenario).__name__}")
@@ -394,9 +396,9 @@ class _Draws:
         return tuple(round(p / s, 12) for p in mix)
 
 
-def _as_bounds(owner: str, name: str, value: object, kind: type) -> tuple:
+def _as_bounds(owner: str, name: str, value: Any, kind: type) -> tuple:
     try:
-        low, high = value  # type: ignore[misc]
+        low, high = value
     except (TypeError, ValueError):
         raise ValueError(f"{owner}.{name} must be a (low, high) pair, got {value!r}") from None
     for v in (low, high):
@@ -492,8 +494,12 @@ class ScenarioDistribution:
             object.__setattr__(self, name, _as_bounds(own, name, getattr(self, name), kind))
         if not 0.0 < self.night_service[0] <= self.night_service[1] <= 1.0:
             raise ValueError(f"{own}.night_service must lie in (0, 1], got {self.night_service}")
-        sizes = (("general_beds", 1, MAX_GENERAL_BEDS), ("icu_beds", 1, 5), ("ventilators", 1, 3))
-        for name, low, high in sizes:
+        size_bounds = (
+            ("general_beds", 1, MAX_GENERAL_BEDS),
+            ("icu_beds", 1, MAX_ICU_BEDS),
+            ("ventilators", 1, MAX_VENTILATORS),
+        )
+        for name, low, high in size_bounds:
             lo, hi = getattr(self, name)
             if lo < low or hi > high:
                 raise ValueError(

@@ -62,7 +62,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hospital_marl.core.actions import ACTION_TABLE, ROLE_FLAT, ROLES
+from hospital_marl.core.actions import (  # noqa: F401 (the table's limits, for the kernel)
+    ACTION_TABLE,
+    BOARD_DISCHARGE_SLOTS,
+    BOARD_TRANSFER_SLOTS,
+    N_ROLES,
+    QUEUE_SLOTS,
+    ROLE_FLAT,
+    ROLES,
+)
 from hospital_marl.core.clinical import ClinicalParams
 from hospital_marl.core.constants import MAX_GENERAL_BEDS
 from hospital_marl.core.metrics import EpisodeCounters
@@ -73,9 +81,6 @@ from hospital_marl.core.scenarios import Scenario
 NOT_ARRIVED, WAITING, GENERAL, ICU, DISCHARGED, AWAY, DEAD = range(7)
 EMPTY = -1
 
-QUEUE_SLOTS = 10
-BOARD_TRANSFER_SLOTS = 5
-BOARD_DISCHARGE_SLOTS = 5
 MAX_BEDS = MAX_GENERAL_BEDS  # the widest resource row: general beds
 BOUNCE_BLOCK = 64  # bounce-back schedule slots added at a time
 
@@ -131,10 +136,10 @@ assert all(globals()[f"C_{name.upper()}"] == S_COUNTERS + i for i, name in enume
 )
 
 F_OCCUPANCY_SUM, F_CUMULATIVE_REWARD, F_TICK_REWARD = range(3)
-F_ROLE_REWARD = 3  # 3 columns, ROLES order
-F_LAST_REWARD = 6
-F_LAST_ROLE_REWARD = 7  # 3 columns
-N_FLOATS = 10
+F_ROLE_REWARD = 3  # N_ROLES columns, ROLES order
+F_LAST_REWARD = F_ROLE_REWARD + N_ROLES
+F_LAST_ROLE_REWARD = F_LAST_REWARD + 1  # N_ROLES columns
+N_FLOATS = F_LAST_ROLE_REWARD + N_ROLES
 
 
 class State(NamedTuple):
@@ -160,7 +165,7 @@ MUTABLE_FIELDS = ("pat", "quantile", "beds", "queue", "scalars", "floats", "boun
 def _mutable_layout(n: int, p: int, k: int) -> tuple[tuple[str, np.dtype, tuple[int, ...], int], ...]:
     """(field, dtype, shape, byte offset) of each mutable array in the packed buffer; every
     offset is a multiple of 8, so each view is aligned (numba types it as before)."""
-    shapes = {
+    shapes: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
         "pat": (np.dtype(np.int32), (n, p, N_PAT)),
         "quantile": (np.dtype(np.float64), (n, 2, p)),
         "beds": (np.dtype(np.int32), (n, N_BEDS, MAX_BEDS)),
@@ -169,7 +174,8 @@ def _mutable_layout(n: int, p: int, k: int) -> tuple[tuple[str, np.dtype, tuple[
         "floats": (np.dtype(np.float64), (n, N_FLOATS)),
         "bounce": (np.dtype(np.int32), (n, 2, k)),
     }
-    layout, offset = [], 0
+    layout: list[tuple[str, np.dtype, tuple[int, ...], int]] = []
+    offset = 0
     for name in MUTABLE_FIELDS:
         dtype, shape = shapes[name]
         layout.append((name, dtype, shape, offset))

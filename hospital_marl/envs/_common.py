@@ -5,12 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 
+from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.core.clinical import DEFAULT_CLINICAL, ClinicalParams
 from hospital_marl.core.generator import DayGenerator, generate_day
 from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.rewards import DEFAULT_REWARDS, RewardTable
 from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario
+from hospital_marl.envs.observations import (
+    ObservationBuilder,
+    check_layout,
+    presence_of,
+    role_space,
+    state_space,
+    with_presence,
+)
 from hospital_marl.envs.render import RENDER_MODES, render_frame
 
 REWARD_MODES = ("team", "role")
@@ -129,17 +139,6 @@ class RoleViewMixin:
         end_info: bool = False,
         observation_layout: str | None = None,
     ) -> None:
-        from gymnasium import spaces
-
-        from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-        from hospital_marl.envs.observations import (
-            ObservationBuilder,
-            check_layout,
-            role_space,
-            state_space,
-            with_presence,
-        )
-
         self.render_mode = check_render_mode(render_mode)
         self.reward_mode = check_reward_mode(reward_mode)
         self.observation_format = check_observation_format(observation_format)
@@ -165,7 +164,7 @@ class RoleViewMixin:
         highs = {role: _padded(boxes[role].high, n_obs[role]) for role in ROLES}
         if padded:  # one space for every role (Tianshou and SuperSuit compare spaces, bounds included)
             low, high = np.minimum.reduce(list(lows.values())), np.maximum.reduce(list(highs.values()))
-            lows, highs = dict.fromkeys(ROLES, low), dict.fromkeys(ROLES, high)
+            lows, highs = {role: low for role in ROLES}, {role: high for role in ROLES}
         for role in ROLES:
             low, high = lows[role], highs[role]
             if observation_format.endswith("flat"):
@@ -181,7 +180,9 @@ class RoleViewMixin:
                         "action_mask": spaces.Box(0, 1, (n_act[role],), np.int8),
                     }
                 )
-        self.action_spaces = {role: spaces.Discrete(n_act[role]) for role in ROLES}
+        self.action_spaces: dict[str, spaces.Space[Any]] = {
+            role: spaces.Discrete(n_act[role]) for role in ROLES
+        }
         self.state_space = state_space(self.hospital)
         if self._masked:
             self.state_space = with_presence(self.state_space)
@@ -208,8 +209,6 @@ class RoleViewMixin:
         return self._builder.state()
 
     def _presence(self) -> np.ndarray:
-        from hospital_marl.envs.observations import presence_of
-
         return presence_of(self.hospital)
 
     def _format(self, role: str, observation: np.ndarray, mask: np.ndarray) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium
 import numpy as np
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
@@ -180,8 +181,6 @@ class HospitalAECEnv(_common.RoleViewMixin, AECEnv):
 
     def render(self) -> Any:
         if self.render_mode is None:
-            import gymnasium
-
             gymnasium.logger.warn("render() called without a render_mode; pass render_mode=...")
             return None
         return _common.render(self.hospital, self.render_mode)
@@ -237,12 +236,12 @@ class _OrderEnforcingIterator(AECOrderEnforcingIterator):
 
     def __next__(self) -> str:
         wrapper = self.env
-        inner = wrapper.env  # type: ignore[attr-defined]
+        inner = wrapper.env
         if not inner.agents or self.iters_til_term <= 0:
             raise StopIteration
         self.iters_til_term -= 1
-        assert wrapper._has_updated, "need to call step() or reset() in a loop over `agent_iter`"  # type: ignore[attr-defined]
-        wrapper._has_updated = False  # type: ignore[attr-defined]
+        assert wrapper._has_updated, "need to call step() or reset() in a loop over `agent_iter`"
+        wrapper._has_updated = False
         return inner.agent_selection
 
 

@@ -19,15 +19,11 @@ import numpy as np
 from gymnasium import spaces
 
 from hospital_marl.core import kernel
-from hospital_marl.core.actions import ROLES
-from hospital_marl.core.constants import BOARD_OBS_ROWS
-from hospital_marl.core.constants import MAX_GENERAL_BEDS as MAX_DEPARTMENT_GENERAL_BEDS
-from hospital_marl.core.hospital import QUEUE_SLOTS, Hospital
+from hospital_marl.core.actions import MAX_ICU_BEDS, MAX_VENTILATORS, ROLES
+from hospital_marl.core.constants import BOARD_OBS_ROWS, MAX_GENERAL_BEDS
+from hospital_marl.core.hospital import QUEUE_SLOTS, Hospital, SimulatorHandle
 from hospital_marl.core.scenarios import Scenario
 
-MAX_GENERAL_BEDS = BOARD_OBS_ROWS  # board rows shown (a department may have up to 32 beds)
-MAX_ICU_BEDS = 5
-MAX_VENTILATORS = 3
 STATS_HIGH = 10_000.0
 
 
@@ -46,7 +42,7 @@ BLOCKS: tuple[Block, ...] = (
     # The original's six keys, shapes kept exactly.
     Block(
         "bed_occupancy",
-        (MAX_GENERAL_BEDS,),
+        (BOARD_OBS_ROWS,),
         5,
         "general board: severity per bed, most severe first (0 = empty); a board of more than 20: "
         "its 15 most and 5 least severe",
@@ -57,7 +53,7 @@ BLOCKS: tuple[Block, ...] = (
     Block("time_step", (1,), "T", "ticks elapsed"),
     Block("stats", (3,), STATS_HIGH, "[total_treated, total_deaths, total_waiting]"),
     # Extra keys a decision needs.
-    Block("board_remaining", (MAX_GENERAL_BEDS,), "R", "treatment ticks left per board position"),
+    Block("board_remaining", (BOARD_OBS_ROWS,), "R", "treatment ticks left per board position"),
     Block("icu_remaining", (MAX_ICU_BEDS,), "R", "treatment ticks left per ICU bed"),
     Block("icu_needs_vent", (MAX_ICU_BEDS,), 1, "ICU patient needs a ventilator"),
     Block("icu_on_vent", (MAX_ICU_BEDS,), 1, "ICU patient is on a ventilator"),
@@ -164,9 +160,10 @@ def composed_space(hospital: Hospital, one_d: bool = False) -> spaces.Dict:
 
     def build() -> spaces.Dict:
         boxes = {b.key: block_space(b, hospital) for b in BLOCKS}
-        if one_d:
-            boxes = {k: spaces.Box(b.low.ravel(), b.high.ravel(), dtype=b.dtype) for k, b in boxes.items()}
-        return spaces.Dict(boxes)
+        if one_d:  # block_space's boxes are float32
+            boxes = {k: spaces.Box(b.low.ravel(), b.high.ravel(), dtype=np.float32) for k, b in boxes.items()}
+        members: dict[str, spaces.Space[Any]] = dict(boxes)  # a mapping: gymnasium sorts its keys
+        return spaces.Dict(members)
 
     return _copy_of(
         ("composed", float(hospital.scenario.episode_length), _treatment_high(hospital), one_d), build
@@ -308,7 +305,7 @@ class ObservationBuilder:
     state (the global state layout); the composed dict and each role's vector are views /
     gathers of it. Built once per state (cached on ``hospital.version``)."""
 
-    def __init__(self, hospital: Hospital) -> None:
+    def __init__(self, hospital: Hospital | SimulatorHandle) -> None:
         self.hospital = hospital
         self._version: int | None = None
         self._vector: np.ndarray | None = None
@@ -353,18 +350,18 @@ whose hospitals differ in size from episode to episode, and ``"fixed"`` for a na
 (its observation, golden trajectories and shipped checkpoints unchanged)."""
 
 PRESENCE_BLOCKS: tuple[Block, ...] = (
-    Block("general_present", (MAX_GENERAL_BEDS,), 1, "1 = the department has this general bed"),
+    Block("general_present", (BOARD_OBS_ROWS,), 1, "1 = the department has this general bed"),
     Block("icu_present", (MAX_ICU_BEDS,), 1, "1 = the department has this ICU bed"),
     Block("ventilator_present", (MAX_VENTILATORS,), 1, "1 = this ventilator is in service now"),
     Block(
         "general_beds",
         (1,),
-        MAX_DEPARTMENT_GENERAL_BEDS,
+        MAX_GENERAL_BEDS,
         "the department's general beds (a board longer than 20 shows its most and least severe)",
     ),
 )
 PRESENCE_SIZE = sum(int(np.prod(b.shape)) for b in PRESENCE_BLOCKS)
-VENT_PRESENCE = slice(MAX_GENERAL_BEDS + MAX_ICU_BEDS, MAX_GENERAL_BEDS + MAX_ICU_BEDS + MAX_VENTILATORS)
+VENT_PRESENCE = slice(BOARD_OBS_ROWS + MAX_ICU_BEDS, BOARD_OBS_ROWS + MAX_ICU_BEDS + MAX_VENTILATORS)
 """Where ``ventilator_present`` sits in the presence vector."""
 _PRESENCE_HIGH = np.concatenate([np.full(b.shape, float(b.high), np.float32) for b in PRESENCE_BLOCKS])
 
@@ -383,9 +380,9 @@ def check_layout(observation_layout: str | None, hospital: Hospital) -> str:
 def presence_vector(general_beds: int, icu_beds: int, ventilators: int) -> np.ndarray:
     """The presence blocks of one hospital, concatenated (float32, :data:`PRESENCE_SIZE`)."""
     out = np.zeros(PRESENCE_SIZE, np.float32)
-    out[: min(general_beds, MAX_GENERAL_BEDS)] = 1.0
+    out[: min(general_beds, BOARD_OBS_ROWS)] = 1.0
     out[-1] = general_beds
-    out[MAX_GENERAL_BEDS : MAX_GENERAL_BEDS + icu_beds] = 1.0
+    out[BOARD_OBS_ROWS : BOARD_OBS_ROWS + icu_beds] = 1.0
     out[VENT_PRESENCE] = np.arange(MAX_VENTILATORS) < ventilators
     return out
 

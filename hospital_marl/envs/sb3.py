@@ -11,7 +11,7 @@ episode returns in the logs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -91,12 +91,12 @@ class HospitalSB3VecEnv(VecEnv):
     def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
         return [False] * len(self._indices(indices))
 
-    def _indices(self, indices: VecEnvIndices) -> Iterable[int]:
+    def _indices(self, indices: VecEnvIndices) -> list[int]:
         if indices is None:
-            return range(self.num_envs)
+            return list(range(self.num_envs))
         if isinstance(indices, int):
             return [indices]
-        return indices
+        return list(indices)
 
 
 class VecMaskFromObservation(VecEnvWrapper):
@@ -121,8 +121,10 @@ class VecMaskFromObservation(VecEnvWrapper):
         self._obs: np.ndarray | None = None
 
     def reset(self) -> np.ndarray:
-        self._obs = self.venv.reset()
-        return self._obs
+        obs = self.venv.reset()
+        assert isinstance(obs, np.ndarray)  # the flat (Box) observation the mask is sliced from
+        self._obs = obs
+        return obs
 
     def step_wait(self):
         obs, rewards, dones, infos = self.venv.step_wait()
@@ -142,7 +144,7 @@ class VecMaskFromObservation(VecEnvWrapper):
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         if attr_name == "action_masks":
-            return [self.action_masks] * len(self._get_indices(indices))
+            return [self.action_masks] * len(list(self._get_indices(indices)))
         return self.venv.get_attr(attr_name, indices)
 
     def env_method(self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> Any:

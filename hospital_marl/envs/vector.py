@@ -278,7 +278,7 @@ class _Batch:
             return [None] * self.n
         if isinstance(seed, (int, np.integer)):
             return [int(seed) + i for i in range(self.n)]
-        seeds = list(seed)
+        seeds: list[int | None] = list(seed)
         if len(seeds) != self.n:
             raise ValueError(f"reset(seed=...) needs one seed per env ({self.n}), got {len(seeds)}")
         return seeds
@@ -625,7 +625,7 @@ class HospitalMARLVectorEnv(_JointVectorBase):
         observed = {role: role_space(role, h) for role in ROLES}
         if self._masked:
             observed = {role: with_presence(box) for role, box in observed.items()}
-        self.single_observation_spaces = {
+        self.single_observation_spaces: dict[str, spaces.Space[Any]] = {
             role: spaces.Dict(
                 {
                     "observation": with_presence(role_space(role, h))
@@ -636,7 +636,9 @@ class HospitalMARLVectorEnv(_JointVectorBase):
             )
             for role in ROLES
         }
-        self.single_action_spaces = {role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES}
+        self.single_action_spaces: dict[str, spaces.Space[Any]] = {
+            role: spaces.Discrete(ROLE_ACTION_COUNTS[role]) for role in ROLES
+        }
         self.single_state_space = with_presence(state_space(h)) if self._masked else state_space(h)
         self.single_observation_space = spaces.Dict(self.single_observation_spaces)
         self.single_action_space = spaces.Dict(self.single_action_spaces)

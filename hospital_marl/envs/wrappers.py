@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
 
+from hospital_marl.core.hospital import Hospital
 from hospital_marl.core.kernel import CRITICAL_SEVERITY
 from hospital_marl.core.metrics import (
     SCORE_WEIGHTS,
@@ -56,6 +57,14 @@ def score_step(
         + w["resource_utilization"] * (now.occupancy_sum - prev.occupancy_sum) / ticks
         - w["invalid_action_rate"] * (now.invalid_actions - prev.invalid_actions) / (ticks * actions)
     )
+
+
+def _hospital(env: gym.Env) -> Hospital:
+    """The department under ``env``'s wrappers; a clear error when it is not one of this package's."""
+    hospital = getattr(env.unwrapped, "hospital", None)
+    if not isinstance(hospital, Hospital):
+        raise TypeError(f"{type(env.unwrapped).__name__} has no hospital: wrap a hospital_marl env")
+    return hospital
 
 
 def _checked_weights(weights: Mapping[str, float]) -> dict[str, float]:
@@ -100,7 +109,7 @@ class ScoreReward(gym.Wrapper):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        hospital = self.env.unwrapped.hospital
+        hospital = _hospital(self.env)
         self._ticks = hospital.max_ticks
         self._arrivals = max(1, hospital.day.n_patients)
         self._critical = max(1, sum(severity >= CRITICAL_SEVERITY for severity in hospital.day.severity))
@@ -110,7 +119,7 @@ class ScoreReward(gym.Wrapper):
 
     def step(self, action: Any):
         obs, _, terminated, truncated, info = self.env.step(action)
-        now = self.env.unwrapped.hospital.counters
+        now = _hospital(self.env).counters
         reward = float(score_step(now, self._prev, self._arrivals, self._critical, self._ticks, self.weights))
         self._paid += reward
         if terminated or truncated:

@@ -37,7 +37,9 @@ def task_env_id(task: str) -> str:
 
 def register_envs() -> None:
     """Register the generic id (``task=`` kwarg) and one id per built-in task (idempotent)."""
-    ids = {RT_ENV_ID: {}} | {task_env_id(name): {"task": name} for name in BUILTIN_TASKS}
+    ids: dict[str, dict[str, str]] = {RT_ENV_ID: {}} | {
+        task_env_id(name): {"task": name} for name in BUILTIN_TASKS
+    }
     for env_id, kwargs in ids.items():
         if env_id not in gymnasium.registry:
             # No max_episode_steps: the env truncates itself at the task's step limit.

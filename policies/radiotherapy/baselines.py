@@ -94,7 +94,7 @@ class EvenlySpacedPolicy(BaseRTPolicy):
         self._trimmed = False
         self._direction: int | None = None
 
-    def reset(self, seed: int | None = None, plan=None) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, seed: int | None = None, plan=None) -> None:
         super().reset(seed, plan)
         self._trimmed = False
         self._direction = None
@@ -213,7 +213,7 @@ class AnatomyAwarePolicy(EvenlySpacedPolicy):
     def __init__(self, n_beams: int = 7, low: float = 0.97, margin: int = NEW_MARGIN) -> None:
         super().__init__(n_beams, low, margin)
 
-    def reset(self, seed: int | None = None, plan=None) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, seed: int | None = None, plan=None) -> None:
         super().reset(seed, plan)
         self._steps = 0
         self._max_steps: int | None = None

@@ -10,19 +10,18 @@ no torch. The ``.zip`` (sb3-contrib) stays beside it for users who want to resum
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 
-from hospital_marl.radiotherapy.envs.planning import observation_space
 from policies.radiotherapy.base import BaseRTPolicy
-
-if TYPE_CHECKING:
-    from policies.radiotherapy.residual import ResidualRTPolicy
+from policies.radiotherapy.mlp import flatten_observation, mlp_logits
+from policies.radiotherapy.ranker import load_selector
+from policies.radiotherapy.residual import ResidualRTPolicy
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 SHIPPED: dict[str, str] = {
@@ -32,21 +31,6 @@ SHIPPED: dict[str, str] = {
     "ranked_selector": "rt_ranked_selector.npz",
 }
 """Registered name -> numpy checkpoint in :data:`CHECKPOINT_DIR` (metadata in the ``.json`` beside it)."""
-_SPACE = observation_space()
-
-
-def flatten_observation(observation: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The Dict observation as the flat float32 vector the network reads."""
-    return spaces.flatten(_SPACE, dict(observation)).astype(np.float32)
-
-
-def mlp_logits(layers: list[tuple[np.ndarray, np.ndarray]], features: np.ndarray) -> np.ndarray:
-    """An SB3 MLP actor's logits: tanh hidden layers, then the linear action layer."""
-    x = features
-    for weight, bias in layers[:-1]:
-        x = np.tanh(weight @ x + bias)
-    weight, bias = layers[-1]
-    return weight @ x + bias
 
 
 class NumpyMLPPolicy(BaseRTPolicy):
@@ -93,7 +77,8 @@ def actor_layers(model: Any) -> list[tuple[np.ndarray, np.ndarray]]:
 def export_numpy(model: Any, path: Path, metadata: dict[str, Any]) -> None:
     """Write the actor's weights to ``path`` (.npz) and ``metadata`` to the .json beside it."""
     layers = actor_layers(model)
-    arrays = {f"w{i}": w for i, (w, _) in enumerate(layers)} | {f"b{i}": b for i, (_, b) in enumerate(layers)}
+    arrays: dict[str, Any] = {f"w{i}": w for i, (w, _) in enumerate(layers)}
+    arrays |= {f"b{i}": b for i, (_, b) in enumerate(layers)}
     np.savez_compressed(path, **arrays)
     path.with_suffix(".json").write_text(json.dumps(metadata, indent=2) + "\n")
 
@@ -109,8 +94,6 @@ def load_path(path: Path, name: str | None = None) -> BaseRTPolicy:
         raise ValueError(f"{path}: export the model to .npz first (hospital-marl train export RUN OUT.npz)")
     meta_path = path.with_suffix(".json")
     if meta_path.exists() and "options" in json.loads(meta_path.read_text()):
-        from policies.radiotherapy.options import load_selector
-
         return load_selector(path, name=name)
     with np.load(path) as data:
         n = len([k for k in data.files if k.startswith("w")])
@@ -119,8 +102,6 @@ def load_path(path: Path, name: str | None = None) -> BaseRTPolicy:
     metadata = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     policy: NumpyMLPPolicy | ResidualRTPolicy
     if metadata.get("residual"):
-        from policies.radiotherapy.residual import ResidualRTPolicy
-
         residual = metadata["residual"]
         policy = ResidualRTPolicy(
             layers,
@@ -137,7 +118,7 @@ def load_path(path: Path, name: str | None = None) -> BaseRTPolicy:
 def learned_factories() -> dict[str, Callable[[], BaseRTPolicy]]:
     """Registered names of the shipped checkpoints that exist -> loaders."""
     return {
-        name: (lambda file=file, name=name: load_path(CHECKPOINT_DIR / file, name=name))
+        name: functools.partial(load_path, CHECKPOINT_DIR / file, name=name)
         for name, file in SHIPPED.items()
         if (CHECKPOINT_DIR / file).exists()
     }

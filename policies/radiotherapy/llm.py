@@ -41,6 +41,7 @@ from policies.agent_protocol import Protocol, end_line, start_line, step_line
 from policies.llm import ChatModel, LLMConfig, LLMUnavailableError
 from policies.llm import parse_action as parse_reply
 from policies.radiotherapy.base import BaseRTPolicy
+from policies.radiotherapy.baselines import EvenlySpacedPolicy
 
 SYSTEM_PROMPT = (
     "You are a radiotherapy planner. Cover the tumour with its prescription (ICRU 83: D98 at least "
@@ -119,14 +120,13 @@ def chat_complete(chat: ChatModel) -> Callable[[str], str]:
 
 def play(policy: LLMRTPolicy, task: str, seed: int, model: str, out: TextIO | None = None) -> float | None:
     """One episode with the protocol's log lines; returns the score (None: the endpoint failed)."""
-    from policies.radiotherapy.baselines import EvenlySpacedPolicy
-
     protocol = Protocol(out or sys.stdout)  # sys.stdout at call time (captured in tests)
     env = RadiotherapyPlanningEnv(task)
     obs, info = env.reset(seed=seed)
     policy.reset(seed=seed, plan=env.plan)
     protocol.emit(start_line(task, task_env_id(task), model))
-    rewards, done = [], False
+    rewards: list[float] = []
+    done = False
     while not done:
         try:
             action = policy.act(obs, info["action_mask"])

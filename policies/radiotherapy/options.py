@@ -169,7 +169,7 @@ class SiteSelector:
     """One :class:`Selector` per site (:func:`site_key`); a site it was not trained on gets no scores,
     so the policy falls back to the family's first (default) variant."""
 
-    def __init__(self, keys: Sequence[Sequence[int]], selectors: Sequence[Selector]) -> None:
+    def __init__(self, keys: Sequence[Sequence[int]] | np.ndarray, selectors: Sequence[Selector]) -> None:
         if len(keys) != len(selectors):
             raise ValueError("one selector per site key")
         self.selectors = {tuple(int(v) for v in k): s for k, s in zip(keys, selectors)}
@@ -224,7 +224,7 @@ class OptionSelectorPolicy(BaseRTPolicy):
         self.option: VariantPolicy | None = None
         self._history: list[tuple[dict[str, np.ndarray], np.ndarray, int]] = []
 
-    def reset(self, seed: int | None = None, plan=None) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, seed: int | None = None, plan=None) -> None:
         super().reset(seed, plan)
         self.choice = None
         self.option = None
@@ -272,38 +272,10 @@ def save(
     extra: Mapping[str, np.ndarray] | None = None,
 ) -> None:
     """The selector's arrays to ``path`` (.npz) and the family and ``metadata`` to the .json beside it."""
-    np.savez_compressed(path, **selector.arrays(), **(extra or {}))
+    arrays: dict[str, Any] = dict(selector.arrays())
+    extras: dict[str, Any] = dict(extra or {})
+    np.savez_compressed(path, **arrays, **extras)  # a name in both is a TypeError, as it should be
     kind = "site" if isinstance(selector, SiteSelector) else "single"
     meta = dict(metadata) | {"options": [asdict(v) for v in family], "selector": kind}
     meta.setdefault("decide_at", 0)
     path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-
-
-def load_selector(path: Path, name: str | None = None) -> OptionSelectorPolicy:
-    """An :class:`OptionSelectorPolicy` from :func:`save`'s ``.npz`` + ``.json``."""
-    metadata = json.loads(path.with_suffix(".json").read_text())
-    family = [Variant(**v) for v in metadata["options"]]
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
-    selector: Selector | SiteSelector
-    if metadata.get("selector") == "site":
-        selector = SiteSelector.from_arrays(arrays)
-    else:
-        selector = Selector.from_arrays(arrays)
-    policy: OptionSelectorPolicy
-    if "ranker" in metadata:  # the selector's variants play with a learned edit ranker
-        from policies.radiotherapy.ranker import EditRanker, RankedSelectorPolicy
-
-        policy = RankedSelectorPolicy(
-            family,
-            selector,
-            EditRanker.from_arrays(arrays),
-            name=name or metadata.get("name"),
-            decide_at=int(metadata.get("decide_at", 0)),
-        )
-    else:
-        policy = OptionSelectorPolicy(
-            family, selector, name=name or metadata.get("name"), decide_at=int(metadata.get("decide_at", 0))
-        )
-    policy.metadata = metadata
-    return policy

@@ -16,7 +16,9 @@ evaluation); labelling its training data simulates trials on the training env
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -153,3 +155,33 @@ class RankedSelectorPolicy(OptionSelectorPolicy):
 
     def _option(self, variant: Variant) -> VariantPolicy:
         return RankedVariantPolicy(variant, self.ranker)
+
+
+def load_selector(path: Path, name: str | None = None) -> OptionSelectorPolicy:
+    """An :class:`OptionSelectorPolicy` from :func:`~policies.radiotherapy.options.save`'s ``.npz`` +
+    ``.json`` (a :class:`RankedSelectorPolicy` when it was saved with an edit ranker: here, beside the
+    ranker, so that the options module does not import back the module built on it)."""
+    metadata = json.loads(path.with_suffix(".json").read_text())
+    family = [Variant(**v) for v in metadata["options"]]
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    selector: Selector | SiteSelector
+    if metadata.get("selector") == "site":
+        selector = SiteSelector.from_arrays(arrays)
+    else:
+        selector = Selector.from_arrays(arrays)
+    policy: OptionSelectorPolicy
+    if "ranker" in metadata:  # the selector's variants play with a learned edit ranker
+        policy = RankedSelectorPolicy(
+            family,
+            selector,
+            EditRanker.from_arrays(arrays),
+            name=name or metadata.get("name"),
+            decide_at=int(metadata.get("decide_at", 0)),
+        )
+    else:
+        policy = OptionSelectorPolicy(
+            family, selector, name=name or metadata.get("name"), decide_at=int(metadata.get("decide_at", 0))
+        )
+    policy.metadata = metadata
+    return policy

@@ -32,7 +32,7 @@ from hospital_marl.radiotherapy.core.plan import N_ACTIONS
 from hospital_marl.radiotherapy.envs.planning import OBSERVATION_SIZE
 from policies.radiotherapy.base import BaseRTPolicy
 from policies.radiotherapy.baselines import AnatomyAwarePolicy, resume
-from policies.radiotherapy.learned import flatten_observation, mlp_logits
+from policies.radiotherapy.mlp import flatten_observation, mlp_logits
 
 DEFER = N_ACTIONS
 """The residual action "take the base's proposal" (the last index)."""
@@ -138,7 +138,7 @@ class ResidualRTPolicy(BaseRTPolicy):
         if name:
             self.name = name
 
-    def reset(self, seed: int | None = None, plan=None) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, seed: int | None = None, plan=None) -> None:
         super().reset(seed, plan)
         self.base.reset()
 

@@ -22,6 +22,7 @@ inference-only copies (the env runners'): :meth:`get_non_inference_attributes`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -81,20 +82,29 @@ class MaskedRoleModule(TorchRLModule, ValueFunctionAPI, InferenceOnlyAPI):
                 f"MaskedRoleModule needs a Dict observation space with keys {OBS_KEY!r} and "
                 f"{MASK_KEY!r} (the hospital_marl AEC/parallel envs'), got {space}"
             )
+        if not isinstance(self.action_space, gym.spaces.Discrete):
+            raise ValueError(f"MaskedRoleModule needs a Discrete action space, got {self.action_space}")
         n_actions = int(self.action_space.n)
-        mask_shape = tuple(space[MASK_KEY].shape)
+        mask_shape, obs_shape = space[MASK_KEY].shape, space[OBS_KEY].shape
         if mask_shape != (n_actions,):
             raise ValueError(f"action_mask shape {mask_shape} does not match the action space {n_actions}")
-        config = dict(self.model_config or {})
+        if not obs_shape:
+            raise ValueError(f"MaskedRoleModule needs a vector {OBS_KEY!r}, got shape {obs_shape}")
+        config = self._config()
         hidden = tuple(int(w) for w in config.get("hidden", DEFAULT_HIDDEN))
-        n_obs = int(space[OBS_KEY].shape[0])
+        n_obs = int(obs_shape[0])
         self.pi = mlp(n_obs, hidden, n_actions, out_gain=0.01)
         self.vf = mlp(n_obs, hidden, 1, out_gain=1.0)
 
     @property
     def encoding(self) -> str:
         """The name of the encoding this module's inputs go through (see the class docstring)."""
-        return str(dict(self.model_config or {}).get("encoding", LEGACY_ENCODING))
+        return str(self._config().get("encoding", LEGACY_ENCODING))
+
+    def _config(self) -> dict[str, Any]:
+        """``model_config`` as a dict (RLlib passes a dict, or its ``DefaultModelConfig`` dataclass)."""
+        config = self.model_config or {}
+        return dict(config) if isinstance(config, dict) else dataclasses.asdict(config)
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         obs = batch[Columns.OBS]

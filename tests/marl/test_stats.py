@@ -29,6 +29,17 @@ def test_iqm_is_the_mean_of_the_middle_half_and_its_ci_brackets_it() -> None:
     assert outlier["iqm"] == pytest.approx(15.0) and outlier["mean"] == pytest.approx(257.5)
 
 
+def test_bootstrap__reproducible_from_its_seed_and_leaves_the_global_generator_alone() -> None:
+    matrix = np.array([[1.0, 8.0], [3.0, 6.0], [4.0, 5.0], [2.0, 7.0], [9.0, 0.0]])
+    np.random.seed(7)
+    before = np.random.get_state()[1].copy()
+    first = stats.aggregate_estimates({"a": matrix}, reps=300, seed=3)["a"]
+    assert np.array_equal(np.random.get_state()[1], before)  # the caller's stream is untouched
+    np.random.random()  # whatever the caller draws in between does not change the next call
+    assert stats.aggregate_estimates({"a": matrix}, reps=300, seed=3)["a"] == first
+    assert stats.aggregate_estimates({"a": matrix}, reps=300, seed=4)["a"]["iqm_ci"] != first["iqm_ci"]
+
+
 def test_probability_of_improvement_counts_pairs_per_task() -> None:
     base = np.array([[50.0, 60.0]])  # one deterministic baseline run
     better = np.array([[51.0, 61.0], [55.0, 70.0]])

@@ -10,7 +10,7 @@ from grading import run_flat_episode, run_team_episode
 from hospital_marl import BUILTIN_SCENARIOS, get_scenario
 from hospital_marl.core.actions import FLAT_OF, Kind
 from hospital_marl.envs.composed import HospitalEDEnv
-from policies import HeuristicPolicy, Policy
+from policies import GreedyPolicy, HeuristicPolicy, Policy
 
 
 @pytest.mark.parametrize("scenario", BUILTIN_SCENARIOS)
@@ -48,6 +48,27 @@ def test_every_baseline__satisfies_the_policy_protocol(name: str) -> None:
 def test_load__unknown_name_lists_the_valid_ones() -> None:
     with pytest.raises(ValueError, match=r"valid names: .*heuristic.*masked_random"):
         policies.load("no_such_policy")
+
+
+def test_register__refuses_what_load_could_not_use_and_silent_overwrites(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(policies, "_REGISTRY", dict(policies._REGISTRY))  # leave the real one alone
+    with pytest.raises(ValueError, match="non-empty string"):
+        policies.register("", None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="without ':'"):
+        policies.register("a:b", 5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="factory must be callable"):
+        policies.register("mine", 5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="factory must be callable"):
+        policies.register("heuristic", None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="already registered"):
+        policies.register("heuristic", GreedyPolicy)
+    assert isinstance(policies.load("heuristic"), HeuristicPolicy)
+    policies.register("mine", GreedyPolicy)
+    assert isinstance(policies.load("mine"), GreedyPolicy)
+    policies.register("heuristic", GreedyPolicy, overwrite=True)
+    assert isinstance(policies.load("heuristic"), GreedyPolicy)
 
 
 def test_masked_random__is_reproducible_from_its_seed() -> None:

@@ -17,12 +17,12 @@ from policies.radiotherapy.options import (
     SiteSelector,
     Variant,
     VariantPolicy,
-    load_selector,
     save,
     site_key,
     step0_features,
     step1_features,
 )
+from policies.radiotherapy.ranker import load_selector
 from tests.radiotherapy.played import played_actions
 
 PATIENTS = 2

@@ -14,8 +14,9 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from policies.benchmarl import onnx_role
-from policies.learned import ONNX_INPUT, ONNX_OUTPUT, OnnxLogits
+from policies.learned import OnnxLogits
 from policies.marl import ROLE_SCALES, MarlTeamPolicy
+from training.export import torch_to_onnx
 
 if TYPE_CHECKING:
     import torch
@@ -38,8 +39,6 @@ def actor_nets(experiment: Any) -> dict[str, Any]:
 def export_actors(experiment: Any, out: Path) -> dict[str, str]:
     """Write ``out/<role>.onnx`` (input ``features`` (batch, d_role), output ``logits``); the ONNX
     must reproduce BenchMARL's own actor logits (checked on random inputs before it is kept)."""
-    import warnings
-
     import torch
 
     out.mkdir(parents=True, exist_ok=True)
@@ -47,18 +46,7 @@ def export_actors(experiment: Any, out: Path) -> dict[str, str]:
     for role, net in actor_nets(experiment).items():
         path = out / f"{role}.onnx"
         d = len(ROLE_SCALES[role])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            torch.onnx.export(
-                net,
-                (torch.zeros(1, d),),
-                str(path),
-                input_names=[ONNX_INPUT],
-                output_names=[ONNX_OUTPUT],
-                dynamic_axes={ONNX_INPUT: {0: "batch"}, ONNX_OUTPUT: {0: "batch"}},
-                opset_version=17,
-                dynamo=False,
-            )
+        torch_to_onnx(net, (torch.zeros(1, d),), path)
         probe = torch.rand(d) * 3
         with torch.no_grad():
             expected = benchmarl_logits(experiment, role, probe.numpy())

@@ -36,6 +36,7 @@ own experiment folder (its CSV logs, its marl-eval JSON of training returns, its
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +182,6 @@ def train(args: Args, evaluate: Evaluate) -> Path:
 
 
 def _version(package: str) -> str:
-    from importlib.metadata import version
-
     return version(package)
 
 

@@ -10,7 +10,6 @@ advantage is computed, how an actor is shipped).
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from policies.learned import (
     OnnxLogits,
     OnnxRecurrentLogits,
 )
+from training.export import torch_to_onnx
 
 MASKED_LOGIT = -1e9
 """The logit a masked action gets: finite (no NaN in the entropy), never sampled (exp underflows to 0)."""
@@ -223,18 +223,7 @@ def export_onnx(actor: nn.Module, in_dim: int, path: Path) -> Path:
     logits on random inputs before keeping it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     actor = actor.to("cpu").eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(  # the TorchScript exporter (dynamo=False): no onnxscript needed
-            actor,
-            (torch.zeros(1, in_dim),),
-            str(path),
-            input_names=[ONNX_INPUT],
-            output_names=[ONNX_OUTPUT],
-            dynamic_axes={ONNX_INPUT: {0: "batch"}, ONNX_OUTPUT: {0: "batch"}},
-            opset_version=17,
-            dynamo=False,
-        )
+    torch_to_onnx(actor, (torch.zeros(1, in_dim),), path)
     probe = torch.rand(in_dim, generator=torch.Generator().manual_seed(0)) * 3
     with torch.no_grad():
         expected = actor(probe.unsqueeze(0))[0].numpy()
@@ -262,18 +251,15 @@ def export_recurrent_onnx(actor: nn.Module, in_dim: int, hidden_size: int, path:
     check onnxruntime reproduces torch's logits along a 6-step sequence before keeping it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     step = OneStep(actor.to("cpu").eval()).eval()
-    with warnings.catch_warnings():
-        # the tracer's notes on RecurrentNet's segment loop (one segment here)
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            step,
-            (torch.zeros(1, in_dim), torch.zeros(1, hidden_size)),
-            str(path),
-            input_names=[ONNX_INPUT, ONNX_HIDDEN_IN],
-            output_names=[ONNX_OUTPUT, ONNX_HIDDEN_OUT],
-            opset_version=17,
-            dynamo=False,
-        )
+    torch_to_onnx(
+        step,
+        (torch.zeros(1, in_dim), torch.zeros(1, hidden_size)),
+        path,
+        input_names=(ONNX_INPUT, ONNX_HIDDEN_IN),
+        output_names=(ONNX_OUTPUT, ONNX_HIDDEN_OUT),
+        batch_axis=False,
+        ignore=Warning,  # also the tracer's notes on RecurrentNet's segment loop (one segment here)
+    )
     exported = OnnxRecurrentLogits(path)
     generator = torch.Generator().manual_seed(0)
     hidden, carried = torch.zeros(1, hidden_size), np.zeros(hidden_size, np.float32)

@@ -14,7 +14,7 @@ the team track by the evaluation function :func:`train` is given (the CLI gives
   each role. Each round trains triage, then bed_manager, then ventilator_officer, each
   against the others' current versions.
 - ``shared`` (parameter sharing): one MaskablePPO network for all three roles over the
-  parallel env. :class:`~training.marl.vec_env.MaskedParallelVecEnv` pads each role's observation to
+  parallel env. :class:`~training.marl.masked_vec_env.MaskedParallelVecEnv` pads each role's observation to
   the largest role vector and appends a role one-hot; the action space is padded to ``Discrete(21)``
   with the padded actions always masked.
 

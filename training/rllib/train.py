@@ -40,12 +40,15 @@ torch are imported inside the functions, so the CLI lists this command without t
 from __future__ import annotations
 
 import json
+import logging
 import math
 import shutil
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
+
+from tqdm import tqdm
 
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.scenarios import get_scenario
@@ -263,8 +266,6 @@ def restore(args: Args, grading: ValidationGrading) -> tuple[Any, list[dict[str,
 # ------------------------------------------------------------------- the run
 def init_ray(args: Args) -> bool:
     """Start a private local Ray instance, or join ``args.address``; False if Ray was already up."""
-    import logging
-
     import ray
 
     if ray.is_initialized():
@@ -405,7 +406,6 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     require_rllib()
     import ray
     import torch
-    from tqdm import tqdm
 
     args = resume_args(args)
     run_dir = args.run_dir

@@ -21,6 +21,7 @@ from hospital_marl.core.kernel.rules import act_flat, act_role
 from hospital_marl.core.types import (
     F_LAST_REWARD,
     F_LAST_ROLE_REWARD,
+    N_ROLES,
     S_TERMINATED,
     S_TRUNCATED,
     Params,
@@ -149,7 +150,7 @@ def _joint_rows(
         resets[e] = ROW_LIVE
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             continue
-        for r in range(3):
+        for r in range(N_ROLES):
             a = actions[e, r]
             ok = 0 <= a < p.role_actions[r]
             was_valid = ok and (a == 0 or seen[e, p.role_flat[r, max(a, 0)]])
@@ -157,7 +158,7 @@ def _joint_rows(
         tick(st, p, e)
         observe_row(st, p, e, offsets, obs[e], masks[e])
         rewards[e] = st.floats[e, F_LAST_REWARD]
-        for r in range(3):
+        for r in range(N_ROLES):
             role_rewards[e, r] = st.floats[e, F_LAST_ROLE_REWARD + r]
         if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
             resets[e] = _end_row(

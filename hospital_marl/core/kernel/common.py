@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from numba import njit
 
-from hospital_marl.core.actions import Kind
+from hospital_marl.core.actions import MAX_ICU_BEDS, MAX_VENTILATORS, Kind
 from hospital_marl.core.constants import (  # noqa: F401 (for the kernel)
     BOARD_OBS_ROWS,
     CRITICAL_SEVERITY,
     MAX_SEVERITY,
     RESPIRATORY,
 )
+from hospital_marl.core.rng import JIT_OPTIONS
 
 OUT_DONE, OUT_NOOP, OUT_INVALID, OUT_CONFLICT = range(4)
 """Outcome codes (:class:`~hospital_marl.core.hospital.Outcome` in this order)."""
@@ -65,9 +66,9 @@ OBS_BLOCKS: tuple[str, ...] = (
     O_ICU_READY,
     O_CAPACITY,
 ) = range(12)
-MAX_GENERAL_OBS, MAX_ICU_OBS, MAX_VENT_OBS = BOARD_OBS_ROWS, 5, 3
+MAX_GENERAL_OBS, MAX_ICU_OBS, MAX_VENT_OBS = BOARD_OBS_ROWS, MAX_ICU_BEDS, MAX_VENTILATORS
 
-_jit = njit(cache=True, nogil=True, _nrt=False)
+_jit = njit(**JIT_OPTIONS)
 # Constants handed to a compiled callee are wrapped (``np.int64(ICU)``, ``np.bool_(True)``):
 # numba types a bare literal as ``Literal[int](3)`` and compiles the callee once per value,
 # which the cold compile (every fresh clone, CI) pays for; wrapped, one specialisation serves all.

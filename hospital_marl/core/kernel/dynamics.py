@@ -80,6 +80,7 @@ from hospital_marl.core.types import (
     MIX_CONDITION,
     MIX_SEVERITY,
     N_PAT,
+    N_ROLES,
     P_BOUNCE_PER_SEVERITY,
     P_BURST_RATE,
     PAT_ADMITTED_AT,
@@ -196,17 +197,27 @@ def tick(st, p, e) -> None:
     """Advance one tick after the roles' actions (SPEC §2 order): ICU care, general care,
     weaning, the waiting room, rewards and occupancy, then the next tick's arrivals.
     The tick's team and role rewards are left in ``floats[e, F_LAST_*]``."""
-    pat, beds, sc = st.pat, st.beds, st.scalars
-    t = sc[e, S_TICK]
-    n_icu, n_general = p.ints[I_ICU_BEDS], p.ints[I_GENERAL_BEDS]
+    t = st.scalars[e, S_TICK]
+    _icu_care(st, p, e, t)
+    n_crit_general = _general_care(st, p, e, t)
+    _wean(st, p, e)
+    n_waiting, n_crit_waiting = _waiting_room(st, p, e, t)
+    _tick_rewards(st, p, e, n_waiting, n_crit_waiting, n_crit_general)
+    _next_tick(st, p, e, t)
+    _settle_rewards(st, e)
 
-    # ICU: adequate unless the patient needs a ventilator and has none.
-    for bed in range(n_icu):
+
+@_jit
+def _icu_care(st, p, e, t) -> None:
+    """ICU: adequate care unless the patient needs a ventilator and has none; a patient ready
+    for step-down holds the bed (stable) until the step-down block has passed."""
+    pat, beds = st.pat, st.beds
+    for bed in range(p.ints[I_ICU_BEDS]):
         pid = beds[e, BEDS_ICU, bed]
         if pid == EMPTY:
             continue
         s = pat[e, pid, PAT_SEVERITY]
-        if ready_for_step_down(pat[e, pid, PAT_REMAINING], s):  # holds the bed, stable
+        if ready_for_step_down(pat[e, pid, PAT_REMAINING], s):
             pat[e, pid, PAT_READY_FOR] += 1
             if pat[e, pid, PAT_READY_FOR] >= p.ints[I_STEP_DOWN_BLOCK]:
                 beds[e, BEDS_ICU, bed] = EMPTY
@@ -221,9 +232,14 @@ def tick(st, p, e) -> None:
         if pat[e, pid, PAT_LOCATION] == DEAD:
             beds[e, BEDS_ICU, bed] = EMPTY
 
-    # General beds: adequate for the non-critical; critical patients make no progress.
+
+@_jit
+def _general_care(st, p, e, t) -> int:
+    """General beds: adequate for the non-critical; critical patients make no progress.
+    Returns how many critical patients are left in general beds."""
+    pat, beds = st.pat, st.beds
     n_crit_general = 0
-    for bed in range(n_general):
+    for bed in range(p.ints[I_GENERAL_BEDS]):
         pid = beds[e, BEDS_GENERAL, bed]
         if pid == EMPTY:
             continue
@@ -239,8 +255,13 @@ def tick(st, p, e) -> None:
                 beds[e, BEDS_GENERAL, bed] = EMPTY
             else:
                 n_crit_general += 1
+    return n_crit_general
 
-    # Ventilator weaning: released after wean_ticks consecutive ticks not needed.
+
+@_jit
+def _wean(st, p, e) -> None:
+    """Ventilator weaning: released after wean_ticks consecutive ticks not needed."""
+    pat, beds = st.pat, st.beds
     for v in range(p.ints[I_VENTILATORS]):
         pid = beds[e, BEDS_VENT, v]
         if pid == EMPTY:
@@ -252,11 +273,15 @@ def tick(st, p, e) -> None:
             if beds[e, BEDS_VENT_IDLE, v] >= p.ints[I_WEAN_TICKS]:
                 _release_ventilator(st, e, pid)
 
-    # Waiting room: never adequate care. Neglect, deaths, then waiting time.
+
+@_jit
+def _waiting_room(st, p, e, t) -> tuple[int, int]:
+    """Waiting room: never adequate care. Neglect, deaths (the dead leave the queue), then
+    waiting time. Returns (patients still waiting, how many of them are critical)."""
+    pat, sc = st.pat, st.scalars
     n_crit_waiting = 0
-    n_queue = sc[e, S_QUEUE_LEN]
     kept = 0
-    for i in range(n_queue):
+    for i in range(sc[e, S_QUEUE_LEN]):
         pid = st.queue[e, i]
         _neglect(st, p, e, pid, dynamics_uniform(st, e, t, pid), np.bool_(False))
         if pat[e, pid, PAT_LOCATION] == DEAD:
@@ -268,11 +293,20 @@ def tick(st, p, e) -> None:
         kept += 1
     sc[e, S_QUEUE_LEN] = kept
     sc[e, C_WAIT_TICKS] += kept
+    return kept, n_crit_waiting
+
+
+@_jit
+def _tick_rewards(st, p, e, n_waiting, n_crit_waiting, n_crit_general) -> None:
+    """The tick's team rewards (critical patients without adequate care, the others waiting,
+    a busy ICU) and the occupancy the metrics average."""
+    beds = st.beds
+    n_icu, n_general = p.ints[I_ICU_BEDS], p.ints[I_GENERAL_BEDS]
     _reward(
         st,
         e,
         p.reals[R_CRITICAL_UNATTENDED] * (n_crit_waiting + n_crit_general)
-        + p.reals[R_WAITING] * (kept - n_crit_waiting),
+        + p.reals[R_WAITING] * (n_waiting - n_crit_waiting),
         np.int64(NO_ROLE),
     )
     icu_used = 0
@@ -284,9 +318,14 @@ def tick(st, p, e) -> None:
     for bed in range(n_general):
         general_used += beds[e, BEDS_GENERAL, bed] != EMPTY
     st.floats[e, F_OCCUPANCY_SUM] += (general_used + icu_used) / (n_general + n_icu)
-    sc[e, C_TICKS] += 1
+    st.scalars[e, C_TICKS] += 1
 
-    # Next tick: bounce-backs return, then the day's arrivals.
+
+@_jit
+def _next_tick(st, p, e, t) -> None:
+    """The episode ends (the death cap, or the last tick) with the survival bonus, or the next
+    tick begins: bounce-backs return, then the day's arrivals."""
+    sc = st.scalars
     sc[e, S_TICK] = t + 1
     if sc[e, C_DEATHS] >= p.ints[I_MAX_DEATHS]:
         sc[e, S_TERMINATED] = 1
@@ -297,11 +336,19 @@ def tick(st, p, e) -> None:
     if sc[e, S_TERMINATED] or sc[e, S_TRUNCATED]:
         _reward(st, e, p.reals[R_SURVIVAL_BONUS] * survival_rate(st, e), np.int64(NO_ROLE))
 
+
+@_jit
+def _settle_rewards(st, e) -> None:
+    """The tick's team reward and each role's (its own plus the shared part the roles did not
+    earn alone) into ``floats[e, F_LAST_*]``; the tick's accumulators emptied."""
     fl = st.floats
     team = fl[e, F_TICK_REWARD]
-    shared = team - (fl[e, F_ROLE_REWARD] + fl[e, F_ROLE_REWARD + 1] + fl[e, F_ROLE_REWARD + 2])
+    role_sum = fl[e, F_ROLE_REWARD]
+    for r in range(1, N_ROLES):  # left to right, as the rewards were always summed
+        role_sum += fl[e, F_ROLE_REWARD + r]
+    shared = team - role_sum
     fl[e, F_LAST_REWARD] = team
-    for r in range(3):
+    for r in range(N_ROLES):
         fl[e, F_LAST_ROLE_REWARD + r] = fl[e, F_ROLE_REWARD + r] + shared
         fl[e, F_ROLE_REWARD + r] = 0.0
     fl[e, F_CUMULATIVE_REWARD] += team

@@ -224,10 +224,6 @@ class Task:
             a.setflags(write=False)
         return table
 
-    @property
-    def dose_per_fraction_gy(self) -> float:
-        return self.rx_gy / self.fractions
-
     def gy(self, relative: float) -> float:
         """A dose × Rx in Gy."""
         return relative * self.rx_gy

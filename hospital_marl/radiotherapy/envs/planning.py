@@ -111,6 +111,8 @@ def observation_space() -> spaces.Dict:
 def anatomy(plan: Plan) -> np.ndarray:
     """(7, 3) float32: where each OAR lies from the isocentre (:data:`OBSERVATION_KEYS` ``anatomy``)."""
     out = np.zeros((MAX_OARS, 3), np.float32)
+    if plan.phantom is None:
+        raise RuntimeError("a plan's anatomy exists after reset()")
     offset = plan.oar_centroids() - np.array(plan.phantom.isocentre)  # (n_oars, 2): rows, columns
     distance = np.hypot(offset[:, 0], offset[:, 1])
     # a beam at gantry θ comes from (−cos θ, sin θ) in (row, column): aim that at the OAR
@@ -223,6 +225,8 @@ class RadiotherapyPlanningEnv(gym.Env):
     # -------------------------------------------------------------- views
     def _observation(self) -> dict[str, np.ndarray]:
         plan, m = self.plan, self.plan.metrics
+        if m is None:
+            raise RuntimeError("observe after reset()")
         n_oars = len(m.oar_mean)
         # a fresh vector, from the episode's constants (absent OAR slots and beams are 0): copying
         # 489 floats and making 8 views costs less than checking who still holds a recycled one
@@ -236,7 +240,7 @@ class RadiotherapyPlanningEnv(gym.Env):
         _write_doses_and_beams(
             status,
             obs["beams"],
-            np.array((worst, m.oar_max)),
+            np.array((worst, np.asarray(m.oar_max))),
             self._status_scale,
             plan.angles,
             plan.weights,
@@ -261,6 +265,8 @@ class RadiotherapyPlanningEnv(gym.Env):
 
     def _info(self) -> dict[str, Any]:
         plan = self.plan
+        if plan.metrics is None:
+            raise RuntimeError("info after reset()")
         return {
             "action_mask": plan.action_mask(),
             "score": plan.score,
