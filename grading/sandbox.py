@@ -1,0 +1,282 @@
+"""Starting an untrusted policy's process (SPEC §13): under bubblewrap, or, only when asked by
+name, as a plain child process.
+
+``isolation="sandbox"`` (the default of every isolated mode) runs
+``python -m grading.sandbox_child`` under ``bwrap`` (Debian package ``bubblewrap``): new user,
+PID, IPC, network, UTS and cgroup namespaces; uid/gid 65534 with every capability dropped and no
+further user namespaces; a read-only view of the Python installation, the directories on the
+grader's ``sys.path`` and the policy's own file, a private tmpfs ``/tmp`` and its own ``/proc``
+(the grader has no entry in it: no ``/proc/PPID``, no ``ptrace``, no signals); a new session (no
+``TIOCSTI`` into the grader's terminal); killed with the grader. Its command line is fixed and
+its environment is built from nothing (``PATH``, ``PYTHONPATH``, ``HOME=/tmp`` and a few thread
+counts): no seed, no copy of the grader's ``sys.argv``, environment or ``__main__``. The child
+sets its own resource limits (:class:`Limits`) before it loads the policy.
+
+``isolation="process"`` starts the same child with the same command line, environment and
+limits, without namespaces: it can read the grader's ``/proc`` entry (and memory, as the same
+user), signal it, read and write your files and use the network. It protects against
+accidents (crashes, hangs, floods), not against a submission that attacks the grader.
+
+When ``bwrap`` is missing or cannot make namespaces here, :func:`check_sandbox` says in one line
+what to install or enable; the sandbox is never silently replaced by the weaker mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from grading.frames import Channel
+
+ISOLATIONS = ("sandbox", "process")
+"""``sandbox``: bubblewrap (the default); ``process``: a plain child process (weaker, by name only)."""
+MAX_ANSWER = 64 << 10
+"""Bytes an answer from the policy's process may have (checked before it is read)."""
+MAX_REQUEST = 1 << 30
+"""Bytes a request from the grader may have (the child's cap)."""
+SANDBOX_UID = 65534
+PACKAGES = ("grading", "hospital_marl", "policies")
+"""Packages the child imports: their directories are visible in the sandbox (read-only)."""
+ENV_PASSED = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "PYTHONHASHSEED")
+"""The grader's environment variables the child gets (thread counts, hashing: numbers, not secrets)."""
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox cannot run here: the message says what to install or enable."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of the policy's process and everything it starts (``setrlimit``, soft and
+    hard; the child cannot raise them). The per-decision time limit is the grader's, not here."""
+
+    cpu_seconds: int = 3600
+    address_space: int = 16 << 30
+    processes: int = 256
+    file_size: int = 64 << 20
+    open_files: int = 256
+    tmp_size: int = 256 << 20
+    """The private ``/tmp`` tmpfs (sandbox only)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> str | None:
+    """Why bubblewrap cannot run a sandbox here (None: it can)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return (
+            "--isolated needs bubblewrap, which is not installed: `apt-get install bubblewrap` "
+            "(Debian/Ubuntu; `dnf install bubblewrap` on Fedora), or choose the weaker --isolation=process"
+        )
+    probe = [bwrap, *_NAMESPACES, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=30, env={"PATH": os.defpath})
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"--isolated: bubblewrap could not start ({error}); or choose the weaker --isolation=process"
+    if done.returncode != 0:
+        why = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+        return (
+            f"--isolated: bubblewrap cannot create its namespaces here ({why}): enable unprivileged user "
+            "namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; in a "
+            "container, a seccomp/AppArmor profile that allows them), or choose the weaker --isolation=process"
+        )
+    return None
+
+
+def check_sandbox() -> None:
+    """Raise :class:`SandboxUnavailable` (one line: what to install or enable) unless the
+    bubblewrap sandbox works on this machine."""
+    reason = _probe()
+    if reason is not None:
+        raise SandboxUnavailable(reason)
+
+
+_NAMESPACES = (
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--uid",
+    str(SANDBOX_UID),
+    "--gid",
+    str(SANDBOX_UID),
+    "--disable-userns",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+)
+
+
+def _module_root(name: str) -> str | None:
+    """The directory that holds top-level package or module ``name`` (None: not found)."""
+    top = name.partition(".")[0]
+    module = sys.modules.get(top)
+    if module is None:
+        with contextlib.suppress(Exception):
+            module = importlib.import_module(top)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    path = Path(file).resolve()
+    return str(path.parent.parent if path.name == "__init__.py" else path.parent)
+
+
+def python_path(spec: Any) -> list[str]:
+    """The child's ``sys.path``: the grader's (the current directory for ``''``), then the
+    directories of the packages it imports and of the policy object's own module."""
+    paths = [os.getcwd() if not p else os.path.abspath(p) for p in sys.path]
+    names = list(PACKAGES)
+    if not isinstance(spec, str):
+        names.append(type(spec).__module__)
+    paths += [root for root in map(_module_root, names) if root is not None]
+    out: list[str] = []
+    for path in paths:
+        if path not in out and os.path.exists(path):
+            out.append(path)
+    return out
+
+
+def numba_caches() -> list[tuple[str, str]]:
+    """Where the grader's compiled numba code lives, as (source directory or ``""``, cache
+    directory) pairs: the sandbox copies it into its own writable cache (its view of the
+    package is read-only, and compiling the kernels again would take a minute per start)."""
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    if user:
+        return [("", os.path.abspath(user))] if os.path.isdir(user) else []
+    pairs = []
+    for name in ("hospital_marl", "policies"):
+        root = _module_root(name)
+        if root is None:
+            continue
+        for folder, _, files in os.walk(os.path.join(root, name)):
+            if os.path.basename(folder) == "__pycache__" and any(f.endswith(".nbi") for f in files):
+                pairs.append((os.path.dirname(folder), folder))
+    return pairs
+
+
+def _bind_system() -> list[str]:
+    args: list[str] = []
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime"):
+        args += ["--ro-bind-try", etc, etc]
+    return args
+
+
+def bwrap_command(python: list[str], visible: list[str], limits: Limits, cwd: str) -> list[str]:
+    """The ``bwrap`` command line: namespaces, the read-only view of ``visible`` (and the
+    system's libraries), a private ``/tmp``, ``/proc`` and ``/dev``."""
+    bwrap = shutil.which("bwrap") or "bwrap"
+    args = [bwrap, *_NAMESPACES, "--hostname", "sandbox", *_bind_system()]
+    for path in sorted(set(visible), key=len):
+        args += ["--ro-bind", path, path]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_size), "--tmpfs", "/tmp"]
+    args += ["--chdir", cwd if cwd in visible else "/tmp"]
+    return [*args, "--", *python]
+
+
+@dataclass
+class Started:
+    """A running policy process: ``process`` (``bwrap`` or the child itself) and the channel."""
+
+    process: subprocess.Popen
+    channel: Channel
+    stderr: Any
+
+    def kill(self) -> None:
+        """End it and everything it started (killing ``bwrap`` takes down the PID namespace:
+        its init dies with it, and every process in the namespace with the init)."""
+        with contextlib.suppress(OSError):
+            if self.process.poll() is None:
+                self.process.kill()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        for stream in (self.process.stdin, self.process.stdout, self.stderr):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+
+    def last_words(self, limit: int = 2000) -> str:
+        """The end of what the process wrote to stderr (for a message: it did not start)."""
+        try:
+            self.stderr.flush()
+            self.stderr.seek(0, os.SEEK_END)
+            size = self.stderr.tell()
+            self.stderr.seek(max(0, size - limit))
+            return self.stderr.read().decode(errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+
+def start(spec: Any, isolation: str, limits: Limits) -> Started:
+    """Start ``python -m grading.sandbox_child`` (see the module docstring); the caller sends
+    its first frame (the policy and the limits)."""
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+    if isolation == "sandbox":
+        check_sandbox()
+    paths = python_path(spec)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": os.pathsep.join(paths)}
+    env.update({k: os.environ[k] for k in ENV_PASSED if k in os.environ})
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    python = [sys.executable, "-P", "-s", "-m", "grading.sandbox_child"]
+    cwd = os.getcwd()
+    if isolation == "sandbox":
+        visible = [*paths, *{sys.prefix, sys.base_prefix, sys.exec_prefix}]
+        visible += [p for _, p in numba_caches()]
+        if isinstance(spec, str) and os.path.exists(spec):
+            visible.append(os.path.dirname(os.path.abspath(spec)) or cwd)
+        command = bwrap_command(python, [os.path.realpath(p) for p in visible] + visible, limits, cwd)
+        cwd = "/"
+    else:
+        command = python
+        env["HOME"] = tempfile.gettempdir()
+        if "NUMBA_CACHE_DIR" in os.environ:  # where the grader's compiled kernels are
+            env["NUMBA_CACHE_DIR"] = os.environ["NUMBA_CACHE_DIR"]
+    stderr = tempfile.TemporaryFile()
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+        cwd=cwd,
+        close_fds=True,
+        start_new_session=True,
+    )
+    channel = Channel(process.stdout.fileno(), process.stdin.fileno(), MAX_ANSWER)
+    return Started(process, channel, stderr)
+
+
+def hello(spec: Any, limits: Limits, track: str, env: str, isolation: str) -> bytes:
+    """The first frame the child reads: what to load (pickled on its own: unpickling it may
+    import the policy's code, which runs only once the limits are set), the limits, and (in the
+    sandbox) where the grader's compiled numba code is."""
+    config = {
+        "spec": pickle.dumps(spec),
+        "track": track,
+        "env": env,
+        "limits": asdict(limits),
+        "sandbox": isolation == "sandbox",
+        "numba": numba_caches() if isolation == "sandbox" else [],
+    }
+    return pickle.dumps(config)
+
+
+__all__ = ["ISOLATIONS", "Limits", "SandboxUnavailable", "Started", "check_sandbox", "start"]
