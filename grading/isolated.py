@@ -151,7 +151,15 @@ class _Isolated(FaultBudget):
         self._process: sandbox.Started | None = None
         self._numbers = itertools.count(1)
         self._started = False  # an episode is under way (a restart resets the policy on it)
+        self._warm_up()
         self.name, self.tracks = self._start()
+
+    def _warm_up(self) -> None:
+        """Compile the environment's kernels here first: the sandbox copies the grader's compiled
+        code, but cannot write to its cache (what it compiles is lost when it ends)."""
+        from hospital_marl.core.hospital import warm_up
+
+        warm_up()
 
     # ------------------------------------------------------------ process
     def _start(self) -> tuple[str, tuple[str, ...]]:
@@ -355,6 +363,13 @@ class IsolatedRTPolicy(_Isolated):
         self._seed: int | None = None
         self._spaces: tuple[Any, Any] | None = None
         super().__init__(agent, "radiotherapy", time_limit, isolation, limits)
+
+    def _warm_up(self) -> None:
+        from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
+
+        env = RadiotherapyPlanningEnv("prostate")
+        _, info = env.reset(seed=0)
+        env.step(int(np.flatnonzero(info["action_mask"])[0]))
 
     def _begin(self) -> None:
         status, detail = self._ask("reset", self._seed, self._seal.export(), self._spaces)

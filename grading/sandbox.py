@@ -26,9 +26,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import json
 import os
 import pickle
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -193,24 +196,58 @@ def bwrap_command(python: list[str], visible: list[str], limits: Limits, cwd: st
 
 @dataclass
 class Started:
-    """A running policy process: ``process`` (``bwrap`` or the child itself) and the channel."""
+    """A running policy process: ``process`` (``bwrap`` or the child itself), the channel, and
+    (sandbox) the descriptor on which ``bwrap`` says which host pid its namespace's init has."""
 
     process: subprocess.Popen
     channel: Channel
     stderr: Any
+    info_fd: int | None = None
+
+    def _init_pid(self) -> int | None:
+        """The host pid of the sandbox's PID-namespace init (``bwrap --info-fd``)."""
+        if self.info_fd is None:
+            return None
+        poller = select.poll()
+        poller.register(self.info_fd, select.POLLIN)
+        data = b""
+        with contextlib.suppress(OSError):
+            while poller.poll(1000) and len(data) < 4096:
+                chunk = os.read(self.info_fd, 4096)
+                if not chunk:
+                    break
+                data += chunk
+                with contextlib.suppress(ValueError):
+                    return int(json.loads(data)["child-pid"])
+        return None
 
     def kill(self) -> None:
-        """End it and everything it started (killing ``bwrap`` takes down the PID namespace:
-        its init dies with it, and every process in the namespace with the init)."""
-        with contextlib.suppress(OSError):
-            if self.process.poll() is None:
-                self.process.kill()
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        """End it and everything it started, and return only when all of it is gone. Sandbox:
+        SIGKILL to its namespace's init; the kernel then kills every process in the namespace,
+        and the init (so ``bwrap``, which waits for it) ends only once they all have."""
+        if self.process.poll() is None:
+            init = self._init_pid()
+            with contextlib.suppress(OSError):
+                if init is not None and self.process.poll() is None:
+                    os.kill(init, signal.SIGKILL)
+                elif self.info_fd is None:  # process: its group (what left the group survives)
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                else:
+                    self.process.kill()
+        try:
             self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                self.process.kill()
+            self.process.wait()
         for stream in (self.process.stdin, self.process.stdout, self.stderr):
             with contextlib.suppress(OSError):
                 if stream is not None:
                     stream.close()
+        if self.info_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.info_fd)
+            self.info_fd = None
 
     def last_words(self, limit: int = 2000) -> str:
         """The end of what the process wrote to stderr (for a message: it did not start)."""
@@ -250,18 +287,26 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
         if "NUMBA_CACHE_DIR" in os.environ:  # where the grader's compiled kernels are
             env["NUMBA_CACHE_DIR"] = os.environ["NUMBA_CACHE_DIR"]
     stderr = tempfile.TemporaryFile()
-    process = subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        env=env,
-        cwd=cwd,
-        close_fds=True,
-        start_new_session=True,
-    )
+    info_read, info_write = os.pipe() if isolation == "sandbox" else (None, None)
+    if info_write is not None:
+        command = [command[0], "--info-fd", str(info_write), *command[1:]]
+    try:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            cwd=cwd,
+            close_fds=True,
+            pass_fds=(info_write,) if info_write is not None else (),
+            start_new_session=True,
+        )
+    finally:
+        if info_write is not None:
+            os.close(info_write)
     channel = Channel(process.stdout.fileno(), process.stdin.fileno(), MAX_ANSWER)
-    return Started(process, channel, stderr)
+    return Started(process, channel, stderr, info_read)
 
 
 def hello(spec: Any, limits: Limits, track: str, env: str, isolation: str) -> bytes:
