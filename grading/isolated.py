@@ -29,6 +29,7 @@ process starts per episode. The in-process grader applies the same budget (same 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -121,7 +122,11 @@ def _answer(raw: bytes) -> tuple[int, str, Any] | None:
     if not isinstance(value, list) or len(value) != 3:
         return None
     number, status, payload = value
-    if not isinstance(number, int) or isinstance(number, bool) or status not in ("ok", "error", "garbage", "ready"):
+    if (
+        not isinstance(number, int)
+        or isinstance(number, bool)
+        or status not in ("ok", "error", "garbage", "ready")
+    ):
         return None
     return number, status, payload
 
@@ -168,7 +173,9 @@ class _Isolated(FaultBudget):
         channel = started.channel
         deadline = time.monotonic() + START_LIMIT
         try:
-            channel.send(sandbox.hello(self.spec, self.limits, self.track, self.env, self.isolation), START_LIMIT)
+            channel.send(
+                sandbox.hello(self.spec, self.limits, self.track, self.env, self.isolation), START_LIMIT
+            )
             raw = channel.receive(max(0.0, deadline - time.monotonic()))
         except FrameError as error:
             words = started.last_words().strip().splitlines()
@@ -191,10 +198,8 @@ class _Isolated(FaultBudget):
     def close(self) -> None:
         """End the policy's process and everything it started."""
         if self._process is not None:
-            try:
+            with contextlib.suppress(FrameError):
                 self._process.channel.send(pickle.dumps(("stop",)), 1.0)
-            except FrameError:
-                pass
         self._kill()
 
     def __enter__(self) -> _Isolated:
@@ -204,10 +209,8 @@ class _Isolated(FaultBudget):
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        try:
+        with contextlib.suppress(Exception):
             self._kill()
-        except Exception:
-            pass
 
     # -------------------------------------------------------------- calls
     def _ask(self, kind: str, *args: Any) -> tuple[str, Any]:
@@ -219,7 +222,9 @@ class _Isolated(FaultBudget):
         channel = self._process.channel
         deadline = time.monotonic() + self.time_limit
         try:
-            channel.send(pickle.dumps((kind, number, *args), protocol=pickle.HIGHEST_PROTOCOL), self.time_limit)
+            channel.send(
+                pickle.dumps((kind, number, *args), protocol=pickle.HIGHEST_PROTOCOL), self.time_limit
+            )
             raw = channel.receive(max(0.0, deadline - time.monotonic()))
         except FrameError as error:
             if error.kind == "timeout":

@@ -50,7 +50,13 @@ MAX_REQUEST = 1 << 30
 SANDBOX_UID = 65534
 PACKAGES = ("grading", "hospital_marl", "policies")
 """Packages the child imports: their directories are visible in the sandbox (read-only)."""
-ENV_PASSED = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "PYTHONHASHSEED")
+ENV_PASSED = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "PYTHONHASHSEED",
+)
 """The grader's environment variables the child gets (thread counts, hashing: numbers, not secrets)."""
 
 
@@ -91,7 +97,8 @@ def _probe() -> str | None:
         return (
             f"--isolated: bubblewrap cannot create its namespaces here ({why}): enable unprivileged user "
             "namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; in a "
-            "container, a seccomp/AppArmor profile that allows them), or choose the weaker --isolation=process"
+            "container, a seccomp/AppArmor profile that allows them), "
+            "or choose the weaker --isolation=process"
         )
     return None
 
@@ -177,7 +184,13 @@ def _bind_system() -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime"):
+    for etc in (
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/ld.so.conf.d",
+        "/etc/alternatives",
+        "/etc/localtime",
+    ):
         args += ["--ro-bind-try", etc, etc]
     return args
 
@@ -203,6 +216,11 @@ class Started:
     channel: Channel
     stderr: Any
     info_fd: int | None = None
+
+    @property
+    def pid(self) -> int:
+        """The pid of what was started (``bwrap``, or the child itself)."""
+        return self.process.pid
 
     def _init_pid(self) -> int | None:
         """The host pid of the sandbox's PID-namespace init (``bwrap --info-fd``)."""
@@ -286,7 +304,7 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
         env["HOME"] = tempfile.gettempdir()
         if "NUMBA_CACHE_DIR" in os.environ:  # where the grader's compiled kernels are
             env["NUMBA_CACHE_DIR"] = os.environ["NUMBA_CACHE_DIR"]
-    stderr = tempfile.TemporaryFile()
+    stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by Started.kill)
     info_read, info_write = os.pipe() if isolation == "sandbox" else (None, None)
     if info_write is not None:
         command = [command[0], "--info-fd", str(info_write), *command[1:]]

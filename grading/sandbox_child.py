@@ -15,7 +15,6 @@ import json
 import os
 import resource
 import shutil
-import sys
 import traceback
 from typing import Any
 
@@ -48,8 +47,12 @@ def _copy_numba_caches(pairs: list[list[str]]) -> None:
     from numba.core.caching import _CacheLocator  # numba's own naming of cache folders
 
     for source, cache in pairs:
-        dest = target if not source else os.path.join(
-            target, _CacheLocator.get_suitable_cache_subpath(os.path.join(source, "__init__.py"))
+        dest = (
+            target
+            if not source
+            else os.path.join(
+                target, _CacheLocator.get_suitable_cache_subpath(os.path.join(source, "__init__.py"))
+            )
         )
         try:
             shutil.copytree(
@@ -72,7 +75,7 @@ def _set_limits(limits: dict[str, int], sandbox: bool) -> None:
     if sandbox:  # (in the grader's own user's namespace it would count all of that user's processes)
         chosen[resource.RLIMIT_NPROC] = limits["processes"]
     for which, value in chosen.items():
-        soft, hard = resource.getrlimit(which)
+        _, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(which, (value, value))
 
@@ -143,9 +146,6 @@ class _Server:
         self.name, self.tracks = "", ()
 
     def prepare(self) -> None:
-        import grading.isolated
-        import grading.radiotherapy
-        import hospital_marl.core.hospital
         import policies  # noqa: F401
 
     def load(self) -> None:

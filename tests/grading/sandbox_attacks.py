@@ -146,7 +146,11 @@ class Killer(Attack):
     name = "killer"
 
     def act(self, observation: Any, action_mask: np.ndarray) -> Any:
-        for target, sig in ((os.getppid(), signal.SIGSTOP), (os.getppid(), signal.SIGKILL), (-1, signal.SIGKILL)):
+        for target, sig in (
+            (os.getppid(), signal.SIGSTOP),
+            (os.getppid(), signal.SIGKILL),
+            (-1, signal.SIGKILL),
+        ):
             with contextlib.suppress(OSError):
                 os.kill(target, sig)
         return first_legal(action_mask)
@@ -162,7 +166,7 @@ class Orphaner(Attack):
         started = 0
         for _ in range(3):
             with contextlib.suppress(OSError):
-                subprocess.Popen(  # noqa: S603
+                subprocess.Popen(
                     [sys.executable, "-c", "import time; time.sleep(600)", self.marker],
                     start_new_session=True,
                     stdin=subprocess.DEVNULL,
@@ -218,7 +222,7 @@ class Forger(Attack):
         if fd is None or self.seen > 2:
             return first_legal(action_mask)
         frames = {
-            "oversized": b"[1, \"ok\", \"" + b"x" * (2 << 20) + b"\"]",
+            "oversized": b'[1, "ok", "' + b"x" * (2 << 20) + b'"]',
             "ready": b'[0, "ready", ["forged", ["flat"]]]',
             "pickle": b"cos\nsystem\n(S'touch " + self.marker.encode() + b"'\ntR.",
             "number": b'[999999, "ok", 0]',
@@ -245,20 +249,23 @@ class Quitter(Attack):
 
 
 class ForkBomb(Attack):
-    """Forks until it cannot; each child sleeps. Says how many it made."""
+    """Forks until it cannot (at most ``most`` times: the test machine is shared); each child
+    becomes a sleeper carrying the marker. Says how many it made."""
 
     name = "fork_bomb"
 
     def attack(self) -> str:
         made = 0
-        for _ in range(10_000):
+        for _ in range(self.port or 10_000):
             try:
                 pid = os.fork()
             except OSError:
                 break
             if pid == 0:
                 try:
-                    os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", self.marker])
+                    os.execv(
+                        sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", self.marker]
+                    )
                 finally:
                     os._exit(0)
             made += 1
@@ -316,4 +323,6 @@ class Caller(Attack):
 
 def finding(report: dict[str, Any]) -> list[str]:
     """What the attacker said, one per episode (from the report's fault messages)."""
-    return [m.group(1) for m in (re.search(r"'found:([^']*)'", s) for s in report["policy_fault_messages"]) if m]
+    return [
+        m.group(1) for m in (re.search(r"'found:([^']*)'", s) for s in report["policy_fault_messages"]) if m
+    ]
