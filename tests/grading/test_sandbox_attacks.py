@@ -167,12 +167,14 @@ def test_a_restart_loop_is_bounded_by_the_fault_budget() -> None:
     assert report["scenarios"]["surge"]["counts"]["ticks"] > 0
 
 
-def test_a_fork_bomb_leaves_nothing_and_the_grader_finishes() -> None:
-    """Forking sleepers: grading finishes and none of them outlives it. (RLIMIT_NPROC is set,
-    but the kernel exempts host uid 0, which the sandbox's uid maps to when the grader runs as
-    root: docs/sealed-evaluation.md says so; here the namespace's end is what contains it.)"""
-    marker = f"bomb-{uuid.uuid4().hex}"
-    report = graded(sa.ForkBomb(marker=marker, port=48), limits=Limits(processes=24))
+def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing() -> None:
+    """Forking sleepers (at most 200 tried): fork fails below the process limit (a pids cgroup
+    for a root grader, whose sandbox uid the kernel exempts from RLIMIT_NPROC; RLIMIT_NPROC
+    otherwise), grading finishes and none of them outlives it."""
+    limits, marker = Limits(processes=24), f"bomb-{uuid.uuid4().hex}"
+    report = graded(sa.ForkBomb(marker=marker, port=200), limits=limits)
+    (found,) = sa.finding(report)
+    assert 0 < int(found.split("=")[1]) < limits.processes
     assert report["scenarios"]["surge"]["counts"]["ticks"] > 0
     assert _alive_with(marker) == []
 
