@@ -350,6 +350,7 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
     def join_cgroup() -> None:  # in the forked child, before bwrap runs
         if cgroup is not None:
             Path(cgroup, "cgroup.procs").write_text("0")
+
     try:
         process = subprocess.Popen(
             command,
