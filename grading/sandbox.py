@@ -205,6 +205,7 @@ def bwrap_command(python: list[str], visible: list[str], limits: Limits, cwd: st
     for path in sorted(set(visible), key=len):
         args += ["--ro-bind", path, path]
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_size), "--tmpfs", "/tmp"]
+    args += ["--remount-ro", "/"]  # the root bwrap builds (mount points) read-only too: only /tmp is writable
     args += ["--chdir", cwd if cwd in visible else "/tmp"]
     return [*args, "--", *python]
 
