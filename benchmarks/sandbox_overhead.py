@@ -26,8 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grading.grader import grade
+from grading.grader import SealedPolicy, grade, run_flat_episode
 from grading.isolated import IsolatedPolicy
+from hospital_marl.core.scenarios import resolve_scenario
+from policies import as_policy, load
 
 TARGET_RATIO = 3.0
 
@@ -58,6 +60,30 @@ def timed(agent: str, episodes: int, **options: object) -> tuple[dict, float, fl
     wall, cpu = time.perf_counter(), time.process_time()
     report = grade(agent, episodes=episodes, seed=0, **options)
     return report, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def steady(agent: str, isolation: str, seeds: range) -> tuple[float, float, float]:
+    """Per decision once the policy's process runs: (wall, grader CPU, child CPU) seconds; the
+    child's CPU is read from /proc (None-like 0.0 under the sandbox, whose child is not ours)."""
+    scenario = resolve_scenario("surge")
+    policy = IsolatedPolicy(agent, isolation=isolation)
+    try:
+        run_flat_episode(policy, scenario, seeds[0] - 1)
+        pid = policy._process.pid if isolation == "process" else None
+        child, wall, cpu, n = _cpu(pid), time.perf_counter(), time.process_time(), 0
+        for seed in seeds:
+            n += run_flat_episode(policy, scenario, seed).counts["ticks"]
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        return wall / n, cpu / n, (_cpu(pid) - child) / n
+    finally:
+        policy.close()
+
+
+def _cpu(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -103,6 +129,21 @@ def main() -> None:
         k: v for k, v in here.items() if k not in ("isolated", "isolation")
     }
     print(f"isolated report equal to in-process: {same}")
+    seeds = range(2, 12)
+    print("steady state (the process started; 10 surge episodes), per decision:")
+    sealed, scenario = SealedPolicy(as_policy(load(args.agent), "flat")), resolve_scenario("surge")
+    wall, cpu, n = time.perf_counter(), time.process_time(), 0
+    for seed in seeds:
+        n += run_flat_episode(sealed, scenario, seed).counts["ticks"]
+    base, base_cpu = (time.perf_counter() - wall) / n, (time.process_time() - cpu) / n
+    print(f"  in-process          wall {1e6 * base:8.1f} us   grader CPU {1e6 * base_cpu:7.1f} us")
+    for isolation in ("sandbox", "process"):
+        w, c, child = steady(args.agent, isolation, seeds)
+        extra = f"   policy process CPU {1e6 * child:7.1f} us" if isolation == "process" else ""
+        print(
+            f"  isolated ({isolation:<8}) wall {1e6 * w:8.1f} us   grader CPU {1e6 * c:7.1f} us{extra}"
+            f"   ({w / base:.1f}x)"
+        )
     ratio = there_wall / here_wall
     verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
     print(f"target: isolated within {TARGET_RATIO:g}x in-process wall time: {ratio:.2f}x ({verdict})")

@@ -34,6 +34,7 @@ import itertools
 import json
 import math
 import pickle
+import subprocess
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -198,8 +199,9 @@ class _Isolated(FaultBudget):
     def close(self) -> None:
         """End the policy's process and everything it started."""
         if self._process is not None:
-            with contextlib.suppress(FrameError):
+            with contextlib.suppress(FrameError, subprocess.TimeoutExpired):
                 self._process.channel.send(pickle.dumps(("stop",)), 1.0)
+                self._process.process.wait(timeout=1.0)  # its own end (then the sandbox's, below)
         self._kill()
 
     def __enter__(self) -> _Isolated:
