@@ -12,10 +12,11 @@ its environment is built from nothing (``PATH``, ``PYTHONPATH``, ``HOME=/tmp`` a
 counts): no seed, no copy of the grader's ``sys.argv``, environment or ``__main__``. The child
 sets its own resource limits (:class:`Limits`) before it loads the policy.
 
-``isolation="process"`` starts the same child with the same command line, environment and
-limits, without namespaces: it can read the grader's ``/proc`` entry (and memory, as the same
-user), signal it, read and write your files and use the network. It protects against
-accidents (crashes, hangs, floods), not against a submission that attacks the grader.
+``isolation="process"`` starts the same child with the same command line and limits, without
+namespaces, in the grader's environment (as any child process): it can read the grader's
+``/proc`` entry (and memory, as the same user), signal it, read and write your files and use the
+network. It protects against accidents (crashes, hangs, floods), not against a submission that
+attacks the grader (the web view's agents use it: they are the server's own policies).
 
 When ``bwrap`` is missing or cannot make namespaces here, :func:`check_sandbox` says in one line
 what to install or enable; the sandbox is never silently replaced by the weaker mode.
@@ -336,11 +337,9 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
             visible.append(os.path.dirname(os.path.abspath(spec)) or cwd)
         command = bwrap_command(python, [os.path.realpath(p) for p in visible] + visible, limits, cwd)
         cwd = "/"
-    else:
+    else:  # the grader's environment, as a child process has it (the weaker mode says so)
         command = python
-        env["HOME"] = tempfile.gettempdir()
-        if "NUMBA_CACHE_DIR" in os.environ:  # where the grader's compiled kernels are
-            env["NUMBA_CACHE_DIR"] = os.environ["NUMBA_CACHE_DIR"]
+        env = {**os.environ, "PYTHONPATH": env["PYTHONPATH"], "PYTHONDONTWRITEBYTECODE": "1"}
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by Started.kill)
     info_read, info_write = os.pipe() if isolation == "sandbox" else (None, None)
     if info_write is not None:

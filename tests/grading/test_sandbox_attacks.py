@@ -75,9 +75,9 @@ def test_the_seed_does_not_cross_argv_cmdline_environ_or_main(isolation: str) ->
     still readable (the attack is real); in the sandbox nothing shows the seed or the token."""
     report = cli("tests.grading.test_sandbox_attacks:SeedThiefHere", isolation)
     (found,) = sa.finding(report)
-    if isolation == "process":
-        assert "proc-cmdline" in found and "proc-environ" in found
-        assert "argv" not in found and "__mp_main__" not in found and "environ" not in found.split(",")
+    if isolation == "process":  # its own argv and __main__ are clean; its parent is not
+        assert {"proc-cmdline", "proc-environ", "environ"} <= set(found.split(","))
+        assert "argv" not in found and "__mp_main__" not in found
     else:
         assert found == ""
 
