@@ -157,6 +157,8 @@ class _Isolated(FaultBudget):
         self._process: sandbox.Started | None = None
         self._numbers = itertools.count(1)
         self._started = False  # an episode is under way (a restart resets the policy on it)
+        if isolation == "sandbox":
+            sandbox.check_sandbox()  # (before the warm-up: a missing bwrap says so at once)
         self._warm_up()
         self.name, self.tracks = self._start()
 

@@ -206,20 +206,26 @@ class Forger(Attack):
     """Writes straight into the protocol at its first decisions: ``how`` is ``oversized`` (a 2
     MiB frame), ``ready`` (a forged status frame), ``pickle`` (a pickle that would run code if
     unpickled), ``huge_int`` (an action of 2**70), ``truncated`` (a header promising more than
-    follows, then silence), ``number`` (an answer to a request never made)."""
+    follows, then silence), ``number`` (an answer to a request never made). It forges at the
+    day's first decision only (a fresh process, reset later in the day, plays honestly: the
+    test stays short)."""
 
     name = "forger"
 
     def __init__(self, how: str, marker: str = "") -> None:
         super().__init__(marker=marker)
         self.how = how
+        self.hospital: Any = None
+
+    def reset(self, seed: int | None = None, hospital: Any = None) -> None:
+        self.seen, self.hospital = 0, hospital
 
     def act(self, observation: Any, action_mask: np.ndarray) -> Any:
         self.seen += 1
         if self.how == "huge_int":
             return 2**70 if self.seen <= 3 else first_legal(action_mask)
         fd = _protocol_fd()
-        if fd is None or self.seen > 2:
+        if fd is None or self.seen > 1 or self.hospital is None or self.hospital.tick_count > 0:
             return first_legal(action_mask)
         frames = {
             "oversized": b'[1, "ok", "' + b"x" * (2 << 20) + b'"]',

@@ -145,7 +145,7 @@ def test_forged_and_truncated_frames_are_counted_faults(how: str, fault: str, tm
     replaced, the grader reads no pickle and never raises."""
     marker = tmp_path / "pwned"
     report = graded(sa.Forger(how, marker=str(marker)), time_limit=2.0)
-    assert report["policy_faults"][fault] >= 1
+    assert report["policy_faults"][fault] == 1 and sum(report["policy_faults"].values()) == 1
     assert not marker.exists()
     assert report["scenarios"]["surge"]["counts"]["ticks"] > 0
 
@@ -160,9 +160,9 @@ def test_an_out_of_range_action_is_a_fault(isolate: bool, honest) -> None:
 def test_a_restart_loop_is_bounded_by_the_fault_budget() -> None:
     """A process that exits at every reset: at most MAX_FAULTS restarts per episode, then the
     episode finishes on no-ops and the report says so."""
-    report = graded(sa.Quitter(), episodes=2)
-    assert report["policy_faults"]["crashes"] == 2 * MAX_FAULTS
-    assert report["policy_dropped"]["episodes"] == 2
+    report = graded(sa.Quitter())
+    assert report["policy_faults"]["crashes"] == MAX_FAULTS
+    assert report["policy_dropped"]["episodes"] == 1
     assert any(m.startswith("dropped:") for m in report["policy_fault_messages"])
     assert report["scenarios"]["surge"]["counts"]["ticks"] > 0
 
