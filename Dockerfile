@@ -16,6 +16,11 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 
+# bubblewrap: the sandbox of `hospital-marl evaluate --isolated` (SPEC §13; it also needs the
+# container to allow unprivileged user namespaces, else --isolated says so and stops).
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /app
 COPY . /app
 RUN pip install --no-cache-dir ".[server]"

@@ -20,7 +20,8 @@ from typing import Any
 from grading.common import episode_seed, policy_seed
 from grading.common import mean as _mean
 from grading.common import stderr as _stderr
-from grading.isolated import FAULTS, INVALID, TIME_LIMIT, IsolatedPolicy, as_action
+from grading.isolated import FAULTS, INVALID, TIME_LIMIT, FaultBudget, IsolatedPolicy, as_action, in_range
+from grading.sandbox import Limits
 from hospital_marl.core.hospital import Seal
 from hospital_marl.core.metrics import METRIC_NAMES, SCORE_WEIGHTS, WAIT_SCALE, composite_score
 from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario, scenario_names
@@ -71,29 +72,30 @@ def _result(env_hospital: Any, seed: int) -> EpisodeResult:
     return EpisodeResult(seed, composite_score(metrics), metrics, counts, counts["cumulative_reward"])
 
 
-class SealedPolicy:
+class SealedPolicy(FaultBudget):
     """A policy run in the grader's process behind the sealed view (docs: Sealed evaluation): its ``reset``
     gets a :class:`~hospital_marl.core.hospital.Seal`'s handle, never the episode's simulator,
     and the handle's present is brought up to date before every decision.
 
-    A decision that raises or is not an integer action is a counted fault (``errors``,
-    ``garbage``), played as an invalid action (the no-op), as in isolated mode: a bad policy
-    gets a clear outcome in the report, never a crashed grader.
+    A decision that raises or is not an action of the mask's range is a counted fault
+    (``errors``, ``garbage``), played as an invalid action (the no-op), with the isolated
+    mode's per-episode budget (:data:`~grading.isolated.MAX_FAULTS`): a bad policy gets a clear
+    outcome in the report, never a crashed grader, and the same score either way.
 
     In one process a policy can still walk back to the grader (its caller's frames, ``gc``
     referrers, the modules it shares): grade code you do not trust with ``isolate=True``."""
 
     def __init__(self, policy: Policy) -> None:
+        super().__init__()
         # A plain object run directly by the episode runners may lack the protocol's labels.
         self.policy = policy
         self.name = getattr(policy, "name", type(policy).__name__)
         self.tracks = getattr(policy, "tracks", ("flat", "team"))
-        self.faults = dict.fromkeys(FAULTS, 0)
-        self.messages: list[str] = []
         self._seal: Seal | None = None
 
     def start(self, seed: int, seal: Seal) -> None:
         self._seal = seal
+        self._new_episode()
         self.policy.reset(seed=seed, hospital=seal.handle)
 
     def _sealed(self) -> Seal:
@@ -102,14 +104,18 @@ class SealedPolicy:
         return self._seal
 
     def act(self, observation: Any, action_mask: Any) -> int:
+        if self._skip():
+            return INVALID
         self._sealed().refresh()
-        return self._checked(self.policy.act, observation, action_mask)
+        return self._checked(action_mask, self.policy.act, observation, action_mask)
 
     def act_role(self, role: str, observation: Any, action_mask: Any) -> int:
+        if self._skip():
+            return INVALID
         self._sealed().refresh()
-        return self._checked(self.policy.act_role, role, observation, action_mask)
+        return self._checked(action_mask, self.policy.act_role, role, observation, action_mask)
 
-    def _checked(self, decide: Callable[..., Any], *args: Any) -> int:
+    def _checked(self, action_mask: Any, decide: Callable[..., Any], *args: Any) -> int:
         try:
             value = decide(*args)
         except PolicyUnavailableError:
@@ -119,12 +125,12 @@ class SealedPolicy:
         action = as_action(value)
         if action is None:
             return self._fault("garbage", repr(value)[:200])
+        if not in_range(action, action_mask):
+            return self._fault("garbage", f"not an action of the mask's range: {action}"[:200])
         return action
 
     def _fault(self, key: str, detail: str) -> int:
-        self.faults[key] += 1
-        if len(self.messages) < 20:
-            self.messages.append(f"{key}: {detail[:500]}")
+        self._count(key, detail)
         return INVALID
 
 
@@ -213,6 +219,8 @@ def grade(
     progress: Callable[[str, int], None] | None = None,
     isolate: bool = False,
     time_limit: float = TIME_LIMIT,
+    isolation: str = "sandbox",
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
     """Grade a policy over every scenario (default: the five built-ins).
 
@@ -229,12 +237,17 @@ def grade(
             registered name: each episode draws its hospital from its seed, e.g. "validation", "test").
         track: ``"flat"`` (one Discrete(39) action per tick) or ``"team"`` (one action per role per tick).
         progress: called as ``progress(scenario_name, episode_index)`` after each episode.
-        isolate: run the policy in a process of its own (:mod:`grading.isolated`; docs: Sealed evaluation): it
-            receives only observations, masks and the sealed present, within ``time_limit``
-            seconds per decision; a name or path is then loaded only in that process. Use it
-            for code you do not trust. A deterministic policy scores the same either way.
+        isolate: run the policy in a sandboxed process of its own (:mod:`grading.isolated`,
+            :mod:`grading.sandbox`; docs: Sealed evaluation): it receives only observations,
+            masks and the sealed present, within ``time_limit`` seconds per decision; a name or
+            path is then loaded only in that process. Use it for code you do not trust. A
+            deterministic policy scores the same either way.
         time_limit: seconds per decision in isolated mode (a timeout is counted in the
             report's ``policy_faults`` and played as an invalid action, i.e. the no-op).
+        isolation: with ``isolate``: ``"sandbox"`` (bubblewrap; raises
+            :class:`~grading.sandbox.SandboxUnavailable` where it cannot run) or ``"process"``
+            (a plain child process: no protection against a policy that attacks the grader).
+        limits: with ``isolate``: the policy process's resource limits (:class:`~grading.sandbox.Limits`).
 
     Returns:
         The report: ``overall_score``, the five metrics, ``scenario_scores``, per-scenario
@@ -250,7 +263,7 @@ def grade(
     if not resolved:
         raise ValueError("scenarios must not be empty")
     if isolate:
-        agent: Any = IsolatedPolicy(policy, track, time_limit)
+        agent: Any = IsolatedPolicy(policy, track, time_limit, isolation, limits)
     else:
         agent = SealedPolicy(as_policy(load(policy) if isinstance(policy, str) else policy, track))
     try:
@@ -266,6 +279,7 @@ def grade(
         "episodes": episodes,
         "seed": seed,
         "isolated": bool(isolate),
+        "isolation": isolation if isolate else None,
         "overall_score": _mean([s["score"] for s in per_scenario.values()]),
     }
     for m in METRIC_NAMES:
@@ -273,6 +287,7 @@ def grade(
     report["scenario_scores"] = {name: s["score"] for name, s in per_scenario.items()}
     report["policy_faults"] = {k: sum(s["policy_faults"][k] for s in per_scenario.values()) for k in FAULTS}
     report["policy_fault_messages"] = list(agent.messages)
+    report["policy_dropped"] = dict(agent.dropped)
     report["scenarios"] = per_scenario
     report["score_formula"] = SCORE_FORMULA
     # What the policy itself counted (an LLM's unusable-reply rate: its no-ops are legal moves, so

@@ -31,6 +31,8 @@ import numpy as np
 from rich.table import Table
 
 from grading.common import check_count, episode_seed, mean, policy_seed, stderr
+from grading.isolated import FAULTS, TIME_LIMIT, IsolatedRTPolicy
+from grading.sandbox import Limits
 from grading.tables import bar, markdown_table
 from hospital_marl.radiotherapy.core.metrics import PASS_THRESHOLD, SCORE_FORMULA
 from hospital_marl.radiotherapy.core.sealed import PlanSeal, PlanView
@@ -94,8 +96,10 @@ def as_agent(agent: Any) -> Any:
     raise ValueError(f"agent must be a name, a policy with act(obs, mask) or agent(obs, env), got {agent!r}")
 
 
-def _reset_agent(agent: Any, seed: int, env: RadiotherapyPlanningEnv, plan: PlanView) -> None:
-    """``reset`` with the read-only plan view when the agent takes a plan (SPEC §12)."""
+def reset_agent(agent: Any, seed: int, env: Any, plan: PlanView) -> None:
+    """``reset`` with the read-only plan view when the agent takes a plan (SPEC §12). ``env``:
+    the graded env, or anything with its ``action_space`` and ``observation_space`` (the
+    isolated policy's process has only those)."""
     if isinstance(agent, _CallableAgent):
         agent.env = _AgentEnv(env, plan)
     reset = getattr(agent, "reset", None)
@@ -116,7 +120,10 @@ def run_episode(agent: Any, task: Task, seed: int, split: str = "test_id") -> RT
     env = RadiotherapyPlanningEnv(task, split=split)
     obs, info = env.reset(seed=seed)
     seal = PlanSeal(env.plan)
-    _reset_agent(agent, policy_seed(seed), env, seal.view)
+    if isinstance(agent, IsolatedRTPolicy):
+        agent.start(policy_seed(seed), env, seal)
+    else:
+        reset_agent(agent, policy_seed(seed), env, seal.view)
     total, done = 0.0, False
     while not done:
         seal.refresh()
@@ -177,10 +184,20 @@ def grade_all(
     tasks: Iterable[str | Task] | None = None,
     progress: Callable[[str, int], None] | None = None,
     split: str = "test_id",
+    isolate: bool = False,
+    time_limit: float = TIME_LIMIT,
+    isolation: str = "sandbox",
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
     """Grade an agent on every task (default: the three built-ins) on the patients of ``split``
     (``test_id``: the training anatomy, held-out patients; ``test_ood``: outside the training
     ranges; ``validation``: model selection's).
+
+    ``isolate``: run the agent in a sandboxed process of its own (as the ED grader's
+    ``isolate``, :mod:`grading.isolated`): it gets its seed, a copy of the plan and the plan's
+    state before each decision, within ``time_limit`` seconds; faults are counted in the
+    report's ``policy_faults`` and played as invalid actions. ``agent`` is then a name, path or
+    picklable object, loaded only in that process.
 
     Returns:
         ``{"agent", "env": "radiotherapy", "episodes", "seed", "aggregate_score",
@@ -191,15 +208,27 @@ def grade_all(
     resolved = [get_task(t) for t in (tasks if tasks is not None else BUILTIN_TASKS)]
     if not resolved:
         raise ValueError("tasks must not be empty")
-    policy = as_agent(agent)
+    policy = IsolatedRTPolicy(agent, time_limit, isolation, limits) if isolate else as_agent(agent)
     per_task: dict[str, dict[str, Any]] = {}
-    for task in resolved:
-        results = []
-        for i in range(n_episodes):
-            results.append(run_episode(policy, task, split_seed(seed, task.name, split, i), split))
-            if progress is not None:
-                progress(task.name, i)
-        per_task[task.name] = summarize_task(task, results)
+    try:
+        for task in resolved:
+            results = []
+            for i in range(n_episodes):
+                results.append(run_episode(policy, task, split_seed(seed, task.name, split, i), split))
+                if progress is not None:
+                    progress(task.name, i)
+            per_task[task.name] = summarize_task(task, results)
+    finally:
+        if isolate:
+            policy.close()
+    isolated: dict[str, Any] = {"isolated": bool(isolate)}
+    if isolate:
+        isolated.update(
+            isolation=isolation,
+            policy_faults={k: policy.faults[k] for k in FAULTS},
+            policy_fault_messages=list(policy.messages),
+            policy_dropped=dict(policy.dropped),
+        )
     return {
         "agent": getattr(policy, "name", str(agent)),
         "env": "radiotherapy",
@@ -211,6 +240,7 @@ def grade_all(
         "task_scores": {name: t["score"] for name, t in per_task.items()},
         "tasks": per_task,
         "score_formula": SCORE_FORMULA,
+        **isolated,
     }
 
 

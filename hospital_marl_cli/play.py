@@ -16,7 +16,7 @@ from grading import SCORE_FORMULA, grade
 from grading import radiotherapy as rt_tables
 from grading import tables as ed_tables
 from grading.grader import SealedPolicy
-from grading.isolated import TIME_LIMIT, PolicyFault
+from grading.isolated import TIME_LIMIT, PolicyFault, SandboxUnavailable
 from hospital_marl.core.hospital import Seal
 from hospital_marl.core.scenarios import BUILTIN_SCENARIOS, DISTRIBUTIONS, SCENARIOS, get_scenario
 from hospital_marl.envs.composed import HospitalEDEnv
@@ -89,8 +89,9 @@ def grade_agent(
     quiet: bool,
     isolated: bool = False,
     time_limit: float = TIME_LIMIT,
+    isolation: str = "sandbox",
 ) -> dict[str, Any]:
-    """Grade one agent; ``isolated``: in a process of its own, loaded only there (SPEC §12)."""
+    """Grade one agent; ``isolated``: in a sandboxed process of its own, loaded only there (SPEC §13)."""
     if isolated:
         policy, label = agent, agent
     else:
@@ -103,9 +104,9 @@ def grade_agent(
         try:
             return grade(
                 policy, episodes=episodes, seed=seed, scenarios=scenarios, track=track, progress=advance,
-                isolate=isolated, time_limit=time_limit,
+                isolate=isolated, time_limit=time_limit, isolation=isolation,
             )  # fmt: skip
-        except (ValueError, TypeError, PolicyFault) as exc:
+        except (ValueError, TypeError, PolicyFault, SandboxUnavailable) as exc:
             raise CLIError(str(exc)) from None
 
 
@@ -128,12 +129,10 @@ def unique_names(reports: list[dict[str, Any]]) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     radiotherapy.fill_env_defaults(args)
     if args.env == "radiotherapy":
-        if args.isolated:
-            raise CLIError("--isolated grades the emergency department's policies (--env ed)")
         report = radiotherapy.rt_grade(args.agent, args, progress)
     else:
         scenarios = check_scenarios(args.scenarios)
-        isolated = (args.isolated, args.time_limit)
+        isolated = (args.isolated, args.time_limit, args.isolation)
         report = grade_agent(
             args.agent, args.track, args.episodes, args.seed, scenarios, args.quiet, *isolated
         )
@@ -297,8 +296,18 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--isolated",
         action="store_true",
-        help="run the agent in a process of its own that sees only observations, masks and the sealed "
-        "present, with a time limit per decision (code you do not trust; docs/sealed-evaluation.md)",
+        help="run the agent in a bubblewrap sandbox (its own user, PID, IPC and network namespaces, no "
+        "capabilities, a read-only view of the packages, resource limits) that sees only observations, "
+        "masks and the sealed present, with a time limit per decision: code you do not trust "
+        "(docs/sealed-evaluation.md); needs the `bubblewrap` package",
+    )
+    p.add_argument(
+        "--isolation",
+        choices=("sandbox", "process"),
+        default="sandbox",
+        help="with --isolated: `sandbox` (default, bubblewrap) or `process`, a plain child process "
+        "WITHOUT the sandbox: it still counts crashes, hangs and floods, but a hostile policy can read "
+        "the grader's command line (--seed), environment, memory and files, signal it and use the network",
     )
     p.add_argument(
         "--time-limit",

@@ -33,10 +33,17 @@ def rt_grade(agent: str, args: argparse.Namespace, progress: Any) -> dict[str, A
     for name in tasks or ():
         if name not in TASKS:
             raise CLIError(f"unknown task {name!r}; valid names: {', '.join(TASKS)}")
+    from grading.isolated import TIME_LIMIT, PolicyFault, SandboxUnavailable
+
+    isolated = getattr(args, "isolated", False)
     try:
-        policy = load(agent)
+        policy = agent if isolated else load(agent)  # isolated: loaded only in the sandbox
         n = args.episodes * (len(tasks) if tasks else 3)
         with progress(n, f"{agent} (radiotherapy)", args.quiet) as advance:
-            return grade_all(policy, n_episodes=args.episodes, seed=args.seed, tasks=tasks, progress=advance)
-    except ValueError as exc:
+            return grade_all(
+                policy, n_episodes=args.episodes, seed=args.seed, tasks=tasks, progress=advance,
+                isolate=isolated, time_limit=getattr(args, "time_limit", TIME_LIMIT),
+                isolation=getattr(args, "isolation", "sandbox"),
+            )  # fmt: skip
+    except (ValueError, PolicyFault, SandboxUnavailable) as exc:
         raise CLIError(str(exc)) from None

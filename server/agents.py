@@ -165,7 +165,7 @@ class AgentPool:
         if retired is not None:
             retired.policy.close()
         try:
-            policy = IsolatedPolicy(agent.spec, time_limit=AGENT_TIME_LIMIT_S)
+            policy = IsolatedPolicy(agent.spec, time_limit=AGENT_TIME_LIMIT_S, isolation="process")
         except BaseException:
             with self._changed:
                 self._starting -= 1

@@ -38,7 +38,7 @@ def _tops(modules: set[str]) -> set[str]:
 
 
 def test_import_grading__imports_no_trainer_no_cli_and_no_torch() -> None:
-    tops = _tops(_fresh_modules("import grading"))
+    tops = _tops(_fresh_modules("from grading import grade"))  # (the package loads its names lazily)
     assert "grading" in tops and "policies" in tops
     assert not tops & {"training", "hospital_marl_cli", "server", "torch", "sb3_contrib", "ray"}
 

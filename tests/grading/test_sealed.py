@@ -23,6 +23,7 @@ import grading.grader
 import hospital_marl.core.metrics
 from grading.common import episode_seed
 from grading.grader import grade
+from grading.isolated import FAULTS, MAX_FAULTS
 from hospital_marl.core.hospital import WAITING, Hospital, SimulatorHandle
 from hospital_marl.core.rng import seed_key
 from hospital_marl.core.types import PAT_LOCATION, S_KEY
@@ -38,8 +39,12 @@ def secrets():
 
 
 def graded(attack: str, secrets, tmp_path, track: str = "flat", isolate: bool = False, **kw):
+    """Grade an attacker; it writes what it found to a file under ``tmp_path``. Isolated, that
+    takes ``isolation="process"`` (the same child process and protocol as the sandbox, which
+    would not let it write the file): what is tested here is that a separate interpreter holds
+    nothing of the grader's; the sandbox's own attacks are in test_sandbox_attacks.py."""
     report = str(tmp_path / f"{attack}-{track}-{isolate}.jsonl")
-    isolated = {"isolate": True} if isolate else {}
+    isolated = {"isolate": True, "isolation": "process"} if isolate else {}
     result = grade(attacker(attack, secrets, report), track=track, **isolated, **ONE_DAY, **kw)
     return result, findings(report)
 
@@ -223,7 +228,8 @@ def test_isolated_grading_equals_in_process_grading(policy: str, track: str) -> 
         days.update(episodes=1, scenarios=["surge"])
     here, there = grade(policy, **days), grade(policy, isolate=True, **days)
     assert there.pop("isolated") and not here.pop("isolated")
-    assert there["policy_faults"] == here["policy_faults"] == {"timeouts": 0, "errors": 0, "garbage": 0}
+    assert there.pop("isolation") == "sandbox" and here.pop("isolation") is None
+    assert there["policy_faults"] == here["policy_faults"] == dict.fromkeys(FAULTS, 0)
     assert there["policy_fault_messages"] == here["policy_fault_messages"] == []
     assert there == here
 
@@ -270,14 +276,13 @@ def test_a_policy_that_raises_or_returns_garbage_gets_counted_invalid_actions(
 
 
 def test_a_policy_that_hangs_times_out_counted_and_the_grader_goes_on() -> None:
-    from grading.isolated import MAX_TIMEOUTS
-
-    started = time.monotonic()
+    """Each hang costs one time limit and a fresh process; at the fault budget the episode
+    finishes on no-ops (so a hanging policy costs MAX_FAULTS time limits, not the episode)."""
     report = grade(Faulty("hang", tuple(range(3, 200))), isolate=True, time_limit=0.5, **ONE_DAY)
     faults = report["policy_faults"]
-    assert faults["timeouts"] >= MAX_TIMEOUTS and faults["errors"] == 0
+    assert faults["timeouts"] == MAX_FAULTS and sum(faults.values()) == MAX_FAULTS
+    assert report["policy_dropped"]["episodes"] == 1 and report["policy_dropped"]["decisions"] > 0
     assert report["scenarios"][SCENARIO]["counts"]["ticks"] > 0
-    assert time.monotonic() - started < 120, "a hanging policy costs a few time limits, not the episode"
 
 
 def test_the_grader_never_unpickles_what_the_policy_process_sends(tmp_path) -> None:
@@ -286,7 +291,7 @@ def test_the_grader_never_unpickles_what_the_policy_process_sends(tmp_path) -> N
     marker = tmp_path / "pwned"
     report = grade(PipeForger(str(marker)), isolate=True, **ONE_DAY)
     assert not marker.exists()
-    assert report["policy_faults"]["errors"] >= 1
+    assert report["policy_faults"]["protocol"] >= 1
 
 
 class _Pwn:
@@ -305,11 +310,16 @@ class PipeForger(FirstLegal):
 
     def act(self, observation, action_mask):
         import gc
-        from multiprocessing.connection import Connection
+        import os
+        import struct
+
+        from grading.frames import Channel
 
         for obj in gc.get_objects():
-            if isinstance(obj, Connection):
-                obj.send((1, "ok", _Pwn(self.marker)))
+            if isinstance(obj, Channel):  # its end of the protocol: a pickle, framed
+                payload = pickle.dumps((1, "ok", _Pwn(self.marker)))
+                os.set_blocking(obj.write_fd, True)
+                os.write(obj.write_fd, struct.pack(">I", len(payload)) + payload)
         return super().act(observation, action_mask)
 
 
@@ -367,11 +377,7 @@ def test_the_cli_grades_isolated_and_says_so(capsys) -> None:
     argv = ["evaluate", "--agent", "heuristic", "--episodes", "1", "--scenarios", SCENARIO, "--quiet"]
     assert main([*argv, "--isolated", "--time-limit", "30"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["isolated"] is True and report["policy_faults"] == {
-        "timeouts": 0,
-        "errors": 0,
-        "garbage": 0,
-    }
+    assert report["isolated"] is True and report["policy_faults"] == dict.fromkeys(FAULTS, 0)
     assert report["overall_score"] == grade("heuristic", **ONE_DAY)["overall_score"]
     assert main(["evaluate", "--agent", "no_such_policy", "--isolated", "--quiet"]) == 2
     assert "could not be loaded in its process: ValueError: unknown policy" in capsys.readouterr().err

@@ -91,5 +91,15 @@ class PlanSeal:
         """The view's plan becomes the live plan's state (whatever the policy did to its copy)."""
         self._copy.restore(self._live.snapshot())
 
+    def export(self) -> Plan:
+        """A copy of the plan as it is now, for a policy in another process (which reads it
+        through its own :class:`PlanView`)."""
+        self.refresh()
+        return copy.deepcopy(self._copy)
+
+    def snapshot(self) -> tuple:
+        """The live plan's state (:meth:`Plan.snapshot`: copies), for that process's copy."""
+        return self._live.snapshot()
+
 
 __all__ = ["READABLE", "PlanSeal", "PlanView"]

@@ -1,0 +1,204 @@
+"""The policy's process (SPEC §13): ``python -m grading.sandbox_child``, started by
+:mod:`grading.sandbox` with a fixed command line and a clean environment.
+
+It reads frames on its stdin and answers on its stdout (its ``print`` goes to stderr, so a
+chatty policy cannot garble the protocol). The first frame says what to load, the limits to set
+and where the grader's compiled numba code is; then requests follow, each answered with one
+JSON frame ``[number, status, payload]`` (``ok``, ``error``, ``garbage``; ``ready`` once loaded).
+Requests are pickles: they come from the grader, which this process trusts; the grader trusts
+nothing it sends back, and reads it as JSON only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import traceback
+from typing import Any
+
+IDLE_LIMIT = 24 * 3600.0
+"""Seconds the process waits for its next request before it ends (the grader is gone)."""
+ANSWER_LIMIT = 60.0
+"""Seconds the process waits to hand over an answer."""
+MESSAGE = 2000
+"""Characters of an error message sent back (the grader cuts it again)."""
+
+
+def _protocol_fds() -> tuple[int, int]:
+    """The protocol's descriptors moved away from 0 and 1: stdout becomes stderr."""
+    read_fd, write_fd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return read_fd, write_fd
+
+
+def _copy_numba_caches(pairs: list[list[str]]) -> None:
+    """The grader's compiled kernels, copied to a writable cache in the private /tmp (the view of
+    the packages is read-only; numba would compile them again otherwise). Runs before anything
+    imports numba (numba reads ``NUMBA_CACHE_DIR`` once, on import)."""
+    if not pairs:
+        return
+    target = os.path.join(os.environ.get("HOME", "/tmp"), "numba-cache")
+    os.environ["NUMBA_CACHE_DIR"] = target
+    from numba.core.caching import _CacheLocator  # numba's own naming of cache folders
+
+    for source, cache in pairs:
+        dest = (
+            target
+            if not source
+            else os.path.join(
+                target, _CacheLocator.get_suitable_cache_subpath(os.path.join(source, "__init__.py"))
+            )
+        )
+        try:
+            shutil.copytree(
+                cache,
+                dest,
+                dirs_exist_ok=True,
+                ignore=lambda folder, names: [n for n in names if n.endswith((".pyc", ".lock"))],
+            )
+        except OSError:
+            continue  # a cache that cannot be read is compiled again
+
+
+def _set_limits(limits: dict[str, int], sandbox: bool) -> None:
+    chosen = {
+        resource.RLIMIT_CPU: limits["cpu_seconds"],
+        resource.RLIMIT_AS: limits["address_space"],
+        resource.RLIMIT_FSIZE: limits["file_size"],
+        resource.RLIMIT_NOFILE: limits["open_files"],
+    }
+    if sandbox:  # (in the grader's own user's namespace it would count all of that user's processes)
+        chosen[resource.RLIMIT_NPROC] = limits["processes"]
+    for which, value in chosen.items():
+        _, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def _reply(channel: Any, number: int, status: str, payload: Any) -> None:
+    channel.send(json.dumps([number, status, payload]).encode(), ANSWER_LIMIT)
+
+
+def _error() -> str:
+    return traceback.format_exc(limit=8)[-MESSAGE:]
+
+
+class _Spaces:
+    """What an RT ``agent(obs, env)`` callable gets as ``env`` besides the plan view."""
+
+    def __init__(self, action_space: Any, observation_space: Any) -> None:
+        self.action_space, self.observation_space = action_space, observation_space
+
+
+def main() -> None:
+    import pickle
+
+    from grading.frames import Channel, FrameError
+    from grading.sandbox import MAX_REQUEST
+
+    read_fd, write_fd = _protocol_fds()
+    channel = Channel(read_fd, write_fd, MAX_REQUEST)
+    try:
+        config = pickle.loads(channel.receive(IDLE_LIMIT))
+    except (FrameError, pickle.UnpicklingError, EOFError):
+        return
+    try:
+        _copy_numba_caches(config["numba"])
+        server = _Server(config)
+        server.prepare()  # the packages (trusted code) ...
+        _set_limits(config["limits"], config["sandbox"])
+        server.load()  # ... then, limited, the policy's
+    except BaseException:  # the policy could not even be loaded: say why, and stop
+        _reply(channel, 0, "error", _error())
+        return
+    _reply(channel, 0, "ready", [server.name, list(server.tracks)])
+    while True:
+        try:
+            request = pickle.loads(channel.receive(IDLE_LIMIT))
+        except (FrameError, pickle.UnpicklingError, EOFError):
+            return
+        if request[0] == "stop":
+            return
+        number = request[1]
+        try:
+            status, payload = server.handle(request[0], request[2:])
+        except BaseException:
+            status, payload = "error", _error()
+        try:
+            _reply(channel, number, status, payload)
+        except FrameError:
+            return
+
+
+class _Server:
+    """The loaded policy and its view of the episode (an ED handle or an RT plan view)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.policy: Any = None
+        self.view: Any = None
+        self.plan: Any = None
+        self.name, self.tracks = "", ()
+
+    def prepare(self) -> None:
+        import policies  # noqa: F401
+
+    def load(self) -> None:
+        import pickle
+
+        spec, track = pickle.loads(self.config["spec"]), self.config["track"]
+        if self.config["env"] == "radiotherapy":
+            from grading.radiotherapy import as_agent
+
+            self.policy = as_agent(spec)
+            self.name, self.tracks = str(getattr(self.policy, "name", spec)), ("radiotherapy",)
+            return
+        from policies import as_policy, load
+
+        self.policy = as_policy(load(spec) if isinstance(spec, str) else spec, track)
+        self.name, self.tracks = str(self.policy.name), tuple(str(t) for t in self.policy.tracks)
+
+    def handle(self, kind: str, args: tuple) -> tuple[str, Any]:
+        if self.config["env"] == "radiotherapy":
+            return self._rt(kind, args)
+        from hospital_marl.core.hospital import mirror
+
+        if kind == "reset":
+            seed, present = args
+            self.view = mirror(present)
+            self.policy.reset(seed=seed, hospital=self.view)
+            return "ok", None
+        self.view = mirror(args[-1], self.view)
+        value = self.policy.act(*args[:2]) if kind == "act" else self.policy.act_role(*args[:3])
+        return _action(value)
+
+    def _rt(self, kind: str, args: tuple) -> tuple[str, Any]:
+        from grading.radiotherapy import reset_agent
+        from hospital_marl.radiotherapy.core.sealed import PlanView
+
+        if kind == "reset":
+            seed, plan, spaces = args
+            self.plan = plan
+            reset_agent(self.policy, seed, _Spaces(*spaces), PlanView(plan))
+            return "ok", None
+        observation, mask, snapshot = args
+        self.plan.restore(snapshot)
+        return _action(self.policy.act(observation, mask))
+
+
+def _action(value: Any) -> tuple[str, Any]:
+    from grading.isolated import as_action
+
+    action = as_action(value)
+    if action is None:
+        return "garbage", repr(value)[:200]
+    return "ok", action
+
+
+if __name__ == "__main__":
+    main()
