@@ -139,7 +139,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         )
     write_json(report, args.output)
     print(json.dumps(report, indent=2))
-    return 0
+    return failed([report])
+
+
+def failed(reports: list[dict[str, Any]]) -> int:
+    """Exit status 1, each reason on stderr, when a report says its policy mostly faulted
+    (``grading.grader.FAULT_LIMIT``): that score is the no-op's, never a silent number."""
+    reasons = [r["failed"] for r in reports if r.get("failed")]
+    for reason in reasons:
+        print(f"hospital-marl: failed: {reason}", file=sys.stderr)
+    return 1 if reasons else 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -179,7 +188,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
     where = {"env": "radiotherapy"} if rt else {"track": args.track}
     write_json({**where, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output)
-    return 0
+    return failed(reports)
 
 
 def default_agents(track: str) -> list[str]:
