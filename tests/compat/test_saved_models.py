@@ -6,6 +6,7 @@ same model object scores; or refused with one line. A policy whose decisions mos
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -103,7 +104,7 @@ def test_evaluate__exits_nonzero_with_the_reason_on_stderr(tmp_path) -> None:
         [sys.executable, "-m", "hospital_marl_cli", "evaluate", "--agent", "broken_agent:act",
          "--episodes", "1", "--scenarios", "normal_day", "--quiet"],
         capture_output=True, text=True, cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{__import__('os').environ.get('PYTHONPATH', '')}"},
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
     )  # fmt: skip
     assert run.returncode == 1, run.stderr
     assert "my policy bug" in run.stderr and "faulted" in run.stderr
