@@ -57,7 +57,8 @@ def zip_data(path: str | Path) -> dict[str, Any] | None:
 
 def _shape(entry: Any) -> list[int] | None:
     try:
-        return [int(n) for n in json.loads(entry["_shape"])]
+        shape = entry["_shape"]
+        return [int(n) for n in (json.loads(shape) if isinstance(shape, str) else shape)]
     except (KeyError, TypeError, ValueError):
         return None
 
