@@ -17,6 +17,7 @@ from hospital_marl.core.hospital import OUTCOMES, ROLE_MASK_COLUMNS
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario, ScenarioDistribution
 from hospital_marl.envs import _common
+from hospital_marl.envs.infos import NOOP, outcome_code
 from hospital_marl.envs.observations import (
     OFFSETS,
     ComposedBuffers,
@@ -70,12 +71,19 @@ class _HospitalGymEnv(gym.Env):
     def action_masks(self) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    _noop: Any = NOOP  # ``outcome`` after reset (the team env's: one per role)
+
     def _info(self, extra: dict[str, Any]) -> dict[str, Any]:
+        """The infos every creation path shares (:mod:`hospital_marl.envs.infos`): ``action_mask``,
+        ``tick``, ``scenario``, ``outcome`` (an int code), ``invalid_actions``, ``conflicts``."""
         h = self.hospital
         info = {
             "action_mask": self.action_masks(),
             "tick": h.tick_count,
             "scenario": h.scenario.name,
+            "outcome": self._noop,
+            "invalid_actions": h.count("invalid_actions"),
+            "conflicts": h.count("conflicts"),
             **extra,
         }
         if h.done:
@@ -190,15 +198,16 @@ class HospitalEDEnv(_HospitalGymEnv):
         self._mask, self._mask_version = mask, version
         if self.render_mode == "human":
             self.render()
-        info = {"action_mask": mask.copy(), "tick": tick, "scenario": h.scenario.name}
-        info["outcome"] = OUTCOME_VALUES[code]
+        info = {"action_mask": mask.copy(), "tick": tick, "scenario": h.scenario.name, "outcome": int(code)}
+        info["invalid_actions"], info["conflicts"] = h.count("invalid_actions"), h.count("conflicts")
         if terminated or truncated:
             self._add_episode_end(info)
         return self._observation(views), reward, terminated, truncated, info
 
 
 OUTCOME_VALUES = tuple(outcome.value for outcome in OUTCOMES)
-"""info["outcome"] by the kernel's outcome code."""
+"""The outcome names by the kernel's outcome code (``info["outcome"]`` is the code:
+:data:`hospital_marl.envs.infos.OUTCOME_NAMES`)."""
 
 TEAM_MASK_COLUMNS = np.concatenate([ROLE_MASK_COLUMNS[role] for role in ROLES])
 """The team mask (41) as columns of the flat mask."""
@@ -227,6 +236,15 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
 
+    @property
+    def _noop(self) -> np.ndarray:
+        return np.full(len(ROLES), NOOP, np.int64)
+
+    def _info(self, extra: dict[str, Any]) -> dict[str, Any]:
+        info = super()._info(extra)
+        info.setdefault("outcomes", info["outcome"].copy())
+        return info
+
     def _role_masks(self) -> dict[str, np.ndarray]:
         return {role: self.hospital.role_mask_array(role) for role in ROLES}
 
@@ -237,8 +255,10 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
     def step(self, action: Any):
         joint = _split_joint_action(action)
         outcomes = resolve_joint_action(self.hospital, joint, self._role_masks())
+        codes = np.array([outcome_code(outcomes[role]) for role in ROLES], np.int64)
         result = self.hospital.tick()
-        return self._finish_step(result.reward, result.terminated, result.truncated, {"outcomes": outcomes})
+        extra = {"outcome": codes, "outcomes": codes.copy()}  # as the team vector env's
+        return self._finish_step(result.reward, result.terminated, result.truncated, extra)
 
 
 def _split_joint_action(action: Any) -> dict[str, Any]:

@@ -542,6 +542,16 @@ class _VectorBase(VectorEnv):
             "outcome": outcome,
         }
 
+    def _gym_infos(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """The Gymnasium vector envs' infos as ``SyncVectorEnv`` batches the scalar env's: also
+        ``scenario`` (each env's, an object array of names) and a ``_key`` mask beside every key."""
+        infos["scenario"] = np.array([s.name for s in self._batch.row_scenarios], dtype=object)
+        every = np.ones(self.num_envs, np.bool_)
+        for key in ("action_mask", "tick", "scenario", "outcome", "invalid_actions", "conflicts", "outcomes"):
+            if key in infos:
+                infos["_" + key] = every
+        return infos
+
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Each env's ``name`` (called with the arguments when it is a method), as ``SyncVectorEnv.call``
         gives it: ``env.unwrapped.call("action_masks")`` is every env's mask, under any vector wrapper."""
@@ -592,7 +602,7 @@ class HospitalEDVectorEnv(_VectorBase):
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
         infos = {"action_mask": self._masks.copy(), **self._counter_infos()}
-        return self._composed(self._obs), infos
+        return self._composed(self._obs), self._gym_infos(infos)
 
     def action_masks(self) -> np.ndarray:
         """``(B, 39)`` bool validity of every env's actions (sb3-contrib's convention)."""
@@ -616,7 +626,7 @@ class HospitalEDVectorEnv(_VectorBase):
         self._obs, self._masks = obs, masks
         infos["action_mask"] = masks.copy()
         infos.update(self._counter_infos(outcomes))
-        return self._composed(*self._shown(obs)), rewards, terminated, truncated, infos
+        return self._composed(*self._shown(obs)), rewards, terminated, truncated, self._gym_infos(infos)
 
 
 class _JointVectorBase(_VectorBase):
@@ -664,8 +674,8 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
         infos = {"action_mask": self.action_masks(), **self._counter_infos()}
-        infos["outcomes"] = infos["outcome"]  # the name kept from before the shared keys
-        return self._composed(self._obs), infos
+        infos["outcomes"] = infos["outcome"].copy()  # the name kept from before the shared keys
+        return self._composed(self._obs), self._gym_infos(infos)
 
     def action_masks(self) -> np.ndarray:
         """``(B, 41)``: the three role masks (each with its no-op) concatenated, as MaskablePPO expects."""
@@ -677,8 +687,8 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
         )
         infos["action_mask"] = masks[:, TEAM_MASK_COLUMNS]
         infos.update(self._counter_infos(outcomes))
-        infos["outcomes"] = outcomes
-        return self._composed(*self._shown(obs)), rewards, terminated, truncated, infos
+        infos["outcomes"] = outcomes.copy()
+        return self._composed(*self._shown(obs)), rewards, terminated, truncated, self._gym_infos(infos)
 
 
 class HospitalMARLVectorEnv(_JointVectorBase):

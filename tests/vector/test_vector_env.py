@@ -63,7 +63,7 @@ def test_composed_vector__env_i_is_the_scalar_env_seeded_s_plus_i(scenario: str)
         for i, env in enumerate(scalars):
             s_obs, s_reward, s_term, s_trunc, s_info = env.step(int(actions[i]))
             assert (rewards[i], terminated[i], truncated[i]) == (s_reward, s_term, s_trunc)
-            assert info["outcome"][i] == ["done", "noop", "invalid", "conflict"].index(s_info["outcome"])
+            assert info["outcome"][i] == s_info["outcome"]
             if s_term or s_trunc:
                 finished += 1
                 assert info["_final_obs"][i] and info["_final_info"][i]
@@ -101,8 +101,7 @@ def test_team_vector__env_i_is_the_scalar_team_env_seeded_s_plus_i() -> None:
         for i, env in enumerate(scalars):
             s_obs, s_reward, s_term, s_trunc, s_info = env.step(actions[i])
             assert (rewards[i], terminated[i], truncated[i]) == (s_reward, s_term, s_trunc)
-            outcomes = [["done", "noop", "invalid", "conflict"][c] for c in info["outcomes"][i]]
-            assert outcomes == [s_info["outcomes"][r] for r in ROLES]
+            assert list(info["outcomes"][i]) == list(s_info["outcomes"])
             single[i] = env.reset()[0] if s_term or s_trunc else s_obs
 
 
