@@ -19,12 +19,14 @@ from hospital_marl.core.scenarios import Scenario, ScenarioDistribution
 from hospital_marl.envs import _common
 from hospital_marl.envs.infos import NOOP, outcome_code
 from hospital_marl.envs.observations import (
+    MASK_KEY,
     OFFSETS,
     ComposedBuffers,
     ObservationBuilder,
     check_composed_format,
     check_layout,
     composed_space,
+    format_has_mask,
     presence_of,
     presence_space,
     presence_views,
@@ -52,6 +54,7 @@ class _HospitalGymEnv(gym.Env):
     ) -> None:
         self.render_mode = _common.check_render_mode(render_mode)
         self._one_d = check_composed_format(observation_format)
+        self._mask_inside = format_has_mask(observation_format)
         self.observation_format = observation_format
         self.hospital = _common.make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
         self.observation_layout = check_layout(observation_layout, self.hospital)
@@ -106,12 +109,21 @@ class _HospitalGymEnv(gym.Env):
             self.render()
         return self._observation(self._builder.composed(self._one_d)), self._info({})
 
+    def _with_mask_space(self, n_actions: int) -> None:
+        """The ``..._action_mask`` formats: the mask joins the observation space (bool, as masks are)."""
+        if self._mask_inside:
+            mask = spaces.Box(0, 1, (n_actions,), np.bool_)
+            self.observation_space = spaces.Dict({**self.observation_space.spaces, MASK_KEY: mask})
+
     def _observation(self, views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The Dict observation in this env's layout (``"masked"``: with the presence blocks)."""
+        """The Dict observation in this env's layout (``"masked"``: with the presence blocks) and
+        format (``..._action_mask``: with the action mask)."""
         if self._masked:
             if self.hospital.scenario.outage is not None:  # ventilators come and go within the day
                 self._presence = presence_views(presence_of(self.hospital))
             views.update((key, value.copy()) for key, value in self._presence.items())
+        if self._mask_inside:
+            views[MASK_KEY] = self.action_masks()
         return views
 
     def _finish_step(self, reward: float, terminated: bool, truncated: bool, extra: dict[str, Any]):
@@ -165,7 +177,9 @@ class HospitalEDEnv(_HospitalGymEnv):
         scenario, render_mode, max_cycles, clinical, rewards, day_generator: as
         for :func:`hospital_marl.env`. ``reset(options={"scenario": name})``
         switches scenario for the next episode. observation_format: ``"dict"``
-        (default) or ``"dict_1d"``. observation_layout: ``"fixed"``, ``"masked"`` (adds
+        (default), ``"dict_1d"``, or either with ``"_action_mask"`` (the mask inside the
+        observation as ``"action_mask"``, for TorchRL's ``ActionMask`` and the like).
+        observation_layout: ``"fixed"``, ``"masked"`` (adds
         ``general_present`` (20,), ``icu_present`` (5,), ``ventilator_present`` (3,): which
         slots exist this episode) or None (masked for a distribution, fixed otherwise).
     """
@@ -178,6 +192,7 @@ class HospitalEDEnv(_HospitalGymEnv):
     ):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.Discrete(N_FLAT_ACTIONS)
+        self._with_mask_space(N_FLAT_ACTIONS)
         self._buffers = ComposedBuffers(one_d=self._one_d)
 
     def action_masks(self) -> np.ndarray:
@@ -235,6 +250,7 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
     ):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
+        self._with_mask_space(len(TEAM_MASK_COLUMNS))
 
     @property
     def _noop(self) -> np.ndarray:

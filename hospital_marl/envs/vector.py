@@ -100,6 +100,7 @@ from hospital_marl.envs.observations import (
     PRESENCE_SIZE,
     ROLE_INDEX,
     STATE_SIZE,
+    VECTOR_FORMATS,
     VENT_PRESENCE,
     check_composed_format,
     check_layout,
@@ -372,7 +373,7 @@ class _VectorBase(VectorEnv):
         if render_mode is not None:
             raise ValueError("the vector envs do not render; render a scalar env (gym.make) instead")
         self.observation_format = observation_format
-        self._one_d = check_composed_format(observation_format)
+        self._one_d = check_composed_format(observation_format, VECTOR_FORMATS)
         self._batch = _Batch(num_envs, scenario, max_cycles, clinical, rewards, day_generator, threads)
         self.observation_layout = check_layout(observation_layout, self._batch.template)
         self._masked = self.observation_layout == "masked"
