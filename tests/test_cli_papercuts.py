@@ -168,3 +168,22 @@ def test_serve_without_web__web_answers_how_to_turn_it_on() -> None:
         for path in ("/web", "/web/"):
             reply = client.get(path)
             assert reply.status_code == 404 and "hospital-marl serve --web" in reply.json()["detail"]
+
+
+def test_serve__prints_start_up_progress_before_the_server_runs(monkeypatch, capsys) -> None:
+    """Issue #44: a first start printed nothing but uvicorn's "Waiting for application startup." for
+    many seconds; now one line before the slow build and one after, with the address."""
+    import uvicorn
+
+    from server import app as server_app
+    from server.settings import ServerSettings
+
+    ran = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: ran.append(options["port"]))
+    monkeypatch.setattr(server_app, "check_port", lambda host, port: None)
+    monkeypatch.setattr(server_app, "build_app", lambda settings, warm: object())  # the slow part
+    server_app.serve(ServerSettings(), "127.0.0.1", 8765)
+    lines = capsys.readouterr().err.splitlines()
+    assert ran == [8765]
+    assert lines[0].startswith("hospital-marl serve: starting")
+    assert "app built in" in lines[1] and "http://127.0.0.1:8765" in lines[1] and "--web" in lines[1]
