@@ -49,7 +49,15 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (out / "build.log").write_text(run.stdout + run.stderr)
     return out
+
+
+def test_build__no_package_would_be_ignored_warning(dist: Path) -> None:
+    """The checkpoint folders are found as (namespace) packages, their files shipped as package
+    data: setuptools warned 141 times "Package would be ignored" before (issue #44)."""
+    log = (dist / "build.log").read_text()
+    assert "Successfully built" in log and "would be ignored" not in log
 
 
 def _tracked(paths: tuple[str, ...]) -> list[str]:
