@@ -114,3 +114,26 @@ def test_masks__reachable_under_wrappers_as_on_sync() -> None:
     np.testing.assert_array_equal(info_n["action_mask"], info_s["action_mask"])  # infos pass through
     assert len(native.unwrapped.call("action_masks")) == N
     assert native.unwrapped.get_attr("scenario") == sync.unwrapped.get_attr("scenario")
+
+
+def test_vector_score_reward__same_episode_returns_in_either_mode() -> None:
+    """The package's own vector wrapper reads an episode's end from either autoreset mode."""
+    from hospital_marl.envs.wrappers import VectorScoreReward
+
+    returns = {}
+    for mode in ("same_step", "next_step"):
+        env = VectorScoreReward(gym.make_vec(COMPOSED_ENV_ID, num_envs=1, autoreset_mode=mode, **KWARGS))
+        env.reset(seed=4)
+        total, episodes, restarting = 0.0, [], False
+        while len(episodes) < 3:
+            _, reward, terminated, truncated, _ = env.step(np.zeros(1, np.int64))
+            if restarting:  # next-step: the ignored step that starts the next episode pays nothing
+                assert reward[0] == 0.0
+                restarting = False
+                continue
+            total += float(reward[0])
+            if terminated[0] or truncated[0]:
+                episodes.append(total)
+                total, restarting = 0.0, mode == "next_step"
+        returns[mode] = episodes
+    assert returns["next_step"] == pytest.approx(returns["same_step"], abs=1e-9)
