@@ -22,6 +22,7 @@ from grading.common import mean as _mean
 from grading.common import stderr as _stderr
 from grading.isolated import FAULTS, INVALID, TIME_LIMIT, FaultBudget, IsolatedPolicy, as_action, in_range
 from grading.sandbox import Limits
+from hospital_marl.core.actions import ROLES
 from hospital_marl.core.hospital import Seal
 from hospital_marl.core.metrics import METRIC_NAMES, SCORE_WEIGHTS, WAIT_SCALE, composite_score
 from hospital_marl.core.scenarios import Scenario, ScenarioDistribution, resolve_scenario, scenario_names
@@ -47,6 +48,11 @@ COUNT_KEYS: tuple[str, ...] = (
     "ticks",
 )
 """The counts behind the rates, summed over a scenario's episodes."""
+
+FAULT_LIMIT = 0.5
+"""More than this share of a policy's decisions faulted (raised, returned no action, timed out):
+the report says ``failed`` at its top, and ``evaluate`` / ``compare`` exit with status 1. A fault
+is played as the no-op, so such a score measures the no-op, not the policy."""
 
 SCORE_FORMULA = (
     f"overall = {SCORE_WEIGHTS['survival_rate']:g}*survival_rate "
@@ -250,8 +256,11 @@ def grade(
         limits: with ``isolate``: the policy process's resource limits (:class:`~grading.sandbox.Limits`).
 
     Returns:
-        The report: ``overall_score``, the five metrics, ``scenario_scores``, per-scenario
-        breakdowns (``scenarios``) with counts and standard errors, ``track``, ``episodes``, ``seed``.
+        The report: ``failed`` first when more than :data:`FAULT_LIMIT` of the decisions faulted
+        (why, and the first fault), ``overall_score``, the five metrics, ``scenario_scores``,
+        per-scenario breakdowns (``scenarios``) with counts and standard errors, ``track``,
+        ``episodes``, ``seed``, ``policy_faults`` and ``policy_fault_rate`` (faults per decision:
+        one per tick, one per role per tick on the team track).
     """
     if track not in TRACKS:
         raise ValueError(f"track must be one of {TRACKS}, got {track!r}")
@@ -273,7 +282,19 @@ def grade(
     finally:
         if isolate:
             agent.close()
-    report: dict[str, Any] = {
+    faults = {k: sum(s["policy_faults"][k] for s in per_scenario.values()) for k in FAULTS}
+    decisions = sum(s["counts"]["ticks"] for s in per_scenario.values()) * (
+        len(ROLES) if track == "team" else 1
+    )
+    fault_rate = sum(faults.values()) / max(decisions, 1)
+    report: dict[str, Any] = {}
+    if fault_rate > FAULT_LIMIT:  # at the top: the score below is the no-op's, not the policy's
+        first = agent.messages[0] if agent.messages else "no message"
+        report["failed"] = (
+            f"{agent.name}: {fault_rate:.0%} of its decisions faulted (over {FAULT_LIMIT:.0%}) and were "
+            f"played as no-ops, so the score is not the policy's; first fault: {first}"
+        )
+    report |= {
         "agent": agent.name,
         "track": track,
         "episodes": episodes,
@@ -285,7 +306,8 @@ def grade(
     for m in METRIC_NAMES:
         report[m] = _mean([s["metrics"][m] for s in per_scenario.values()])
     report["scenario_scores"] = {name: s["score"] for name, s in per_scenario.items()}
-    report["policy_faults"] = {k: sum(s["policy_faults"][k] for s in per_scenario.values()) for k in FAULTS}
+    report["policy_faults"] = faults
+    report["policy_fault_rate"] = fault_rate
     report["policy_fault_messages"] = list(agent.messages)
     report["policy_dropped"] = dict(agent.dropped)
     report["scenarios"] = per_scenario

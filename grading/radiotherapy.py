@@ -313,10 +313,24 @@ def comparison_markdown(reports: Sequence[dict[str, Any]]) -> str:
 def comparison_tables(reports: Sequence[dict[str, Any]]) -> list[Any]:
     """The RT scoreboard as rich tables."""
     tables = []
+    header, rows = oar_rows(reports)
+    per_task: dict[str, list[int]] = {}  # one OAR table per task: 150 columns truncated the headers
+    for i, column in enumerate(header[1:], start=1):
+        per_task.setdefault(column.split("/")[0], []).append(i)
+    oar_tables = [
+        (
+            f"OAR constraint pass rate: {task}",
+            (
+                ["agent"] + [header[i].split("/", 1)[1] for i in columns],
+                [[row[0]] + [row[i] for i in columns] for row in rows],
+            ),
+        )
+        for task, columns in per_task.items()
+    ]
     for title, (header, rows) in (
         ("radiotherapy planning — agent comparison", (SUMMARY_HEADER, summary_rows(reports))),
         ("score per task: mean ± standard error (pass rate)", task_rows(reports)),
-        ("OAR constraint pass rate", oar_rows(reports)),
+        *oar_tables,
     ):
         table = Table(title=title)
         for i, col in enumerate(header):

@@ -56,17 +56,17 @@ for _id, _entry, _vector in (
     (
         COMPOSED_ENV_ID,
         "hospital_marl.envs.composed:HospitalEDEnv",
-        "hospital_marl.envs.vector:HospitalEDVectorEnv",
+        "hospital_marl.envs.vector:make_composed_vector",
     ),
     (
         TEAM_ENV_ID,
         "hospital_marl.envs.composed:HospitalEDTeamEnv",
-        "hospital_marl.envs.vector:HospitalEDTeamVectorEnv",
+        "hospital_marl.envs.vector:make_team_vector",
     ),
 ):
     if _id not in gymnasium.registry:
         # No max_episode_steps: the env truncates itself at the end of the shift.
-        # make_vec(id, num_envs=B) builds the natively batched env.
+        # make_vec(id, num_envs=B) builds the natively batched env (next-step autoreset).
         gymnasium.register(id=_id, entry_point=_entry, vector_entry_point=_vector, disable_env_checker=False)
 
 from hospital_marl.radiotherapy import register_envs as _register_rt_envs  # noqa: E402

@@ -32,6 +32,9 @@ columns: survival, critical (survival of patients who were ever critical), util 
 and invalid (actions the mask forbade) in percent; wait = avg_wait_time in ticks of 14.4 minutes
 (a shift is up to 100 ticks, 24 h; it ends early when deaths reach the scenario's max_deaths).
 radiotherapy (--env radiotherapy): a plan score from 0 to 1, pass mark 0.60."""
+DEMO_DELAY = 0.2
+"""``demo``'s default seconds between frames on a terminal: slow enough to watch (at 0 a shift
+scrolled its ~1,700 lines at once); piped, no delay."""
 AGENT_HELP = "a policy name (`hospital-marl agents`), a model path or run directory, or module:attribute"
 
 
@@ -138,7 +141,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         )
     write_json(report, args.output)
     print(json.dumps(report, indent=2))
-    return 0
+    return failed([report])
+
+
+def failed(reports: list[dict[str, Any]]) -> int:
+    """Exit status 1, each reason on stderr, when a report says its policy mostly faulted
+    (``grading.grader.FAULT_LIMIT``): that score is the no-op's, never a silent number."""
+    reasons = [r["failed"] for r in reports if r.get("failed")]
+    for reason in reasons:
+        print(f"hospital-marl: failed: {reason}", file=sys.stderr)
+    return 1 if reasons else 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -178,7 +190,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
     where = {"env": "radiotherapy"} if rt else {"track": args.track}
     write_json({**where, "episodes": args.episodes, "seed": args.seed, "reports": reports}, args.output)
-    return 0
+    return failed(reports)
 
 
 def default_agents(track: str) -> list[str]:
@@ -195,12 +207,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     env = HospitalEDEnv(scenario=args.scenario, render_mode="ansi")
     obs, info = env.reset(seed=args.seed)
     agent = SealedPolicy(policy)  # the policy sees the present only (SPEC §12)
+    delay = args.delay if args.delay is not None else (DEMO_DELAY if sys.stdout.isatty() else 0.0)
     agent.start(args.seed, Seal(env.hospital))
     done = False
     while not done:
         print(env.render(), flush=True)
-        if args.delay:
-            time.sleep(args.delay)
+        if delay:
+            time.sleep(delay)
         obs, _, terminated, truncated, info = env.step(agent.act(obs, info["action_mask"]))
         done = terminated or truncated
     print(env.render())
@@ -337,7 +350,12 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--agent", default="heuristic", help=f"{AGENT_HELP} (default heuristic)")
     p.add_argument("--scenario", default="normal_day", metavar="S", help="default normal_day")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="the day's seed (default 0)")
-    p.add_argument("--delay", type=nonnegative_float, default=0.0, help="seconds between frames (default 0)")
+    p.add_argument(
+        "--delay",
+        type=nonnegative_float,
+        default=None,
+        help=f"seconds between frames (default on a terminal {DEMO_DELAY:g}, piped 0)",
+    )
     p.set_defaults(func=cmd_demo)
 
     envs = tuple(radiotherapy.ENV_DEFAULTS)

@@ -120,7 +120,19 @@ def load(spec: str) -> Policy:
         raise FileNotFoundError(f"no policy file or run directory {spec}")
     raise ValueError(
         f"unknown policy {spec!r}; valid names: {', '.join(sorted(registry))} "
-        "(or a model path, or module:attribute)"
+        f"(or a model path, or module:attribute){_other_namespace(name)}"
+    )
+
+
+def _other_namespace(name: str) -> str:
+    """A hint when ``name`` is a radiotherapy agent (asked of the emergency department's registry)."""
+    from policies.radiotherapy import names as rt_names
+
+    if name not in rt_names():
+        return ""
+    return (
+        f"; {name!r} is a radiotherapy agent: policies.radiotherapy.load({name!r}), "
+        "or on the command line --env radiotherapy"
     )
 
 

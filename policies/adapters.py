@@ -9,8 +9,10 @@ Flat track (one ``Discrete(39)`` action per tick, from the composed observation 
   the mask inside, ``observation["action_mask"]`` (a composed ``Dict`` gains that key; a role's
   vector becomes ``{"observation": vector, "action_mask": mask}``, as the AEC env gives it);
 - a Stable-Baselines3 / sb3-contrib model (anything with ``predict`` and ``policy``): it acts
-  deterministically, and gets the mask as ``action_masks=`` when its ``predict`` takes one
-  (sb3-contrib's MaskablePPO does; plain SB3 models act unmasked, as they were trained).
+  deterministically on the observation format its ``observation_space`` says it was trained on
+  (:mod:`policies.sb3_models`; any other space is refused at once), and gets the mask as
+  ``action_masks=`` when its ``predict`` takes one (sb3-contrib's MaskablePPO does; plain SB3
+  models act unmasked, as they were trained).
 
 Team track (one action per role per tick, from each role's AEC observation and mask):
 
@@ -31,6 +33,7 @@ import numpy as np
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.hospital import Hospital, SimulatorHandle
 from policies.base import TRACKS, BasePolicy, Policy
+from policies.sb3_models import SB3Actor
 
 ACCEPTED = {
     "flat": "a policies.Policy, an object with act(observation, action_mask), a callable "
@@ -57,14 +60,7 @@ def _accepts(func: Callable[..., Any], name: str) -> bool:
 def _actor(obj: Any) -> Callable[[Any, np.ndarray], int] | None:
     """A flat-kind object as ``(observation, mask) -> int``, or None when it is none of those kinds."""
     if is_sb3_model(obj):
-        masked = _accepts(obj.predict, "action_masks")
-
-        def predict(observation: Any, mask: np.ndarray) -> int:
-            kwargs = {"action_masks": np.asarray(mask, bool)} if masked else {}
-            action, _ = obj.predict(observation, deterministic=True, **kwargs)
-            return int(np.asarray(action).reshape(-1)[0])
-
-        return predict
+        return SB3Actor(obj, _name_of(obj))  # its own observation format, its mask, its state
     act = getattr(obj, "act", None)
     if callable(act):
         return _with_mask_inside(act, f"{_name_of(obj)}.act")
@@ -147,6 +143,9 @@ class UserPolicy(BasePolicy):
 
     def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
         super().reset(seed, hospital)
+        for actor in (self._act, *self._roles.values()):
+            if isinstance(actor, SB3Actor):
+                actor.reset(hospital)
         for obj in self.wrapped.values() if isinstance(self.wrapped, Mapping) else (self.wrapped,):
             _reset(obj, seed, hospital)
 

@@ -44,6 +44,7 @@ from hospital_marl.core.kernel import needs_ventilator
 from hospital_marl.envs.observations import ObservationBuilder
 from policies.base import BasePolicy
 from policies.pruning import prune_dominated
+from policies.sb3_models import SB3ModelPolicy, is_trainer_checkpoint, load_sb3_zip, zip_data
 
 INSTALL_HINT = 'pip install -e ".[train]" -c constraints/cpu.txt (from a clone of the repository)'
 ONNX_INPUT = "features"
@@ -476,8 +477,12 @@ def _track_of(meta: dict[str, Any], n_actions: int) -> str:
     return meta.get("track", "team" if n_actions == sum(ROLE_ACTION_COUNTS.values()) else "flat")
 
 
-def load_path(path: str | Path, name: str | None = None, backend: str = "auto") -> PPOPolicy:
+def load_path(path: str | Path, name: str | None = None, backend: str = "auto") -> PPOPolicy | SB3ModelPolicy:
     """A learned policy from a run directory, a model ``.zip`` or an exported ``.onnx``.
+
+    A ``.zip`` that does not observe the trainer's features is a user's SB3 / sb3-contrib model:
+    loaded by the algorithm that saved it and fed its own observation format
+    (:func:`policies.sb3_models.load_sb3_zip`), or refused with one line.
 
     ``backend``: ``"onnx"`` (the ``.onnx`` beside or instead of the ``.zip``; no torch),
     ``"torch"`` (the ``.zip``; the ``train`` extra), or ``"auto"``: ONNX when the file exists,
@@ -487,6 +492,9 @@ def load_path(path: str | Path, name: str | None = None, backend: str = "auto") 
     if backend not in ("auto", "onnx", "torch"):
         raise ValueError(f"backend must be 'auto', 'onnx' or 'torch', got {backend!r}")
     file = model_file(Path(path))
+    data = zip_data(file) if file.suffix == ".zip" else None
+    if data is not None and not is_trainer_checkpoint(data, FEATURE_SIZE):
+        return load_sb3_zip(file, name=name or str(path))  # a user's model: its algorithm, its observation
     meta = read_metadata(file)
     version = meta.get("encoder_version", ENCODER_VERSION)
     if version != ENCODER_VERSION:

@@ -204,14 +204,19 @@ def serve(
     """Run the server in the foreground until interrupted (:class:`PortInUseError` at once if
     the port is taken)."""
     check_port(host, port)
+    started = time.perf_counter()
+    _progress("starting: loading the environment, compiling the simulation kernel on first use")
     import uvicorn
 
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
     from server.logs import log_config
 
+    app = build_app(settings, warm=True)
+    web = f", web view at http://{host}:{port}/web" if settings.web else " (no web view: --web)"
+    _progress(f"app built in {time.perf_counter() - started:.1f} s; starting on http://{host}:{port}{web}")
     uvicorn.run(
-        build_app(settings, warm=True),
+        app,
         host=host,
         port=port,
         log_config=log_config(),  # follows sys.stderr: safe to call under a captured or redirected stream
@@ -219,6 +224,11 @@ def serve(
         access_log=access_log,
         **uvicorn_options(settings),
     )
+
+
+def _progress(message: str) -> None:
+    """A start-up line on stderr: the first start compiles for a while before uvicorn says anything."""
+    print(f"hospital-marl serve: {message}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

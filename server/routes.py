@@ -770,6 +770,22 @@ def _add_schema_route(app: FastAPI, served: ServedEnv) -> None:
         )
 
 
+WEB_OFF = (
+    "the web view is off: start the server with `hospital-marl serve --web` (or ENABLE_WEB_INTERFACE=true)"
+)
+"""The 404 of ``/web`` on a server without the web view (a bare "Not Found" left users guessing)."""
+
+
+def _add_web_off_hint(app: FastAPI) -> None:
+    """``/web`` and below answer 404 with :data:`WEB_OFF` when the view is not served."""
+
+    async def web_off(path: str = "") -> Response:
+        raise HTTPException(status_code=404, detail=WEB_OFF)
+
+    for route in ("/web", "/web/{path:path}"):
+        app.add_api_route(route, web_off, methods=["GET"], include_in_schema=False)
+
+
 def build_app(
     settings: ServerSettings | None = None,
     *,
@@ -832,6 +848,8 @@ def build_app(
     )
     _add_sessions_route(app, settings, store, pool, ledger, web_store, streamable and streamable.episodes)
     _add_schema_route(app, served)
+    if not settings.web:
+        _add_web_off_hint(app)
     if streamable is not None:
         _add_streamable_mcp(app, streamable)
     app.add_middleware(  # outermost: every request is checked before anything else sees it

@@ -56,6 +56,7 @@ from hospital_marl.core.hospital import Hospital, Seal
 from hospital_marl.core.scenarios import SCENARIOS
 from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
+from hospital_marl.envs.infos import OUTCOME_NAMES
 from hospital_marl.envs.render import render_frame
 from server.agents import AgentPool, AgentsBusyError, PooledAgent
 from server.models import MAX_SEED
@@ -266,7 +267,7 @@ class WebEpisodes:
         if not 0 <= action < N_FLAT_ACTIONS:
             raise WebError(f"no action {action}")
         _, _, _, _, info = self.you.step(action)  # type: ignore[union-attr]
-        self.last_outcome = f"{_flat_label(action)}: {info['outcome']}"
+        self.last_outcome = f"{_flat_label(action)}: {OUTCOME_NAMES[info['outcome']]}"
         self._after_your_tick()
 
     def play_team(self, joint: dict[str, Any]) -> None:
@@ -281,7 +282,9 @@ class WebEpisodes:
             if not isinstance(a, int) or not 0 <= a < len(ROLE_FLAT[role]):
                 raise WebError(f"no {role} action {a!r}")
         _, _, _, _, info = self.you.step(np.array(actions))  # type: ignore[union-attr]
-        self.last_outcome = ", ".join(f"{role}: {info['outcomes'][role]}" for role in ROLES)
+        self.last_outcome = ", ".join(
+            f"{role}: {OUTCOME_NAMES[code]}" for role, code in zip(ROLES, info["outcomes"])
+        )
         self._after_your_tick()
 
     def _after_your_tick(self) -> None:

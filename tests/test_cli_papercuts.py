@@ -137,3 +137,53 @@ def test_output_into_a_closed_pipe__ends_quietly() -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_load__a_radiotherapy_agent_name_says_where_it_lives() -> None:
+    """Issue #44: ``policies.load('ranked_selector')`` said only "unknown policy"."""
+    import policies
+
+    with pytest.raises(
+        ValueError, match=r"radiotherapy agent: policies\.radiotherapy\.load\('ranked_selector'\)"
+    ):
+        policies.load("ranked_selector")
+    with pytest.raises(ValueError) as caught:
+        policies.load("no_such_policy")
+    assert "radiotherapy" not in str(caught.value)
+
+
+def test_demo__piped_plays_without_a_delay_and_the_default_is_unset() -> None:
+    """The default delay (0.2 s) is for a terminal; piped (tests, scripts) a shift prints at once."""
+    args = build_parser().parse_args(["demo"])
+    assert args.delay is None
+
+
+def test_serve_without_web__web_answers_how_to_turn_it_on() -> None:
+    from fastapi.testclient import TestClient
+
+    from server.app import build_app
+    from server.settings import ServerSettings
+
+    with TestClient(build_app(ServerSettings()), base_url="http://127.0.0.1") as client:  # a served host
+        for path in ("/web", "/web/"):
+            reply = client.get(path)
+            assert reply.status_code == 404 and "hospital-marl serve --web" in reply.json()["detail"]
+
+
+def test_serve__prints_start_up_progress_before_the_server_runs(monkeypatch, capsys) -> None:
+    """Issue #44: a first start printed nothing but uvicorn's "Waiting for application startup." for
+    many seconds; now one line before the slow build and one after, with the address."""
+    import uvicorn
+
+    from server import app as server_app
+    from server.settings import ServerSettings
+
+    ran = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: ran.append(options["port"]))
+    monkeypatch.setattr(server_app, "check_port", lambda host, port: None)
+    monkeypatch.setattr(server_app, "build_app", lambda settings, warm: object())  # the slow part
+    server_app.serve(ServerSettings(), "127.0.0.1", 8765)
+    lines = capsys.readouterr().err.splitlines()
+    assert ran == [8765]
+    assert lines[0].startswith("hospital-marl serve: starting")
+    assert "app built in" in lines[1] and "http://127.0.0.1:8765" in lines[1] and "--web" in lines[1]

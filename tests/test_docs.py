@@ -53,6 +53,13 @@ def test_mkdocs__builds_strictly(tmp_path: Path) -> None:
     assert "SPEC" not in api, [line for line in api.splitlines() if "SPEC" in line][:3]
     # the notebooks became pages
     assert (tmp_path / "site" / "notebooks" / "01_quickstart" / "index.html").exists()
+    # and their table-of-contents links land on headings (mkdocs-jupyter's TOC slugs a heading
+    # without its inline code, nbconvert's ids with it: 7 links led nowhere, issue #44)
+    for page in sorted((tmp_path / "site" / "notebooks").glob("*/index.html")):
+        html = page.read_text()
+        ids = set(re.findall(r'\bid="([^"]+)"', html))
+        broken = sorted({h for h in re.findall(r'href="#([^"]+)"', html) if h not in ids})
+        assert not broken, f"{page.parent.name}: links to missing anchors {broken}"
 
 
 def test_every_environment__has_a_card_with_its_gif_in_the_nav() -> None:

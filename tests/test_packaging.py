@@ -5,6 +5,7 @@ another directory (nothing read from the repository)."""
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 import venv
@@ -48,7 +49,15 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (out / "build.log").write_text(run.stdout + run.stderr)
     return out
+
+
+def test_build__no_package_would_be_ignored_warning(dist: Path) -> None:
+    """The checkpoint folders are found as (namespace) packages, their files shipped as package
+    data: setuptools warned 141 times "Package would be ignored" before (issue #44)."""
+    log = (dist / "build.log").read_text()
+    assert "Successfully built" in log and "would be ignored" not in log
 
 
 def _tracked(paths: tuple[str, ...]) -> list[str]:
@@ -76,14 +85,32 @@ def test_wheel__ships_every_checkpoint_in_the_repository(dist: Path) -> None:
     assert not missing, f"not in the wheel: {missing[:10]}"
 
 
+def venv_seeing_this_interpreter(env_dir: Path) -> Path:
+    """A new venv whose ``sys.path`` ends with the running interpreter's site directories: the
+    packages this test runs with, whether that is the machine's Python or a user's venv (a venv's
+    ``system_site_packages`` would see the *base* interpreter's instead, without the user's
+    dependencies). Its own site-packages comes first, so what is installed there wins."""
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    dirs = [d for d in site.getsitepackages() if Path(d).is_dir()]
+    lines = "".join(f"import site; site.addsitedir({d!r})\n" for d in dirs)
+    (Path(purelib) / "zz_running_interpreter.pth").write_text(lines)
+    return python
+
+
 @pytest.mark.slow
 def test_wheel__installed_elsewhere_runs_compare(dist: Path, tmp_path: Path) -> None:
-    """A venv that sees the machine's packages (the dependencies) but gets hospital_marl from the
-    wheel alone (--no-deps), run from a directory that is not the repository. Slow: the installed
-    copy compiles the simulation kernel afresh (numba caches by source path), about a minute."""
+    """A venv that sees the running interpreter's packages (the dependencies) but gets hospital_marl
+    from the wheel alone (--no-deps), run from a directory that is not the repository. Slow: the
+    installed copy compiles the simulation kernel afresh (numba caches by source path), about a minute."""
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
-    python = env_dir / "bin" / "python"
+    python = venv_seeing_this_interpreter(env_dir)
     wheel = dist / f"hospital_marl-{VERSION}-py3-none-any.whl"
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PIP_CONSTRAINT")}
     subprocess.run(

@@ -17,13 +17,16 @@ from hospital_marl.core.hospital import OUTCOMES, ROLE_MASK_COLUMNS
 from hospital_marl.core.rewards import RewardTable
 from hospital_marl.core.scenarios import Scenario, ScenarioDistribution
 from hospital_marl.envs import _common
+from hospital_marl.envs.infos import NOOP, outcome_code
 from hospital_marl.envs.observations import (
+    MASK_KEY,
     OFFSETS,
     ComposedBuffers,
     ObservationBuilder,
     check_composed_format,
     check_layout,
     composed_space,
+    format_has_mask,
     presence_of,
     presence_space,
     presence_views,
@@ -51,6 +54,7 @@ class _HospitalGymEnv(gym.Env):
     ) -> None:
         self.render_mode = _common.check_render_mode(render_mode)
         self._one_d = check_composed_format(observation_format)
+        self._mask_inside = format_has_mask(observation_format)
         self.observation_format = observation_format
         self.hospital = _common.make_hospital(scenario, max_cycles, clinical, rewards, day_generator)
         self.observation_layout = check_layout(observation_layout, self.hospital)
@@ -70,12 +74,19 @@ class _HospitalGymEnv(gym.Env):
     def action_masks(self) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    _noop: Any = NOOP  # ``outcome`` after reset (the team env's: one per role)
+
     def _info(self, extra: dict[str, Any]) -> dict[str, Any]:
+        """The infos every creation path shares (:mod:`hospital_marl.envs.infos`): ``action_mask``,
+        ``tick``, ``scenario``, ``outcome`` (an int code), ``invalid_actions``, ``conflicts``."""
         h = self.hospital
         info = {
             "action_mask": self.action_masks(),
             "tick": h.tick_count,
             "scenario": h.scenario.name,
+            "outcome": self._noop,
+            "invalid_actions": h.count("invalid_actions"),
+            "conflicts": h.count("conflicts"),
             **extra,
         }
         if h.done:
@@ -98,12 +109,21 @@ class _HospitalGymEnv(gym.Env):
             self.render()
         return self._observation(self._builder.composed(self._one_d)), self._info({})
 
+    def _with_mask_space(self, n_actions: int) -> None:
+        """The ``..._action_mask`` formats: the mask joins the observation space (bool, as masks are)."""
+        if self._mask_inside:
+            mask = spaces.Box(0, 1, (n_actions,), np.bool_)
+            self.observation_space = spaces.Dict({**self.observation_space.spaces, MASK_KEY: mask})
+
     def _observation(self, views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The Dict observation in this env's layout (``"masked"``: with the presence blocks)."""
+        """The Dict observation in this env's layout (``"masked"``: with the presence blocks) and
+        format (``..._action_mask``: with the action mask)."""
         if self._masked:
             if self.hospital.scenario.outage is not None:  # ventilators come and go within the day
                 self._presence = presence_views(presence_of(self.hospital))
             views.update((key, value.copy()) for key, value in self._presence.items())
+        if self._mask_inside:
+            views[MASK_KEY] = self.action_masks()
         return views
 
     def _finish_step(self, reward: float, terminated: bool, truncated: bool, extra: dict[str, Any]):
@@ -157,7 +177,9 @@ class HospitalEDEnv(_HospitalGymEnv):
         scenario, render_mode, max_cycles, clinical, rewards, day_generator: as
         for :func:`hospital_marl.env`. ``reset(options={"scenario": name})``
         switches scenario for the next episode. observation_format: ``"dict"``
-        (default) or ``"dict_1d"``. observation_layout: ``"fixed"``, ``"masked"`` (adds
+        (default), ``"dict_1d"``, or either with ``"_action_mask"`` (the mask inside the
+        observation as ``"action_mask"``, for TorchRL's ``ActionMask`` and the like).
+        observation_layout: ``"fixed"``, ``"masked"`` (adds
         ``general_present`` (20,), ``icu_present`` (5,), ``ventilator_present`` (3,): which
         slots exist this episode) or None (masked for a distribution, fixed otherwise).
     """
@@ -170,6 +192,7 @@ class HospitalEDEnv(_HospitalGymEnv):
     ):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.Discrete(N_FLAT_ACTIONS)
+        self._with_mask_space(N_FLAT_ACTIONS)
         self._buffers = ComposedBuffers(one_d=self._one_d)
 
     def action_masks(self) -> np.ndarray:
@@ -190,15 +213,16 @@ class HospitalEDEnv(_HospitalGymEnv):
         self._mask, self._mask_version = mask, version
         if self.render_mode == "human":
             self.render()
-        info = {"action_mask": mask.copy(), "tick": tick, "scenario": h.scenario.name}
-        info["outcome"] = OUTCOME_VALUES[code]
+        info = {"action_mask": mask.copy(), "tick": tick, "scenario": h.scenario.name, "outcome": int(code)}
+        info["invalid_actions"], info["conflicts"] = h.count("invalid_actions"), h.count("conflicts")
         if terminated or truncated:
             self._add_episode_end(info)
         return self._observation(views), reward, terminated, truncated, info
 
 
 OUTCOME_VALUES = tuple(outcome.value for outcome in OUTCOMES)
-"""info["outcome"] by the kernel's outcome code."""
+"""The outcome names by the kernel's outcome code (``info["outcome"]`` is the code:
+:data:`hospital_marl.envs.infos.OUTCOME_NAMES`)."""
 
 TEAM_MASK_COLUMNS = np.concatenate([ROLE_MASK_COLUMNS[role] for role in ROLES])
 """The team mask (41) as columns of the flat mask."""
@@ -226,6 +250,16 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
     ):
         super().__init__(scenario, render_mode, **kwargs)
         self.action_space = spaces.MultiDiscrete([ROLE_ACTION_COUNTS[r] for r in ROLES])
+        self._with_mask_space(len(TEAM_MASK_COLUMNS))
+
+    @property
+    def _noop(self) -> np.ndarray:
+        return np.full(len(ROLES), NOOP, np.int64)
+
+    def _info(self, extra: dict[str, Any]) -> dict[str, Any]:
+        info = super()._info(extra)
+        info.setdefault("outcomes", info["outcome"].copy())
+        return info
 
     def _role_masks(self) -> dict[str, np.ndarray]:
         return {role: self.hospital.role_mask_array(role) for role in ROLES}
@@ -237,8 +271,10 @@ class HospitalEDTeamEnv(_HospitalGymEnv):
     def step(self, action: Any):
         joint = _split_joint_action(action)
         outcomes = resolve_joint_action(self.hospital, joint, self._role_masks())
+        codes = np.array([outcome_code(outcomes[role]) for role in ROLES], np.int64)
         result = self.hospital.tick()
-        return self._finish_step(result.reward, result.terminated, result.truncated, {"outcomes": outcomes})
+        extra = {"outcome": codes, "outcomes": codes.copy()}  # as the team vector env's
+        return self._finish_step(result.reward, result.terminated, result.truncated, extra)
 
 
 def _split_joint_action(action: Any) -> dict[str, Any]:

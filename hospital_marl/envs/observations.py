@@ -116,17 +116,27 @@ def block_space(block: Block, hospital: Hospital) -> spaces.Box:
     return spaces.Box(0.0, block_high(block, hospital), block.shape, np.float32)
 
 
-COMPOSED_FORMATS = ("dict", "dict_1d")
+COMPOSED_FORMATS = ("dict", "dict_1d", "dict_action_mask", "dict_1d_action_mask")
 """The composed/team envs' ``observation_format``: ``"dict"`` (SPEC §5's shapes: ``waiting_queue``
 (10, 3)) or ``"dict_1d"`` (the same keys and values, every block 1-D: ``waiting_queue`` (30,) row
-by row, ``[severity, condition_id, waiting_time]`` per slot), the shapes SB3's checker expects."""
+by row, ``[severity, condition_id, waiting_time]`` per slot), the shapes SB3's checker expects;
+``..._action_mask``: either, with the action mask inside as ``"action_mask"`` (bool, 39 flat or
+41 team), where libraries that read masks from observations look (TorchRL's ``ActionMask``)."""
+VECTOR_FORMATS = ("dict", "dict_1d")
+"""The formats of the natively batched envs (their masks: ``action_masks()`` and ``infos``)."""
+MASK_KEY = "action_mask"
 
 
-def check_composed_format(observation_format: str) -> bool:
-    """Whether ``observation_format`` asks for 1-D blocks (a clear error if it is neither)."""
-    if observation_format not in COMPOSED_FORMATS:
-        raise ValueError(f"observation_format must be one of {COMPOSED_FORMATS}, got {observation_format!r}")
-    return observation_format == "dict_1d"
+def check_composed_format(observation_format: str, formats: tuple[str, ...] = COMPOSED_FORMATS) -> bool:
+    """Whether ``observation_format`` asks for 1-D blocks (a clear error if it is none of ``formats``)."""
+    if observation_format not in formats:
+        raise ValueError(f"observation_format must be one of {formats}, got {observation_format!r}")
+    return observation_format.startswith("dict_1d")
+
+
+def format_has_mask(observation_format: str) -> bool:
+    """Whether ``observation_format`` puts the action mask in the observation (``"action_mask"``)."""
+    return observation_format.endswith("_action_mask")
 
 
 _SPACES: OrderedDict[tuple[Any, ...], spaces.Space] = OrderedDict()

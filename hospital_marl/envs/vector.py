@@ -7,13 +7,22 @@
 - :class:`HospitalMARLVectorEnv` -- the batched multi-agent form for MARL libraries:
   per-role batched observations and masks plus the global state, parallel-env semantics.
 
-Autoreset: ``SAME_STEP`` (declared in ``metadata["autoreset_mode"]``): when an env's
-episode ends, the observation returned is already its next episode's first, and
-``infos["final_obs"]`` / ``infos["final_info"]`` (with Gymnasium's ``_key`` masks) hold
-the finished episode's last observation, metrics, counters and score. The restart happens
-inside the compiled batch step (on the threads): the kernel keeps the ended episode's last
-observation and counters and starts the env's next day from a key drawn ahead for it
-(:data:`KEYS_AHEAD` per env, from the env's own seed sequence); Python only builds ``infos``.
+Autoreset (``autoreset_mode``, declared in ``metadata["autoreset_mode"]``):
+
+- ``NEXT_STEP``, what ``gymnasium.make_vec`` builds (Gymnasium's own default, the mode its vector
+  wrappers -- ``RecordEpisodeStatistics``, ``FlattenObservation``, ``NormalizeObservation``... --
+  expect): an ended env returns its episode's last observation, with ``metrics``, ``counters`` and
+  ``score`` in ``infos`` (``_key`` masks) as ``SyncVectorEnv`` batches the scalar env's; on the next
+  ``step()`` its action is ignored and it returns its next episode's first observation, reward 0.
+  At that last step its ``action_mask`` is already the next episode's (the action is ignored).
+- ``SAME_STEP``, the classes' default (the trainers': no step wasted per episode): the observation
+  returned is already the next episode's first, and ``infos["final_obs"]`` /
+  ``infos["final_info"]`` hold the finished episode's last observation, metrics, counters and score.
+
+Either way the restart happens inside the compiled batch step (on the threads): the kernel keeps
+the ended episode's last observation and counters and starts the env's next day from a key drawn
+ahead for it (:data:`KEYS_AHEAD` per env, from the env's own seed sequence); in ``NEXT_STEP`` the
+restarted env sits out the next batch step (the kernel skips ended rows).
 
 Seeding: ``reset(seed=s)`` seeds env ``i`` exactly as the scalar env ``reset(seed=s + i)``
 would (a list of seeds seeds each env itself), and its later episodes follow the scalar
@@ -91,6 +100,7 @@ from hospital_marl.envs.observations import (
     PRESENCE_SIZE,
     ROLE_INDEX,
     STATE_SIZE,
+    VECTOR_FORMATS,
     VENT_PRESENCE,
     check_composed_format,
     check_layout,
@@ -323,6 +333,19 @@ class _Batch:
         }
 
 
+AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
+
+
+def check_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    """An :class:`~gymnasium.vector.AutoresetMode`, its value (``"NextStep"``) or name (``"next_step"``)."""
+    for known in AUTORESET_MODES:
+        if mode == known or (
+            isinstance(mode, str) and mode.lower() in (known.value.lower(), known.name.lower())
+        ):
+            return known
+    raise ValueError(f"autoreset_mode must be one of {[m.name for m in AUTORESET_MODES]}, got {mode!r}")
+
+
 class _VectorBase(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
     render_mode = None
@@ -342,11 +365,15 @@ class _VectorBase(VectorEnv):
         render_mode: str | None = None,
         observation_format: str = "dict",
         observation_layout: str | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
     ) -> None:
+        mode = check_autoreset_mode(autoreset_mode)
+        self.metadata = {**type(self).metadata, "autoreset_mode": mode}
+        self._next_step = mode == AutoresetMode.NEXT_STEP
         if render_mode is not None:
             raise ValueError("the vector envs do not render; render a scalar env (gym.make) instead")
         self.observation_format = observation_format
-        self._one_d = check_composed_format(observation_format)
+        self._one_d = check_composed_format(observation_format, VECTOR_FORMATS)
         self._batch = _Batch(num_envs, scenario, max_cycles, clinical, rewards, day_generator, threads)
         self.observation_layout = check_layout(observation_layout, self._batch.template)
         self._masked = self.observation_layout == "masked"
@@ -357,6 +384,9 @@ class _VectorBase(VectorEnv):
         self._obs = np.zeros((num_envs, STATE_SIZE), np.float32)
         self._masks = np.zeros((num_envs, N_FLAT_ACTIONS), np.bool_)
         self._reset_called = False
+        self._pending = np.zeros(num_envs, np.bool_)  # NEXT_STEP: ended last step, sitting this one out
+        self._ended = np.zeros(num_envs, np.bool_)  # ended in the step just returned
+        self._ended_presence = self._presence  # their presence blocks, before their restart
 
     @property
     def scenario(self) -> Scenario:
@@ -399,6 +429,32 @@ class _VectorBase(VectorEnv):
         b.observe(rows, self._obs, self._masks)
         self._refresh_presence(rows)
         self._reset_called = True
+        self._pending = np.zeros(b.n, np.bool_)
+        self._ended = np.zeros(b.n, np.bool_)
+
+    def _hold(self) -> np.ndarray:
+        """Before a batch step (``NEXT_STEP``): the rows restarted by the last one, marked ended so
+        the kernel skips them (their action ignored, as Gymnasium's next-step autoreset does)."""
+        rows = np.flatnonzero(self._pending)
+        if len(rows):
+            self._batch.state.scalars[rows, S_TRUNCATED] = 1
+        return rows
+
+    def _release(self, rows: np.ndarray, obs: np.ndarray, masks: np.ndarray, outcomes: np.ndarray) -> None:
+        """After the batch step: the held rows live again, showing their next episode's first
+        observation and mask (reward 0, outcome :data:`NOOP`)."""
+        if len(rows):
+            self._batch.state.scalars[rows, S_TRUNCATED] = 0
+            obs[rows], masks[rows], outcomes[rows] = self._obs[rows], self._masks[rows], NOOP
+
+    def _shown(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The observation vectors and presence returned: in ``NEXT_STEP`` an ended env's last
+        observation (the kernel has already restarted it), else ``obs`` as it is."""
+        if not (self._next_step and self._ended.any()):
+            return obs, self._presence
+        shown = obs.copy()
+        shown[self._ended] = self._batch.final_obs[self._ended]
+        return shown, np.where(self._ended[:, None], self._ended_presence, self._presence)
 
     def _refresh_presence(self, rows: np.ndarray) -> None:
         """The presence blocks of ``rows``' current hospitals (the ``"masked"`` layout), and
@@ -427,11 +483,11 @@ class _VectorBase(VectorEnv):
         self._presence = self._presence.copy()
         self._presence[rows, VENT_PRESENCE] = np.arange(MAX_VENTILATORS) < count[:, None]
 
-    def _composed(self, obs: np.ndarray) -> dict[str, np.ndarray]:
+    def _composed(self, obs: np.ndarray, presence: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The batched Dict observation in this env's layout."""
         views = composed_views(obs, self._one_d)
         if self._masked:
-            views.update(presence_views(self._presence))
+            views.update(presence_views(self._presence if presence is None else presence))
         return views
 
     def _autoreset(self, obs: np.ndarray, masks: np.ndarray, infos: dict[str, Any]) -> tuple:
@@ -442,7 +498,14 @@ class _VectorBase(VectorEnv):
         terminated, truncated, left = b.ended()
         ended = terminated | truncated
         finished = np.flatnonzero(ended)
-        if len(finished):
+        self._ended, self._ended_presence = ended, self._presence
+        if self._next_step:
+            self._pending = ended
+            if len(finished):  # where SyncVectorEnv puts the scalar env's last info
+                infos.update(
+                    {k: v for k, v in b.final_info(finished, ended).items() if k not in ("tick", "_tick")}
+                )
+        elif len(finished):
             final_obs = np.full(b.n, None, dtype=object)
             last = b.final_obs[finished]  # one copy: every final observation views into it
             for e, vector in zip(finished.tolist(), last):
@@ -469,6 +532,8 @@ class _VectorBase(VectorEnv):
         (codes of :data:`~hospital_marl.envs.infos.OUTCOME_NAMES`; ``(B, 3)`` role by role on the
         joint envs; :data:`~hospital_marl.envs.infos.NOOP` after ``reset()``)."""
         sc = self._batch.state.scalars
+        if self._next_step and self._ended.any():  # an ended env's counters are its last episode's
+            sc = np.where(self._ended[:, None], self._batch.final_scalars, sc)
         if outcome is None:
             outcome = np.full((self.num_envs, *self._outcome_shape), NOOP, np.int64)
         return {
@@ -477,6 +542,32 @@ class _VectorBase(VectorEnv):
             "conflicts": sc[:, S_COUNTERS + _CONFLICTS].astype(np.int64),
             "outcome": outcome,
         }
+
+    def _gym_infos(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """The Gymnasium vector envs' infos as ``SyncVectorEnv`` batches the scalar env's: also
+        ``scenario`` (each env's, an object array of names) and a ``_key`` mask beside every key."""
+        infos["scenario"] = np.array([s.name for s in self._batch.row_scenarios], dtype=object)
+        every = np.ones(self.num_envs, np.bool_)
+        for key in ("action_mask", "tick", "scenario", "outcome", "invalid_actions", "conflicts", "outcomes"):
+            if key in infos:
+                infos["_" + key] = every
+        return infos
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Each env's ``name`` (called with the arguments when it is a method), as ``SyncVectorEnv.call``
+        gives it: ``env.unwrapped.call("action_masks")`` is every env's mask, under any vector wrapper."""
+        value = getattr(self, name)
+        if callable(value):
+            value = value(*args, **kwargs)
+        if isinstance(value, np.ndarray) and value.shape[:1] == (self.num_envs,):
+            return tuple(value)
+        return tuple(value for _ in range(self.num_envs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Each env's attribute ``name``, as ``SyncVectorEnv.get_attr`` (``"scenario"``: this episode's)."""
+        if name == "scenario":
+            return tuple(self._batch.row_scenario(e) for e in range(self.num_envs))
+        return self.call(name)
 
     def _check_reset(self) -> None:
         if not self._reset_called:
@@ -512,7 +603,7 @@ class HospitalEDVectorEnv(_VectorBase):
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
         infos = {"action_mask": self._masks.copy(), **self._counter_infos()}
-        return self._composed(self._obs), infos
+        return self._composed(self._obs), self._gym_infos(infos)
 
     def action_masks(self) -> np.ndarray:
         """``(B, 39)`` bool validity of every env's actions (sb3-contrib's convention)."""
@@ -527,14 +618,16 @@ class HospitalEDVectorEnv(_VectorBase):
         masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
         rewards = np.zeros(b.n, np.float64)
         outcomes = np.zeros(b.n, np.int64)
+        held = self._hold()
         b.run(kernel.step_flat_batch, actions, OFFSETS, obs, masks, rewards, outcomes)
+        self._release(held, obs, masks, outcomes)
         self._tick_presence()
         infos: dict[str, Any] = {}
         terminated, truncated = self._autoreset(obs, masks, infos)
         self._obs, self._masks = obs, masks
         infos["action_mask"] = masks.copy()
         infos.update(self._counter_infos(outcomes))
-        return self._composed(obs), rewards, terminated, truncated, infos
+        return self._composed(*self._shown(obs)), rewards, terminated, truncated, self._gym_infos(infos)
 
 
 class _JointVectorBase(_VectorBase):
@@ -553,7 +646,9 @@ class _JointVectorBase(_VectorBase):
         role_rewards = np.zeros((b.n, len(ROLES)), np.float64)
         outcomes = np.zeros((b.n, len(ROLES)), np.int64)
         seen = self._masks
+        held = self._hold()
         b.run(kernel.step_joint_batch, actions, seen, OFFSETS, obs, masks, rewards, role_rewards, outcomes)
+        self._release(held, obs, masks, outcomes)
         self._tick_presence()
         infos: dict[str, Any] = {}
         terminated, truncated = self._autoreset(obs, masks, infos)
@@ -580,8 +675,8 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         self._reset(seed, options)
         infos = {"action_mask": self.action_masks(), **self._counter_infos()}
-        infos["outcomes"] = infos["outcome"]  # the name kept from before the shared keys
-        return self._composed(self._obs), infos
+        infos["outcomes"] = infos["outcome"].copy()  # the name kept from before the shared keys
+        return self._composed(self._obs), self._gym_infos(infos)
 
     def action_masks(self) -> np.ndarray:
         """``(B, 41)``: the three role masks (each with its no-op) concatenated, as MaskablePPO expects."""
@@ -593,8 +688,8 @@ class HospitalEDTeamVectorEnv(_JointVectorBase):
         )
         infos["action_mask"] = masks[:, TEAM_MASK_COLUMNS]
         infos.update(self._counter_infos(outcomes))
-        infos["outcomes"] = outcomes
-        return self._composed(obs), rewards, terminated, truncated, infos
+        infos["outcomes"] = outcomes.copy()
+        return self._composed(*self._shown(obs)), rewards, terminated, truncated, self._gym_infos(infos)
 
 
 class HospitalMARLVectorEnv(_JointVectorBase):
@@ -619,6 +714,11 @@ class HospitalMARLVectorEnv(_JointVectorBase):
         reward_mode: str = "team",
         **kwargs: Any,
     ) -> None:
+        if (
+            check_autoreset_mode(kwargs.get("autoreset_mode", AutoresetMode.SAME_STEP))
+            != AutoresetMode.SAME_STEP
+        ):
+            raise ValueError("the MARL vector env autoresets same-step (autoreset_mode='same_step')")
         super().__init__(num_envs, scenario, **kwargs)
         self.reward_mode = check_reward_mode(reward_mode)
         h = self._batch.template
@@ -709,3 +809,17 @@ def _int_actions(actions: Any, shape: tuple[int, ...]) -> np.ndarray:
     if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
         return np.full(shape, -1, np.int64)
     return array.astype(np.int64, copy=False)
+
+
+def make_composed_vector(num_envs: int = 1, **kwargs: Any) -> HospitalEDVectorEnv:
+    """``gymnasium.make_vec("hospital_marl/HospitalED-v0", num_envs)``: :class:`HospitalEDVectorEnv`,
+    next-step autoreset unless ``autoreset_mode`` says otherwise (Gymnasium's vector wrappers
+    expect it)."""
+    kwargs.setdefault("autoreset_mode", AutoresetMode.NEXT_STEP)
+    return HospitalEDVectorEnv(num_envs, **kwargs)
+
+
+def make_team_vector(num_envs: int = 1, **kwargs: Any) -> HospitalEDTeamVectorEnv:
+    """``gymnasium.make_vec`` of the team id: as :func:`make_composed_vector`."""
+    kwargs.setdefault("autoreset_mode", AutoresetMode.NEXT_STEP)
+    return HospitalEDTeamVectorEnv(num_envs, **kwargs)

@@ -136,9 +136,10 @@ class VectorScoreReward(VectorWrapper):
     Each env's reward is :func:`score_step` (the same rule, vectorised over the batch) and
     its episode's last step adds what the estimates missed, so env ``i``'s undiscounted
     return over an episode is its graded score minus the empty shift's, and its rewards
-    equal the scalar wrapper's on the scalar env with the same seed and actions. With
-    the vector env's same-step autoreset, a finished episode's counters come from
-    ``infos["final_info"]`` and the next day's start from the env. On
+    equal the scalar wrapper's on the scalar env with the same seed and actions. A finished
+    episode's counters come from ``infos["final_info"]`` (same-step autoreset) or the ending
+    step's ``infos`` (next-step, ``gym.make_vec``'s; the step after, which restarts the env,
+    pays 0), and the next day's start from the env. On
     :class:`~hospital_marl.envs.vector.HospitalMARLVectorEnv` every role gets the team's
     score reward (the score is the team's).
     """
@@ -164,8 +165,8 @@ class VectorScoreReward(VectorWrapper):
         ended = _ended(terminated) | _ended(truncated)
         started = self._counters()  # a finished row: its next day's start
         now = dict(started)
-        if ended.any():
-            final = infos["final_info"]["counters"]
+        if ended.any():  # same-step: in final_info; next-step: the ending step's own infos
+            final = infos.get("final_info", infos)["counters"]
             for name in self._prev:
                 if name in final:
                     now[name] = np.where(ended, final[name], started[name])

@@ -522,12 +522,14 @@ class LLMAgentRunner:
         return self._baselines[key]
 
     def _summary(self, record: EpisodeRecord, elapsed: float) -> None:
+        # the --seed given first, then the day it derives (what a rerun with --seed reproduces)
+        where = f"{record.scenario} --seed {self.options.seed} (day seed {record.seed})"
         if record.failure is not None:
-            diag(f"{record.scenario} seed {record.seed}: FAILED after {record.steps} steps: {record.failure}")
+            diag(f"{where}: FAILED after {record.steps} steps: {record.failure}")
             return
         tokens = record.prompt_tokens or [0]
         diag(
-            f"{record.scenario} seed {record.seed}: score {record.score:.1f} vs heuristic "
+            f"{where}: score {record.score:.1f} vs heuristic "
             f"{record.heuristic_score:.1f}; {record.invalid_replies} unusable replies in {record.steps} "
             "steps; "
             f"prompt tokens per step (chars/4) mean {sum(tokens) / len(tokens):.0f}, max {max(tokens)}; "

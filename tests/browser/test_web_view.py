@@ -19,6 +19,7 @@ pytest.importorskip("openenv.core", reason="the web view needs the `server` extr
 from grading.grader import run_flat_episode
 from hospital_marl import SCENARIOS, HospitalEDEnv
 from hospital_marl.core.actions import N_FLAT_ACTIONS, ROLES
+from hospital_marl.envs.infos import OUTCOME_NAMES
 from hospital_marl.envs.render import FRAME_SHAPE
 from policies import HeuristicPolicy
 from policies.planner import PlannerPolicy
@@ -127,7 +128,9 @@ def test_clicking_an_action_advances_the_episode_and_updates_the_metrics(
         assert page.inner_text("#metrics-you") != before
         assert "Last move" in page.inner_text("#status")
         _, _, _, _, info = env.step(first_admission)
-        assert info["outcome"] in page.inner_text("#status")  # the in-process outcome of that action
+        assert OUTCOME_NAMES[info["outcome"]] in page.inner_text(
+            "#status"
+        )  # the in-process outcome of that action
         assert visible_actions(page) == [i for i, ok in enumerate(info["action_mask"]) if ok]
         click_and_wait(page, "#act-0", "you", tick + 2)
         shots(page, "after_two_ticks")

@@ -15,6 +15,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.env_util import make_vec_env
 
 from hospital_marl import COMPOSED_ENV_ID, TEAM_ENV_ID
+from hospital_marl.envs.infos import INVALID
 from hospital_marl.envs.sb3 import HospitalSB3VecEnv
 
 PPO_KWARGS = {"n_steps": 64, "batch_size": 64, "n_epochs": 1, "seed": 0, "policy_kwargs": {"net_arch": [16]}}
@@ -52,7 +53,7 @@ class InvalidActions(BaseCallback):
     def _on_step(self) -> bool:
         for info in self.locals["infos"]:
             if "outcome" in info:  # gym.make's envs report each step's outcome
-                self.invalid += info["outcome"] == "invalid"
+                self.invalid += info["outcome"] == INVALID
             elif "metrics" in info:  # the batched env reports at each episode's end
                 self.invalid += info["metrics"]["invalid_action_rate"] > 0
         return True

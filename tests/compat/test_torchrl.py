@@ -87,3 +87,27 @@ def test_padded_format__one_group_for_all_roles_and_a_masked_actor() -> None:
     loss.backward()
     optimiser.step()
     assert all(p.grad is not None for p in actor.parameters())
+
+
+def test_gym_env__action_mask_transform_with_no_glue() -> None:
+    """What TorchRL's docs have a user type for a masked Gym env: ``GymEnv`` + ``ActionMask()``. The
+    ``dict_action_mask`` format puts the mask where the transform reads it (the observation)."""
+    from torchrl.envs import GymEnv, TransformedEnv
+    from torchrl.envs.transforms import ActionMask
+
+    env = TransformedEnv(
+        GymEnv(hospital_marl.COMPOSED_ENV_ID, observation_format="dict_action_mask"), ActionMask()
+    )
+    check_env_specs(env, seed=0)
+    rollout = env.rollout(STEPS, break_when_any_done=False)  # random actions, through the mask
+    chosen = rollout["action"]
+    chosen = chosen.argmax(-1) if chosen.ndim == 2 else chosen  # one-hot or categorical spec
+    assert rollout["action_mask"].gather(-1, chosen.long().unsqueeze(-1)).all()
+    assert rollout["next", "done"].any()  # past an episode's end: the reset's mask is used too
+
+
+def test_parallel_wrapper__default_group_map_is_one_group_per_role() -> None:
+    """TorchRL groups only agent names ending in ``_<int>``: ``bed_manager`` stays a group of its own
+    (docs/use-with.md once said it became ``bed``)."""
+    env = PettingZooWrapper(hospital_marl.parallel_env(scenario="normal_day"), use_mask=True, seed=0)
+    assert env.group_map == {role: [role] for role in ROLES}

@@ -128,6 +128,7 @@ def test_script__a_5xx_endpoint_ends_with_success_false_and_exit_1(
     assert lines[ends[1]] == "[END] success=false steps=0 score=0.00 rewards="
     assert len(server.requests) == 2 + 2 + 2  # two answers, then per task one request and one retry
     assert err.count("FAILED after") == 2 and "500" in err
+    assert err.count("--seed 0 (day seed") == 2  # the seed given, then the day it derives (issue #44)
     # Retries and 5xx answers are counted and reported.
     assert "4 requests, 2 retries, 4 5xx" in err
 

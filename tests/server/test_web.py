@@ -20,6 +20,7 @@ import policies
 from grading.grader import RUNNERS
 from hospital_marl import SCENARIOS, Hospital, HospitalEDEnv
 from hospital_marl.core.actions import ROLES
+from hospital_marl.envs.infos import OUTCOME_NAMES
 from server.agents import AGENT_NICE, AgentPool, AgentsBusyError
 from server.web import WebEpisodes, WebError, available_agents
 from tests.server.remote_policies import PID_FILE
@@ -67,7 +68,7 @@ def test_your_ticks_are_the_in_process_envs_and_the_agent_keeps_pace() -> None:
         action = max(i for i, ok in enumerate(info["action_mask"]) if ok)
         web.play_flat(action)
         _, _, _, _, info = env.step(action)
-        assert info["outcome"] in web.last_outcome
+        assert OUTCOME_NAMES[info["outcome"]] in web.last_outcome
         assert web.agent_hospital.tick_count == web.you.hospital.tick_count  # type: ignore[union-attr]
     assert web.you.hospital.counters.as_dict() == env.hospital.counters.as_dict()  # type: ignore[union-attr]
     ticks = [row["tick"] for row in web.history if row["who"] == "you"]

@@ -102,9 +102,25 @@ def observation_views(vector: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def observation_space() -> spaces.Dict:
+OBSERVATION_FORMATS = ("dict", "dict_1d", "flat")
+"""``observation_format``: ``"dict"`` (:data:`OBSERVATION_KEYS`' shapes), ``"dict_1d"`` (the same
+keys, every block 1-D, row by row: the shapes SB3's ``check_env`` expects, no warning), ``"flat"``
+(one float32 vector of :data:`OBSERVATION_SIZE`, the blocks in :data:`OBSERVATION_KEYS`' order)."""
+
+
+def observation_space(observation_format: str = "dict") -> spaces.Dict | spaces.Box:
+    if observation_format not in OBSERVATION_FORMATS:
+        raise ValueError(
+            f"observation_format must be one of {OBSERVATION_FORMATS}, got {observation_format!r}"
+        )
+    if observation_format == "flat":
+        return spaces.Box(0.0, 1.0, (OBSERVATION_SIZE,), np.float32)
+    one_d = observation_format == "dict_1d"
     return spaces.Dict(
-        {k: spaces.Box(0.0, 1.0, shape, np.float32) for k, (shape, _) in OBSERVATION_KEYS.items()}
+        {
+            k: spaces.Box(0.0, 1.0, (int(np.prod(shape)),) if one_d else shape, np.float32)
+            for k, (shape, _) in OBSERVATION_KEYS.items()
+        }
     )
 
 
@@ -160,20 +176,27 @@ class RadiotherapyPlanningEnv(gym.Env):
         task: a task name (``prostate``, ``head_neck``, ``pediatric_brain``), a
             :class:`Task`, or a mapping of overrides; render_mode: ``rgb_array`` or ``ansi``;
             split: whose anatomy the patients are drawn from (``train``, ``validation``,
-            ``test_id``, ``test_ood``: :data:`~hospital_marl.radiotherapy.core.tasks.SPLITS`).
+            ``test_id``, ``test_ood``: :data:`~hospital_marl.radiotherapy.core.tasks.SPLITS`);
+            observation_format: ``"dict"`` (default), ``"dict_1d"`` or ``"flat"``
+            (:data:`OBSERVATION_FORMATS`).
     """
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
     def __init__(
-        self, task: str | Task | None = None, render_mode: str | None = None, split: str = "train"
+        self,
+        task: str | Task | None = None,
+        render_mode: str | None = None,
+        split: str = "train",
+        observation_format: str = "dict",
     ) -> None:
+        self.observation_space = observation_space(observation_format)
+        self.observation_format = observation_format
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode must be one of {RENDER_MODES} or None, got {render_mode!r}")
         self.render_mode = render_mode
         self.plan = Plan(task, split)
         self.action_space = spaces.Discrete(N_ACTIONS)
-        self.observation_space = observation_space()
         self._last_action: int | None = None
         self._priority = np.zeros(MAX_OARS, np.float32)
         self._present = np.zeros(MAX_OARS, np.float32)
@@ -223,7 +246,7 @@ class RadiotherapyPlanningEnv(gym.Env):
         return render_rgb_array(self.plan)
 
     # -------------------------------------------------------------- views
-    def _observation(self) -> dict[str, np.ndarray]:
+    def _observation(self) -> dict[str, np.ndarray] | np.ndarray:
         plan, m = self.plan, self.plan.metrics
         if m is None:
             raise RuntimeError("observe after reset()")
@@ -252,6 +275,10 @@ class RadiotherapyPlanningEnv(gym.Env):
         short = max(0.0, 1.0 - m.d98 / D98_GOAL)
         obs["tumour_status"][:] = (1.0 - m.v95, short, hot, m.v107, m.ci, min(1.0, m.d2 / 2))
         obs["step_fraction"][0] = min(1.0, plan.steps / plan.task.max_steps)
+        if self.observation_format == "flat":
+            return vector
+        if self.observation_format == "dict_1d":
+            return {key: value.reshape(-1) for key, value in obs.items()}
         return obs
 
     def _episode_constants(self) -> np.ndarray:

@@ -1,0 +1,111 @@
+"""A user's saved SB3 / sb3-contrib ``.zip`` graded by path (issue #44, item 1): loaded by the
+algorithm that saved it and fed the observation format it was trained on, scoring exactly what the
+same model object scores; or refused with one line. A policy whose decisions mostly fault makes
+``evaluate`` fail (status 1, the reason on stderr, ``failed`` at the report's top)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import sb3_contrib
+import stable_baselines3 as sb3
+from gymnasium.wrappers import FlattenObservation
+
+from grading import grade
+from grading.grader import FAULT_LIMIT
+from hospital_marl import COMPOSED_ENV_ID
+
+GRADE = {"episodes": 1, "seed": 3, "scenarios": ["normal_day", "validation"]}
+SMALL = {"seed": 0, "device": "cpu", "policy_kwargs": {"net_arch": [8]}}
+
+
+def _maskable_dict(env_id: str) -> object:
+    """What sb3-contrib's README has a user type: MaskablePPO on the env as gym.make gives it."""
+    model = sb3_contrib.MaskablePPO("MultiInputPolicy", gym.make(env_id), n_steps=64, batch_size=64, **SMALL)
+    return model.learn(64)
+
+
+MODELS = {
+    "MaskablePPO, default Dict": _maskable_dict,
+    "PPO, FlattenObservation": lambda e: sb3.PPO("MlpPolicy", FlattenObservation(gym.make(e)), **SMALL),
+    "A2C, dict_1d": lambda e: sb3.A2C("MultiInputPolicy", gym.make(e, observation_format="dict_1d"), **SMALL),
+    "DQN, masked layout flattened": lambda e: sb3.DQN(
+        "MlpPolicy", FlattenObservation(gym.make(e, observation_layout="masked")), buffer_size=100, **SMALL
+    ),
+    "RecurrentPPO, default Dict": lambda e: sb3_contrib.RecurrentPPO(
+        "MultiInputLstmPolicy", gym.make(e), n_steps=8, **SMALL
+    ),
+    "QRDQN, dict_1d": lambda e: sb3_contrib.QRDQN(
+        "MultiInputPolicy", gym.make(e, observation_format="dict_1d"), buffer_size=100, **SMALL
+    ),
+    "TRPO, default Dict": lambda e: sb3_contrib.TRPO("MultiInputPolicy", gym.make(e), **SMALL),
+}
+
+
+@pytest.mark.parametrize("kind", MODELS)
+def test_saved_zip__plays_as_the_model_object_does(kind: str, tmp_path) -> None:
+    model = MODELS[kind](COMPOSED_ENV_ID)
+    model.save(tmp_path / "model")  # what the user types; SB3 adds .zip
+    by_path = grade(str(tmp_path / "model.zip"), **GRADE)
+    by_object = grade(model, **GRADE)
+    assert by_path["policy_faults"] == {"timeouts": 0, "errors": 0, "garbage": 0}, by_path[
+        "policy_fault_messages"
+    ]
+    assert "failed" not in by_path
+    assert by_path["overall_score"] == by_object["overall_score"]
+    assert by_path["scenarios"]["validation"]["counts"] == by_object["scenarios"]["validation"]["counts"]
+    if kind.startswith("MaskablePPO"):
+        assert by_path["invalid_action_rate"] == 0.0  # the mask reached it
+
+
+def test_a_model_of_another_observation__refused_with_one_line(tmp_path) -> None:
+    env = gym.make(COMPOSED_ENV_ID)
+    env = gym.wrappers.TransformObservation(
+        FlattenObservation(env), lambda o: o[:50], gym.spaces.Box(0, np.inf, (50,), np.float32)
+    )
+    sb3.PPO("MlpPolicy", env, **SMALL).save(tmp_path / "cut")
+    with pytest.raises(ValueError, match="none of the composed env's observation formats") as caught:
+        grade(str(tmp_path / "cut.zip"), **GRADE)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_model_of_another_action_space__refused_with_one_line(tmp_path) -> None:
+    sb3.PPO("MlpPolicy", gym.make("CartPole-v1"), **SMALL).save(tmp_path / "cartpole")
+    with pytest.raises(ValueError, match=r"Discrete\(39\)"):
+        grade(str(tmp_path / "cartpole.zip"), **GRADE)
+
+
+def _raises(observation, action_mask) -> int:
+    raise RuntimeError("my policy's bug")
+
+
+def test_every_decision_faulted__report_flags_it_at_the_top() -> None:
+    report = grade(_raises, **GRADE)
+    assert next(iter(report)) == "failed"
+    assert "my policy's bug" in report["failed"]
+    assert report["policy_fault_rate"] == 1.0 > FAULT_LIMIT
+
+
+def test_a_policy_that_never_faults__has_no_failed_key() -> None:
+    report = grade("greedy", **GRADE)
+    assert "failed" not in report and report["policy_fault_rate"] == 0.0
+
+
+def test_evaluate__exits_nonzero_with_the_reason_on_stderr(tmp_path) -> None:
+    module = tmp_path / "broken_agent.py"
+    module.write_text("def act(observation, action_mask):\n    raise RuntimeError('my policy bug')\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "hospital_marl_cli", "evaluate", "--agent", "broken_agent:act",
+         "--episodes", "1", "--scenarios", "normal_day", "--quiet"],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert "my policy bug" in run.stderr and "faulted" in run.stderr
+    assert "failed" in json.loads(run.stdout)
