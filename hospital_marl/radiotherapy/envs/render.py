@@ -33,6 +33,7 @@ from hospital_marl.radiotherapy.core.dose import beam_axes
 from hospital_marl.radiotherapy.core.metrics import PASS_THRESHOLD
 from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom
 from hospital_marl.radiotherapy.core.plan import ACTION_NAMES, Plan
+from hospital_marl.radiotherapy.core.sealed import PlanView
 from hospital_marl.radiotherapy.core.tasks import Task
 
 SCALE = 4
@@ -329,8 +330,9 @@ def render_rgb_array(plan: Plan) -> np.ndarray:
     return np.asarray(image, np.uint8).copy()
 
 
-def render_ansi(plan: Plan, last_action: int | None = None) -> str:
-    """A text summary of the plan: beams, tumour metrics, OARs against their limits, score."""
+def render_ansi(plan: Plan | PlanView, last_action: int | None = None) -> str:
+    """A text summary of the plan (or a policy's read-only view of it, as the LLM's prompt): beams,
+    tumour metrics, OARs against their limits, score."""
     m = plan.metrics
     if m is None or plan.phantom is None:
         raise RuntimeError("render before reset")
