@@ -59,21 +59,16 @@ class Policy(Protocol):
         """Team track: the role's action from its AEC observation vector and mask."""
 
 
-class BasePolicy:
-    """Default plumbing: an own RNG per episode, and a bound simulator when given."""
+class SeededPolicy:
+    """What every policy class shares, whatever its ``reset`` is given: a name, its tracks and an
+    own RNG (reseeded per episode). The ED's :class:`BasePolicy` and the radiotherapy track's
+    ``BaseRTPolicy`` (given a plan, not a simulator) extend it."""
 
     name = "base"
     tracks: tuple[str, ...] = ("flat",)
 
     def __init__(self) -> None:
         self.rng = np.random.default_rng()
-        self.hospital: SimulatorHandle | None = None
-
-    def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
-        """Seed the episode's RNG and bind the handle (a :class:`Hospital` given directly, as a
-        tool replaying an env does, is read only through its :meth:`~Hospital.handle`)."""
-        self.rng = np.random.default_rng(seed)
-        self.hospital = hospital.handle() if isinstance(hospital, Hospital) else hospital
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
         raise NotImplementedError(f"{self.name} does not play the flat track")
@@ -83,6 +78,20 @@ class BasePolicy:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, tracks={self.tracks})"
+
+
+class BasePolicy(SeededPolicy):
+    """Default plumbing: an own RNG per episode, and a bound simulator when given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hospital: SimulatorHandle | None = None
+
+    def reset(self, seed: int | None = None, hospital: Hospital | SimulatorHandle | None = None) -> None:
+        """Seed the episode's RNG and bind the handle (a :class:`Hospital` given directly, as a
+        tool replaying an env does, is read only through its :meth:`~Hospital.handle`)."""
+        self.rng = np.random.default_rng(seed)
+        self.hospital = hospital.handle() if isinstance(hospital, Hospital) else hospital
 
 
 _ROLE_SLICES = role_slices()

@@ -212,34 +212,6 @@ class Traffic:
         }  # fmt: skip
 
 
-class _CountingTransport:
-    """An httpx transport that counts attempts, 5xx, 429 and timeouts (the openai client's retries
-    happen below its API, so this is where they are seen)."""
-
-    def __init__(self, traffic: Traffic) -> None:
-        import httpx
-
-        self._inner = httpx.HTTPTransport()
-        self._traffic = traffic
-        self._timeout = httpx.TimeoutException
-
-    def handle_request(self, request: Any) -> Any:
-        self._traffic.attempts += 1
-        try:
-            response = self._inner.handle_request(request)
-        except self._timeout:
-            self._traffic.timeouts += 1
-            raise
-        if response.status_code >= 500:
-            self._traffic.server_errors += 1
-        elif response.status_code == 429:
-            self._traffic.rate_limited += 1
-        return response
-
-    def close(self) -> None:
-        self._inner.close()
-
-
 class ChatModel:
     """One OpenAI-compatible chat endpoint through the official ``openai`` client.
 
@@ -258,6 +230,9 @@ class ChatModel:
 
         import httpx
 
+        # httpx (not a core dependency) only when a model is reached: this module loads with every policy
+        from policies._http import CountingTransport
+
         self.config = config
         self._openai = openai
         self.traffic = Traffic()
@@ -266,7 +241,11 @@ class ChatModel:
             api_key=config.api_key,
             timeout=config.timeout_s,
             max_retries=config.max_retries,
-            http_client=httpx.Client(transport=_CountingTransport(self.traffic), timeout=config.timeout_s),
+            # openai annotates http_client as its httpx2.Client only, yet checks for and takes an
+            # httpx.Client too (openai._base_client); httpx also works with openai 1.x
+            http_client=httpx.Client(  # type: ignore[arg-type]
+                transport=CountingTransport(self.traffic), timeout=config.timeout_s
+            ),
         )
 
     def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:

@@ -113,7 +113,8 @@ class EntityActorCritic(nn.Module):
 
     def output_layers(self) -> list[nn.Linear]:
         """The layers producing logits (initialised small: a near-uniform first policy)."""
-        return [self.noop, *(head[-1] for head in self.heads.values())]
+        last = [[m for m in head.modules() if isinstance(m, nn.Linear)][-1] for head in self.heads.values()]
+        return [self.noop, *last]
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
         context = self.context(features)
@@ -153,17 +154,23 @@ class EntityPolicy(MaskableActorCriticPolicy):
 
     def _build_mlp_extractor(self) -> None:
         arch = self.net_arch["vf"] if isinstance(self.net_arch, dict) else list(self.net_arch)
-        self.mlp_extractor = EntityActorCritic(
+        # SB3 types the slot as its MlpExtractor, while its docs' custom-network recipe puts any module
+        # with latent_dim_pi/vf and forward_actor/critic there (as this does)
+        self.mlp_extractor = EntityActorCritic(  # type: ignore[assignment]
             self.team, self.context_dim, self.head_dim, arch or [64, 64], self.activation_fn
         )
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
         self.action_net = nn.Identity()  # the extractor's actor output already is the logits
-        for layer in self.mlp_extractor.output_layers():
+        extractor = self.mlp_extractor
+        if not isinstance(extractor, EntityActorCritic):
+            raise TypeError(f"EntityPolicy builds its own extractor, found {type(extractor).__name__}")
+        for layer in extractor.output_layers():
             nn.init.orthogonal_(layer.weight, gain=0.01)
             nn.init.zeros_(layer.bias)
-        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+        # type[Optimizer] cannot say the class takes lr (SB3's own _build ignores the same error)
+        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[call-arg]
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()

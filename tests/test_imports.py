@@ -55,6 +55,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hospital_marl/radiotherapy/core/fmo.py", "scipy.optimize"): "slow to import; only the FMO reference",
     ("policies/radiotherapy/planner.py", "scipy.optimize"): "slow to import; only the planner's optimiser",
     ("policies/learned.py", "onnxruntime"): "slow to import; only a model played with it needs it",
+    ("policies/llm.py", "policies._http"): "imports httpx (not a core dependency), when a model is reached",
 }
 """(file, imported module) -> why it is imported inside a function."""
 

@@ -155,7 +155,9 @@ class VectorScoreReward(VectorWrapper):
         return self.env.unwrapped.episode_counters()
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
-        out = self.env.reset(seed=seed, options=options)
+        # gymnasium annotates VectorEnv.reset's seed as int | None, yet its own VectorWrapper.reset and
+        # SyncVectorEnv pass and take a list of seeds (one per env) as this does
+        out = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
         self._prev = self._counters()
         self._paid = np.zeros(self.num_envs)
         return out

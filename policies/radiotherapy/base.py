@@ -1,6 +1,6 @@
 """Radiotherapy policies on the package's one policy protocol (:class:`policies.base.Policy`).
 
-An RT policy is a :class:`~policies.base.BasePolicy` on the ``radiotherapy`` track:
+An RT policy is a :class:`~policies.base.SeededPolicy` on the ``radiotherapy`` track:
 ``act(observation, action_mask)`` like the ED's flat track, and ``reset(seed, plan=...)``.
 A model-based policy (the planner, the LLM's prompt) receives a read-only :class:`PlanView`
 of the episode's plan (SPEC §12: never the live, mutable :class:`Plan`): it can read the
@@ -17,7 +17,7 @@ import numpy as np
 
 from hospital_marl.radiotherapy.core.plan import Plan
 from hospital_marl.radiotherapy.core.sealed import PlanView
-from policies.base import BasePolicy
+from policies.base import SeededPolicy
 
 TRACK = "radiotherapy"
 
@@ -36,9 +36,9 @@ class RTPolicy(Protocol):
         """One of the actions of :data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`."""
 
 
-class BaseRTPolicy(BasePolicy):
-    """The package's :class:`~policies.base.BasePolicy` on the radiotherapy track: an own RNG per
-    episode and a read-only view of the plan (when given)."""
+class BaseRTPolicy(SeededPolicy):
+    """The package's :class:`~policies.base.SeededPolicy` on the radiotherapy track: an own RNG per
+    episode and a read-only view of the plan (when given) where the ED's policies get a simulator."""
 
     name = "rt_base"
     tracks: tuple[str, ...] = (TRACK,)
@@ -47,8 +47,8 @@ class BaseRTPolicy(BasePolicy):
         super().__init__()
         self.plan: PlanView | None = None
 
-    def reset(self, seed: int | None = None, plan: Plan | PlanView | None = None) -> None:  # type: ignore[override]
-        super().reset(seed)
+    def reset(self, seed: int | None = None, plan: Plan | PlanView | None = None) -> None:
+        self.rng = np.random.default_rng(seed)
         self.plan = PlanView.of(plan)
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:

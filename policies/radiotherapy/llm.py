@@ -35,6 +35,7 @@ import numpy as np
 
 from hospital_marl.radiotherapy import task_env_id
 from hospital_marl.radiotherapy.core.plan import ACTIONS, ADD, LOCK, Plan
+from hospital_marl.radiotherapy.core.sealed import PlanView
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
 from hospital_marl.radiotherapy.envs.render import render_ansi
 from policies.agent_protocol import Protocol, end_line, start_line, step_line
@@ -58,7 +59,7 @@ def legal_actions_text(action_mask: np.ndarray) -> str:
     return "\n".join(f"{a.id}: {a.name} — {a.doc}" for a in ACTIONS if action_mask[a.id])
 
 
-def prompt(plan: Plan, action_mask: np.ndarray) -> str:
+def prompt(plan: Plan | PlanView, action_mask: np.ndarray) -> str:
     return f"{render_ansi(plan)}\n\nLegal actions:\n{legal_actions_text(action_mask)}\n\nYour action number:"
 
 

@@ -70,7 +70,10 @@ def plan_cost(angles: np.ndarray, weights: np.ndarray, margins: np.ndarray | Non
 
 
 def optimise(
-    plan: Plan, beam_counts: tuple[int, ...] = (3, 4, 5, 6, 7), starts: int = 1, max_sweeps: int = 6
+    plan: Plan | PlanView,
+    beam_counts: tuple[int, ...] = (3, 4, 5, 6, 7),
+    starts: int = 1,
+    max_sweeps: int = 6,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The best beam set found: (angles (n,), weights in tenths (n,), margins (n,), score)."""
     budget = plan.task.max_steps
@@ -138,10 +141,10 @@ class PlannerRTPolicy(BaseRTPolicy):
         self._queue: list[int] = []
         self.expected_score = 0.0
 
-    def reset(self, seed: int | None = None, plan: Plan | None = None) -> None:
+    def reset(self, seed: int | None = None, plan: Plan | PlanView | None = None) -> None:
         super().reset(seed, plan)
         if plan is None:
-            raise ValueError("the planner needs the core plan: reset(seed, plan=env.unwrapped.plan)")
+            raise ValueError("the planner needs the plan: reset(seed, plan=env.unwrapped.plan)")
         angles, weights, margins, self.expected_score = optimise(
             plan, self.beam_counts, self.starts, self.max_sweeps
         )

@@ -237,7 +237,9 @@ class RadiotherapyPlanningEnv(gym.Env):
         self._last_action = None if action == INVALID else action
         return self._observation(), reward, self.plan.locked, self.plan.truncated, self._info()
 
-    def render(self) -> np.ndarray | str | None:
+    # gymnasium types Env.render with a TypeVar bound to nothing (RenderFrame), which no concrete
+    # return type can override; these are the frames render_mode gives.
+    def render(self) -> np.ndarray | str | None:  # type: ignore[override]
         if self.render_mode is None:
             gym.logger.warn("render() without a render_mode: pass render_mode='rgb_array' or 'ansi'")
             return None

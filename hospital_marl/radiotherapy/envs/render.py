@@ -31,8 +31,9 @@ from PIL import Image, ImageDraw, ImageFont
 
 from hospital_marl.radiotherapy.core.dose import beam_axes
 from hospital_marl.radiotherapy.core.metrics import PASS_THRESHOLD
-from hospital_marl.radiotherapy.core.phantoms import GRID
+from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom
 from hospital_marl.radiotherapy.core.plan import ACTION_NAMES, Plan
+from hospital_marl.radiotherapy.core.sealed import PlanView
 from hospital_marl.radiotherapy.core.tasks import Task
 
 SCALE = 4
@@ -122,9 +123,9 @@ def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return ImageFont.load_default(size=size)
 
 
-def wash_colours(dose: np.ndarray) -> np.ndarray:
+def wash_colours(dose: np.ndarray | float) -> np.ndarray:
     """The slice's colour (float RGB, (..., 3)) of each dose × Rx inside the body: the wash over the
-    body grey. The colour bar shows the same function."""
+    body grey. The colour bar and the legend's isodose swatches (one level) show the same function."""
     x = np.clip(np.asarray(dose, np.float64) / WASH_MAX, 0, 1) * (len(WASH_STOPS) - 1)
     i = np.minimum(x.astype(int), len(WASH_STOPS) - 2)
     f = (x - i)[..., None]
@@ -277,8 +278,7 @@ def boundary_band(mask: np.ndarray, width: int = LINE) -> np.ndarray:
     return big & ~inner
 
 
-def _slice_panel(plan: Plan, dose: np.ndarray) -> np.ndarray:
-    ph = plan.phantom
+def _slice_panel(plan: Plan, ph: Phantom, dose: np.ndarray) -> np.ndarray:
     image = np.where(ph.body[..., None], wash_colours(dose), BACKGROUND)
     big = _upscale(np.rint(image).astype(np.uint8))
     picture = Image.fromarray(big)
@@ -300,13 +300,13 @@ def _slice_panel(plan: Plan, dose: np.ndarray) -> np.ndarray:
     return big
 
 
-def _dvh_curves(image: Image.Image, plan: Plan, dose: np.ndarray) -> None:
+def _dvh_curves(image: Image.Image, plan: Plan, ph: Phantom, dose: np.ndarray) -> None:
     d = _DVH
     width, height = d.right - d.left, d.bottom - d.top
     levels = np.linspace(0, DVH_PLOT_MAX, width)
     xs = d.left + np.arange(width)
     draw = ImageDraw.Draw(image)
-    masks = [plan.phantom.tumour, *plan.phantom.oars]
+    masks = [ph.tumour, *ph.oars]
     colours = [colour for _, colour in structure_colours(plan.task)]
     for mask, colour in reversed(list(zip(masks, colours))):  # the tumour last, on top
         values = np.sort(dose[mask])
@@ -318,19 +318,21 @@ def _dvh_curves(image: Image.Image, plan: Plan, dose: np.ndarray) -> None:
 def render_rgb_array(plan: Plan) -> np.ndarray:
     """The frame (:data:`FRAME_SHAPE` uint8): slice with dose, contours, isodose lines and beams,
     colour bar, DVH and legend, placed as :func:`frame_layout` says."""
-    if plan.phantom is None:
+    ph = plan.phantom
+    if ph is None:
         raise RuntimeError("render before reset")
     layout, background = _static(plan.task)
     dose = plan.dose_grid()
     frame = background.copy()
-    frame[layout.slice_panel.region] = _slice_panel(plan, dose)
+    frame[layout.slice_panel.region] = _slice_panel(plan, ph, dose)
     image = Image.fromarray(frame)
-    _dvh_curves(image, plan, dose)
+    _dvh_curves(image, plan, ph, dose)
     return np.asarray(image, np.uint8).copy()
 
 
-def render_ansi(plan: Plan, last_action: int | None = None) -> str:
-    """A text summary of the plan: beams, tumour metrics, OARs against their limits, score."""
+def render_ansi(plan: Plan | PlanView, last_action: int | None = None) -> str:
+    """A text summary of the plan (or a policy's read-only view of it, as the LLM's prompt): beams,
+    tumour metrics, OARs against their limits, score."""
     m = plan.metrics
     if m is None or plan.phantom is None:
         raise RuntimeError("render before reset")
