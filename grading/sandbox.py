@@ -372,6 +372,8 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
     finally:
         if info_write is not None:
             os.close(info_write)
+    if process.stdout is None or process.stdin is None:  # Popen was given PIPE for both
+        raise RuntimeError("the sandbox's process has no pipes")
     channel = Channel(process.stdout.fileno(), process.stdin.fileno(), MAX_ANSWER)
     return Started(process, channel, stderr, info_read, cgroup)
 

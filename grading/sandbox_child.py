@@ -143,7 +143,7 @@ class _Server:
         self.policy: Any = None
         self.view: Any = None
         self.plan: Any = None
-        self.name, self.tracks = "", ()
+        self.name, self.tracks = "", tuple[str, ...]()
 
     def prepare(self) -> None:
         import policies  # noqa: F401

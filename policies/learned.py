@@ -531,7 +531,10 @@ def load_shipped(name: str, backend: str = "auto") -> PPOPolicy:
     path = CHECKPOINT_DIR / SHIPPED[name]
     if not path.exists():
         raise FileNotFoundError(f"shipped checkpoint {path} is missing (reinstall hospital-marl)")
-    return load_path(path, name=name, backend=backend)
+    policy = load_path(path, name=name, backend=backend)
+    if not isinstance(policy, PPOPolicy):  # every shipped checkpoint is the project trainer's
+        raise TypeError(f"shipped checkpoint {path} is not a PPO checkpoint of this package")
+    return policy
 
 
 def learned_factories() -> dict[str, Callable[..., PPOPolicy]]:

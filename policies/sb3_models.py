@@ -19,7 +19,7 @@ import json
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
@@ -32,6 +32,9 @@ from hospital_marl.envs.observations import (
     presence_views,
 )
 from policies.base import BasePolicy
+
+if TYPE_CHECKING:  # stable-baselines3 is optional (the train extra)
+    from stable_baselines3.common.base_class import BaseAlgorithm
 
 INSTALL_HINT = 'pip install -e ".[train]" -c constraints/cpu.txt (from a clone of the repository)'
 
@@ -71,7 +74,7 @@ def is_trainer_checkpoint(data: Mapping[str, Any], feature_size: int) -> bool:
 
 
 # ------------------------------------------------------------------ algorithm
-def _algorithms() -> list[tuple[type, Callable[[Mapping[str, Any]], bool], type]]:
+def _algorithms() -> list[tuple[type, Callable[[Mapping[str, Any]], bool], type[BaseAlgorithm]]]:
     """(policy base class, test on the saved data, algorithm), most specific first."""
     import sb3_contrib
     import stable_baselines3 as sb3
@@ -108,13 +111,14 @@ def _require_sb3() -> None:
         ) from exc
 
 
-def algorithm_of(path: str | Path) -> type:
+def algorithm_of(path: str | Path) -> type[BaseAlgorithm]:
     """The SB3 / sb3-contrib algorithm class that saved ``path`` (ValueError, one line, if none)."""
     _require_sb3()
     from stable_baselines3.common.save_util import load_from_zip_file
 
     data, _, _ = load_from_zip_file(path, device="cpu", custom_objects=_SCHEDULES, load_data=True)
-    policy_class = data.get("policy_class") if data else None
+    data = data or {}
+    policy_class = data.get("policy_class")
     if not isinstance(policy_class, type):
         raise ValueError(
             f"{path}: cannot read the model's policy class (a class defined in a script's __main__ "
@@ -131,7 +135,9 @@ def algorithm_of(path: str | Path) -> type:
 
 # ------------------------------------------------------------------ observation
 def _blocks_of(space: spaces.Space) -> dict[str, tuple[int, ...]] | None:
-    return {k: tuple(s.shape) for k, s in space.spaces.items()} if isinstance(space, spaces.Dict) else None
+    if not isinstance(space, spaces.Dict):
+        return None
+    return {k: tuple(s.shape or ()) for k, s in space.spaces.items()}
 
 
 def _known_shapes() -> dict[str, set[tuple[int, ...]]]:
@@ -151,6 +157,19 @@ def _flat_candidates() -> list[spaces.Dict]:
     return out
 
 
+def _flattened(
+    layout: spaces.Dict, space: spaces.Box, presence_keys: set[str]
+) -> Callable[[Mapping[str, np.ndarray], Any], np.ndarray]:
+    """The converter for a model that saw ``layout`` through ``FlattenObservation``."""
+    shapes = {k: tuple(s.shape or ()) for k, s in layout.spaces.items()}
+
+    def convert(obs: Mapping[str, np.ndarray], hospital: Any) -> np.ndarray:
+        flat = spaces.flatten(layout, _pick(obs, hospital, shapes, presence_keys))
+        return np.asarray(flat).astype(space.dtype, copy=False)
+
+    return convert
+
+
 def observation_converter(space: spaces.Space, label: str) -> Callable[[Mapping[str, np.ndarray], Any], Any]:
     """``(composed observation, hospital handle) -> what a model observing ``space`` saw``.
 
@@ -163,10 +182,7 @@ def observation_converter(space: spaces.Space, label: str) -> Callable[[Mapping[
     if isinstance(space, spaces.Box) and len(space.shape) == 1:
         for layout in _flat_candidates():
             if spaces.flatdim(layout) == space.shape[0]:
-                shapes = {k: tuple(s.shape) for k, s in layout.spaces.items()}
-                return lambda obs, hospital, layout=layout, shapes=shapes: spaces.flatten(
-                    layout, _pick(obs, hospital, shapes, presence_keys)
-                ).astype(space.dtype, copy=False)
+                return _flattened(layout, space, presence_keys)
     raise ValueError(
         f"{label} observes {space}, which is none of the composed env's observation formats "
         "(observation_format 'dict' or 'dict_1d', observation_layout 'fixed' or 'masked', or one of "

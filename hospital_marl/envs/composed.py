@@ -112,8 +112,12 @@ class _HospitalGymEnv(gym.Env):
     def _with_mask_space(self, n_actions: int) -> None:
         """The ``..._action_mask`` formats: the mask joins the observation space (bool, as masks are)."""
         if self._mask_inside:
-            mask = spaces.Box(0, 1, (n_actions,), np.bool_)
-            self.observation_space = spaces.Dict({**self.observation_space.spaces, MASK_KEY: mask})
+            # Box takes bool at run time (masks are bool); its annotation lists numbers only.
+            mask = spaces.Box(0, 1, (n_actions,), np.bool_)  # type: ignore[arg-type]
+            observed = self.observation_space
+            if not isinstance(observed, spaces.Dict):
+                raise TypeError("the ..._action_mask formats extend a Dict observation")
+            self.observation_space = spaces.Dict({**observed.spaces, MASK_KEY: mask})
 
     def _observation(self, views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The Dict observation in this env's layout (``"masked"``: with the presence blocks) and
