@@ -44,6 +44,7 @@ import numpy as np
 from grading import sandbox
 from grading.frames import FrameError
 from grading.sandbox import Limits, SandboxUnavailable
+from hospital_marl.core.hospital import warm_up
 
 TIME_LIMIT = 10.0
 """Seconds a policy may take per decision (and per episode start) by default."""
@@ -165,8 +166,6 @@ class _Isolated(FaultBudget):
     def _warm_up(self) -> None:
         """Compile the environment's kernels here first: the sandbox copies the grader's compiled
         code, but cannot write to its cache (what it compiles is lost when it ends)."""
-        from hospital_marl.core.hospital import warm_up
-
         warm_up()
 
     # ------------------------------------------------------------ process

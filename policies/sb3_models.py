@@ -15,6 +15,7 @@ checkpoint: those observe the trainer's feature vector (:func:`is_trainer_checkp
 
 from __future__ import annotations
 
+import inspect
 import json
 import zipfile
 from collections.abc import Callable, Mapping
@@ -217,8 +218,6 @@ class SB3Actor:
     (sb3-contrib's maskable algorithms), and a recurrent model's state carried through the episode."""
 
     def __init__(self, model: Any, label: str) -> None:
-        import inspect
-
         self.model = model
         self.convert = observation_converter(model.observation_space, label)
         params = inspect.signature(model.predict).parameters

@@ -36,7 +36,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the RT registry lists names without loading model code"
     ),
     ("policies/rllib/__init__.py", "policies.rllib.policy"): "imports ray (the rllib extra)",
-    ("grading/isolated.py", "policies"): "loaded in the policy's own process, never the grader's",
     ("grading/radiotherapy.py", "policies.radiotherapy"): "an agent spec is resolved only when given by name",
     ("training/benchmarl/env.py", "hospital_marl"): "BenchMARL's task factory, called in its worker",
     ("training/benchmarl/train.py", "training.benchmarl.callbacks"): "imports benchmarl (the marl extra)",
@@ -56,6 +55,42 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("policies/radiotherapy/planner.py", "scipy.optimize"): "slow to import; only the planner's optimiser",
     ("policies/learned.py", "onnxruntime"): "slow to import; only a model played with it needs it",
     ("policies/llm.py", "policies._http"): "imports httpx (not a core dependency), when a model is reached",
+    ("grading/__init__.py", "grading"): (
+        "the package's names load lazily (PEP 562), so the sandbox's process sets numba's cache first"
+    ),
+    ("grading/isolated.py", "hospital_marl.radiotherapy.envs.planning"): (
+        "the radiotherapy env, only when a radiotherapy policy is isolated"
+    ),
+    ("policies/__init__.py", "policies.radiotherapy"): (
+        "only to say that an unknown name is a radiotherapy agent (the RT registry)"
+    ),
+    ("grading/sandbox_child.py", "grading.frames"): (
+        "the sandbox's process sets NUMBA_CACHE_DIR and its limits before it imports the package"
+    ),
+    ("grading/sandbox_child.py", "grading.isolated"): (
+        "the sandbox's process sets NUMBA_CACHE_DIR and its limits before it imports the package"
+    ),
+    ("grading/sandbox_child.py", "grading.radiotherapy"): (
+        "the sandbox's process sets NUMBA_CACHE_DIR and its limits before it imports the package"
+    ),
+    ("grading/sandbox_child.py", "grading.sandbox"): (
+        "the sandbox's process sets NUMBA_CACHE_DIR and its limits before it imports the package"
+    ),
+    ("grading/sandbox_child.py", "hospital_marl.core.hospital"): (
+        "the sandbox's process sets NUMBA_CACHE_DIR and its limits before it imports the package"
+    ),
+    ("grading/sandbox_child.py", "hospital_marl.radiotherapy.core.sealed"): (
+        "the sandbox's process sets NUMBA_CACHE_DIR and its limits before it imports the package"
+    ),
+    ("grading/sandbox_child.py", "numba.core.caching"): (
+        "the sandbox's process sets NUMBA_CACHE_DIR and its limits before it imports the package"
+    ),
+    ("grading/sandbox_child.py", "pickle"): (
+        "the sandbox's process sets NUMBA_CACHE_DIR and its limits before it imports the package"
+    ),
+    ("grading/sandbox_child.py", "policies"): (
+        "the sandbox's process sets NUMBA_CACHE_DIR and its limits before it imports the package"
+    ),
 }
 """(file, imported module) -> why it is imported inside a function."""
 
