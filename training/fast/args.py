@@ -13,6 +13,7 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
+from hospital_marl.envs.protocol import AEC, PROTOCOLS
 from training.args import REWARDS, TrainArgs, shared
 from training.common import reward_table
 
@@ -32,7 +33,11 @@ class MappoArgs(TrainArgs):
     """Every option of ``hospital-marl train fast-mappo``; its --help is generated from these docstrings."""
 
     COMMAND: ClassVar[str] = "hospital-marl train fast-mappo"
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"algorithm": ALGORITHMS, "reward": REWARDS}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "algorithm": ALGORITHMS,
+        "reward": REWARDS,
+        "protocol": PROTOCOLS,
+    }
     ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("algorithm", "frames", "seed")
     RUN_PREFIX: ClassVar[str] = "fast"
 
@@ -40,6 +45,11 @@ class MappoArgs(TrainArgs):
     """mappo: one critic on the global state; ippo: one critic per role on its own observation."""
     frames: int = 20_000_000
     """Ticks of one department trained on (each is three role decisions)."""
+    protocol: str = AEC
+    """The team turn order trained on (hospital_marl.envs.protocol): aec, the graded one (each role
+    reads the state the earlier roles of the tick left; recorded in the run, so the grader plays it
+    so); simultaneous, the parallel env's (every role reads the start-of-tick state; graded as
+    trained: planned on the start-of-tick state, a conflict played as the no-op)."""
     scenario: str = shared("scenario")
     all_scenarios: bool = shared("all_scenarios")
     seed: int = shared("seed")
@@ -109,6 +119,8 @@ class MappoArgs(TrainArgs):
         self.hidden = tuple(int(w) for w in self.hidden)
         if self.recurrent and self.shared_actor:
             raise ValueError("recurrent: a GRU per role actor only; not with shared_actor")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.recurrent and not self.hidden:
             raise ValueError("recurrent: the GRU's width is the last hidden layer's; give hidden")
         self.require_reward()
