@@ -70,6 +70,7 @@ from training.fast.common import (
     pick_device,
     sample,
 )
+from training.fast.diagnostics import DIAGNOSTIC_FILE, behaviour, critical_counts
 
 
 # ------------------------------------------------------------------ networks
@@ -256,6 +257,8 @@ class Departments:
         self.steppers: list[Any] = [VectorScoreReward(v) if args.reward == "score" else v for v in self.vecs]
         """What ``reset``/``step`` call: the vector envs, or their score-reward wrappers."""
         self.scores: list[float] = []
+        self.finished: list[dict[str, float]] = []
+        """The critical counters of the days ended since the last diagnostic read them."""
         self._observe(
             [
                 env.reset(seed=SEED_BASE + args.seed * 100_000 + k * 10_000)[0]
@@ -302,6 +305,7 @@ class Departments:
             if "final_info" in info:
                 final = info["final_info"]
                 self.scores.extend(final["score"][final["_score"]].tolist())
+                self.finished.extend(critical_counts(final))
         self._observe(observations)
         return np.concatenate(rewards), np.concatenate(dones)
 
@@ -421,6 +425,35 @@ class Rollout:
         return advantages, advantages + self.values
 
 
+@torch.no_grad()
+def diagnose(
+    agents: Agents, buf: Rollout, envs: Departments, advantages: torch.Tensor, returns: torch.Tensor
+) -> dict[str, Any]:
+    """The behaviour diagnostic (:mod:`training.fast.diagnostics`) of the rollout just collected,
+    with the probabilities of the policy that collected it (recomputed before the update)."""
+    T, B = buf.actions.shape[:2]
+    n = T * B
+    if agents.recurrent:
+        logits, _, _ = agents.sequence(buf.states, buf.masks, buf.hidden0, buf.starts)
+    else:
+        views = agents.turn_views(buf.states.reshape(n, len(ROLES), -1))
+        logits = agents.logits(views, buf.masks.reshape(n, -1))
+    probs = {role: torch.softmax(lg.reshape(n, -1), dim=-1).cpu() for role, lg in logits.items()}
+    flat_masks = buf.masks.reshape(n, -1).cpu()
+    masks = {role: flat_masks[:, MASK_COLUMNS[role]] for role in ROLES}
+    rest = advantages.shape[2:]
+    finished, envs.finished = envs.finished, []
+    return behaviour(
+        probs,
+        masks,
+        buf.actions.reshape(n, len(ROLES)).cpu(),
+        advantages.reshape(n, *rest).cpu(),
+        buf.values.reshape(n, *rest).cpu(),
+        returns.reshape(n, *rest).cpu(),
+        finished,
+    )
+
+
 def ppo_loss(
     agents: Agents,
     logits: dict[str, torch.Tensor],
@@ -512,6 +545,9 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 "cpu_time_s": clock.cpu(),
                 "collect_s": round(collect_s, 2),
                 "update_s": round(update_s, 2),
+                "diagnose_s": round(diagnose_s, 2),
+                "diagnostic": DIAGNOSTIC_FILE,
+                "behaviour": last_diagnostic,
                 "frames_per_s": round(frames / max(collect_s + update_s, 1e-9)),
                 "audit": {"masked_actions_taken": buf.masked_taken, "audited_actions": frames * len(ROLES)},
                 "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
@@ -521,7 +557,9 @@ def train(args: Args, evaluate: Evaluate) -> Path:
         )
 
     next_eval = args.eval_interval if args.eval_interval else args.frames
-    collect_s = update_s = 0.0
+    collect_s = update_s = diagnose_s = 0.0
+    last_diagnostic: dict[str, Any] = {}
+    (run_dir / DIAGNOSTIC_FILE).write_text("")
     for update in range(updates):
         if args.anneal_lr:
             spent = max(update / updates, clock.wall() / args.max_wall_s if args.max_wall_s else 0.0)
@@ -532,6 +570,12 @@ def train(args: Args, evaluate: Evaluate) -> Path:
         advantages, returns = buf.advantages(agents, envs)
         mid = time.perf_counter()
         collect_s += mid - started
+        diagnostic = {"update": update, "frames": frames, **diagnose(agents, buf, envs, advantages, returns)}
+        with (run_dir / DIAGNOSTIC_FILE).open("a") as log:
+            log.write(json.dumps(diagnostic) + "\n")
+        diagnose_s += time.perf_counter() - mid
+        last_diagnostic = diagnostic
+        mid = time.perf_counter()
 
         n = T * B
         if agents.recurrent:  # minibatches of whole department sequences: the hidden states recompute exactly
