@@ -100,3 +100,21 @@ def test_fast_mappo__logs_the_diagnostic_every_update(tmp_path: Path) -> None:
         assert row["table"]["ventilations"] <= row["table"]["ventilation_possible"]
     meta = json.loads((run / "fast.json").read_text())
     assert meta["behaviour"] == lines[-1]
+
+
+def test_type_entropy__is_the_entropy_of_the_action_type_distribution() -> None:
+    """Triage with every action valid and uniform: no-op 1/21, general admissions 10/21, ICU
+    admissions 10/21 (SPEC §3); with only the no-op and one ICU admission valid, at 50/50: log 2."""
+    from training.fast.diagnostics import type_entropy
+
+    uniform = torch.zeros(1, 21)
+    p = torch.tensor([1 / 21, 10 / 21, 10 / 21])
+    assert float(type_entropy(uniform, "triage")[0]) == pytest.approx(float(-(p * p.log()).sum()), rel=1e-5)
+    two = torch.full((1, 21), -1e9)
+    two[0, [0, 15]] = 0.0
+    assert float(type_entropy(two, "triage")[0]) == pytest.approx(math.log(2), rel=1e-5)
+    vent = torch.zeros(1, 4)  # no-op 1/4, ventilate 3/4
+    q = torch.tensor([0.25, 0.75])
+    assert float(type_entropy(vent, "ventilator_officer")[0]) == pytest.approx(
+        float(-(q * q.log()).sum()), rel=1e-5
+    )

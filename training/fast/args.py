@@ -75,6 +75,10 @@ class MappoArgs(TrainArgs):
     clip: float = shared("clip")
     entropy: float = shared("entropy")
     value_loss: float = shared("value_loss")
+    type_entropy: float = 0.0
+    """Coefficient of a bonus on the entropy of each role's distribution over action *types* (no-op,
+    general / ICU admission, transfer, early / ICU discharge, ventilate), beside --entropy's over
+    actions: keeps rare valid types (ICU admissions, step-downs) from being driven to 0 (issue #40)."""
     max_grad_norm: float = 0.5
     """Clip the global gradient norm of each update step to this."""
     norm_adv: bool = True
@@ -113,7 +117,7 @@ class MappoArgs(TrainArgs):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         self.require_at_least(1, "frames", "num_envs", "steps", "minibatch", "epochs", "eval_episodes")
-        self.require_at_least(0, "eval_interval", "max_wall_s")
+        self.require_at_least(0, "eval_interval", "max_wall_s", "type_entropy")
         if self.num_envs < len(self.scenarios):
             raise ValueError(f"num_envs ({self.num_envs}) must be at least the number of scenarios")
         self.hidden = tuple(int(w) for w in self.hidden)

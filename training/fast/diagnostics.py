@@ -51,6 +51,24 @@ def type_columns(name: str) -> tuple[int, torch.Tensor]:
     return ROLES.index(role), torch.tensor(cols, dtype=torch.long)
 
 
+def kind_matrix(role: str) -> torch.Tensor:
+    """``(n_role, n_kinds)`` one-hot of each of ``role``'s actions' kind (the no-op its own kind):
+    ``probs @ kind_matrix(role)`` is the policy's distribution over action types."""
+    kinds = sorted({kind for kind, _ in ROLE_KIND_INDEX[role]})
+    out = torch.zeros(ROLE_ACTION_COUNTS[role], len(kinds))
+    for a, (kind, _) in enumerate(ROLE_KIND_INDEX[role]):
+        out[a, kinds.index(kind)] = 1.0
+    return out
+
+
+def type_entropy(logits: torch.Tensor, role: str) -> torch.Tensor:
+    """``(N,)`` entropy of the policy's action-type distribution (masked logits ``(N, n_role)``): a
+    bonus on it keeps probability on every valid type (a rare one included) without flattening the
+    choice among the actions of one type, which the plain entropy bonus mostly spends on."""
+    probs = torch.softmax(logits, dim=-1) @ kind_matrix(role).to(logits.device)
+    return -(probs * torch.log(probs.clamp_min(1e-12))).sum(-1)
+
+
 def _mean(x: torch.Tensor) -> float | None:
     return round(float(x.float().mean()), 6) if x.numel() else None
 
@@ -154,6 +172,8 @@ __all__ = [
     "RARE_TYPES",
     "behaviour",
     "critical_counts",
+    "kind_matrix",
     "table_markdown",
     "type_columns",
+    "type_entropy",
 ]

@@ -70,7 +70,7 @@ from training.fast.common import (
     pick_device,
     sample,
 )
-from training.fast.diagnostics import DIAGNOSTIC_FILE, behaviour, critical_counts
+from training.fast.diagnostics import DIAGNOSTIC_FILE, behaviour, critical_counts, type_entropy
 
 
 # ------------------------------------------------------------------ networks
@@ -465,14 +465,16 @@ def ppo_loss(
     adv = mb["adv"]
     if args.norm_adv:
         adv = (adv - adv.mean(0)) / (adv.std(0) + 1e-8)
-    policy_loss = entropy = torch.zeros((), device=value.device)
+    policy_loss = entropy = types = torch.zeros((), device=value.device)
     for r, role in enumerate(ROLES):
         logp, ent = logp_entropy(logits[role], mb["action"][:, r])
         role_adv = adv if agents.centralised else adv[:, r]
         policy_loss = policy_loss + clipped_surrogate(logp, mb["logp"][:, r], role_adv, args.clip)
         entropy = entropy + ent.mean()
+        if args.type_entropy:
+            types = types + type_entropy(logits[role], role).mean()
     value_loss = 0.5 * ((value - mb["ret"]) ** 2).mean()
-    return policy_loss - args.entropy * entropy + args.value_loss * value_loss
+    return policy_loss - args.entropy * entropy - args.type_entropy * types + args.value_loss * value_loss
 
 
 def train(args: Args, evaluate: Evaluate) -> Path:
