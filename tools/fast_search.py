@@ -56,6 +56,10 @@ def main() -> None:
     parser.add_argument("--runs", default="runs/search_40")
     parser.add_argument("--out", default="docs/fast/search_40.json")
     parser.add_argument("--enqueue", default="", help="JSON list of extra configurations to try first")
+    parser.add_argument("--sampler-seed", type=int, default=0)
+    parser.add_argument(
+        "--skip-defaults", action="store_true", help="a second worker: the first one tries the defaults"
+    )
     a = parser.parse_args()
     runs, records = Path(a.runs), []
 
@@ -66,7 +70,7 @@ def main() -> None:
             args = MappoArgs(
                 algorithm="mappo", all_scenarios=True, frames=a.frames, seed=seed, eval_interval=a.frames,
                 eval_episodes=a.eval_episodes, torch_threads=1, progress=False,
-                save=str(runs / f"t{trial.number}_s{seed}"), **params,
+                save=str(runs / f"w{a.sampler_seed}_t{trial.number}_s{seed}"), **params,
             )  # fmt: skip
             run = train(args, grade)
             meta = json.loads((run / "fast.json").read_text())
@@ -83,8 +87,10 @@ def main() -> None:
         write(study, records, a)
         return value
 
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=0))
-    study.enqueue_trial(DEFAULTS)
+    sampler = optuna.samplers.TPESampler(seed=a.sampler_seed)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    if not a.skip_defaults:
+        study.enqueue_trial(DEFAULTS)
     for extra in json.loads(a.enqueue or "[]"):
         study.enqueue_trial({**DEFAULTS, **extra})
     study.optimize(objective, n_trials=a.trials, timeout=a.timeout)
@@ -103,7 +109,8 @@ def write(study: optuna.Study, records: list[dict[str, Any]], a: argparse.Namesp
         "command": "python tools/fast_search.py " + " ".join(flags),
         "objective": f"mean over seeds {a.seeds} of the validation score (seed 1000, {a.eval_episodes} days "
         f"per scenario, team track) after {a.frames:,} frames of MAPPO on the AEC protocol",
-        "sampler": "optuna TPESampler(seed=0); trial 0 = the trainer's defaults",
+        "sampler": f"optuna TPESampler(seed={a.sampler_seed})"
+        + ("" if a.skip_defaults else "; trial 0 = the trainer's defaults"),
         "optuna": optuna.__version__,
         "trials": records,
         "best": best,
