@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,38 @@ def space(trial: optuna.Trial) -> dict[str, Any]:
     }
 
 
+def report(paths: list[str]) -> str:
+    """The trials of one or more workers' ``--out`` files as one markdown table (best first)."""
+    rows = []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        rows += [{**t, "worker": data["sampler"].split(")")[0] + ")"} for t in data["trials"]]
+    rows.sort(key=lambda r: -r["objective"])
+    lines = [
+        "| options (changed from the defaults) | seeds' validation scores | mean ± s.e. | "
+        "p(ICU triage) at the end | p(step-down) at the end |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        changed = {k: v for k, v in r["params"].items() if DEFAULTS.get(k) != v}
+        options = ", ".join(
+            f"`{k}` {v:.4g}" if isinstance(v, float) else f"`{k}` {v}" for k, v in changed.items()
+        )
+        scores = r["scores"]
+        se = statistics.stdev(scores) / len(scores) ** 0.5 if len(scores) > 1 else 0.0
+        ends = r["p_where_valid_at_end"]
+        icu = ", ".join(f"{e['icu_triage']:.3f}" for e in ends)
+        down = ", ".join(f"{e['icu_discharge']:.3f}" for e in ends)
+        lines.append(
+            f"| {options or '(defaults)'} | {', '.join(f'{x:.2f}' for x in scores)} | "
+            f"{r['objective']:.2f} ± {se:.2f} | {icu} | {down} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", nargs="+", help="print the table of these --out files and stop")
     parser.add_argument("--trials", type=int, default=6)
     parser.add_argument("--timeout", type=float, default=None, help="stop starting trials after this many s")
     parser.add_argument("--frames", type=int, default=1_500_000)
@@ -61,6 +92,9 @@ def main() -> None:
         "--skip-defaults", action="store_true", help="a second worker: the first one tries the defaults"
     )
     a = parser.parse_args()
+    if a.report:
+        print(report(a.report))
+        return
     runs, records = Path(a.runs), []
 
     def objective(trial: optuna.Trial) -> float:

@@ -118,3 +118,26 @@ def test_type_entropy__is_the_entropy_of_the_action_type_distribution() -> None:
     assert float(type_entropy(vent, "ventilator_officer")[0]) == pytest.approx(
         float(-(q * q.log()).sum()), rel=1e-5
     )
+
+
+def test_behaviour__splits_triage_admissions_by_the_admitted_patient_severity() -> None:
+    """Queue slot 0 critical (severity 4), slot 1 not (2) (SPEC §3: triage 1-10 admit slot i-1 to a
+    general bed, 11-20 to an ICU bed). Tick 0 admits slot 0 to the ICU, tick 1 slot 1 to the ICU,
+    tick 2 slot 0 to a general bed."""
+    b = batch()
+    severity = torch.zeros(N, 10)
+    severity[:, 0], severity[:, 1] = 4.0, 2.0
+    masks = b["masks"]
+    masks["triage"][:] = False  # type: ignore[index]
+    masks["triage"][:, [0, 1, 2, 11, 12]] = True  # type: ignore[index]
+    probs = {**b["probs"], "triage": torch.zeros(N, 21)}  # type: ignore[dict-item]
+    probs["triage"][:, [0, 11, 12]] = torch.tensor([0.5, 0.2, 0.3])
+    actions = torch.tensor([[11, 0, 0], [12, 0, 0], [1, 0, 0], [0, 0, 0]])
+    out = behaviour(**{**b, "masks": masks, "probs": probs, "actions": actions, "queue_severity": severity})
+    split = out["triage_by_severity"]
+    assert split["icu_critical"] == {"taken": 1, "adv_taken": pytest.approx(2.0)}
+    assert split["icu_non_critical"] == {"taken": 1, "adv_taken": pytest.approx(-1.0)}
+    assert split["general_critical"] == {"taken": 1, "adv_taken": pytest.approx(0.5)}
+    assert split["general_non_critical"] == {"taken": 0, "adv_taken": None}
+    assert split["p_icu_for_a_critical_where_valid"] == pytest.approx(0.2)  # slot 0's ICU action only
+    assert split["states_with_icu_for_a_critical_valid"] == N

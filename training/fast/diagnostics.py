@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLE_KIND_INDEX, ROLES, Kind
+from hospital_marl.core.constants import CRITICAL_SEVERITY
 
 ACTION_TYPES: dict[str, tuple[str, Kind]] = {
     "icu_triage": ("triage", Kind.ADMIT_ICU),
@@ -81,6 +82,7 @@ def behaviour(
     values: torch.Tensor,
     returns: torch.Tensor,
     finished: Sequence[Mapping[str, float]] = (),
+    queue_severity: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """The diagnostic of one rollout, flattened to ``N`` role decisions per role.
 
@@ -91,6 +93,9 @@ def behaviour(
         advantages, values, returns: ``(N,)`` (one team critic) or ``(N, 3)`` (one per role).
         finished: the counters of the days that ended in the rollout (``critical_total``,
             ``critical_deaths``).
+        queue_severity: ``(N, 10)`` the severity of each waiting-queue slot triage saw (0: empty):
+            splits the admissions by whether the patient was critical (severity >= 4), since an
+            ICU admission helps a critical patient and wastes a scarce bed on another.
     """
     per_role = advantages.dim() == 2
     out: dict[str, Any] = {"types": {}, "value_rmse": {}}
@@ -115,6 +120,10 @@ def behaviour(
         out["value_rmse"][name] = _mean(err[valid] ** 2)
         if out["value_rmse"][name] is not None:
             out["value_rmse"][name] = round(out["value_rmse"][name] ** 0.5, 6)
+    if queue_severity is not None:
+        triage_adv = advantages[:, 0] if per_role else advantages
+        split = _triage_split(probs["triage"], masks["triage"], actions[:, 0], triage_adv, queue_severity)
+        out["triage_by_severity"] = split
     err_all = returns - values
     err_none = err_all[none_rare] if not per_role else err_all[none_rare].flatten()
     rmse_none = _mean(err_none**2)
@@ -132,6 +141,30 @@ def behaviour(
         "critical_survival": round(1.0 - deaths / critical, 6) if critical else None,
         "days": len(finished),
     }
+    return out
+
+
+def _triage_split(
+    probs: torch.Tensor, mask: torch.Tensor, action: torch.Tensor, adv: torch.Tensor, severity: torch.Tensor
+) -> dict[str, Any]:
+    """Triage's admissions split by kind (ICU / general) and by whether the admitted patient was
+    critical: how often each was taken and its mean advantage; and, where an ICU admission of a
+    critical patient was valid, the probability the policy gave to one."""
+    _, icu = type_columns("icu_triage")
+    _, general = type_columns("general_triage")
+    critical = severity >= CRITICAL_SEVERITY  # (N, 10) slot k <-> ICU action icu[k], general[k]
+    out: dict[str, Any] = {}
+    for kind, cols in (("icu", icu), ("general", general)):
+        slot = (action.unsqueeze(1) == cols.unsqueeze(0)).float().argmax(dim=1)
+        taken = torch.isin(action, cols)
+        crit = critical.gather(1, slot.unsqueeze(1)).squeeze(1)
+        for label, which in (("critical", taken & crit), ("non_critical", taken & ~crit)):
+            out[f"{kind}_{label}"] = {"taken": int(which.sum()), "adv_taken": _mean(adv[which])}
+    icu_valid_critical = mask[:, icu] & critical
+    where = icu_valid_critical.any(dim=1)
+    mass = (probs[:, icu] * icu_valid_critical.float()).sum(dim=1)
+    out["p_icu_for_a_critical_where_valid"] = _mean(mass[where])
+    out["states_with_icu_for_a_critical_valid"] = int(where.sum())
     return out
 
 

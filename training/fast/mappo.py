@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
+from hospital_marl.envs.observations import BLOCK_OFFSETS, ROLE_INDEX, STATE_SIZE
 from hospital_marl.envs.protocol import AEC
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
 from hospital_marl.envs.wrappers import VectorScoreReward
@@ -71,6 +71,11 @@ from training.fast.common import (
     sample,
 )
 from training.fast.diagnostics import DIAGNOSTIC_FILE, behaviour, critical_counts, type_entropy
+
+_QUEUE = BLOCK_OFFSETS["waiting_queue"]
+QUEUE_SLOTS = _QUEUE[2][0]
+QUEUE_SEVERITY = np.arange(_QUEUE[0], _QUEUE[1], _QUEUE[2][1])
+"""The global state's columns of each waiting-queue slot's severity (its first field)."""
 
 
 # ------------------------------------------------------------------ networks
@@ -328,6 +333,8 @@ class Rollout:
         self.values = torch.zeros(value_shape, device=device)
         self.rewards = torch.zeros((T, B), device=device)
         self.dones = torch.zeros((T, B), device=device)
+        self.queue_severity = torch.zeros((T, B, QUEUE_SLOTS), device=device)
+        """The raw severity of each waiting-queue slot triage acted on (the diagnostic's split)."""
         self.starts = torch.zeros((T, B), device=device)
         """1 where that tick's observation opens a day (the GRU state is zeroed before it)."""
         self.next_start = torch.ones(B, device=device)
@@ -359,6 +366,8 @@ class Rollout:
             for r, role in enumerate(ROLES):
                 if r == 0 or self.aec:
                     state, mask = self.read(agents, envs, update_stats=True)
+                if r == 0:
+                    self.queue_severity[t] = torch.from_numpy(envs.state[:, QUEUE_SEVERITY]).to(self.device)
                 cols = MASK_COLUMNS[role]
                 with torch.no_grad():
                     view = state.index_select(-1, agents.index[role])
@@ -451,6 +460,7 @@ def diagnose(
         buf.values.reshape(n, *rest).cpu(),
         returns.reshape(n, *rest).cpu(),
         finished,
+        buf.queue_severity.reshape(n, -1).cpu(),
     )
 
 
