@@ -60,12 +60,54 @@ def markdown(sampled: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def severity_split(path: str, every: int) -> str:
+    """Triage's admissions by the patient's severity, per window (runs with ``triage_by_severity``):
+    the share of ICU admissions that were of critical patients, the probability of an ICU admission
+    for a critical patient where one was valid, and two advantage gaps: a critical patient to the
+    ICU minus to a general bed (the same patient, the other bed), and to the ICU a critical minus a
+    non-critical patient (the same bed, the other patient)."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    groups: dict[int, list[dict]] = {}
+    for row in rows:
+        if "triage_by_severity" in row:
+            groups.setdefault((row["frames"] - 1) // every, []).append(row["triage_by_severity"])
+    lines = [
+        "| frames (window end) | ICU admissions of critical patients | p(ICU for a critical) where valid "
+        "| A(critical→ICU) − A(critical→general) | A(critical→ICU) − A(non-critical→ICU) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    frames = [r["frames"] for r in rows if "triage_by_severity" in r]
+    ends = {}
+    for f in frames:
+        ends[(f - 1) // every] = f
+    for key, group in groups.items():
+        crit = sum(g["icu_critical"]["taken"] for g in group)
+        total = crit + sum(g["icu_non_critical"]["taken"] for g in group)
+
+        def gap(a: str, b: str, group: list[dict] = group) -> float | None:
+            pairs = [(g[a]["adv_taken"], g[b]["adv_taken"]) for g in group]
+            return _mean([x - y for x, y in pairs if x is not None and y is not None])
+
+        p = _mean([g["p_icu_for_a_critical_where_valid"] for g in group])
+        cells = [
+            f"{crit:,} of {total:,}",
+            "—" if p is None else f"{p:.3f}",
+            *("—" if v is None else f"{v:+.3f}" for v in (gap("icu_critical", "general_critical"),
+                                                        gap("icu_critical", "icu_non_critical"))),
+        ]  # fmt: skip
+        lines.append(f"| {ends[key]:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path")
     parser.add_argument("--every", type=int, default=512_000)
+    parser.add_argument(
+        "--severity", action="store_true", help="triage's admissions by the patient's severity"
+    )
     a = parser.parse_args()
-    print(markdown(windows(a.path, a.every)))
+    print(severity_split(a.path, a.every) if a.severity else markdown(windows(a.path, a.every)))
 
 
 if __name__ == "__main__":
