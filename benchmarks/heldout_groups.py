@@ -33,13 +33,47 @@ def per_scenario(policy: Any, episodes: int) -> dict[str, list[float]]:
     return {name: s["episode_scores"] for name, s in report["scenarios"].items()}
 
 
+def table(paths: list[str]) -> str:
+    """The groups of one or more ``--out`` files as a markdown table, ``team_heuristic`` first."""
+    lines = [
+        "| policy | seeds: overall | mean | IQM [95 % CI] "
+        "| margin to `team_heuristic` per scenario (mean ± s.e. over seeds) |",
+        "|---|---|---:|---:|---|",
+    ]
+    for i, path in enumerate(paths):
+        data = json.loads(Path(path).read_text())
+        if i == 0:
+            th = data["team_heuristic"]
+            lines.append(
+                f"| `team_heuristic` | — | {data['team_heuristic_mean']:.2f} "
+                f"| {data['team_heuristic_iqm']:.2f} | "
+                + ", ".join(f"{s} {v:.1f}" for s, v in th.items())
+                + " (its scores) |"
+            )
+        for name, g in data["groups"].items():
+            seeds = ", ".join(f"{s['overall']:.2f}" for s in g["seeds"])
+            margins = ", ".join(
+                f"{s} {m:+.1f} ± {se:.1f}" for s, (m, se) in g["margin_to_team_heuristic"].items()
+            )
+            ci = g["iqm_ci"]
+            lines.append(
+                f"| {name} | {seeds} | {g['mean']:.2f} "
+                f"| {g['iqm']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] | {margins} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("groups", nargs="+", help="name=run_dir,run_dir,...")
+    parser.add_argument("groups", nargs="*", help="name=run_dir,run_dir,...")
+    parser.add_argument("--table", nargs="+", help="print the table of these --out files and stop")
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--reps", type=int, default=2000)
     parser.add_argument("--out", type=Path)
     a = parser.parse_args()
+    if a.table:
+        print(table(a.table))
+        return
     scenarios = list(BUILTIN_SCENARIOS)
     heuristic = per_scenario(load("team_heuristic"), a.episodes)
     groups: dict[str, list[dict[str, Any]]] = {}
