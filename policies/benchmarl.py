@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from hospital_marl.core.actions import ROLES
 from policies.learned import OnnxLogits
 from policies.marl import MarlTeamPolicy, RoleAct, has_run_format, logits_role
-from policies.protocol import as_trained
 
 FORMAT = "hospital_marl.benchmarl/1"
 METADATA_FILE = "benchmarl.json"
@@ -44,7 +42,7 @@ def onnx_role(role: str, path: str | Path) -> RoleAct:
 
 def load_benchmarl_policy(
     path: str | Path, name: str | None = None, final: bool = False, which: str | None = None
-) -> Any:
+) -> MarlTeamPolicy:
     """A ``train benchmarl`` run directory as a team-track policy: the actors of the best
     validation evaluation (checkpoint selection), or those at the end of training (``final=True``),
     or any other set the run lists (``which="clone"``: a warm start's cloned actors, before PPO)."""
@@ -65,7 +63,7 @@ def load_benchmarl_policy(
     roles = {role: onnx_role(role, run_dir / actors[role]) for role in ROLES}
     policy = MarlTeamPolicy(roles, name=name or meta.get("name"))
     policy.metadata = meta
-    return as_trained(policy, meta.get("protocol"))  # trained on the parallel (simultaneous) env
+    return policy
 
 
 __all__ = ["ALGORITHMS", "FORMAT", "METADATA_FILE", "is_benchmarl_run", "load_benchmarl_policy", "onnx_role"]

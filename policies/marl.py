@@ -22,11 +22,9 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.envs.observations import PRESENCE_SIZE, ROLE_INDEX, STATE_SIZE, role_slices
-from hospital_marl.envs.protocol import AEC, SIMULTANEOUS
 from policies.base import BasePolicy
 from policies.heuristic import HeuristicPolicy
 from policies.learned import Logits, TorchLogits, best_action, load_model
-from policies.protocol import as_trained
 
 FORMAT = "hospital_marl.marl/1"
 METADATA_FILE = "model.json"
@@ -179,9 +177,8 @@ def is_marl_run(path: str | Path) -> bool:
     return has_run_format(path, METADATA_FILE, FORMAT)
 
 
-def load_marl_policy(path: str | Path, name: str | None = None, final: bool = False) -> Any:
-    """A ``train marl`` run directory as a team-track policy (:class:`MarlTeamPolicy`), played on the
-    protocol it was trained on (:func:`policies.protocol.as_trained`).
+def load_marl_policy(path: str | Path, name: str | None = None, final: bool = False) -> MarlTeamPolicy:
+    """A ``train marl`` run directory as a team-track policy (:class:`MarlTeamPolicy`).
 
     Loads the run's best periodic evaluation (like ``train ppo``'s ``best_model.zip``), or the
     models as training left them with ``final=True`` (and for runs saved before best tracking).
@@ -201,9 +198,7 @@ def load_marl_policy(path: str | Path, name: str | None = None, final: bool = Fa
             roles[role] = model_role(role, load_model(run_dir / file)) if file else heuristic_role(role)
     policy = MarlTeamPolicy(roles, name=name or meta.get("name"))
     policy.metadata = meta
-    # ibr trains each role in the AEC env (training.marl.role_env); shared on parallel envs
-    trained_on = meta.get("protocol", AEC if meta["method"] == "ibr" else SIMULTANEOUS)
-    return as_trained(policy, trained_on)
+    return policy
 
 
 __all__ = [

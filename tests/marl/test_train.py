@@ -133,12 +133,9 @@ def test_ippo_in_process_uses_the_evaluation_function_given(tmp_path: Path) -> N
     assert meta["algorithm"] == "ippo" and meta["validation"]["seed"] == 1000
     assert meta["args"]["reward"] == "score" and "--reward score" in meta["command"]
     policy = load(str(run_dir))
-    # trained on parallel envs: graded on the simultaneous protocol (policies.protocol); one decision
-    # of the learner itself is its inner policy's
-    assert policy.protocol == "simultaneous"
     obs = np.zeros(28, np.float32)
     mask = np.array([1, 0, 0, 0], np.int8)  # only the no-op allowed
-    assert policy.inner.act_role("ventilator_officer", obs, mask) == 0
+    assert policy.act_role("ventilator_officer", obs, mask) == 0
 
 
 @pytest.mark.parametrize("algorithm", ["qmix", "vdn"])
@@ -161,7 +158,7 @@ def test_q_learning_run_trains_saves_loads_and_grades(algorithm: str, tmp_path: 
     assert report["invalid_action_rate"] == 0.0
     assert 0.0 <= report["overall_score"] <= 100.0
     obs = np.zeros(28, np.float32)
-    assert policy.inner.act_role("ventilator_officer", obs, np.array([0, 0, 1, 0], np.int8)) == 2
+    assert policy.act_role("ventilator_officer", obs, np.array([0, 0, 1, 0], np.int8)) == 2
 
 
 def test_bad_arguments_are_refused() -> None:

@@ -13,11 +13,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.envs.protocol import SIMULTANEOUS
 from policies.benchmarl import onnx_role
 from policies.learned import ONNX_INPUT, ONNX_OUTPUT, OnnxLogits
 from policies.marl import ROLE_SCALES, MarlTeamPolicy
-from policies.protocol import as_trained
 
 if TYPE_CHECKING:
     import torch
@@ -97,12 +95,11 @@ def actor_logits(experiment: Any, role: str, observations: torch.Tensor) -> torc
     return td.get(net.out_keys[0])[:, 0]
 
 
-def load_benchmarl_policy_dir(run_dir: Path, which: str, algorithm: str) -> Any:
-    """The actors in ``run_dir/which`` as a team policy (before ``benchmarl.json`` exists), played on
-    the simultaneous protocol they are trained on (BenchMARL steps parallel envs), as the loader does."""
+def load_benchmarl_policy_dir(run_dir: Path, which: str, algorithm: str) -> MarlTeamPolicy:
+    """The actors in ``run_dir/which`` as a team policy (before ``benchmarl.json`` exists)."""
 
     roles = {role: onnx_role(role, run_dir / which / f"{role}.onnx") for role in ROLES}
-    return as_trained(MarlTeamPolicy(roles, name=f"{algorithm}_{which}"), SIMULTANEOUS)
+    return MarlTeamPolicy(roles, name=f"{algorithm}_{which}")
 
 
 def masked_actions_taken(batch: Any) -> tuple[int, int]:

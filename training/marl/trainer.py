@@ -43,10 +43,8 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLES
 from hospital_marl.core.scenarios import get_scenario
-from hospital_marl.envs.protocol import SIMULTANEOUS
 from policies.learned import require_train_extra
 from policies.marl import FORMAT, METADATA_FILE, METHODS, MarlTeamPolicy, RoleAct, heuristic_role, model_role
-from policies.protocol import as_trained
 from training.args import TrainArgs, shared
 from training.common import Clock, Evaluate, eval_row, require_evaluate, write_curve, write_json
 from training.marl.role_env import RoleEnv
@@ -110,7 +108,9 @@ class Args(TrainArgs):
 
 
 # ------------------------------------------------------------------ training
-def _evaluate(evaluate: Evaluate, policy: Any, args: Args, clock: Clock, timesteps: int) -> dict[str, Any]:
+def _evaluate(
+    evaluate: Evaluate, policy: MarlTeamPolicy, args: Args, clock: Clock, timesteps: int
+) -> dict[str, Any]:
     report = evaluate(
         policy, episodes=args.eval_episodes, seed=args.eval_seed, scenarios=args.scenarios, track="team"
     )
@@ -230,8 +230,7 @@ def train_shared(
 
     def grade_now() -> None:
         policy = MarlTeamPolicy({r: model_role(r, model, shared=True) for r in ROLES}, name="marl_shared")
-        played = as_trained(policy, SIMULTANEOUS)  # trained on parallel envs: graded as trained
-        rows.append(_evaluate(evaluate, played, args, clock, model.num_timesteps))
+        rows.append(_evaluate(evaluate, policy, args, clock, model.num_timesteps))
         best.offer(rows[-1], {"shared": model})
         write_curve(rows, run_dir)
 
