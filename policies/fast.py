@@ -26,6 +26,7 @@ from policies.base import BasePolicy
 from policies.benchmarl import onnx_role
 from policies.learned import OnnxRecurrentLogits, best_action
 from policies.marl import MarlTeamPolicy, encode_role, has_run_format
+from policies.protocol import as_trained
 
 FORMAT = "hospital_marl.fast/1"
 METADATA_FILE = "fast.json"
@@ -71,11 +72,11 @@ def is_fast_run(path: str | Path) -> bool:
     return has_run_format(path, METADATA_FILE, FORMAT)
 
 
-def load_fast_policy(
-    path: str | Path, name: str | None = None, which: str = "best"
-) -> MarlTeamPolicy | RecurrentTeamPolicy:
+def load_fast_policy(path: str | Path, name: str | None = None, which: str = "best") -> Any:
     """A fast-trainer run directory as a team-track policy: the actors of the best validation
-    evaluation (checkpoint selection, the default) or those at the end of training (``which="final"``)."""
+    evaluation (checkpoint selection, the default) or those at the end of training (``which="final"``),
+    played on the team protocol the run was trained on (``"protocol"`` in ``fast.json``; a run that
+    records none was trained on the simultaneous one): :func:`policies.protocol.as_trained`."""
     run_dir = Path(path)
     if not is_fast_run(run_dir):
         raise FileNotFoundError(
@@ -104,7 +105,7 @@ def load_fast_policy(
             {role: onnx_role(role, run_dir / actors[role]) for role in ROLES}, name=name or meta["name"]
         )
     policy.metadata = meta
-    return policy
+    return as_trained(policy, meta.get("protocol"))
 
 
 __all__ = ["FORMAT", "METADATA_FILE", "RecurrentTeamPolicy", "is_fast_run", "load_fast_policy"]

@@ -114,6 +114,7 @@ from hospital_marl.envs.observations import (
     state_space,
     with_presence,
 )
+from hospital_marl.envs.protocol import TURN_ORDER
 
 _INVALID, _CONFLICTS = COUNTER_FIELDS.index("invalid_actions"), COUNTER_FIELDS.index("conflicts")
 
@@ -431,6 +432,7 @@ class _VectorBase(VectorEnv):
         self._reset_called = True
         self._pending = np.zeros(b.n, np.bool_)
         self._ended = np.zeros(b.n, np.bool_)
+        self._turn = 0
 
     def _hold(self) -> np.ndarray:
         """Before a batch step (``NEXT_STEP``): the rows restarted by the last one, marked ended so
@@ -636,8 +638,16 @@ class _JointVectorBase(_VectorBase):
     _actions_per_env = 3
     _outcome_shape = (len(ROLES),)
 
+    _turn = 0
+    """How many roles have taken their AEC turn this tick (:meth:`HospitalMARLVectorEnv.turn`)."""
+
     def _joint_step(self, actions: np.ndarray) -> tuple:
         self._check_reset()
+        if self._turn:
+            raise RuntimeError(
+                f"a tick is under way in turns ({TURN_ORDER[self._turn]}'s turn): finish it with turn() "
+                "and end_tick(), not step()"
+            )
         b = self._batch
         b.ensure_bounce_room(3)
         obs = np.empty((b.n, STATE_SIZE), np.float32)
@@ -649,6 +659,16 @@ class _JointVectorBase(_VectorBase):
         held = self._hold()
         b.run(kernel.step_joint_batch, actions, seen, OFFSETS, obs, masks, rewards, role_rewards, outcomes)
         self._release(held, obs, masks, outcomes)
+        return self._after_tick(obs, masks, rewards, role_rewards, outcomes)
+
+    def _after_tick(
+        self,
+        obs: np.ndarray,
+        masks: np.ndarray,
+        rewards: np.ndarray,
+        role_rewards: np.ndarray,
+        outcomes: np.ndarray,
+    ) -> tuple:
         self._tick_presence()
         infos: dict[str, Any] = {}
         terminated, truncated = self._autoreset(obs, masks, infos)
@@ -767,6 +787,51 @@ class HospitalMARLVectorEnv(_JointVectorBase):
             return {role: np.concatenate([vector[ROLE_INDEX[role]], presence]) for role in ROLES}
         return {role: vector[ROLE_INDEX[role]] for role in ROLES}
 
+    def observations(self) -> dict[str, dict[str, np.ndarray]]:
+        """Every role's batched observation and mask of the current state (mid-tick between
+        :meth:`turn` calls: what the next role reads), as :meth:`step` returns them."""
+        self._check_reset()
+        return self._role_observations(self._obs, self._masks)
+
+    def turn(self, role: str, actions: Any) -> np.ndarray:
+        """One AEC turn of every env (the graded team protocol, :mod:`hospital_marl.envs.protocol`):
+        ``role``'s actions ``(B,)`` carried out at once, as the AEC env does (an impossible one is
+        invalid: -1, counted); afterwards :meth:`observations` / :meth:`state` show the mid-tick
+        state the next role reads. Roles take turns in :data:`~hospital_marl.envs.protocol.TURN_ORDER`;
+        after the last, :meth:`end_tick` runs the tick. Returns the role's outcome codes ``(B,)``.
+        Env ``i``'s trajectory equals the AEC env's seeded alike, bit for bit."""
+        self._check_reset()
+        if self._next_step:  # the turns restart ended envs in the same step, as the trainers do
+            raise RuntimeError("turn() needs autoreset_mode='same_step' (the trainers' mode)")
+        expected = TURN_ORDER[self._turn]
+        if role != expected:
+            raise ValueError(f"it is {expected}'s turn, not {role!r} (roles act in {TURN_ORDER})")
+        b = self._batch
+        r = ROLES.index(role)
+        if r == 0:
+            b.ensure_bounce_room(3)
+            self._turn_outcomes = np.zeros((b.n, len(ROLES)), np.int64)
+        obs, masks = self._obs.copy(), self._masks.copy()  # arrays returned before stay as they were
+        b.run(kernel.turn_batch, r, _int_actions(actions, (b.n,)), OFFSETS, obs, masks, self._turn_outcomes)
+        self._obs, self._masks = obs, masks
+        self._turn = r + 1
+        return self._turn_outcomes[:, r].copy()
+
+    def end_tick(self):
+        """The tick after every role's :meth:`turn`: returns what :meth:`step` returns (the next
+        tick's observations, the tick's rewards, ends and infos; ended envs restarted)."""
+        self._check_reset()
+        if self._turn != len(ROLES):
+            raise RuntimeError(f"end_tick() after all three turns; it is {TURN_ORDER[self._turn]}'s turn")
+        self._turn = 0
+        b = self._batch
+        obs = np.empty((b.n, STATE_SIZE), np.float32)
+        masks = np.empty((b.n, N_FLAT_ACTIONS), np.bool_)
+        rewards = np.zeros(b.n, np.float64)
+        role_rewards = np.zeros((b.n, len(ROLES)), np.float64)
+        b.run(kernel.tick_batch, OFFSETS, obs, masks, rewards, role_rewards)
+        return self._tick_result(self._after_tick(obs, masks, rewards, role_rewards, self._turn_outcomes))
+
     def state(self) -> np.ndarray:
         """The global state of every env, ``(B, 106)`` (a copy; ``"masked"``: presence appended)."""
         if self._masked:
@@ -784,7 +849,10 @@ class HospitalMARLVectorEnv(_JointVectorBase):
         for r, role in enumerate(ROLES):
             if role in actions:
                 joint[:, r] = _int_actions(actions[role], (self._batch.n,))
-        obs, masks, rewards, role_rewards, outcomes, terminated, truncated, infos = self._joint_step(joint)
+        return self._tick_result(self._joint_step(joint))
+
+    def _tick_result(self, result: tuple) -> tuple:
+        obs, masks, rewards, role_rewards, outcomes, terminated, truncated, infos = result
         if self.reward_mode == "role":
             per_role = {role: role_rewards[:, r].copy() for r, role in enumerate(ROLES)}
         else:

@@ -163,7 +163,19 @@ class VectorScoreReward(VectorWrapper):
         return out
 
     def step(self, actions: Any):
-        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        return self._scored(self.env.step(actions))
+
+    def turn(self, role: str, actions: Any) -> np.ndarray:
+        """A role's AEC turn (:meth:`HospitalMARLVectorEnv.turn
+        <hospital_marl.envs.vector.HospitalMARLVectorEnv.turn>`): no reward until the tick."""
+        return self.env.turn(role, actions)
+
+    def end_tick(self):
+        """The tick after the turns, its reward the score's change as :meth:`step`'s."""
+        return self._scored(self.env.end_tick())
+
+    def _scored(self, out: tuple) -> tuple:
+        obs, rewards, terminated, truncated, infos = out
         ended = _ended(terminated) | _ended(truncated)
         started = self._counters()  # a finished row: its next day's start
         now = dict(started)

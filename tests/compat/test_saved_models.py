@@ -54,9 +54,7 @@ def test_saved_zip__plays_as_the_model_object_does(kind: str, tmp_path) -> None:
     model.save(tmp_path / "model")  # what the user types; SB3 adds .zip
     by_path = grade(str(tmp_path / "model.zip"), **GRADE)
     by_object = grade(model, **GRADE)
-    assert by_path["policy_faults"] == {"timeouts": 0, "errors": 0, "garbage": 0}, by_path[
-        "policy_fault_messages"
-    ]
+    assert set(by_path["policy_faults"].values()) == {0}, by_path["policy_fault_messages"]
     assert "failed" not in by_path
     assert by_path["overall_score"] == by_object["overall_score"]
     assert by_path["scenarios"]["validation"]["counts"] == by_object["scenarios"]["validation"]["counts"]

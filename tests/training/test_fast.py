@@ -58,11 +58,16 @@ def test_sample__never_draws_a_masked_action() -> None:
     assert torch.isfinite(logp).all()
 
 
-@pytest.mark.parametrize("algorithm,shared", [("mappo", False), ("ippo", True)])
+@pytest.mark.parametrize(
+    "algorithm,shared,protocol",
+    [("mappo", False, "aec"), ("ippo", True, "aec"), ("mappo", False, "simultaneous")],
+)
 def test_mappo__tiny_run_takes_no_masked_action_and_grades_on_validation_days(
-    tmp_path: Path, algorithm: str, shared: bool
+    tmp_path: Path, algorithm: str, shared: bool, protocol: str
 ) -> None:
-    run = mappo_run(tmp_path, algorithm, algorithm=algorithm, shared_actor=shared, eval_interval=300)
+    run = mappo_run(
+        tmp_path, algorithm, algorithm=algorithm, shared_actor=shared, eval_interval=300, protocol=protocol
+    )
     meta = json.loads((run / "fast.json").read_text())
     assert meta["audit"] == {"masked_actions_taken": 0, "audited_actions": meta["frames"] * 3}
     assert meta["frames"] == 600
@@ -259,7 +264,9 @@ def test_mappo__obs_norm_onnx_actors_equal_the_torch_actors_on_raw_input(tmp_pat
     agents = Agents(MappoArgs.from_json(meta["args"]))
     agents.load_state_dict(torch.load(run / "final.pt")["agents"])
     stats = agents.obs_rms
-    assert stats is not None and float(stats.count) == meta["frames"]
+    # on the AEC protocol (the default) each role reads its own state: three per frame
+    assert meta["protocol"] == "aec"
+    assert stats is not None and float(stats.count) == meta["frames"] * len(ROLES)
     env = HospitalMARLVectorEnv(16, scenario="mass_casualty")
     obs, _ = env.reset(seed=5)
     rng = np.random.default_rng(0)

@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode
 
 import hospital_marl
 from hospital_marl import ROLE_ACTION_COUNTS, ROLES, RewardTable
+from hospital_marl.envs.aec import HospitalAECEnv
 from hospital_marl.envs.composed import HospitalEDEnv, HospitalEDTeamEnv
 from hospital_marl.envs.parallel import HospitalParallelEnv
 from hospital_marl.envs.vector import HospitalEDTeamVectorEnv, HospitalEDVectorEnv, HospitalMARLVectorEnv
@@ -129,6 +130,57 @@ def test_marl_vector__env_i_is_the_parallel_env_seeded_s_plus_i(reward_mode: str
                 assert rewards[role][i] == s_rewards[role]
                 assert (terminations[role][i], truncations[role][i]) == (s_term[role], s_trunc[role])
             single[i] = env.reset()[0] if s_term[ROLES[0]] or s_trunc[ROLES[0]] else s_obs
+
+
+@pytest.mark.parametrize("reward_mode", ["team", "role"])
+def test_marl_vector_turns__env_i_is_the_aec_env_seeded_s_plus_i(reward_mode: str) -> None:
+    """The graded team protocol, batched: each role observes what the earlier roles left and its
+    action is carried out at once (an impossible one costs -1), exactly as the AEC env."""
+    venv = HospitalMARLVectorEnv(B, "mass_casualty", reward_mode=reward_mode, max_cycles=TICKS)
+    scalars = [HospitalAECEnv(scenario="mass_casualty", reward_mode=reward_mode, max_cycles=TICKS)
+               for _ in range(B)]  # fmt: skip
+    venv.reset(seed=SEED)
+    for i, env in enumerate(scalars):
+        env.reset(seed=SEED + i)
+    rng = np.random.default_rng(7)
+    invalid_before = 0
+    for _ in range(2 * TICKS + 3):
+        for role in ROLES:
+            obs = venv.observations()
+            actions = []
+            for i, env in enumerate(scalars):
+                assert env.agent_selection == role
+                s_obs = env.observe(role)
+                np.testing.assert_array_equal(obs[role]["observation"][i], s_obs["observation"])
+                np.testing.assert_array_equal(obs[role]["action_mask"][i], s_obs["action_mask"])
+                actions.append(pick(obs[role]["action_mask"][i], rng))
+            venv.turn(role, np.array(actions))
+            for env, action in zip(scalars, actions):
+                env.step(action)
+        _obs, rewards, terminations, truncations, info = venv.end_tick()
+        for i, env in enumerate(scalars):
+            for role in ROLES:
+                assert rewards[role][i] == env.rewards[role]
+                assert (terminations[role][i], truncations[role][i]) == (
+                    env.terminations[role],
+                    env.truncations[role],
+                )
+            if env.terminations[ROLES[0]] or env.truncations[ROLES[0]]:
+                env.reset()
+        invalid_before += int(info["invalid_actions"].sum())
+    assert invalid_before > 0  # the masked-random picks did play impossible actions
+
+
+def test_marl_vector_turns__out_of_order_and_mixed_protocols_are_refused() -> None:
+    venv = HospitalMARLVectorEnv(2, "normal_day")
+    venv.reset(seed=1)
+    with pytest.raises(ValueError, match="triage's turn"):
+        venv.turn(ROLES[1], np.zeros(2, np.int64))
+    with pytest.raises(RuntimeError, match="after all three turns"):
+        venv.end_tick()
+    venv.turn(ROLES[0], np.zeros(2, np.int64))
+    with pytest.raises(RuntimeError, match="under way in turns"):
+        venv.step({role: np.zeros(2, np.int64) for role in ROLES})
 
 
 def test_vector_reset__a_list_of_seeds_seeds_each_env_and_bad_input_is_refused() -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
 from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
+from hospital_marl.envs.protocol import AEC, PROTOCOLS
 from training.args import REWARDS, TrainArgs, shared
 from training.common import reward_table
 
@@ -32,7 +33,11 @@ class MappoArgs(TrainArgs):
     """Every option of ``hospital-marl train fast-mappo``; its --help is generated from these docstrings."""
 
     COMMAND: ClassVar[str] = "hospital-marl train fast-mappo"
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"algorithm": ALGORITHMS, "reward": REWARDS}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "algorithm": ALGORITHMS,
+        "reward": REWARDS,
+        "protocol": PROTOCOLS,
+    }
     ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("algorithm", "frames", "seed")
     RUN_PREFIX: ClassVar[str] = "fast"
 
@@ -40,6 +45,11 @@ class MappoArgs(TrainArgs):
     """mappo: one critic on the global state; ippo: one critic per role on its own observation."""
     frames: int = 20_000_000
     """Ticks of one department trained on (each is three role decisions)."""
+    protocol: str = AEC
+    """The team turn order trained on (hospital_marl.envs.protocol): aec, the graded one (each role
+    reads the state the earlier roles of the tick left; recorded in the run, so the grader plays it
+    so); simultaneous, the parallel env's (every role reads the start-of-tick state; graded as
+    trained: planned on the start-of-tick state, a conflict played as the no-op)."""
     scenario: str = shared("scenario")
     all_scenarios: bool = shared("all_scenarios")
     seed: int = shared("seed")
@@ -65,6 +75,10 @@ class MappoArgs(TrainArgs):
     clip: float = shared("clip")
     entropy: float = shared("entropy")
     value_loss: float = shared("value_loss")
+    type_entropy: float = 0.0
+    """Coefficient of a bonus on the entropy of each role's distribution over action *types* (no-op,
+    general / ICU admission, transfer, early / ICU discharge, ventilate), beside --entropy's over
+    actions: keeps rare valid types (ICU admissions, step-downs) from being driven to 0 (issue #40)."""
     max_grad_norm: float = 0.5
     """Clip the global gradient norm of each update step to this."""
     norm_adv: bool = True
@@ -103,12 +117,14 @@ class MappoArgs(TrainArgs):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         self.require_at_least(1, "frames", "num_envs", "steps", "minibatch", "epochs", "eval_episodes")
-        self.require_at_least(0, "eval_interval", "max_wall_s")
+        self.require_at_least(0, "eval_interval", "max_wall_s", "type_entropy")
         if self.num_envs < len(self.scenarios):
             raise ValueError(f"num_envs ({self.num_envs}) must be at least the number of scenarios")
         self.hidden = tuple(int(w) for w in self.hidden)
         if self.recurrent and self.shared_actor:
             raise ValueError("recurrent: a GRU per role actor only; not with shared_actor")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.recurrent and not self.hidden:
             raise ValueError("recurrent: the GRU's width is the last hidden layer's; give hidden")
         self.require_reward()

@@ -45,11 +45,13 @@ import torch
 from torch import nn
 
 from hospital_marl.core.actions import ROLE_ACTION_COUNTS, ROLES
-from hospital_marl.envs.observations import ROLE_INDEX, STATE_SIZE
+from hospital_marl.envs.observations import BLOCK_OFFSETS, ROLE_INDEX, STATE_SIZE
+from hospital_marl.envs.protocol import AEC
 from hospital_marl.envs.vector import HospitalMARLVectorEnv
 from hospital_marl.envs.wrappers import VectorScoreReward
 from policies.fast import FORMAT, METADATA_FILE, RecurrentStep, RecurrentTeamPolicy
 from policies.marl import MAX_ACTIONS, MAX_OBS, MarlTeamPolicy, encode_state, logits_role
+from policies.protocol import as_trained
 from training.common import Clock, Evaluate, eval_row, require_evaluate, reward_table, write_curve, write_json
 from training.fast.args import MASK_COLUMNS, ROLE_DIMS, SEED_BASE
 from training.fast.args import MappoArgs as Args
@@ -68,6 +70,12 @@ from training.fast.common import (
     pick_device,
     sample,
 )
+from training.fast.diagnostics import DIAGNOSTIC_FILE, behaviour, critical_counts, type_entropy
+
+_QUEUE = BLOCK_OFFSETS["waiting_queue"]
+QUEUE_SLOTS = _QUEUE[2][0]
+QUEUE_SEVERITY = np.arange(_QUEUE[0], _QUEUE[1], _QUEUE[2][1])
+"""The global state's columns of each waiting-queue slot's severity (its first field)."""
 
 
 # ------------------------------------------------------------------ networks
@@ -132,6 +140,12 @@ class Agents(nn.Module):
         """Each role's encoded observation, read off the encoded state ``(..., 106)``."""
         return {role: state.index_select(-1, self.index[role]) for role in ROLES}
 
+    def turn_views(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Each role's encoded observation, read off the state it acted on: ``states`` is
+        ``(..., 3, 106)``, one state per role in turn order (the same three on the simultaneous
+        protocol; on the AEC one each role's is the state the earlier roles left)."""
+        return {role: states[..., r, :].index_select(-1, self.index[role]) for r, role in enumerate(ROLES)}
+
     def logits(self, views: dict[str, torch.Tensor], mask: torch.Tensor) -> dict[str, torch.Tensor]:
         return {role: masked(self.actors[role](views[role]), mask[:, MASK_COLUMNS[role]]) for role in ROLES}
 
@@ -156,10 +170,12 @@ class Agents(nn.Module):
         hidden: dict[str, torch.Tensor],
         starts: torch.Tensor,
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, torch.Tensor]]:
-        """Recurrent networks over ``(T, N, ...)`` normalised states from the hidden states before
-        step 0 (zeroed where ``starts``): masked logits ``(T, N, n)``, values ``(T, N[, 3])`` and the
-        hidden states after step T-1. The rollout calls it with T = 1, the update with T = steps."""
-        views, after, logits = self.views(state), {}, {}
+        """Recurrent networks over ``(T, N, 3, 106)`` normalised states (each role's, as
+        :meth:`turn_views`; the critic reads the start-of-tick one, the first) from the hidden states
+        before step 0 (zeroed where ``starts``): masked logits ``(T, N, n)``, values ``(T, N[, 3])``
+        and the hidden states after step T-1. The update calls it with T = steps."""
+        views, after, logits = self.turn_views(state), {}, {}
+        state = state[..., 0, :]
         for role in ROLES:
             out, after[role] = self.actors[role](views[role], hidden[role], starts)
             logits[role] = masked(out, mask[..., MASK_COLUMNS[role]])
@@ -219,12 +235,18 @@ def torch_step(actor: nn.Module) -> RecurrentStep:
     return step
 
 
-def team_policy(agents: Agents, name: str) -> MarlTeamPolicy | RecurrentTeamPolicy:
-    """The actors as a team-track policy (CPU copies: grading must not disturb training)."""
+def team_policy(agents: Agents, name: str, protocol: str = AEC) -> Any:
+    """The actors as a team-track policy (CPU copies: grading must not disturb training), played on
+    the protocol they are trained on (:func:`policies.protocol.as_trained`)."""
     actors = agents.played_actors()
+    policy: MarlTeamPolicy | RecurrentTeamPolicy
     if agents.recurrent:
-        return RecurrentTeamPolicy({role: torch_step(actors[role]) for role in ROLES}, agents.width, name)
-    return MarlTeamPolicy({role: logits_role(role, _TorchActor(actors[role])) for role in ROLES}, name=name)
+        policy = RecurrentTeamPolicy({role: torch_step(actors[role]) for role in ROLES}, agents.width, name)
+    else:
+        policy = MarlTeamPolicy(
+            {role: logits_role(role, _TorchActor(actors[role])) for role in ROLES}, name=name
+        )
+    return as_trained(policy, protocol)
 
 
 # ------------------------------------------------------------------ envs
@@ -240,6 +262,8 @@ class Departments:
         self.steppers: list[Any] = [VectorScoreReward(v) if args.reward == "score" else v for v in self.vecs]
         """What ``reset``/``step`` call: the vector envs, or their score-reward wrappers."""
         self.scores: list[float] = []
+        self.finished: list[dict[str, float]] = []
+        """The critical counters of the days ended since the last diagnostic read them."""
         self._observe(
             [
                 env.reset(seed=SEED_BASE + args.seed * 100_000 + k * 10_000)[0]
@@ -254,20 +278,39 @@ class Departments:
             [np.concatenate([obs[role]["action_mask"] for role in ROLES], axis=1) for obs in observations]
         ).astype(bool)
 
+    def turn(self, r: int, actions: np.ndarray) -> None:
+        """Role ``r``'s AEC turn in every department (actions ``(B,)``): carried out at once, then
+        :attr:`state` / :attr:`masks` are the mid-tick state the next role reads."""
+        start = 0
+        for env, n in zip(self.steppers, self.rows):
+            env.turn(ROLES[r], actions[start : start + n])
+            start += n
+        self._observe([vec.observations() for vec in self.vecs])
+
+    def end_tick(self) -> tuple[np.ndarray, np.ndarray]:
+        """The tick after the three turns: as :meth:`step`."""
+        return self._ticked([env.end_tick() for env in self.steppers])
+
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Joint actions ``(B, 3)`` -> team rewards ``(B,)`` and episode ends ``(B,)``; finished
-        days restart at once (their scores are appended to :attr:`scores`)."""
-        observations, rewards, dones, start = [], [], [], 0
+        """Joint actions ``(B, 3)`` on the simultaneous protocol -> team rewards ``(B,)`` and episode
+        ends ``(B,)``; finished days restart at once (their scores are appended to :attr:`scores`)."""
+        results, start = [], 0
         for env, n in zip(self.steppers, self.rows):
             part = actions[start : start + n]
             start += n
-            obs, rew, term, trunc, info = env.step({role: part[:, r] for r, role in enumerate(ROLES)})
+            results.append(env.step({role: part[:, r] for r, role in enumerate(ROLES)}))
+        return self._ticked(results)
+
+    def _ticked(self, results: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+        observations, rewards, dones = [], [], []
+        for obs, rew, term, trunc, info in results:
             observations.append(obs)
             rewards.append(rew[ROLES[0]])
             dones.append(term[ROLES[0]] | trunc[ROLES[0]])
             if "final_info" in info:
                 final = info["final_info"]
                 self.scores.extend(final["score"][final["_score"]].tolist())
+                self.finished.extend(critical_counts(final))
         self._observe(observations)
         return np.concatenate(rewards), np.concatenate(dones)
 
@@ -282,13 +325,16 @@ class Rollout:
     def __init__(self, args: Args, agents: Agents, device: torch.device) -> None:
         T, B = args.steps, args.num_envs
         value_shape = (T, B) if agents.centralised else (T, B, len(ROLES))
-        self.states = torch.zeros((T, B, STATE_SIZE), device=device)
+        self.states = torch.zeros((T, B, len(ROLES), STATE_SIZE), device=device)
+        """Each role's state as it acted on it (turn order; simultaneous: the same three)."""
         self.masks = torch.zeros((T, B, sum(ROLE_ACTION_COUNTS.values())), dtype=torch.bool, device=device)
         self.actions = torch.zeros((T, B, len(ROLES)), dtype=torch.long, device=device)
         self.logps = torch.zeros((T, B, len(ROLES)), device=device)
         self.values = torch.zeros(value_shape, device=device)
         self.rewards = torch.zeros((T, B), device=device)
         self.dones = torch.zeros((T, B), device=device)
+        self.queue_severity = torch.zeros((T, B, QUEUE_SLOTS), device=device)
+        """The raw severity of each waiting-queue slot triage acted on (the diagnostic's split)."""
         self.starts = torch.zeros((T, B), device=device)
         """1 where that tick's observation opens a day (the GRU state is zeroed before it)."""
         self.next_start = torch.ones(B, device=device)
@@ -296,6 +342,7 @@ class Rollout:
         self.hidden0 = dict(self.hidden)
         """The hidden states before this rollout's first tick: where the update's sequences start."""
         self.returns = ReturnNormaliser(B, args.gamma) if args.norm_reward else None
+        self.aec = args.protocol == AEC
         self.masked_taken = 0
         self.args, self.device = args, device
 
@@ -310,34 +357,61 @@ class Rollout:
         return agents.normalise(state), torch.from_numpy(envs.masks).to(self.device)
 
     def collect(self, agents: Agents, envs: Departments, gen: torch.Generator) -> None:
-        """Step the departments ``steps`` ticks with the current actors, filling the buffers."""
+        """Step the departments ``steps`` ticks with the current actors, filling the buffers: on
+        the AEC protocol each role acts in turn on the state the earlier ones left, on the
+        simultaneous one all three on the start-of-tick state."""
         self.hidden0 = dict(self.hidden)
         for t in range(self.args.steps):
-            state, mask = self.read(agents, envs, update_stats=True)
-            with torch.no_grad():
-                if agents.recurrent:
-                    logits, value, self.hidden = agents.sequence(
-                        state[None], mask[None], self.hidden, self.next_start[None]
-                    )
-                    logits, self.values[t] = {role: lg[0] for role, lg in logits.items()}, value[0]
-                else:
-                    views = agents.views(state)
-                    logits = agents.logits(views, mask)
-                    self.values[t] = agents.value(state, views)
-                drawn = [sample(logits[role], gen) for role in ROLES]
-            joint = torch.stack([a for a, _ in drawn], dim=1)
-            self.states[t], self.masks[t], self.actions[t] = state, mask, joint
-            self.logps[t] = torch.stack([lp for _, lp in drawn], dim=1)
             self.starts[t] = self.next_start
             for r, role in enumerate(ROLES):
-                self.masked_taken += int((~mask[:, MASK_COLUMNS[role]].gather(1, joint[:, r : r + 1])).sum())
-            reward, done = envs.step(joint.cpu().numpy())
+                if r == 0 or self.aec:
+                    state, mask = self.read(agents, envs, update_stats=True)
+                if r == 0:
+                    self.queue_severity[t] = torch.from_numpy(envs.state[:, QUEUE_SEVERITY]).to(self.device)
+                cols = MASK_COLUMNS[role]
+                with torch.no_grad():
+                    view = state.index_select(-1, agents.index[role])
+                    if agents.recurrent:
+                        out, self.hidden[role] = agents.actors[role](
+                            view[None], self.hidden[role], self.next_start[None]
+                        )
+                        out = out[0]
+                    else:
+                        out = agents.actors[role](view)
+                    action, logp = sample(masked(out, mask[:, cols]), gen)
+                self.states[t, :, r], self.masks[t, :, cols] = state, mask[:, cols]
+                self.actions[t, :, r], self.logps[t, :, r] = action, logp
+                self.masked_taken += int((~mask[:, cols].gather(1, action[:, None])).sum())
+                if self.aec:
+                    envs.turn(r, action.cpu().numpy())
+            with torch.no_grad():
+                self.values[t] = self._value(agents, self.states[t])
+            if self.aec:
+                reward, done = envs.end_tick()
+            else:
+                reward, done = envs.step(self.actions[t].cpu().numpy())
             reward = reward * self.args.reward_scale
             if self.returns is not None:
                 reward = self.returns(reward, done)
             self.rewards[t] = torch.from_numpy(reward).to(self.device)
             self.dones[t] = torch.from_numpy(done.astype(np.float32)).to(self.device)
             self.next_start = self.dones[t].clone()
+
+    def _value(self, agents: Agents, states: torch.Tensor) -> torch.Tensor:
+        """The critic(s) on a tick's per-role states ``(B, 3, 106)``: MAPPO's on the start-of-tick
+        state, IPPO's on each role's own view; recurrent: the critic's GRU advanced one tick."""
+        if not agents.recurrent:
+            return agents.value(states[:, 0], agents.turn_views(states))
+        start = self.next_start[None]
+        if agents.centralised:
+            value, self.hidden["critic"] = agents.critic(states[None, :, 0], self.hidden["critic"], start)
+            return value[0].squeeze(-1)
+        views, values = agents.turn_views(states), []
+        for role in ROLES:
+            core = f"critic_{role}"
+            value, self.hidden[core] = agents.critics[role](views[role][None], self.hidden[core], start)
+            values.append(value[0])
+        return torch.cat(values, dim=-1)
 
     def advantages(self, agents: Agents, envs: Departments) -> tuple[torch.Tensor, torch.Tensor]:
         """GAE advantages and returns, bootstrapped from the state after the last tick (read without
@@ -346,9 +420,10 @@ class Rollout:
         with torch.no_grad():
             state, mask = self.read(agents, envs, update_stats=False)
             if agents.recurrent:
-                next_value = agents.sequence(state[None], mask[None], self.hidden, self.next_start[None])[1][
-                    0
-                ]
+                per_role = state.unsqueeze(1).expand(-1, len(ROLES), -1)
+                next_value = agents.sequence(per_role[None], mask[None], self.hidden, self.next_start[None])[
+                    1
+                ][0]
             else:
                 next_value = agents.value(state, agents.views(state))
             team = (
@@ -357,6 +432,36 @@ class Rollout:
             ended = self.dones if agents.centralised else self.dones.unsqueeze(-1).expand(-1, -1, len(ROLES))
             advantages = gae(team, self.values, ended, next_value, args.gamma, args.gae_lambda)
         return advantages, advantages + self.values
+
+
+@torch.no_grad()
+def diagnose(
+    agents: Agents, buf: Rollout, envs: Departments, advantages: torch.Tensor, returns: torch.Tensor
+) -> dict[str, Any]:
+    """The behaviour diagnostic (:mod:`training.fast.diagnostics`) of the rollout just collected,
+    with the probabilities of the policy that collected it (recomputed before the update)."""
+    T, B = buf.actions.shape[:2]
+    n = T * B
+    if agents.recurrent:
+        logits, _, _ = agents.sequence(buf.states, buf.masks, buf.hidden0, buf.starts)
+    else:
+        views = agents.turn_views(buf.states.reshape(n, len(ROLES), -1))
+        logits = agents.logits(views, buf.masks.reshape(n, -1))
+    probs = {role: torch.softmax(lg.reshape(n, -1), dim=-1).cpu() for role, lg in logits.items()}
+    flat_masks = buf.masks.reshape(n, -1).cpu()
+    masks = {role: flat_masks[:, MASK_COLUMNS[role]] for role in ROLES}
+    rest = advantages.shape[2:]
+    finished, envs.finished = envs.finished, []
+    return behaviour(
+        probs,
+        masks,
+        buf.actions.reshape(n, len(ROLES)).cpu(),
+        advantages.reshape(n, *rest).cpu(),
+        buf.values.reshape(n, *rest).cpu(),
+        returns.reshape(n, *rest).cpu(),
+        finished,
+        buf.queue_severity.reshape(n, -1).cpu(),
+    )
 
 
 def ppo_loss(
@@ -370,14 +475,16 @@ def ppo_loss(
     adv = mb["adv"]
     if args.norm_adv:
         adv = (adv - adv.mean(0)) / (adv.std(0) + 1e-8)
-    policy_loss = entropy = torch.zeros((), device=value.device)
+    policy_loss = entropy = types = torch.zeros((), device=value.device)
     for r, role in enumerate(ROLES):
         logp, ent = logp_entropy(logits[role], mb["action"][:, r])
         role_adv = adv if agents.centralised else adv[:, r]
         policy_loss = policy_loss + clipped_surrogate(logp, mb["logp"][:, r], role_adv, args.clip)
         entropy = entropy + ent.mean()
+        if args.type_entropy:
+            types = types + type_entropy(logits[role], role).mean()
     value_loss = 0.5 * ((value - mb["ret"]) ** 2).mean()
-    return policy_loss - args.entropy * entropy + args.value_loss * value_loss
+    return policy_loss - args.entropy * entropy - args.type_entropy * types + args.value_loss * value_loss
 
 
 def train(args: Args, evaluate: Evaluate) -> Path:
@@ -432,6 +539,7 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 "name": name,
                 "track": "team",
                 "algorithm": args.algorithm,
+                "protocol": args.protocol,
                 "roles": list(ROLES),
                 "complete": complete,
                 "actors": actors,
@@ -449,6 +557,9 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 "cpu_time_s": clock.cpu(),
                 "collect_s": round(collect_s, 2),
                 "update_s": round(update_s, 2),
+                "diagnose_s": round(diagnose_s, 2),
+                "diagnostic": DIAGNOSTIC_FILE,
+                "behaviour": last_diagnostic,
                 "frames_per_s": round(frames / max(collect_s + update_s, 1e-9)),
                 "audit": {"masked_actions_taken": buf.masked_taken, "audited_actions": frames * len(ROLES)},
                 "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
@@ -458,7 +569,9 @@ def train(args: Args, evaluate: Evaluate) -> Path:
         )
 
     next_eval = args.eval_interval if args.eval_interval else args.frames
-    collect_s = update_s = 0.0
+    collect_s = update_s = diagnose_s = 0.0
+    last_diagnostic: dict[str, Any] = {}
+    (run_dir / DIAGNOSTIC_FILE).write_text("")
     for update in range(updates):
         if args.anneal_lr:
             spent = max(update / updates, clock.wall() / args.max_wall_s if args.max_wall_s else 0.0)
@@ -469,6 +582,12 @@ def train(args: Args, evaluate: Evaluate) -> Path:
         advantages, returns = buf.advantages(agents, envs)
         mid = time.perf_counter()
         collect_s += mid - started
+        diagnostic = {"update": update, "frames": frames, **diagnose(agents, buf, envs, advantages, returns)}
+        with (run_dir / DIAGNOSTIC_FILE).open("a") as log:
+            log.write(json.dumps(diagnostic) + "\n")
+        diagnose_s += time.perf_counter() - mid
+        last_diagnostic = diagnostic
+        mid = time.perf_counter()
 
         n = T * B
         if agents.recurrent:  # minibatches of whole department sequences: the hidden states recompute exactly
@@ -496,7 +615,7 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                     optimizer.step()
         else:
             flat = {
-                "state": buf.states.reshape(n, STATE_SIZE),
+                "state": buf.states.reshape(n, len(ROLES), STATE_SIZE),
                 "mask": buf.masks.reshape(n, -1),
                 "action": buf.actions.reshape(n, len(ROLES)),
                 "logp": buf.logps.reshape(n, len(ROLES)),
@@ -507,9 +626,9 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 order = torch.randperm(n, generator=gen, device=device)
                 for lo in range(0, n, args.minibatch):
                     mb = {k: v[order[lo : lo + args.minibatch]] for k, v in flat.items()}
-                    views = agents.views(mb["state"])
+                    views = agents.turn_views(mb["state"])
                     logits = agents.logits(views, mb["mask"])
-                    loss = ppo_loss(agents, logits, agents.value(mb["state"], views), mb, args)
+                    loss = ppo_loss(agents, logits, agents.value(mb["state"][:, 0], views), mb, args)
                     optimizer.zero_grad()
                     loss.backward()
                     nn.utils.clip_grad_norm_(agents.parameters(), args.max_grad_norm)
@@ -521,7 +640,7 @@ def train(args: Args, evaluate: Evaluate) -> Path:
         if frames >= next_eval or last:
             next_eval += args.eval_interval or args.frames
             report = evaluate(
-                team_policy(agents, name),
+                team_policy(agents, name, args.protocol),
                 episodes=args.eval_episodes,
                 seed=args.eval_seed,
                 scenarios=args.scenarios,

@@ -39,6 +39,8 @@ from hospital_marl.core.kernel.batch import (
     ROW_RESTARTED,
     step_flat_batch,
     step_joint_batch,
+    tick_batch,
+    turn_batch,
 )
 from hospital_marl.core.kernel.common import (
     CRITICAL_SEVERITY,
@@ -188,7 +190,9 @@ __all__ = [
     "step_joint_batch",
     "survival_rate",
     "tick",
+    "tick_batch",
     "treatment_ticks",
+    "turn_batch",
     "valid_given",
     "ventilator_target",
     "ventilators_in_service",

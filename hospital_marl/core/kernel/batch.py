@@ -164,3 +164,58 @@ def _joint_rows(
             resets[e] = _end_row(
                 st, p, e, offsets, obs[e], masks[e], final_obs, final_scalars, final_floats, keys, key_cursor
             )
+
+
+@_jit
+def turn_batch(st, table, which, lo, hi, role, actions, offsets, obs, masks, outcomes, ends) -> None:
+    """One AEC turn (:mod:`hospital_marl.envs.protocol`) of rows ``lo:hi``: each live row's
+    action for ``role``, carried out at once (an impossible one is invalid, -1, as in the AEC
+    env: the role saw the current mask), then the row observed again, so the next role reads the
+    mid-tick state. No tick (:func:`tick_batch` runs it after the last role). ``ends`` is unused
+    (nothing ends before the tick). Threads: as :func:`step_flat_batch`."""
+    while lo < hi:
+        stop = _same_row_until(which, lo, hi)
+        _turn_rows(st, _params_of(table, which[lo]), lo, stop, role, actions, offsets, obs, masks, outcomes)
+        lo = stop
+
+
+@_jit
+def _turn_rows(st, p, lo, hi, role, actions, offsets, obs, masks, outcomes) -> None:
+    """:func:`turn_batch` over rows ``lo:hi`` that share the parameters ``p``."""
+    for e in range(lo, hi):
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            continue
+        a = actions[e]
+        ok = 0 <= a < p.role_actions[role]
+        outcomes[e, role] = act_role(st, p, e, role, a if ok else -1, False)
+        observe_row(st, p, e, offsets, obs[e], masks[e])
+
+
+@_jit
+def tick_batch(st, table, which, lo, hi, offsets, obs, masks, rewards, role_rewards, ends) -> None:
+    """The tick of rows ``lo:hi`` after their AEC turns (:func:`turn_batch`): the tick, the next
+    observation and mask, the tick's rewards; ended rows restart as in :func:`step_flat_batch`."""
+    while lo < hi:
+        stop = _same_row_until(which, lo, hi)
+        _tick_rows(st, _params_of(table, which[lo]), lo, stop, offsets, obs, masks, rewards, role_rewards,
+                   ends)  # fmt: skip
+        lo = stop
+
+
+@_jit
+def _tick_rows(st, p, lo, hi, offsets, obs, masks, rewards, role_rewards, ends) -> None:
+    """:func:`tick_batch` over rows ``lo:hi`` that share the parameters ``p``."""
+    resets, final_obs, final_scalars, final_floats, keys, key_cursor = ends
+    for e in range(lo, hi):
+        resets[e] = ROW_LIVE
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            continue
+        tick(st, p, e)
+        observe_row(st, p, e, offsets, obs[e], masks[e])
+        rewards[e] = st.floats[e, F_LAST_REWARD]
+        for r in range(3):
+            role_rewards[e, r] = st.floats[e, F_LAST_ROLE_REWARD + r]
+        if st.scalars[e, S_TERMINATED] or st.scalars[e, S_TRUNCATED]:
+            resets[e] = _end_row(
+                st, p, e, offsets, obs[e], masks[e], final_obs, final_scalars, final_floats, keys, key_cursor
+            )
