@@ -259,7 +259,8 @@ def grade(
         The report: ``failed`` first when more than :data:`FAULT_LIMIT` of the decisions faulted
         (why, and the first fault), ``overall_score``, the five metrics, ``scenario_scores``,
         per-scenario breakdowns (``scenarios``) with counts and standard errors, ``track``,
-        ``episodes``, ``seed``, ``policy_faults`` and ``policy_fault_rate`` (faults per decision:
+        ``episodes``, ``seed``, ``policy_faults`` and ``policy_fault_rate`` (decisions that were not
+        the policy's, its faults and those skipped after the fault budget dropped it, per decision:
         one per tick, one per role per tick on the team track).
     """
     if track not in TRACKS:
@@ -286,12 +287,15 @@ def grade(
     decisions = sum(s["counts"]["ticks"] for s in per_scenario.values()) * (
         len(ROLES) if track == "team" else 1
     )
-    fault_rate = sum(faults.values()) / max(decisions, 1)
+    # Decisions that were not the policy's: its faults, and those skipped once it was dropped
+    # (the fault budget), so a policy that always fails is flagged whatever the budget.
+    fault_rate = (sum(faults.values()) + agent.dropped["decisions"]) / max(decisions, 1)
     report: dict[str, Any] = {}
     if fault_rate > FAULT_LIMIT:  # at the top: the score below is the no-op's, not the policy's
         first = agent.messages[0] if agent.messages else "no message"
         report["failed"] = (
-            f"{agent.name}: {fault_rate:.0%} of its decisions faulted (over {FAULT_LIMIT:.0%}) and were "
+            f"{agent.name}: {fault_rate:.0%} of its decisions faulted or were skipped after it was dropped "
+            f"(over {FAULT_LIMIT:.0%}) and were "
             f"played as no-ops, so the score is not the policy's; first fault: {first}"
         )
     report |= {
