@@ -18,10 +18,12 @@ from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, MAX_MARGIN, N_ANGLE
 from hospital_marl.radiotherapy.core.kernels import (
     constraint_values,
     cumulative_dvhs,
+    outside_statistics,
     structure_statistics,
     tumour_statistics,
 )
 from hospital_marl.radiotherapy.core.metrics import (
+    BODY_NEAR_MAX_PERCENT,
     DVH_BINS,
     LEVELS,
     N_TUMOUR_STATISTICS,
@@ -32,7 +34,7 @@ from hospital_marl.radiotherapy.core.metrics import (
     plan_score,
     rank_positions,
 )
-from hospital_marl.radiotherapy.core.phantoms import Phantom, draw_phantom
+from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom, draw_phantom
 from hospital_marl.radiotherapy.core.tasks import Task, get_task
 
 MAX_BEAMS = 7
@@ -183,6 +185,14 @@ class Plan:
         self._dvh_voxels = position[np.concatenate((tumour, stacked % size))]
         self.tumour_index = self._dvh_voxels[: tumour.size]  # (n_tumour,)
         self._oar_voxels = self._dvh_voxels[tumour.size :]
+        # the body outside the target (its near-max, D1%): body-voxel indices and a buffer
+        self._outside = position[np.flatnonzero(self.phantom.body & ~self.phantom.tumour)]
+        self._outside_dose = np.empty(self._outside.size)
+        self._outside_rank = max(0, self._outside.size - _rank(BODY_NEAR_MAX_PERCENT, self._outside.size))
+        # grid voxel -> the first OAR holding it (where a hot spot lies)
+        self._structure_at = {}
+        for j in range(len(self.phantom.oars) - 1, -1, -1):
+            self._structure_at.update(dict.fromkeys(np.flatnonzero(self.phantom.oars[j]).tolist(), j))
         bounds = np.searchsorted(stacked, np.arange(len(self.phantom.oars) + 1) * size)
         self._oar_starts = bounds[:-1]  # (n_oars,) where each OAR's voxels start in _oar_voxels
         sizes = np.diff(bounds, prepend=-tumour.size)  # (1 + n_oars,) voxels per structure
@@ -333,6 +343,14 @@ class Plan:
             self._near_max,
             self._values,
         )
+        near_max, at = outside_statistics(dose, self._outside, self._outside_rank, self._outside_dose)
+        hot_spot, hot_spot_in = (-1, -1), ""
+        if at >= 0 and dose[self._outside[at]] > 0:  # no dose, no hot spot (the empty plan is shared)
+            hottest = self._outside[at]
+            row, col = int(self.cache.voxel_rows[hottest]), int(self.cache.voxel_cols[hottest])
+            hot_spot = (row, col)
+            inside = self._structure_at.get(row * GRID + col)
+            hot_spot_in = "normal tissue" if inside is None else self.task.oar_names[inside]
         metrics = metrics_from_statistics(
             self._tumour_statistics,
             n_tumour,
@@ -341,6 +359,9 @@ class Plan:
             self._values,
             self.task,
             n_beams,
+            body_near_max=near_max,
+            hot_spot=hot_spot,
+            hot_spot_in=hot_spot_in,
         )
         return metrics, plan_score(metrics, self.task)
 
