@@ -131,8 +131,9 @@ class RadiotherapyPlanningEnv(gym.Env):
     Description:
         Each episode draws a patient (a phantom of the task) from the reset seed.
         The agent adds up to seven beams, turns and weights them and locks the
-        plan so that the tumour gets its prescription (ICRU 83: D98 ≥ 95 %, D2 ≤ 107 % of
-        Rx, conformal) while the organs at risk meet their clinical dose-volume constraints.
+        plan so that the tumour gets its prescription (the ICRU 50/62 window at ICRU 83's
+        points: D98 ≥ 95 %, D2 ≤ 107 % of Rx, conformal) while the organs at risk meet their
+        clinical dose-volume constraints.
 
     Action Space:
         ``Discrete(10)`` (:data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`): add a
