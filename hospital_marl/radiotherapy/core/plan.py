@@ -35,7 +35,7 @@ from hospital_marl.radiotherapy.core.metrics import (
     rank_positions,
 )
 from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom, draw_phantom
-from hospital_marl.radiotherapy.core.tasks import Task, get_task
+from hospital_marl.radiotherapy.core.tasks import SPLITS, Task, get_task
 
 MAX_BEAMS = 7
 NEW_BEAM_WEIGHT = 6  # tenths: a new beam's weight 0.6
@@ -151,6 +151,8 @@ class Plan:
         self.task = get_task(task)
         self.split = split
         self._anatomy = self.task.anatomy_for(split)  # checks the split's name
+        # each split draws only the patients of its own digest bucket: none is in two splits
+        self._bucket = None if self._anatomy is None else (SPLITS.index(split), len(SPLITS))
         self.dose_scale = task_dose_scale(self.task)
         self.phantom: Phantom | None = None
         self.angles = np.zeros(MAX_BEAMS, np.int64)
@@ -174,7 +176,7 @@ class Plan:
         """A new patient (drawn from ``rng`` unless given) and an empty plan."""
         task = self.task
         self.phantom = phantom or draw_phantom(
-            task.generator, rng, task.oar_names, task.envelopes, self._anatomy
+            task.generator, rng, task.oar_names, task.envelopes, self._anatomy, self._bucket
         )
         self.cache = next_cache(self.phantom, self.dose_scale, self.cache)
         position = self.cache.voxels.position

@@ -384,7 +384,7 @@ for _task in (
         anatomy=ANATOMY["head_neck"],
         difficulty="medium",
         description="an oropharyngeal target among seven OARs",
-        dose_scale=0.3599,
+        dose_scale=0.3592,
         rx_gy=70.0,  # 70 Gy in 35 fractions to the gross disease (RTOG H-0225's PTV70)
         fractions=35,
         voxel_mm=3.0,
@@ -443,7 +443,7 @@ for _task in (
         difficulty="hard",
         description="a small tumour beside the brainstem of a child",
         envelopes=frozenset({"brain"}),
-        dose_scale=0.3614,
+        dose_scale=0.3611,
         rx_gy=54.0,  # 54 Gy in 30 fractions of 1.8 Gy: a common paediatric CNS schedule (no protocol cited)
         fractions=30,
         voxel_mm=3.0,
