@@ -398,5 +398,8 @@ def draw_phantom(
                 return phantom
             parameters = (pinned.body[0], pinned.tumour[0][0], pinned.offset[0][0], pinned.layout[0][0])
             return Phantom(phantom.body, phantom.tumour, phantom.oars, phantom.isocentre, parameters)
-    where = "" if pinned is None else f" for (body, tumour, offset, layout) = {pinned.draw(rng)} (pinned)"
+    where = ""
+    if pinned is not None:
+        values = (pinned.body[0], pinned.tumour[0][0], pinned.offset[0][0], pinned.layout[0][0])
+        where = f" for (body, tumour, offset, layout) = {tuple(round(v, 4) for v in values)}"
     raise ValueError(f"no valid phantom in {MAX_REDRAWS} draws{where}; last problems: {problems}")
