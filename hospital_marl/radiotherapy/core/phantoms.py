@@ -390,9 +390,11 @@ def draw_phantom(
     pinned = None if anatomy is None else anatomy.pinned(rng)
     for _ in range(MAX_REDRAWS):
         phantom = generator(rng) if pinned is None else generator(rng, pinned)  # type: ignore[call-arg]
-        problems = phantom_problems(phantom, oar_names, envelopes)
-        if not problems and bucket is not None and split_bucket(phantom, bucket[1]) != bucket[0]:
+        # the bucket first (a digest is cheaper than the checks; the same phantom is kept either way)
+        if bucket is not None and split_bucket(phantom, bucket[1]) != bucket[0]:
             problems = [f"in another split's bucket (not {bucket[0]} of {bucket[1]})"]
+            continue
+        problems = phantom_problems(phantom, oar_names, envelopes)
         if not problems:
             if pinned is None:
                 return phantom

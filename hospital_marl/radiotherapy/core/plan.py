@@ -151,7 +151,7 @@ class Plan:
         self.task = get_task(task)
         self.split = split
         self._anatomy = self.task.anatomy_for(split)  # checks the split's name
-        # each split draws only the patients of its own digest bucket: none is in two splits
+        # each split draws only the patients of its own digest buckets: none is in two splits
         self._bucket = None if self._anatomy is None else (SPLITS.index(split), len(SPLITS))
         self.dose_scale = task_dose_scale(self.task)
         self.phantom: Phantom | None = None
@@ -191,10 +191,10 @@ class Plan:
         self._outside = position[np.flatnonzero(self.phantom.body & ~self.phantom.tumour)]
         self._outside_dose = np.empty(self._outside.size)
         self._outside_rank = max(0, self._outside.size - _rank(BODY_NEAR_MAX_PERCENT, self._outside.size))
-        # grid voxel -> the first OAR holding it (where a hot spot lies)
-        self._structure_at = {}
+        # grid voxel -> the first OAR holding it, −1 for none (where a hot spot lies)
+        self._structure_at = np.full(self.phantom.body.size, -1, np.int64)
         for j in range(len(self.phantom.oars) - 1, -1, -1):
-            self._structure_at.update(dict.fromkeys(np.flatnonzero(self.phantom.oars[j]).tolist(), j))
+            self._structure_at[self.phantom.oars[j].ravel()] = j
         bounds = np.searchsorted(stacked, np.arange(len(self.phantom.oars) + 1) * size)
         self._oar_starts = bounds[:-1]  # (n_oars,) where each OAR's voxels start in _oar_voxels
         sizes = np.diff(bounds, prepend=-tumour.size)  # (1 + n_oars,) voxels per structure
@@ -351,8 +351,8 @@ class Plan:
             hottest = self._outside[at]
             row, col = int(self.cache.voxel_rows[hottest]), int(self.cache.voxel_cols[hottest])
             hot_spot = (row, col)
-            inside = self._structure_at.get(row * GRID + col)
-            hot_spot_in = "normal tissue" if inside is None else self.task.oar_names[inside]
+            inside = int(self._structure_at[row * GRID + col])
+            hot_spot_in = "normal tissue" if inside < 0 else self.task.oar_names[inside]
         metrics = metrics_from_statistics(
             self._tumour_statistics,
             n_tumour,
