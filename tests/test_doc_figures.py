@@ -228,20 +228,40 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
     ),
     "radiotherapy attenuation": (r"exp\(−([\d.]+) · d\)", lambda: (_rt("dose").MU,)),
     "radiotherapy score weights": (
-        r"clip\(coverage · \(([\d.]+) \+ ([\d.]+) · oar \+ ([\d.]+) · CI \+ ([\d.]+) · beams\) "
-        r"− ([\d.]+) · hot",
-        lambda: tuple(_rt("metrics").SCORE_WEIGHTS[k] for k in ("base", "oar", "ci", "beams", "hot")),
+        r"coverage · \(([\d.]+) \+ ([\d.]+) · oar \+ ([\d.]+) · CI \+ ([\d.]+) · beams\) "
+        r"· \(1 − ([\d.]+) · hot\) · \(1 − ([\d.]+) · short\)",
+        lambda: tuple(
+            _rt("metrics").SCORE_WEIGHTS[k] for k in ("base", "oar", "ci", "beams", "hot", "short")
+        ),
     ),
     "radiotherapy hot spot": (
-        r"hot\s+= clip\(\(D2 − ([\d.]+)\) / \(([\d.]+) − ([\d.]+)\), 0, 1\)",
-        lambda: (_rt("metrics").D2_GOAL, _rt("metrics").D2_FAIL, _rt("metrics").D2_GOAL),
+        r"max\(clip\(\(D2 − ([\d.]+)\) / \(([\d.]+) − ([\d.]+)\), 0, 1\),",
+        lambda: (_rt("metrics").D2_GOAL, _rt("metrics").HOT_FAIL, _rt("metrics").D2_GOAL),
+    ),
+    "radiotherapy body hot spot": (
+        r"clip\(\(B1 − ([\d.]+)\) / \(([\d.]+) − ([\d.]+)\), 0, 1\)\)",
+        lambda: (_rt("metrics").BODY_GOAL, _rt("metrics").HOT_FAIL, _rt("metrics").BODY_GOAL),
+    ),
+    "radiotherapy cold spot": (
+        r"short\s+= clip\(\(([\d.]+) − D98\) / \(([\d.]+) − ([\d.]+)\), 0, 1\)",
+        lambda: (_rt("metrics").D98_GOAL, _rt("metrics").D98_GOAL, _rt("metrics").D98_MAJOR),
+    ),
+    "radiotherapy tiers": (
+        r"\| ([\d.]+) \+ ([\d.]+) · q \| yes \|\n\| minor deviation \| only priority-2/3 constraints fail "
+        r"\| ([\d.]+) \+ ([\d.]+) · q \|",
+        lambda: (
+            _rt("metrics").PASS_THRESHOLD,
+            round(1 - _rt("metrics").PASS_THRESHOLD, 6),
+            _rt("metrics").MINOR_BAND[0],
+            round(_rt("metrics").MINOR_BAND[1] - _rt("metrics").MINOR_BAND[0], 6),
+        ),
     ),
     "radiotherapy coverage goal": (
         r"min\(D98 / ([\d.]+), 1\)",
         lambda: (_rt("metrics").D98_GOAL,),
     ),
     "radiotherapy cap and pass mark": (
-        r"capped at ([\d.]+) \(below the pass mark ([\d.]+)\)",
+        r"capped at ([\d.]+) \(below the pass mark\s+([\d.]+)\)",
         lambda: (_rt("metrics").CRITICAL_CAP, _rt("metrics").PASS_THRESHOLD),
     ),
     "radiotherapy OAR falloff": (
@@ -253,13 +273,9 @@ CLAIMS: dict[str, tuple[str, Callable[[], tuple[float, ...]]]] = {
         r"evenly spaced beams at weight ([\d.]+)",
         lambda: (_rt("dose").CALIBRATION_WEIGHT,),
     ),
-    "radiotherapy coverage alone": (
-        r"coverage alone \(([\d.]+)\)",
-        lambda: (round(_rt("metrics").SCORE_WEIGHTS["base"] + _rt("metrics").SCORE_WEIGHTS["beams"], 6),),
-    ),
     "radiotherapy priority weights": (
-        r"priority-weighted \((\d+)/(\d+)\)",
-        lambda: (_rt("metrics").PRIORITY_WEIGHTS[2], _rt("metrics").PRIORITY_WEIGHTS[3]),
+        r"priority-weighted \((\d+)/(\d+)/(\d+)\)",
+        lambda: tuple(_rt("metrics").PRIORITY_WEIGHTS[p] for p in (1, 2, 3)),
     ),
     "radiotherapy full beam term": (
         r"`beams` 1 for (\d+)–(\d+) beams|= 1 for (\d+)–(\d+) beams",

@@ -4,7 +4,8 @@
     python tools/rt_score_change.py compare  # at the change: the same beam sets, same patients, new score
 
 ``record`` plays each agent on the grader's patients (seed 42, ``--episodes`` per task) and keeps
-every final beam set (grid angles, weights in tenths) with its old score and tumour metrics in
+every final beam set (grid angles, weights in tenths, aperture margins) with its old score and
+tumour metrics in
 ``docs/data/rt_score_change.json``; ``compare`` re-evaluates those beam sets with
 ``Plan.evaluate`` on the same patients (same dose) and writes the side-by-side table to
 ``docs/data/rt_score_change.md``. The dose of a beam set did not change in that commit: only the score.
@@ -28,7 +29,7 @@ from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv  # 
 
 DATA = ROOT / "docs" / "data" / "rt_score_change.json"
 TABLE = ROOT / "docs" / "data" / "rt_score_change.md"
-AGENTS = ("evenly_spaced", "six_full", "planner", "ppo")
+AGENTS = ("evenly_spaced", "six_full", "anatomy_aware", "planner", "ppo", "ranked_selector")
 
 
 def record(episodes: int) -> None:
@@ -53,6 +54,7 @@ def record(episodes: int) -> None:
                         "seed": seed,
                         "angles": plan.angles[: plan.n_beams].tolist(),
                         "weights": plan.weights[: plan.n_beams].tolist(),
+                        "margins": plan.margins[: plan.n_beams].tolist(),
                         "old_score": info["score"],
                         "d2": m["d2"],
                         "d98": m["d98"],
@@ -70,15 +72,20 @@ def compare() -> None:
         env = envs[row["task"]]
         env.reset(seed=row["seed"])
         metrics, score = env.plan.evaluate(
-            np.array(row["angles"], np.int64), np.array(row["weights"], np.int64)
+            np.array(row["angles"], np.int64),
+            np.array(row["weights"], np.int64),
+            np.array(row["margins"], np.int64),
         )
         row["new_score"] = score
         row["new_pass"] = bool(score >= 0.6)
+        row["tier"] = metrics.tier
+        row["body_near_max"] = metrics.body_near_max
         assert abs(metrics.d2 - row["d2"]) < 1e-12, "the dose changed: compare at the score-change commit"
     DATA.write_text(json.dumps(rows, indent=1) + "\n")
     lines = [
-        "| agent | task | old score (pass) | new score (pass) | tumour D98 | D2 | V107 |",
-        "|---|---|---|---|---|---|---|",
+        "| agent | task | old score (pass) | new score (pass) | clean / minor / major | tumour D98 | D2 | "
+        "body D1% outside | V107 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name in AGENTS:
         for task in BUILTIN_TASKS:
@@ -93,7 +100,9 @@ def compare() -> None:
             new_pass = np.mean([r["new_score"] >= 0.6 for r in sel])
             lines.append(
                 f"| {name} | {task} | {avg('old_score'):.3f} ({100 * old_pass:.0f}%) | "
-                f"{avg('new_score'):.3f} ({100 * new_pass:.0f}%) | {avg('d98'):.2f} | {avg('d2'):.2f} | "
+                f"{avg('new_score'):.3f} ({100 * new_pass:.0f}%) | "
+                + " / ".join(str(sum(r["tier"] == t for r in sel)) for t in ("clean", "minor", "major"))
+                + f" | {avg('d98'):.2f} | {avg('d2'):.2f} | {avg('body_near_max'):.2f} | "
                 f"{100 * avg('v107'):.0f}% |"
             )
     TABLE.write_text("\n".join(lines) + "\n")

@@ -33,6 +33,7 @@ from rt_fmo import fmo_scores  # noqa: E402
 
 from grading.common import stderr  # noqa: E402
 from grading.radiotherapy import grade_all, split_seed  # noqa: E402
+from hospital_marl.radiotherapy.core.metrics import PASS_THRESHOLD  # noqa: E402
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS  # noqa: E402
 from policies.radiotherapy.learned import CHECKPOINT_DIR, load_path  # noqa: E402
 
@@ -80,9 +81,12 @@ def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
             report = grade_all(agent, n_episodes=episodes, seed=42, split=split)
             rows[label] = {t: report["tasks"][t]["episode_scores"] for t in BUILTIN_TASKS}
             print(split, label, {t: round(float(np.mean(v)), 3) for t, v in rows[label].items()}, flush=True)
-        rows["FMO reference"] = {
-            t: [fmo[f"{t}/{split}/{split_seed(42, t, split, i)}"]["score"] for i in range(episodes)]
-            for t in BUILTIN_TASKS
+        keys = {
+            t: [f"{t}/{split}/{split_seed(42, t, split, i)}" for i in range(episodes)] for t in BUILTIN_TASKS
+        }
+        rows["FMO reference"] = {t: [fmo[k]["score"] for k in keys[t]] for t in BUILTIN_TASKS}
+        out.setdefault("fmo_constraints_met", {})[split] = {
+            t: sum(bool(fmo[k].get("constraints_met")) for k in keys[t]) for t in BUILTIN_TASKS
         }
         out["splits"][split] = rows
     return out
@@ -113,7 +117,8 @@ def markdown(data: dict[str, Any]) -> str:
         title = "in-distribution" if split == "test_id" else "out-of-distribution"
         lines = [
             f"**{split}** ({title} test patients, {data['episodes']} per task): score ± s.e. (gap closed "
-            "from random to FMO)",
+            "from random to FMO, i.e. the fraction of FMO's headroom over random on the same patients; "
+            "pass rate)",
             "",
             "| agent | " + " | ".join(BUILTIN_TASKS) + " | mean gap closed |",
             "|---|" + "---|" * (len(BUILTIN_TASKS) + 1),
@@ -131,7 +136,13 @@ def markdown(data: dict[str, Any]) -> str:
                     se = stderr(rows[label][t])
                 gap = (means[label][t] - lo[t]) / (hi[t] - lo[t]) if hi[t] > lo[t] else float("nan")
                 gaps.append(gap)
-                cells.append(f"{means[label][t]:.3f} ± {se:.3f} ({100 * gap:.0f} %)")
+                passed = (
+                    100 * float(np.mean(np.asarray(rows[label][t]) >= PASS_THRESHOLD))
+                    if label in rows
+                    else None
+                )
+                shown = "" if passed is None else f"; pass {passed:.0f} %"
+                cells.append(f"{means[label][t]:.3f} ± {se:.3f} ({100 * gap:.0f} %{shown})")
             lines.append(f"| {label} | " + " | ".join(cells) + f" | {100 * float(np.mean(gaps)):.0f} % |")
         for name in LEARNERS:
             if not seeds[name]:
@@ -147,6 +158,14 @@ def markdown(data: dict[str, Any]) -> str:
                     f"{over_patients:.4f}: {'beats' if beats else 'does not beat'})"
                 )
             lines += ["", f"`{name}` (mean over seeds) minus anatomy_aware: " + "; ".join(verdict) + "."]
+        met = data.get("fmo_constraints_met", {}).get(split)
+        if met:
+            lines += [
+                "",
+                "FMO constraints met (every constraint of every priority): "
+                + ", ".join(f"{t} {met[t]}/{data['episodes']}" for t in BUILTIN_TASKS)
+                + ".",
+            ]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 

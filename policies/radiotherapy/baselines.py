@@ -25,9 +25,11 @@ import numpy as np
 from hospital_marl.radiotherapy.core.calibration import evenly_spaced_angles
 from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, MAX_MARGIN, N_ANGLES
 from hospital_marl.radiotherapy.core.metrics import (
-    D2_FAIL,
+    D98_GOAL,
+    D98_MAJOR,
     PRIORITY_WEIGHTS,
     beam_term,
+    cold_term,
     oar_fraction,
     score_from_terms,
 )
@@ -162,15 +164,21 @@ def observed_score(observation: Mapping[str, np.ndarray]) -> float:
         else 1.0
     )
     n_beams = round(float(observation["beams"][:, 2].sum()))
+    d98 = D98_GOAL * (1.0 - status[1])  # the observation holds 1 − D98/0.95 while D98 < 0.95
     terms = {
         "coverage": 0.5 * (1.0 - status[1]) + 0.5 * (1.0 - status[0]),
         "oar": oar,
         "ci": status[4],
         "beams": beam_term(n_beams),
         "hot": status[2],
+        "short": cold_term(d98),
     }
-    critical_fails = bool(np.any(present & (priority == 1) & (oars[:, 3] > 0)))
-    return score_from_terms(terms, critical_fails or 2.0 * status[5] > D2_FAIL)
+    fails = present & (oars[:, 3] > 0)
+    if (fails & (priority == 1)).any() or status[2] >= 1.0 or d98 < D98_MAJOR:
+        tier = "major"
+    else:
+        tier = "minor" if fails.any() else "clean"
+    return score_from_terms(terms, tier)
 
 
 def _anatomy_cost(observation: Mapping[str, np.ndarray]) -> np.ndarray:

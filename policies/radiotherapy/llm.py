@@ -45,7 +45,7 @@ from policies.radiotherapy.base import BaseRTPolicy
 from policies.radiotherapy.baselines import EvenlySpacedPolicy
 
 SYSTEM_PROMPT = (
-    "You are a radiotherapy planner. Cover the tumour with its prescription (ICRU 83: D98 at least "
+    "You are a radiotherapy planner. Cover the tumour with its prescription (D98 at least "
     "95 % and D2 at most 107 % of Rx, conformal) while keeping every organ at risk within its "
     "clinical dose-volume constraints; priority-1 (P1) organs must never fail. Beams enter from their "
     "gantry angle (0° anterior/top, 90° from the right of the image) and all aim at the tumour; each "

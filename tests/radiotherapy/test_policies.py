@@ -59,7 +59,7 @@ def test_evenly_spaced__beams_360_over_n_apart_near_prescription(n_beams: int) -
 @pytest.mark.parametrize("task", ["prostate", "head_neck", "pediatric_brain"])
 def test_observed_score__is_the_env_score_rebuilt_from_the_observation(task: str) -> None:
     """Every score term is in the observation (SPEC-RT §4), so a script that reads only it knows
-    the score (to float32 rounding) on any plan, passing or capped."""
+    the score (to float32 rounding) on any plan, in any of the score's tiers (SPEC-RT §9)."""
     env = RadiotherapyPlanningEnv(task)
     rng = np.random.default_rng(5)
     seen = set()
@@ -68,14 +68,15 @@ def test_observed_score__is_the_env_score_rebuilt_from_the_observation(task: str
         done = False
         while not done:
             assert observed_score(obs) == pytest.approx(info["score"], abs=1e-6)
-            seen.add(info["score"] >= 0.6)
+            seen.add(info["metrics"]["tier"])
             obs, _, terminated, truncated, info = env.step(
                 int(rng.choice(np.flatnonzero(info["action_mask"])))
             )
             done = terminated or truncated
         assert observed_score(obs) == pytest.approx(info["score"], abs=1e-6)
-    seen.add(play(AnatomyAwarePolicy(), env, 0)["score"] >= 0.6)
-    assert seen == {False, True}
+    play(AnatomyAwarePolicy(), env, 0)
+    seen.add(env.plan.metrics.tier)
+    assert len(seen) >= 2, seen  # a major deviation and a minor or clean plan at least
 
 
 def test_anatomy_cost__highest_where_a_beam_enters_or_leaves_through_a_critical_organ() -> None:

@@ -222,7 +222,8 @@ def test_keep_reentry_finishes_the_template_after_adding_all_beams_first(task: s
         assert all(int(m) == NEW_MARGIN for m in plan.margins[:7])
         env, base, template, _ = _add_first(task, seed, "resume")
         default = sorted(int(a) for a in env.plan.angles[:7])
-        assert env.plan.steps == 7 and default != template  # resume: edit phase at once, untemplated
+        # resume: no build phase, so not the template (on some patients it then trims or turns)
+        assert default != template
 
 
 def test_keep_reentry_in_the_edit_phase_drops_the_trial_and_beats_the_plan_as_it_stands() -> None:

@@ -227,3 +227,45 @@ def aperture_beam(
             continue
         profile = 0.5 * (math.erf(a) - math.erf(b))
         out[i] = k * profile * math.exp(-depth[i])
+
+
+@_jit
+def outside_statistics(
+    dose: np.ndarray, outside: np.ndarray, rank: int, heap: np.ndarray
+) -> tuple[float, int]:
+    """(the doses of the body voxels ``outside`` the target at position ``rank`` once sorted low to
+    high — an order statistic, their near-max —, the position in ``outside`` of the first hottest);
+    (0.0, -1) when there are none. The near-max is the k-th largest (k = n − rank, small): kept
+    in ``heap`` (a min-heap of the k largest so far, at least k long), one comparison per voxel."""
+    n = outside.size
+    if n == 0:
+        return 0.0, -1
+    k = n - rank
+    best, at = -1.0, -1
+    size = 0
+    for i in range(n):
+        d = dose[outside[i]]
+        if d > best:
+            best, at = d, i
+        if size < k:  # fill: sift up
+            j = size
+            heap[j] = d
+            size += 1
+            while j > 0 and heap[(j - 1) // 2] > heap[j]:
+                p = (j - 1) // 2
+                heap[p], heap[j] = heap[j], heap[p]
+                j = p
+        elif d > heap[0]:  # replace the smallest of the k largest: sift down
+            heap[0] = d
+            j = 0
+            while True:
+                c = 2 * j + 1
+                if c >= k:
+                    break
+                if c + 1 < k and heap[c + 1] < heap[c]:
+                    c += 1
+                if heap[j] <= heap[c]:
+                    break
+                heap[j], heap[c] = heap[c], heap[j]
+                j = c
+    return heap[0], at

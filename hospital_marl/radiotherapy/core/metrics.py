@@ -15,23 +15,39 @@ Definitions (all doses × Rx, volumes as fractions of the structure):
   mean, or V_x, in Gy at the task's Rx) has a value and passes when value ≤ limit;
   an OAR passes when all of its constraints do.
 
-Score in [0, 1] (ICRU 83 target goals D98 ≥ 95 %, D2 ≤ 107 % of Rx)::
+Body near-maximum outside the target: ``D1%`` of the body voxels outside the tumour (the
+hottest 1 % of normal tissue; a stated choice, half ICRU 83's 2 % because the body is many
+times the target) and where it is: the hottest voxel outside the target, and the structure it
+lies in (an OAR's name, or "normal tissue").
 
-    coverage = ½ · min(D98 / 0.95, 1) + ½ · V95          tumour term, 0 for an empty plan
-    hot      = clip((D2 − 1.07) / (1.15 − 1.07), 0, 1)   hot spot: 1 at D2 = 115 % of Rx
-    oar      = Σ w_p f_j / Σ w_p over the non-critical OARs, w = 2 / 1 by priority 2 / 3,
+Score in [0, 1], the third version (SPEC-RT §9). First the plan's *quality* q::
+
+    coverage = ½ · min(D98 / 0.95, 1) + ½ · V95            tumour term, 0 for an empty plan
+    short    = clip((0.95 − D98) / (0.95 − 0.93), 0, 1)      cold spot: in proportion below 95 %
+    hot      = max(clip((D2 − 1.07) / 0.08, 0, 1),          tumour hot spot (ICRU 83 D2)
+                   clip((B1 − 1.10) / 0.05, 0, 1))          body hot spot outside the target
+    oar      = Σ w_p f_j / Σ w_p over EVERY OAR, w = 4 / 2 / 1 by priority 1 / 2 / 3,
                f_j = the worst of its constraints' f: 1 at no dose, ½ at the limit (ALARA:
-               sparing below a limit still counts), 0 at 1.5 × the limit, linear between
-               (1 when a task has only critical OARs)
+               every organ's dose counts, below its limit too), 0 at 1.5 × the limit
     beams    = 1 for 4–7 beams, ½ for 3, 0 for fewer
-    score    = clip(coverage · (0.30 + 0.35 · oar + 0.25 · CI + 0.10 · beams) − 0.50 · hot, 0, 1)
+    q        = coverage · (0.30 + 0.35 · oar + 0.25 · CI + 0.10 · beams) · (1 − ½ hot) · (1 − ½ short)
 
-then capped at :data:`CRITICAL_CAP` (< the pass threshold) when any priority-1 constraint
-fails or the tumour's D2 exceeds :data:`D2_FAIL` (115 % of Rx): such a plan cannot pass.
-Critical OARs are hard constraints (the cap) and are left out of the OAR term: counting
-them there would hand out credit for organs far from every beam. The OAR, conformity
-and beam terms are multiplied by coverage: an empty plan or an unfocused one earns
-nothing for sparing organs it never irradiated; coverage alone (0.40) fails.
+then the plan's *tier* ranks constraint satisfaction above conformity:
+
+- **clean** (every constraint of every OAR met, D98 ≥ :data:`D98_MAJOR`, tumour D2 and body
+  near-max below :data:`HOT_FAIL`): ``score = 0.60 + 0.40 q`` — it passes;
+- **minor deviation** (the only failures are priority-2 or priority-3 constraints):
+  ``score = 0.50 + 0.09 q`` — it cannot pass, and ranks below every clean plan however
+  conformal it is (the rule for a priority-2 failure);
+- **major deviation** (a priority-1 constraint fails, D98 < :data:`D98_MAJOR` — the target is
+  under-dosed —, or a hot spot ≥ 115 % of Rx in the target or the body):
+  ``score = 0.50 q`` — it cannot pass, and ranks below every plan of the other tiers.
+
+So a plan passes (score ≥ :data:`PASS_THRESHOLD`) exactly when it is clean. The OAR, conformity
+and beam terms are multiplied by coverage: an empty or unfocused plan earns nothing for sparing
+organs it never irradiated. D98 < 93 %: RTOG H-0225's plan-scoring table counts coverage below
+93 % of Rx (65.1 of 70 Gy) as a variation; we take that level at ICRU 83's near-minimum D98 (see
+docs/radiotherapy.md, "Sources").
 """
 
 from __future__ import annotations
@@ -52,23 +68,39 @@ TUMOUR_DVH_MAX = 2.0
 """The tumour DVH spans 0–2 × Rx; an OAR's spans 0–2 × its reference dose (first constraint)."""
 PASS_THRESHOLD = 0.60
 CRITICAL_CAP = 0.50
-"""A plan breaking any priority-1 constraint, or with D2 > D2_FAIL, scores at most this (< PASS_THRESHOLD)."""
-PRIORITY_WEIGHTS = {2: 2.0, 3: 1.0}
-"""Weights of the non-critical priorities in the OAR term (critical ones are gated by the cap)."""
-SCORE_WEIGHTS = {"base": 0.30, "oar": 0.35, "ci": 0.25, "beams": 0.10, "hot": 0.50}
+"""A major deviation (priority-1 failure, D98 < D98_MAJOR, a hot spot ≥ HOT_FAIL) scores at most
+this (< PASS_THRESHOLD)."""
+MINOR_BAND = (0.50, 0.59)
+"""A minor deviation (only priority-2/3 constraints fail) scores in this band: below every clean plan."""
+TIERS = ("major", "minor", "clean")
+PRIORITY_WEIGHTS = {1: 4.0, 2: 2.0, 3: 1.0}
+"""Weights of the priorities in the OAR (ALARA) term: every organ counts, priority-1 most."""
+SCORE_WEIGHTS = {"base": 0.30, "oar": 0.35, "ci": 0.25, "beams": 0.10, "hot": 0.50, "short": 0.50}
 OAR_ZERO_AT = 1.5
 """A constraint earns nothing at this multiple of its limit (a parotid at 1.5× its
 mean-dose limit is a clinical failure, not a near miss)."""
 D98_GOAL = 0.95
-"""ICRU 83: at least 98 % of the target receives 95 % of Rx."""
+"""The target's near-minimum goal: D98 ≥ 95 % of Rx (the 95–107 % window of ICRU 50/62, read at
+ICRU 83's D98 and D2 points)."""
+D98_MAJOR = 0.93
+"""Below this D98 the target is under-dosed: a major deviation (RTOG H-0225 plan scoring: 93 %
+of Rx, 65.1 of 70 Gy)."""
 D2_GOAL = 1.07
-"""ICRU 83: the near-maximum at most 107 % of Rx; the hot-spot penalty starts here."""
-D2_FAIL = 1.15
-"""A plan whose tumour D2 exceeds this cannot pass (hot = 1 and the cap)."""
+"""The target's near-maximum goal (ICRU 50/62's 107 %); the tumour hot-spot cost starts here."""
+BODY_GOAL = 1.10
+"""The body near-max outside the target costs from here (RTOG H-0225's 110 % level, 77 of 70 Gy)."""
+HOT_FAIL = 1.15
+"""A tumour D2 or body near-max at or above this is a major deviation (RTOG H-0225: 80.5 of 70 Gy)."""
+D2_FAIL = HOT_FAIL
+BODY_NEAR_MAX_PERCENT = 1.0
+"""The body's near-max outside the target is its ``D1%``."""
 SCORE_FORMULA = (
-    "score = clip(coverage*(0.30 + 0.35*oar + 0.25*CI + 0.10*beams) - 0.50*hot, 0, 1), "
-    "coverage = (min(D98/0.95,1) + V95)/2, hot = clip((D2-1.07)/0.08, 0, 1); "
-    f"at most {CRITICAL_CAP} if a priority-1 constraint fails or D2 > {D2_FAIL}; pass >= {PASS_THRESHOLD}"
+    "q = coverage*(0.30 + 0.35*oar + 0.25*CI + 0.10*beams)*(1 - 0.5*hot)*(1 - 0.5*short), "
+    "coverage = (min(D98/0.95,1) + V95)/2, short = clip((0.95-D98)/0.02, 0, 1), "
+    "hot = max(clip((D2-1.07)/0.08), clip((body D1% outside target - 1.10)/0.05)), oar over every OAR "
+    "(weights 4/2/1); score = 0.60 + 0.40q if every constraint is met, D98 >= 0.93 and no hot spot >= 1.15 "
+    f"(clean: passes), 0.50 + 0.09q if only priority-2/3 constraints fail, {CRITICAL_CAP}q otherwise; "
+    f"pass >= {PASS_THRESHOLD}"
 )
 
 
@@ -155,6 +187,10 @@ class PlanMetrics:
     constraint_pass: tuple[bool, ...]
     oar_pass: tuple[bool, ...]  # every constraint of the OAR passes
     n_beams: int
+    body_near_max: float = 0.0  # D1% of the body outside the target
+    hot_spot: tuple[int, int] = (-1, -1)  # (row, column) of the hottest voxel outside the target
+    hot_spot_in: str = ""  # the structure holding it: an OAR's name or "normal tissue"
+    tier: str = ""  # "clean", "minor" or "major" (:func:`plan_tier`); "" = work it out from the rest
 
     def as_dict(self, task: Task) -> dict[str, object]:
         """JSON-able: tumour metrics (× Rx), then the OARs by name: mean, max, each constraint
@@ -183,7 +219,16 @@ class PlanMetrics:
             for o, m, x, cs, p in zip(oars, self.oar_mean, self.oar_max, per_oar, self.oar_pass)
         }
         out["critical_pass"] = all(self.oar_pass[j] for j in _oar_table(oars).critical)
-        out["hot_spot_fail"] = self.d2 > D2_FAIL
+        out["hot_spot_fail"] = self.d2 >= HOT_FAIL or self.body_near_max >= HOT_FAIL
+        out["body_near_max"] = self.body_near_max
+        out["hot_spot"] = {
+            "row": self.hot_spot[0],
+            "col": self.hot_spot[1],
+            "in": self.hot_spot_in,
+            "near_max_gy": round(self.body_near_max * task.rx_gy, 2),
+        }
+        out["tier"] = plan_tier(self, task)
+        out["violations"] = violations(self, task)
         return out
 
 
@@ -209,15 +254,25 @@ def plan_metrics(
     oar_doses: list[np.ndarray],
     task: Task,
     n_beams: int,
+    outside_dose: np.ndarray | None = None,
 ) -> PlanMetrics:
-    """Every metric of a plan from the tumour's, the body's and each OAR's voxel doses (NumPy)."""
+    """Every metric of a plan from the tumour's, the body's and each OAR's voxel doses (NumPy);
+    ``outside_dose``: the body's voxels outside the target (its near-max; 0 when not given)."""
     ordered = np.sort(np.asarray(tumour_dose, np.float64), axis=None)  # low to high
     body = np.ascontiguousarray(body_dose, np.float64).ravel()
     stats = np.empty(N_TUMOUR_STATISTICS)
     tumour_statistics(ordered, body, rank_positions(ordered.size), LEVELS, stats)
     oar_mean, oar_max = oar_statistics(oar_doses)
     values = constraint_values_numpy(oar_doses, task.constraint_table)
-    return metrics_from_statistics(stats, ordered.size, oar_mean, oar_max, values, task, n_beams)
+    near_max = 0.0 if outside_dose is None else body_near_max(np.asarray(outside_dose, np.float64).ravel())
+    return metrics_from_statistics(
+        stats, ordered.size, oar_mean, oar_max, values, task, n_beams, body_near_max=near_max
+    )
+
+
+def body_near_max(outside_dose: np.ndarray) -> float:
+    """THE body near-max outside the target: ``D1%`` of those voxels' doses (0 if there are none)."""
+    return dose_at_volume(outside_dose, BODY_NEAR_MAX_PERCENT)
 
 
 def metrics_from_statistics(
@@ -228,6 +283,9 @@ def metrics_from_statistics(
     values: np.ndarray,
     task: Task,
     n_beams: int,
+    body_near_max: float = 0.0,
+    hot_spot: tuple[int, int] = (-1, -1),
+    hot_spot_in: str = "",
 ) -> PlanMetrics:
     """The metrics from :func:`~hospital_marl.radiotherapy.core.kernels.tumour_statistics` of ``n``
     tumour voxels (at :func:`rank_positions`, :data:`LEVELS`), the OAR statistics and the
@@ -239,6 +297,14 @@ def metrics_from_statistics(
     oar_pass = np.ones(len(task.oars), bool)
     np.logical_and.at(oar_pass, table.oar, passes)
     tv_piv = n - below_rx
+    if (
+        d98 < D98_MAJOR
+        or hot_term(d2, body_near_max) >= 1.0
+        or not passes[_oar_table(task.oars, table).critical_rows].all()
+    ):
+        tier = "major"
+    else:
+        tier = "clean" if passes.all() else "minor"
     return PlanMetrics(
         d95=d95,
         d98=d98,
@@ -255,6 +321,10 @@ def metrics_from_statistics(
         constraint_pass=tuple(passes.tolist()),
         oar_pass=tuple(oar_pass.tolist()),
         n_beams=n_beams,
+        body_near_max=body_near_max,
+        hot_spot=hot_spot,
+        hot_spot_in=hot_spot_in,
+        tier=tier,
     )
 
 
@@ -263,6 +333,7 @@ class _OarTable(NamedTuple):
     total: float  # their weights' sum
     critical: tuple[int, ...]  # indices of the priority-1 OARs
     limits: tuple[float, ...]  # every constraint's limit
+    critical_rows: np.ndarray  # (n_constraints,) bool: the rows of priority-1 OARs
 
 
 _OAR_TABLES: dict[int, tuple[tuple[OAR, ...], _OarTable]] = {}
@@ -277,20 +348,35 @@ def _oar_table(oars: tuple[OAR, ...], table: ConstraintTable | None = None) -> _
         graded = tuple(
             (j, PRIORITY_WEIGHTS[o.priority], tuple(c for c, k in enumerate(rows) if k == j))
             for j, o in enumerate(oars)
-            if not o.critical
         )
         critical = tuple(j for j, o in enumerate(oars) if o.critical)
         if len(_OAR_TABLES) >= 64:
             _OAR_TABLES.clear()
-        summary = _OarTable(graded, sum(w for _, w, _ in graded), critical, tuple(table.limit.tolist()))
+        critical_rows = np.isin(table.oar, critical)
+        summary = _OarTable(
+            graded, sum(w for _, w, _ in graded), critical, tuple(table.limit.tolist()), critical_rows
+        )
         hit = _OAR_TABLES[id(oars)] = (oars, summary)
     if hit is None or hit[0] is not oars:
-        return _OarTable((), 0.0, tuple(j for j, o in enumerate(oars) if o.critical), ())
+        return _OarTable((), 0.0, tuple(j for j, o in enumerate(oars) if o.critical), (), np.zeros(0, bool))
     return hit[1]
 
 
+def hot_term(d2: float, body_near_max: float) -> float:
+    """The hot-spot term in [0, 1]: the worse of the tumour's (D2 from 107 % to 115 %) and the
+    body's outside the target (near-max from 110 % to 115 %); 1 is a major deviation."""
+    tumour = (d2 - D2_GOAL) / (HOT_FAIL - D2_GOAL)
+    body = (body_near_max - BODY_GOAL) / (HOT_FAIL - BODY_GOAL)
+    return min(1.0, max(0.0, tumour, body))
+
+
+def cold_term(d98: float) -> float:
+    """The cold-spot term in [0, 1]: 0 at D98 ≥ 95 %, 1 at the major-deviation level 93 %."""
+    return min(1.0, max(0.0, (D98_GOAL - d98) / (D98_GOAL - D98_MAJOR)))
+
+
 def score_terms(m: PlanMetrics, task: Task) -> dict[str, float]:
-    """The score's terms (coverage, oar, ci, beams, hot), each in [0, 1]."""
+    """The quality's terms (coverage, oar, ci, beams, hot, short), each in [0, 1]."""
     table, values = _oar_table(task.oars, task.constraint_table), m.constraint_values
     total, limits = table.total, table.limits
     oar = (
@@ -303,22 +389,73 @@ def score_terms(m: PlanMetrics, task: Task) -> dict[str, float]:
         "oar": oar,
         "ci": m.ci,
         "beams": beam_term(m.n_beams),
-        "hot": min(1.0, max(0.0, (m.d2 - D2_GOAL) / (D2_FAIL - D2_GOAL))),
+        "hot": hot_term(m.d2, m.body_near_max),
+        "short": cold_term(m.d98),
     }
 
 
+def plan_tier(m: PlanMetrics, task: Task) -> str:
+    """``"major"``, ``"minor"`` or ``"clean"`` (module docstring): what ranks the plan first."""
+    if m.tier:
+        return m.tier
+    critical = _oar_table(task.oars).critical
+    major = (
+        m.d98 < D98_MAJOR
+        or hot_term(m.d2, m.body_near_max) >= 1.0
+        or not all(m.oar_pass[j] for j in critical)
+    )
+    return "major" if major else "clean" if all(m.constraint_pass) else "minor"
+
+
+def violations(m: PlanMetrics, task: Task) -> list[str]:
+    """What keeps the plan from being clean, in words a physicist reads (empty for a clean plan)."""
+    out = []
+    rx = task.rx_gy
+    if m.d98 < D98_MAJOR:
+        out.append(
+            f"target under-dosed: D98 {100 * m.d98:.1f} % of Rx ({m.d98 * rx:.1f} Gy) "
+            f"< {100 * D98_MAJOR:g} % (major deviation)"
+        )
+    if m.d2 >= HOT_FAIL:
+        out.append(f"target hot spot: D2 {100 * m.d2:.1f} % of Rx ≥ {100 * HOT_FAIL:g} % (major deviation)")
+    if m.body_near_max >= HOT_FAIL:
+        out.append(
+            f"hot spot outside the target: body D1% {100 * m.body_near_max:.1f} % of Rx "
+            f"({m.body_near_max * rx:.1f} Gy) ≥ {100 * HOT_FAIL:g} %, hottest at row {m.hot_spot[0]}, "
+            f"column {m.hot_spot[1]} in {m.hot_spot_in or 'normal tissue'} (major deviation)"
+        )
+    table = task.constraint_table
+    rows = [(o, c) for o in task.oars for c in o.constraints]
+    for (oar, constraint), value, ok, kind in zip(rows, m.constraint_values, m.constraint_pass, table.metric):
+        if ok:
+            continue
+        shown = f"{100 * value:.1f} %" if kind == 2 else f"{value * rx:.1f} Gy"
+        level = "major" if oar.critical else "minor"
+        out.append(
+            f"{oar.name} (priority {oar.priority}) {constraint.describe()} failed: {shown} "
+            f"({level} deviation)"
+        )
+    return out
+
+
 def plan_score(m: PlanMetrics, task: Task) -> float:
-    """The plan's score in [0, 1] (module docstring); below the pass mark if a critical OAR fails
-    or the tumour's near-maximum exceeds :data:`D2_FAIL`."""
-    capped = m.d2 > D2_FAIL or not all(m.oar_pass[j] for j in _oar_table(task.oars).critical)
-    return score_from_terms(score_terms(m, task), capped)
+    """The plan's score in [0, 1] (module docstring): its tier first, then its quality."""
+    return score_from_terms(score_terms(m, task), plan_tier(m, task))
 
 
-def score_from_terms(t: Mapping[str, float], capped: bool) -> float:
-    """THE combination of the score's terms (:func:`score_terms`), capped at :data:`CRITICAL_CAP`
-    when ``capped`` (a critical constraint fails or D2 > :data:`D2_FAIL`). Shared by
-    :func:`plan_score` and by scripts that rebuild the score from an observation."""
+def score_from_terms(t: Mapping[str, float], tier: str) -> float:
+    """THE combination of the quality's terms (:func:`score_terms`) and the plan's tier
+    (:func:`plan_tier`). Shared by :func:`plan_score` and by scripts that rebuild the score
+    from an observation."""
     w = SCORE_WEIGHTS
-    score = t["coverage"] * (w["base"] + w["oar"] * t["oar"] + w["ci"] * t["ci"] + w["beams"] * t["beams"])
-    score = min(1.0, max(0.0, score - w["hot"] * t["hot"]))
-    return min(score, CRITICAL_CAP) if capped else score
+    quality = t["coverage"] * (w["base"] + w["oar"] * t["oar"] + w["ci"] * t["ci"] + w["beams"] * t["beams"])
+    quality *= (1.0 - w["hot"] * t["hot"]) * (1.0 - w["short"] * t["short"])  # costs in proportion
+    quality = min(1.0, max(0.0, quality))
+    if tier == "clean":
+        return PASS_THRESHOLD + (1.0 - PASS_THRESHOLD) * quality
+    if tier == "minor":
+        low, high = MINOR_BAND
+        return low + (high - low) * quality
+    if tier != "major":
+        raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
+    return CRITICAL_CAP * quality

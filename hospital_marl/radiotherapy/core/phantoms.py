@@ -14,6 +14,7 @@ anterior, the last row posterior; columns run from the patient's right to left.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ class Phantom:
     tumour: np.ndarray  # (64, 64) bool, the planning target
     oars: np.ndarray  # (n_oars, 64, 64) bool, in the task's OAR order
     isocentre: tuple[float, float]  # (row, column): the tumour's centroid
+    parameters: tuple[float, ...] = ()  # (body, tumour, offset, layout) drawn from its split's Anatomy
 
     def __post_init__(self) -> None:
         for name in ("body", "tumour", "oars"):
@@ -76,6 +78,12 @@ class Anatomy:
                 return float(lo + u)
             u -= length
         return float(intervals[-1][1])
+
+    def pinned(self, rng: np.random.Generator) -> Anatomy:
+        """This distribution's draw of (body, tumour, offset, layout), as an Anatomy that always
+        gives those values (a generator then redraws only its free shape randomness)."""
+        body, tumour, offset, layout = self.draw(rng)
+        return Anatomy((body,), ((tumour, tumour),), ((offset, offset),), ((layout, layout),))
 
     def draw(self, rng: np.random.Generator) -> tuple[float, float, float, float]:
         """(body, tumour, offset, layout) of one patient."""
@@ -156,6 +164,20 @@ def centroid(mask: np.ndarray) -> tuple[float, float]:
     return float(rows.sum() / index.size), float(cols.sum() / index.size)
 
 
+def crop(tumour: np.ndarray, organs: list[np.ndarray]) -> np.ndarray:
+    """The target cropped one voxel clear of the organs (as planners crop a PTV from a critical
+    organ): no organ overlaps it, so a split's anatomy never needs a redraw for that."""
+    near = np.zeros_like(tumour)
+    for organ in organs:
+        near |= organ
+    grown = near.copy()
+    grown[1:] |= near[:-1]
+    grown[:-1] |= near[1:]
+    grown[:, 1:] |= near[:, :-1]
+    grown[:, :-1] |= near[:, 1:]
+    return tumour & ~grown
+
+
 def make_phantom(body: np.ndarray, tumour: np.ndarray, oars: list[np.ndarray]) -> Phantom:
     """A phantom whose isocentre is the tumour's centroid (an empty tumour gets the grid centre)."""
     iso = centroid(tumour) if tumour.any() else ((GRID - 1) / 2, (GRID - 1) / 2)
@@ -217,6 +239,8 @@ def phantom_problems(
     r, c = (round(x) for x in phantom.isocentre)
     if not body[r, c]:
         problems.append("isocentre outside the body")
+    elif n_tumour and not tumour[r, c]:  # a target cropped into a crescent: its centroid falls outside
+        problems.append("isocentre outside the tumour")
     return problems
 
 
@@ -245,26 +269,29 @@ def prostate_phantom(rng: np.random.Generator, anatomy: Anatomy) -> Phantom:
     dr, dc = _around(rng, offset)
     centre = (_CENTRE[0] + dr, _CENTRE[1] + dc)
     tumour = disc(centre, r_t)
-    rectum_semi = (rng.uniform(3.5, 5), rng.uniform(5, 7))  # (rows, columns): flattened, posterior
+    pelvis = r_body / 28  # the organs scale with the pelvis (so the smallest bodies can be drawn)
+    rectum_semi = (rng.uniform(3.5, 5) * pelvis, rng.uniform(5, 7) * pelvis)  # (rows, columns): posterior
     rectum = ellipse((centre[0] + r_t + gap + rectum_semi[0], centre[1]), *rectum_semi)
-    r_b = rng.uniform(6, 9)
+    r_b = rng.uniform(5, 9) * pelvis
     bladder = disc((centre[0] - r_t - gap - r_b, centre[1] + rng.uniform(-2, 2)), r_b)
-    return make_phantom(body, tumour, [rectum & ~tumour, bladder & ~tumour])
+    rectum, bladder = rectum & ~tumour, bladder & ~tumour
+    return make_phantom(body, crop(tumour, [rectum, bladder]), [rectum, bladder])
 
 
 @lru_cache(maxsize=16)
 def _head_neck_anatomy(scale: float, parotid: float) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The head-and-neck body and OARs at a body ``scale``, parotids ``parotid`` voxels off the
-    midline (drawn once per size)."""
+    """The head-and-neck body and OARs at a body ``scale``, parotids ``parotid`` × ``scale`` voxels
+    off the midline (drawn once per size). Every position scales with the body, so that every body
+    scale of every split can be drawn (the second version's fixed-size organs collided below 0.95)."""
     c_r, c_c = _CENTRE
     body = ellipse(_CENTRE, 29 * scale, 28 * scale)
-    cord = rectangle((int(c_r + 14 * scale), int(c_r + 20 * scale)), (int(c_c - 2), int(c_c + 2)))
-    brainstem = disc((c_r + 9 * scale, c_c), 3)
-    parotid_r = ellipse((c_r + 2, c_c - parotid), 5, 3.5)
-    parotid_l = ellipse((c_r + 2, c_c + parotid), 5, 3.5)
+    cord = rectangle((int(c_r + 15 * scale), int(c_r + 21 * scale)), (int(c_c - 2), int(c_c + 2)))
+    brainstem = disc((c_r + 10.5 * scale, c_c), 3)
+    parotid_r = ellipse((c_r + 2, c_c - parotid * scale), 5, 3.5)
+    parotid_l = ellipse((c_r + 2, c_c + parotid * scale), 5, 3.5)
     mandible = annulus_sector((c_r + 2, c_c), 18 * scale, 21 * scale, 290, 70)
-    larynx = disc((c_r - 13 * scale, c_c), 3)
-    oesophagus = disc((c_r + 4, c_c), 2.2)
+    larynx = disc((c_r - 12 * scale, c_c), 2.5)
+    oesophagus = disc((c_r + 4 * scale, c_c), 2.2)
     return body, [cord, brainstem, parotid_r, parotid_l, mandible, larynx, oesophagus]
 
 
@@ -281,7 +308,7 @@ def head_neck_phantom(rng: np.random.Generator, anatomy: Anatomy) -> Phantom:
     side = 1 if rng.random() < 0.5 else -1
     centre = (c_r - 2 + rng.uniform(-3, 3), c_c + side * offset)
     tumour = ellipse(centre, size * rng.uniform(5, 9), size * rng.uniform(4, 7), rng.uniform(0, 180))
-    return make_phantom(body, tumour, oars)
+    return make_phantom(body, crop(tumour, oars), oars)
 
 
 @lru_cache(maxsize=16)
@@ -325,9 +352,21 @@ def pediatric_brain_phantom(rng: np.random.Generator, anatomy: Anatomy) -> Phant
     direction = np.deg2rad(rng.uniform(-70, 70) + rng.choice([90, 270]))  # beside: to the right or left
     distance = _STEM_RADIUS + r_t + gap
     centre = (stem_centre[0] - distance * np.cos(direction), stem_centre[1] + distance * np.sin(direction))
-    tumour = disc(centre, r_t)
+    tumour = crop(disc(centre, r_t), [brainstem, chiasm, cochlea_r, cochlea_l])
     brain = whole_brain & ~tumour
     return make_phantom(body, tumour, [brainstem, chiasm, cochlea_r, cochlea_l, brain])
+
+
+def phantom_digest(phantom: Phantom) -> bytes:
+    """A patient's identity: a BLAKE2 digest of every mask's voxels (body, tumour, each OAR)."""
+    masks = np.concatenate((phantom.body[None], phantom.tumour[None], phantom.oars))
+    return hashlib.blake2b(np.packbits(masks).tobytes(), digest_size=16).digest()
+
+
+def split_bucket(phantom: Phantom, n_splits: int) -> int:
+    """Which of ``n_splits`` splits may hold this patient: its digest modulo ``n_splits``. Each
+    split keeps only its own bucket, so no patient (voxel for voxel) is in two splits."""
+    return int.from_bytes(phantom_digest(phantom)[:8], "little") % n_splits
 
 
 def draw_phantom(
@@ -336,13 +375,33 @@ def draw_phantom(
     oar_names: tuple[str, ...],
     envelopes: frozenset[str] = frozenset(),
     anatomy: Anatomy | None = None,
+    bucket: tuple[int, int] | None = None,
 ) -> Phantom:
-    """A valid phantom: draw, check, redraw (at most :data:`MAX_REDRAWS` times). A generator of
-    one argument (a user's ``rng -> Phantom``) is called without ``anatomy``."""
+    """A valid phantom of the split's anatomy.
+
+    The patient's parameters (body, tumour size, position, OAR layout) are drawn once from
+    ``anatomy``; only the generator's free shape randomness (directions, rotations, small organ
+    sizes) is redrawn, at most :data:`MAX_REDRAWS` times, until the phantom is valid and, when
+    ``bucket = (index, n)`` is given, lies in bucket ``index`` of ``n`` (:func:`split_bucket`). A
+    patient whose parameters give no such phantom is an error naming them, never a silent draw of
+    other parameters (which would shift the split's distribution). A generator of one argument
+    (a user's ``rng -> Phantom``) is called without ``anatomy`` and redrawn whole."""
     problems: list[str] = []
+    pinned = None if anatomy is None else anatomy.pinned(rng)
     for _ in range(MAX_REDRAWS):
-        phantom = generator(rng) if anatomy is None else generator(rng, anatomy)  # type: ignore[call-arg]
+        phantom = generator(rng) if pinned is None else generator(rng, pinned)  # type: ignore[call-arg]
+        # the bucket first (a digest is cheaper than the checks; the same phantom is kept either way)
+        if bucket is not None and split_bucket(phantom, bucket[1]) != bucket[0]:
+            problems = [f"in another split's bucket (not {bucket[0]} of {bucket[1]})"]
+            continue
         problems = phantom_problems(phantom, oar_names, envelopes)
         if not problems:
-            return phantom
-    raise ValueError(f"no valid phantom in {MAX_REDRAWS} draws; last problems: {problems}")
+            if pinned is None:
+                return phantom
+            parameters = (pinned.body[0], pinned.tumour[0][0], pinned.offset[0][0], pinned.layout[0][0])
+            return Phantom(phantom.body, phantom.tumour, phantom.oars, phantom.isocentre, parameters)
+    where = ""
+    if pinned is not None:
+        values = (pinned.body[0], pinned.tumour[0][0], pinned.offset[0][0], pinned.layout[0][0])
+        where = f" for (body, tumour, offset, layout) = {tuple(round(v, 4) for v in values)}"
+    raise ValueError(f"no valid phantom in {MAX_REDRAWS} draws{where}; last problems: {problems}")

@@ -18,10 +18,12 @@ from hospital_marl.radiotherapy.core.dose import ANGLE_STEP, MAX_MARGIN, N_ANGLE
 from hospital_marl.radiotherapy.core.kernels import (
     constraint_values,
     cumulative_dvhs,
+    outside_statistics,
     structure_statistics,
     tumour_statistics,
 )
 from hospital_marl.radiotherapy.core.metrics import (
+    BODY_NEAR_MAX_PERCENT,
     DVH_BINS,
     LEVELS,
     N_TUMOUR_STATISTICS,
@@ -32,8 +34,8 @@ from hospital_marl.radiotherapy.core.metrics import (
     plan_score,
     rank_positions,
 )
-from hospital_marl.radiotherapy.core.phantoms import Phantom, draw_phantom
-from hospital_marl.radiotherapy.core.tasks import Task, get_task
+from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom, draw_phantom
+from hospital_marl.radiotherapy.core.tasks import SPLITS, Task, get_task
 
 MAX_BEAMS = 7
 NEW_BEAM_WEIGHT = 6  # tenths: a new beam's weight 0.6
@@ -149,6 +151,8 @@ class Plan:
         self.task = get_task(task)
         self.split = split
         self._anatomy = self.task.anatomy_for(split)  # checks the split's name
+        # each split draws only the patients of its own digest buckets: none is in two splits
+        self._bucket = None if self._anatomy is None else (SPLITS.index(split), len(SPLITS))
         self.dose_scale = task_dose_scale(self.task)
         self.phantom: Phantom | None = None
         self.angles = np.zeros(MAX_BEAMS, np.int64)
@@ -172,7 +176,7 @@ class Plan:
         """A new patient (drawn from ``rng`` unless given) and an empty plan."""
         task = self.task
         self.phantom = phantom or draw_phantom(
-            task.generator, rng, task.oar_names, task.envelopes, self._anatomy
+            task.generator, rng, task.oar_names, task.envelopes, self._anatomy, self._bucket
         )
         self.cache = next_cache(self.phantom, self.dose_scale, self.cache)
         position = self.cache.voxels.position
@@ -183,6 +187,14 @@ class Plan:
         self._dvh_voxels = position[np.concatenate((tumour, stacked % size))]
         self.tumour_index = self._dvh_voxels[: tumour.size]  # (n_tumour,)
         self._oar_voxels = self._dvh_voxels[tumour.size :]
+        # the body outside the target (its near-max, D1%): body-voxel indices and a buffer
+        self._outside = position[np.flatnonzero(self.phantom.body & ~self.phantom.tumour)]
+        self._outside_dose = np.empty(self._outside.size)
+        self._outside_rank = max(0, self._outside.size - _rank(BODY_NEAR_MAX_PERCENT, self._outside.size))
+        # grid voxel -> the first OAR holding it, −1 for none (where a hot spot lies)
+        self._structure_at = np.full(self.phantom.body.size, -1, np.int64)
+        for j in range(len(self.phantom.oars) - 1, -1, -1):
+            self._structure_at[self.phantom.oars[j].ravel()] = j
         bounds = np.searchsorted(stacked, np.arange(len(self.phantom.oars) + 1) * size)
         self._oar_starts = bounds[:-1]  # (n_oars,) where each OAR's voxels start in _oar_voxels
         sizes = np.diff(bounds, prepend=-tumour.size)  # (1 + n_oars,) voxels per structure
@@ -333,6 +345,14 @@ class Plan:
             self._near_max,
             self._values,
         )
+        near_max, at = outside_statistics(dose, self._outside, self._outside_rank, self._outside_dose)
+        hot_spot, hot_spot_in = (-1, -1), ""
+        if at >= 0 and dose[self._outside[at]] > 0:  # no dose, no hot spot (the empty plan is shared)
+            hottest = self._outside[at]
+            row, col = int(self.cache.voxel_rows[hottest]), int(self.cache.voxel_cols[hottest])
+            hot_spot = (row, col)
+            inside = int(self._structure_at[row * GRID + col])
+            hot_spot_in = "normal tissue" if inside < 0 else self.task.oar_names[inside]
         metrics = metrics_from_statistics(
             self._tumour_statistics,
             n_tumour,
@@ -341,6 +361,9 @@ class Plan:
             self._values,
             self.task,
             n_beams,
+            body_near_max=near_max,
+            hot_spot=hot_spot,
+            hot_spot_in=hot_spot_in,
         )
         return metrics, plan_score(metrics, self.task)
 

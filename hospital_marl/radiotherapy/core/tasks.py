@@ -296,7 +296,31 @@ ANATOMY = {
 """The built-in tasks' anatomy per split (docs/radiotherapy.md states them)."""
 
 QUANTEC = "QUANTEC 2010 (Int J Radiat Oncol Biol Phys 76(3) Suppl)"
+RTOG_H0225 = (
+    "RTOG H-0225 (nasopharynx IMRT) plan-scoring criteria, OAR table: "
+    "'Brainstem, optic nerves, chiasm 54 Gy or 1% < 60 Gy; Spinal Cord 45 Gy or 1 cc of Vol. < 50.0 Gy; "
+    "Mandible T-M Joint 70 Gy or 1cc < 75.0 Gy'"
+)
 C = Constraint
+PAROTID = (
+    f"{QUANTEC}: Deasy et al., salivary glands, S58-S63: 'severe xerostomia ... is usually avoided if at "
+    "least one parotid gland is spared to a mean dose of less than ~20 Gy or if both glands are spared to "
+    "less than ~25 Gy'; the single-gland figure, applied to each gland (stricter: one constraint per organ)"
+)
+LARYNX = (
+    f"{QUANTEC}: Rancati et al., larynx and pharynx, S64-S69 (mean < 44 Gy); Cancer Radiother 2016;"
+    "20:452-8 (head and neck IMRT constraints): 'mean dose to the supra-glottic larynx under 40 to 45 Gy'"
+)
+PHARYNX = (
+    "Cancer Radiother 2016;20:452-8 (head and neck IMRT constraints, pharyngeal constrictor muscles and "
+    "larynx): 'keeping the mean dose to the pharyngeal constrictor muscles under 50 to 55 Gy'; at this "
+    "level the structure behind the oropharynx is the pharyngeal wall (no head and neck source read "
+    "gives a cervical-oesophagus figure; the 34 Gy of the second version was a lung one)"
+)
+COCHLEA = (
+    "Hua et al., IJROBP 2008;72(3):892-9 (children, conformal RT): 'The incidence of hearing loss was "
+    "low for a cochlear mean dose of 30 Gy or less and increased at greater than 40-45 Gy'"
+)
 
 for _task in (
     Task(
@@ -325,10 +349,11 @@ for _task in (
         difficulty="easy",
         description="prostate between bladder (anterior) and rectum (posterior)",
         dose_scale=0.3600,
-        # conventional fractionation (RTOG 0415 / the QUANTEC rectum and bladder data are for it);
-        # a 6 mm voxel makes the 56-voxel pelvis 34 cm wide
-        rx_gy=78.0,
-        fractions=39,
+        # conventional fractionation, 1.8 Gy a fraction: RTOG 0126's high-dose arm (its plan-scoring
+        # page: "98 % of PTV2 ... at or above 79.2 Gy"); the QUANTEC rectum and bladder data are for
+        # conventional fractionation. A 6 mm voxel makes the 56-voxel pelvis 34 cm wide
+        rx_gy=79.2,
+        fractions=44,
         voxel_mm=6.0,
     ),
     Task(
@@ -337,44 +362,26 @@ for _task in (
             OAR(
                 "spinal_cord",
                 1,
-                (
-                    C(
-                        "near_max",
-                        50,
-                        source=f"{QUANTEC}: Kirkpatrick et al., spinal cord, S42-S49 (Dmax 50 Gy)",
-                    ),
-                ),
+                (C("near_max", 45, source=f"{RTOG_H0225}: spinal cord 45 Gy"),),
             ),
             OAR(
                 "brainstem",
                 1,
-                (C("near_max", 54, source=f"{QUANTEC}: Mayo et al., brainstem, S36-S41 (Dmax < 54 Gy)"),),
+                (C("near_max", 54, source=f"{RTOG_H0225}: brainstem 54 Gy"),),
             ),
-            OAR(
-                "parotid_r", 2, (C("mean", 25, source=f"{QUANTEC}: Deasy et al., salivary glands, S58-S63"),)
-            ),
-            OAR(
-                "parotid_l", 2, (C("mean", 25, source=f"{QUANTEC}: Deasy et al., salivary glands, S58-S63"),)
-            ),
-            OAR(
-                "mandible",
-                3,
-                (C("near_max", 70, source="RTOG 0522 / NRG HN protocol OAR table: mandible max ≤ 70 Gy"),),
-            ),
-            OAR("larynx", 2, (C("mean", 44, source=f"{QUANTEC}: Rancati et al., larynx, S64-S69"),)),
-            OAR(
-                "oesophagus",
-                2,
-                (C("mean", 34, source=f"{QUANTEC}: Werner-Wasik et al., oesophagus, S86-S93"),),
-            ),
+            OAR("parotid_r", 2, (C("mean", 20, source=PAROTID),)),
+            OAR("parotid_l", 2, (C("mean", 20, source=PAROTID),)),
+            OAR("mandible", 3, (C("near_max", 70, source=f"{RTOG_H0225}: mandible 70 Gy"),)),
+            OAR("larynx", 2, (C("mean", 44, source=LARYNX),)),
+            OAR("oesophagus", 2, (C("mean", 50, source=PHARYNX),)),
         ),
         max_steps=60,
         generator=head_neck_phantom,
         anatomy=ANATOMY["head_neck"],
         difficulty="medium",
         description="an oropharyngeal target among seven OARs",
-        dose_scale=0.3599,
-        rx_gy=70.0,  # RTOG 0522 / NRG HN: 70 Gy in 35 fractions to the gross disease
+        dose_scale=0.3592,
+        rx_gy=70.0,  # 70 Gy in 35 fractions to the gross disease (RTOG H-0225's PTV70)
         fractions=35,
         voxel_mm=3.0,
     ),
@@ -407,12 +414,12 @@ for _task in (
             OAR(
                 "cochlea_r",
                 2,
-                (C("mean", 35, source="Hua et al., IJROBP 2008 (children: hearing loss above 35 Gy); COG"),),
+                (C("mean", 30, source=COCHLEA),),
             ),
             OAR(
                 "cochlea_l",
                 2,
-                (C("mean", 35, source="Hua et al., IJROBP 2008 (children: hearing loss above 35 Gy); COG"),),
+                (C("mean", 30, source=COCHLEA),),
             ),
             OAR(
                 "brain",
@@ -432,8 +439,8 @@ for _task in (
         difficulty="hard",
         description="a small tumour beside the brainstem of a child",
         envelopes=frozenset({"brain"}),
-        dose_scale=0.3614,
-        rx_gy=54.0,  # COG (e.g. ACNS0221 / ACNS0831): 54 Gy in 30 fractions (1.8 Gy each)
+        dose_scale=0.3611,
+        rx_gy=54.0,  # 54 Gy in 30 fractions of 1.8 Gy: a common paediatric CNS schedule (no protocol cited)
         fractions=30,
         voxel_mm=3.0,
     ),

@@ -11,7 +11,7 @@ from numba import njit
 
 from hospital_marl.action_index import INVALID, action_index_or_invalid
 from hospital_marl.radiotherapy.core.dose import MAX_MARGIN, N_ANGLES
-from hospital_marl.radiotherapy.core.metrics import D2_FAIL, D2_GOAL, D98_GOAL, DVH_BINS, PASS_THRESHOLD
+from hospital_marl.radiotherapy.core.metrics import D98_GOAL, DVH_BINS, PASS_THRESHOLD, hot_term
 from hospital_marl.radiotherapy.core.plan import MAX_BEAMS, MAX_WEIGHT, N_ACTIONS, Plan
 from hospital_marl.radiotherapy.core.tasks import MAX_OARS, Task
 from hospital_marl.radiotherapy.envs.render import render_ansi, render_rgb_array
@@ -33,7 +33,8 @@ OBSERVATION_KEYS: dict[str, tuple[tuple[int, ...], str]] = {
     ),
     "tumour_status": (
         (6,),
-        "[1 − V95 (coverage shortfall), 1 − D98/0.95 (if < 1), hot-spot term (D2 over 1.07 Rx, 1 at 1.15), "
+        "[1 − V95 (coverage shortfall), 1 − D98/0.95 (if < 1), hot-spot term (the worse of the tumour's D2 "
+        "over 1.07 Rx and the body's near-max outside it over 1.10 Rx; 1 at 1.15), "
         "V107, Paddick CI, D2 / 2 Rx]",
     ),
     "beams": (
@@ -148,8 +149,9 @@ class RadiotherapyPlanningEnv(gym.Env):
     Description:
         Each episode draws a patient (a phantom of the task) from the reset seed.
         The agent adds up to seven beams, turns and weights them and locks the
-        plan so that the tumour gets its prescription (ICRU 83: D98 ≥ 95 %, D2 ≤ 107 % of
-        Rx, conformal) while the organs at risk meet their clinical dose-volume constraints.
+        plan so that the tumour gets its prescription (the ICRU 50/62 window at ICRU 83's
+        points: D98 ≥ 95 %, D2 ≤ 107 % of Rx, conformal) while the organs at risk meet their
+        clinical dose-volume constraints.
 
     Action Space:
         ``Discrete(10)`` (:data:`~hospital_marl.radiotherapy.core.plan.ACTIONS`): add a
@@ -273,7 +275,7 @@ class RadiotherapyPlanningEnv(gym.Env):
             plan.n_beams,
             plan.active,
         )
-        hot = min(1.0, max(0.0, (m.d2 - D2_GOAL) / (D2_FAIL - D2_GOAL)))
+        hot = hot_term(m.d2, m.body_near_max)
         short = max(0.0, 1.0 - m.d98 / D98_GOAL)
         obs["tumour_status"][:] = (1.0 - m.v95, short, hot, m.v107, m.ci, min(1.0, m.d2 / 2))
         obs["step_fraction"][0] = min(1.0, plan.steps / plan.task.max_steps)
