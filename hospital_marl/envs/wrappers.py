@@ -168,7 +168,10 @@ class VectorScoreReward(VectorWrapper):
     def turn(self, role: str, actions: Any) -> np.ndarray:
         """A role's AEC turn (:meth:`HospitalMARLVectorEnv.turn
         <hospital_marl.envs.vector.HospitalMARLVectorEnv.turn>`): no reward until the tick."""
-        return self.env.turn(role, actions)
+        turn = getattr(self.env, "turn", None)  # the batched multi-agent env's AEC turns only
+        if turn is None:
+            raise AttributeError(f"{type(self.env).__name__} has no AEC turns (HospitalMARLVectorEnv has)")
+        return turn(role, actions)
 
     def end_tick(self):
         """The tick after the turns, its reward the score's change as :meth:`step`'s."""

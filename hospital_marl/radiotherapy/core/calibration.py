@@ -42,7 +42,9 @@ def calibration_d95(task: Task, dose_scale: float, n_phantoms: int = CALIBRATION
         phantom = draw_phantom(task.generator, rng, task.oar_names, task.envelopes, task.anatomy_for("train"))
         beams = {a: beam_dose(phantom, a, dose_scale) for a in range(0, 360, ANGLE_STEP)}
         for n in CALIBRATION_BEAMS:
-            dose = sum(CALIBRATION_WEIGHT * beams[a] for a in evenly_spaced_angles(n))
+            dose = np.zeros_like(beams[0])  # summed in the beams' order, as sum() did
+            for a in evenly_spaced_angles(n):
+                dose = dose + CALIBRATION_WEIGHT * beams[a]
             values.append(dose_at_volume(dose[phantom.tumour], 95))
     return float(np.mean(values))
 

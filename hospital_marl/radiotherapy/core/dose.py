@@ -118,7 +118,8 @@ _BODIES_MAX = 64
 class BodyVoxels(NamedTuple):
     """Where a body's voxels are (read-only arrays, shared by every episode on that body)."""
 
-    index: np.ndarray  # (n_body,) flat grid indices, ``np.flatnonzero(body)``
+    # The field shadows tuple.index (a method), which mypy reports; the name is the array's meaning.
+    index: np.ndarray  # type: ignore[assignment]  # (n_body,) flat grid indices, ``np.flatnonzero(body)``
     rows: np.ndarray  # (n_body,) float64 grid row of each
     cols: np.ndarray  # (n_body,) float64 grid column of each
     position: np.ndarray  # (64 · 64,) int64 body-voxel number of each grid voxel, −1 outside

@@ -88,12 +88,12 @@ class FMOResult:
 def beamlet_matrix(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     """(A, angle of each column): A is (n_body, n_beamlets), the dose of each beamlet at unit
     fluence on the body voxels, in the plan's body-voxel order."""
-    cache = plan.cache
+    cache, phantom = plan.beam_cache, plan.patient
     columns, angles = [], []
     for a in range(0, N_ANGLES, FMO_ANGLE_STEP):
         low, high = cache.projection(a)
-        depth = MU * body_depths(plan.phantom.body, cache._body_key, a, cache.body_index)
-        lateral = _lateral(plan.phantom.isocentre, a * ANGLE_STEP, cache.voxel_rows, cache.voxel_cols)
+        depth = MU * body_depths(phantom.body, cache._body_key, a, cache.body_index)
+        lateral = _lateral(phantom.isocentre, a * ANGLE_STEP, cache.voxel_rows, cache.voxel_cols)
         for j in np.arange(low - BEAMLET_REACH, high + BEAMLET_REACH + 1):
             column = np.empty(lateral.size)
             aperture_beam(lateral, depth, j - 0.5, j + 0.5, PENUMBRA, cache.k, column)
@@ -107,11 +107,11 @@ def optimise_fluence(plan: Plan, max_iterations: int = MAX_ITERATIONS) -> FMORes
     from scipy.optimize import minimize
 
     A, angles = beamlet_matrix(plan)
-    position = plan.cache.voxels.position
-    tumour = position[np.flatnonzero(plan.phantom.tumour)]
+    position = plan.beam_cache.voxels.position
+    tumour = position[np.flatnonzero(plan.patient.tumour)]
     outside = np.setdiff1d(np.arange(A.shape[0]), tumour)
     table = plan.task.constraint_table
-    organs = [position[np.flatnonzero(mask)] for mask in plan.phantom.oars]
+    organs = [position[np.flatnonzero(mask)] for mask in plan.patient.oars]
     w = WEIGHTS
     boost = np.ones(len(organs))  # per organ: its terms' weight multiplier (raised where it fails)
 

@@ -219,7 +219,7 @@ def phantom_problems(
     n = len(oar_names)
     words = _words(phantom.oars, body.size).reshape(n, -1)
     body_words, tumour_words = _words(body, body.size), _words(tumour, body.size)
-    present = words.any(axis=1)
+    present = np.asarray(words.any(axis=1))  # (n,) bool (numpy's stubs allow a scalar here)
     outside = (words & ~body_words).any(axis=1)
     on_tumour = (words & tumour_words).any(axis=1)
     for j, name in enumerate(oar_names):

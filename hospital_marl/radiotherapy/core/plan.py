@@ -287,16 +287,30 @@ class Plan:
         return self.score - before, True
 
     # ---------------------------------------------------------- evaluation
+    @property
+    def beam_cache(self) -> BeamCache:
+        """The patient's beam cache (drawn by :meth:`reset`): a clear error before then."""
+        if self.cache is None:
+            raise RuntimeError("the plan has no patient yet: reset() it first")
+        return self.cache
+
+    @property
+    def patient(self) -> Phantom:
+        """The patient (drawn by :meth:`reset`): a clear error before then."""
+        if self.phantom is None:
+            raise RuntimeError("the plan has no patient yet: reset() it first")
+        return self.phantom
+
     def body_dose(self) -> np.ndarray:
         """The plan's dose on the body voxels (n_body,) float64, × Rx."""
         n = self.n_beams
         if n == 0:
-            return np.zeros(self.cache.body_index.size)
-        return self.cache.dose(self.angles[:n], self.weights[:n] / 10.0, self.margins[:n])
+            return np.zeros(self.beam_cache.body_index.size)
+        return self.beam_cache.dose(self.angles[:n], self.weights[:n] / 10.0, self.margins[:n])
 
     def dose_grid(self) -> np.ndarray:
         """The plan's dose on the slice (64, 64), zero outside the body."""
-        return self.cache.to_grid(self.body_dose())
+        return self.beam_cache.to_grid(self.body_dose())
 
     def evaluate(
         self, angles: np.ndarray, weights: np.ndarray, margins: np.ndarray | None = None
@@ -311,9 +325,9 @@ class Plan:
             np.full(angles.size, NEW_MARGIN, np.int64) if margins is None else np.asarray(margins, np.int64)
         )
         dose = (
-            self.cache.dose(angles, np.asarray(weights) / 10.0, margins)
+            self.beam_cache.dose(angles, np.asarray(weights) / 10.0, margins)
             if len(angles)
-            else np.zeros(self.cache.body_index.size)
+            else np.zeros(self.beam_cache.body_index.size)
         )
         return self._assess(dose, np.empty(self._dvh_voxels.size), len(angles))
 
@@ -349,7 +363,7 @@ class Plan:
         hot_spot, hot_spot_in = (-1, -1), ""
         if at >= 0 and dose[self._outside[at]] > 0:  # no dose, no hot spot (the empty plan is shared)
             hottest = self._outside[at]
-            row, col = int(self.cache.voxel_rows[hottest]), int(self.cache.voxel_cols[hottest])
+            row, col = int(self.beam_cache.voxel_rows[hottest]), int(self.beam_cache.voxel_cols[hottest])
             hot_spot = (row, col)
             inside = int(self._structure_at[row * GRID + col])
             hot_spot_in = "normal tissue" if inside < 0 else self.task.oar_names[inside]
@@ -401,8 +415,8 @@ class Plan:
         exact in float64, so this is bit for bit the mean of each mask's ``np.nonzero``.
         """
         voxels = self._oar_voxels
-        rows = np.add.reduceat(self.cache.voxel_rows[voxels], self._oar_starts)
-        cols = np.add.reduceat(self.cache.voxel_cols[voxels], self._oar_starts)
+        rows = np.add.reduceat(self.beam_cache.voxel_rows[voxels], self._oar_starts)
+        cols = np.add.reduceat(self.beam_cache.voxel_cols[voxels], self._oar_starts)
         return np.stack((rows, cols), axis=1) / self._oar_sizes[:, None]
 
     def beams(self) -> list[tuple[int, float]]:
@@ -413,7 +427,7 @@ class Plan:
         """Each beam's aperture edges (lo, hi) across the beam, voxels from its central axis."""
         out = []
         for i in range(self.n_beams):
-            low, high = self.cache.projection(int(self.angles[i]))
+            low, high = self.beam_cache.projection(int(self.angles[i]))
             m = int(self.margins[i])
             out.append((low - m - 0.5, high + m + 0.5))
         return out
