@@ -181,6 +181,87 @@ def record(
     return Recording(buffers, steps, time.perf_counter() - start, env_steps)
 
 
+def record_policy(policy: Any, scenario: str, episodes: int, seed: int, track: str = "flat") -> Recording:
+    """Play a package policy (e.g. the ``planner``, which plans on the simulator) one scalar env at a
+    time, episode ``i`` from ``reset(seed=seed + i)``, as Minari buffers. Its action probabilities
+    are unknown to the recorder: ``behaviour_prob`` is NaN (importance sampling cannot use such a
+    dataset; fitted-Q evaluation can)."""
+    from minari.data_collector import EpisodeBuffer
+
+    from hospital_marl.core.hospital import Seal
+    from policies.base import policy_seed
+
+    if track != "flat":
+        raise ValueError("record_policy plays the flat track (the composed env)")
+    keys = _space_keys(gym.make(ENV_IDS[track], scenario=scenario, observation_format=OBSERVATION_FORMAT)
+                       .observation_space)  # fmt: skip
+    start, buffers = time.perf_counter(), []
+    for i in range(episodes):
+        env = gym.make(ENV_IDS[track], scenario=scenario)  # the Dict layout the policies read
+        obs, info = env.reset(seed=seed + i)
+        seal = Seal(env.unwrapped.hospital)
+        policy.reset(seed=policy_seed(seed + i), hospital=seal.handle)
+        rows, masks, actions, rewards = [_flat_row(obs, keys)], [info["action_mask"]], [], []
+        ints = {k: [info.get(k, 0)] for k in ("tick", "invalid_actions", "conflicts")}
+        outcomes = [_OUTCOME_CODE["noop"]]
+        done = terminated = False
+        while not done:
+            seal.refresh()
+            action = int(policy.act(obs, info["action_mask"]))
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+            rows.append(_flat_row(obs, keys))
+            masks.append(info["action_mask"] if not done else np.zeros_like(masks[0]))
+            actions.append(action)
+            rewards.append(reward)
+            counters = env.unwrapped.hospital.counters.as_dict()
+            ints["tick"].append(info["tick"])
+            ints["invalid_actions"].append(counters["invalid_actions"])
+            ints["conflicts"].append(counters["conflicts"])
+            outcomes.append(_OUTCOME_CODE.get(info.get("outcome"), 0))
+        env.close()
+        obs_block = np.stack(rows)
+        observations, at = {}, 0
+        for key, size in keys:
+            observations[key] = obs_block[:, at : at + size].copy()
+            at += size
+        n = len(actions)
+        terminations, truncations = np.zeros(n, bool), np.zeros(n, bool)
+        terminations[-1], truncations[-1] = bool(terminated), not terminated
+        buffers.append(
+            EpisodeBuffer(
+                id=i,
+                seed=seed + i,
+                observations=observations,
+                actions=np.asarray(actions, np.int64),
+                rewards=np.asarray(rewards, np.float64),
+                terminations=terminations,
+                truncations=truncations,
+                infos={
+                    "action_mask": np.asarray(masks, bool),
+                    **{k: np.asarray(v, np.int64) for k, v in ints.items()},
+                    "outcome": np.asarray(outcomes, np.int64),
+                    "behaviour_prob": np.full(n + 1, np.nan),
+                },
+            )
+        )
+    steps = sum(len(b.rewards) for b in buffers)
+    return Recording(buffers, steps, time.perf_counter() - start, steps)
+
+
+def _flat_row(obs: Any, keys: list[tuple[str, int]]) -> np.ndarray:
+    return np.concatenate([np.asarray(obs[k], np.float32).ravel() for k, _ in keys])
+
+
+def _outcome_codes() -> dict[str, int]:
+    from hospital_marl.envs.infos import OUTCOME_NAMES
+
+    return {name: code for code, name in enumerate(OUTCOME_NAMES)}
+
+
+_OUTCOME_CODE = _outcome_codes()
+
+
 def _episode(EpisodeBuffer, e, t, keys, obs_buf, mask_buf, ints, outcome_buf, act_buf, prob_buf, rew_buf,
              terminated, truncated, seed):  # fmt: skip
     obs = obs_buf[e, : t + 1]
@@ -222,7 +303,7 @@ def data_file(dataset: Any) -> Path:
 
 
 def create(
-    behaviour: Behaviour,
+    behaviour: Behaviour | str,
     scenario: str,
     episodes: int,
     seed: int,
@@ -233,27 +314,38 @@ def create(
     num_envs: int = 256,
     threads: int | None = None,
     version: int = 0,
+    policy: Any = None,
 ) -> tuple[Any, Recording]:
     """Record and write one Minari dataset (locally, under ``MINARI_DATASETS_PATH`` or
     ``~/.minari/datasets``). ``graded_score`` / ``graded``: the behaviour's score by the package's
-    grader and how it was graded (the caller grades: see ``hospital-marl datasets create``)."""
+    grader and how it was graded (the caller grades: see ``hospital-marl datasets create``).
+    ``policy``: a package policy to play instead (``behaviour`` is then its name, flat track:
+    :func:`record_policy`)."""
     import minari
 
     resolve_scenario(scenario)  # a clear error for an unknown scenario before any work
-    name = dataset_id(scenario, behaviour.track, behaviour, version)
-    recording = record(behaviour, scenario, episodes, seed, num_envs, threads)
-    env_spec = gym.spec(ENV_IDS[behaviour.track])
+    if policy is not None:
+        track, label, components, deterministic = "flat", str(behaviour), [[str(behaviour), 1.0]], False
+        recording = record_policy(policy, scenario, episodes, seed, track)
+    else:
+        assert isinstance(behaviour, Behaviour)
+        track, label = behaviour.track, behaviour.name
+        components, deterministic = [list(c) for c in behaviour.components], behaviour.deterministic
+        recording = record(behaviour, scenario, episodes, seed, num_envs, threads)
+    name = dataset_id(scenario, track, behaviour, version)
+    env_spec = gym.spec(ENV_IDS[track])
     env = gym.make(env_spec, scenario=scenario, observation_format=OBSERVATION_FORMAT)
     dataset = minari.create_dataset_from_buffers(
         dataset_id=name,
         buffer=recording.episodes,
         env=env.spec,
-        algorithm_name=behaviour.name,
+        eval_env=env.spec,
+        algorithm_name=label,
         author="hospital_marl",
         author_email="https://github.com/hospital-marl (issues)",
         code_permalink="hospital_marl: training/offline/datasets.py",
         description=(
-            f"{behaviour.name} on the {scenario} scenario, {behaviour.track} track "
+            f"{label} on the {scenario} scenario, {track} track "
             f"({env_spec.id}, observation_format={OBSERVATION_FORMAT}): {episodes} episodes."
         ),
         data_format="hdf5",
@@ -263,15 +355,16 @@ def create(
     dataset.storage.update_metadata(
         {
             META_KEY: {
-                "behaviour": behaviour.name,
-                "behaviour_components": [list(c) for c in behaviour.components],
-                "deterministic": behaviour.deterministic,
+                "behaviour": label,
+                "behaviour_components": components,
+                "deterministic": deterministic,
+                "behaviour_probabilities": policy is None,
                 "graded_score": graded_score,
                 "graded": graded or {},
                 "command": command,
                 "package_version": hospital_marl.__version__,
                 "scenario": scenario,
-                "track": behaviour.track,
+                "track": track,
                 "env_id": env_spec.id,
                 "observation_format": OBSERVATION_FORMAT,
                 "seed": seed,
