@@ -140,7 +140,7 @@ def _one_hot(actions: np.ndarray, n: int) -> np.ndarray:
 
 def _valid_uniform(masks: np.ndarray) -> np.ndarray:
     masks = masks.astype(np.float64)
-    return masks / masks.sum(axis=1, keepdims=True)
+    return masks / np.maximum(masks.sum(axis=1, keepdims=True), 1.0)  # an ended episode's mask: none
 
 
 @dataclass(frozen=True)

@@ -83,14 +83,15 @@ def fit_fqe(
     tr: Transitions,
     target: TargetProbs,
     gamma: float = 1.0,
-    iterations: int = 40,
-    steps_per_iteration: int = 150,
+    iterations: int = 150,
+    steps_per_iteration: int = 40,
     batch_size: int = 512,
     hidden: int = 128,
     seed: int = 0,
 ) -> FQE:
-    """Fitted-Q evaluation: ``iterations`` rounds, each regressing a fresh copy of the network on the
-    previous round's targets (rewards scaled by their standard deviation for the fit)."""
+    """Fitted-Q evaluation: ``iterations`` rounds, each regressing the network on targets from its
+    previous round (rewards scaled by their standard deviation for the fit). Undiscounted values
+    propagate one step per round: ``iterations`` must exceed the episode length (100 ticks)."""
     import torch
     from torch import nn
 
