@@ -35,6 +35,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--grade-episodes", type=int, default=10)
     parser.add_argument("--methods", default="bc,bcq,cql")
+    parser.add_argument("--datasets", default=";".join(DATASETS), help="';'-separated behaviours")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     os.environ["MINARI_DATASETS_PATH"] = args.dir
@@ -51,7 +52,7 @@ def main() -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     s = args.scenario
     rows = []
-    for spec in DATASETS:
+    for spec in args.datasets.split(";"):
         behaviour = parse_behaviour(spec)
         name = ds.dataset_id(s, "flat", behaviour)
         if not get_dataset_path(name).exists():
@@ -66,8 +67,8 @@ def main() -> None:
             runs = []
             for seed in range(args.seeds):
                 scores = train(method, tr, steps=args.steps, seed=seed)
-                report = grade(OfflinePolicy(scores, f"{method}_s{seed}"), episodes=args.grade_episodes, seed=0,
-                               scenarios=[s])  # fmt: skip
+                learned = OfflinePolicy(scores, f"{method}_s{seed}")
+                report = grade(learned, episodes=args.grade_episodes, seed=0, scenarios=[s])
                 runs.append({s: report["scenarios"][s]["episode_scores"]})
             margin, margin_se = paired_margin(runs, ref_scores, s)
             mean = sum(sum(r[s]) / len(r[s]) for r in runs) / len(runs)

@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--truth-episodes", type=int, default=50)
     parser.add_argument("--fqe-iterations", type=int, default=150)
+    parser.add_argument("--behaviours", default=";".join(BEHAVIOURS), help="';'-separated behaviours")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     os.environ["MINARI_DATASETS_PATH"] = args.dir
@@ -74,7 +75,7 @@ def main() -> None:
         truth[name], score[name] = one["mean_episode_reward"], one["score"]
         print(f"truth {name}: return {truth[name]:.1f}, score {score[name]:.2f}", flush=True)
     results = {}
-    for spec in BEHAVIOURS:
+    for spec in args.behaviours.split(";"):
         behaviour = parse_behaviour(spec)
         name = ds.dataset_id(args.scenario, "flat", behaviour)
         if not get_dataset_path(name).exists():

@@ -4,6 +4,7 @@ dataset made for something else, or damaged, is refused."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -48,7 +49,11 @@ def _states(n_steps: int = 60, num_envs: int = 16, scenario: str = "surge"):
 
 
 def test_batched_rules_are_the_package_policies() -> None:
-    policies = {"greedy": GreedyPolicy(), "fifo_severity": FifoSeverityPolicy(), "heuristic": HeuristicPolicy()}
+    policies = {
+        "greedy": GreedyPolicy(),
+        "fifo_severity": FifoSeverityPolicy(),
+        "heuristic": HeuristicPolicy(),
+    }
     checked = 0
     for obs, states, masks in _states()[::3]:
         for rule, policy in policies.items():
@@ -88,7 +93,9 @@ def test_logged_probability_is_the_mixture() -> None:
     np.testing.assert_allclose(mix.probabilities(states, masks).min(), 0.75 / 39)
 
 
-@pytest.mark.parametrize("spec", ["nonsense", "heuristic:eps=2", "mix:heuristic=1,planner=1", "heuristic:x=1"])
+@pytest.mark.parametrize(
+    "spec", ["nonsense", "heuristic:eps=2", "mix:heuristic=1,planner=1", "heuristic:x=1"]
+)
 def test_bad_behaviour_is_a_clear_error(spec: str) -> None:
     with pytest.raises(ValueError, match="behaviour"):
         parse_behaviour(spec)
@@ -96,7 +103,7 @@ def test_bad_behaviour_is_a_clear_error(spec: str) -> None:
 
 def test_dataset_replays_in_the_recovered_env(store: Path) -> None:
     b = parse_behaviour("fifo_severity:eps=0.2")
-    dataset, rec = ds.create(b, "surge", episodes=6, seed=500, graded_score=12.5, command="pytest", num_envs=3)
+    _, rec = ds.create(b, "surge", episodes=6, seed=500, graded_score=12.5, command="pytest", num_envs=3)
     name = "hospital_marl/surge-flat-fifo_severity_eps20-v0"
     loaded = minari.load_dataset(name)
     assert loaded.total_episodes == 6 and loaded.total_steps == rec.steps
@@ -132,7 +139,7 @@ def test_team_dataset_logs_joint_probabilities(store: Path) -> None:
     masks = ep.infos["action_mask"]
     assert ep.actions.shape[1] == 3 and masks.shape[1] == 41
     sizes = np.cumsum([0, *(len(ROLE_FLAT[r]) for r in ROLES)])
-    expected = np.prod([1.0 / masks[:-1, a:z].sum(axis=1) for a, z in zip(sizes[:-1], sizes[1:])], axis=0)
+    expected = np.prod([1.0 / masks[:-1, a:z].sum(axis=1) for a, z in itertools.pairwise(sizes)], axis=0)
     np.testing.assert_allclose(ep.infos["behaviour_prob"][:-1], expected)
     assert np.isnan(ep.infos["behaviour_prob"][-1])
 
@@ -178,7 +185,7 @@ def test_corrupted_file_is_an_error(store: Path, damage: str) -> None:
 
 def test_behaviour_policy_plays_the_behaviour() -> None:
     policy = BehaviourPolicy(parse_behaviour("heuristic"))
-    obs, states, masks = _states(5, num_envs=2)[-1]
+    obs, _, masks = _states(5, num_envs=2)[-1]
     one = {k: v[0] for k, v in obs.items()}
     assert policy.act(one, masks[0]) == HeuristicPolicy().act(one, masks[0])
 

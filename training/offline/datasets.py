@@ -38,6 +38,7 @@ import numpy as np
 
 import hospital_marl
 from hospital_marl.core.scenarios import resolve_scenario
+from hospital_marl.envs.observations import BLOCKS
 from training.offline.behaviours import Behaviour, state_vector
 
 NAMESPACE = "hospital_marl"
@@ -421,7 +422,8 @@ def load(
 class Transitions:
     """A dataset as flat arrays (steps of every episode, in order) for learners and estimators.
 
-    ``states`` (N, 106+) float32: the observation blocks concatenated in the space's key order;
+    ``states`` (N, 106+) float32: the global state vector (the blocks in the kernel's layout, what
+    the behaviours' rules read), then any presence blocks (the ``train`` split's ``masked`` layout);
     ``next_states``; ``actions`` (N,) or (N, 3); ``rewards``; ``dones`` (the episode ended after
     this step); ``masks``, ``next_masks`` (flat masks, 39); ``behaviour_prob``; ``episode``,
     ``t`` (the step's episode and index in it)."""
@@ -441,7 +443,8 @@ class Transitions:
 
 def transitions(dataset: Any) -> Transitions:
     """Every step of a dataset as :class:`Transitions` (reads every episode)."""
-    keys = list(dataset.observation_space.spaces)
+    blocks = [b.key for b in BLOCKS]
+    keys = blocks + [k for k in dataset.observation_space.spaces if k not in blocks]  # + presence
     parts: dict[str, list[np.ndarray]] = {k: [] for k in Transitions.__dataclass_fields__ if k != "keys"}
     for i, ep in enumerate(dataset.iterate_episodes()):
         obs = np.concatenate([np.asarray(ep.observations[k], np.float32) for k in keys], axis=1)
