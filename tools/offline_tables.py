@@ -24,13 +24,22 @@ def tables() -> str:
     out = []
     bench = _load("recording_benchmark.json")
     if bench:
-        out += [
-            f"**Recording** (`python benchmarks/offline_recording.py`, B = {bench['envs']}, {bench['scenario']}):",
-            "",
-        ]
+        where = f"B = {bench['envs']}, {bench['scenario']}"
+        out += [f"**Recording** (`python benchmarks/offline_recording.py`, {where}):", ""]
         out += ["| what | env-steps/s per CPU second | wall (shared machine) |", "|---|---|---|"]
         for name, row in bench["rows"].items():
             out.append(f"| {name} | {row['steps_per_s_cpu']:,.0f} | {row['steps_per_s_wall']:,.0f} |")
+        out.append("")
+    full = _load("datasets.json")
+    if full:
+        out += [f"**The dataset set** (`{full['command']}`): {full['datasets']} datasets, "
+                f"{full['steps']:,} steps, {full['bytes'] / 1e9:.2f} GB, recorded and graded in "
+                f"{full['wall_s'] / 60:.0f} min wall ({full['cpu_s'] / 60:.0f} min CPU):", ""]  # fmt: skip
+        out += ["| dataset | steps | MB | recording s | behaviour's graded score |", "|---|---|---|---|---|"]
+        for r in full["rows"]:
+            score = "" if r["graded_score"] is None else f"{r['graded_score']:.2f}"
+            mb = r["bytes"] / 1e6
+            out.append(f"| `{r['id']}` | {r['steps']:,} | {mb:.1f} | {r['record_seconds']:.2f} | {score} |")
         out.append("")
     ope = _load("ope.json")
     if ope:
@@ -57,9 +66,8 @@ def tables() -> str:
         for r in base["rows"]:
             margin = f"{r['margin']:+.2f} ± {r['margin_stderr']:.2f}" if "margin" in r else ""
             beats = ("yes" if r["beats_behaviour"] else "no") if "beats_behaviour" in r else ""
-            out.append(
-                f"| {r['dataset']} | {r['method']} | {r['score']:.2f} ± {r['stderr']:.2f} | {margin} | {beats} |"
-            )
+            score = f"{r['score']:.2f} ± {r['stderr']:.2f}"
+            out.append(f"| {r['dataset']} | {r['method']} | {score} | {margin} | {beats} |")
         out.append("")
     return "\n".join(out)
 
