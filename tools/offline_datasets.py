@@ -25,6 +25,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--planner-episodes", type=int, default=10)
     parser.add_argument("--grade-episodes", type=int, default=5)
+    parser.add_argument("--resume", action="store_true", help="skip the behaviours --out already has")
     parser.add_argument(
         "--out", default=str(Path(__file__).resolve().parents[1] / "docs/offline/datasets.json")
     )
@@ -33,8 +34,18 @@ def main() -> None:
     from hospital_marl_cli.datasets import FLAT_DEFAULT, TEAM_DEFAULT
 
     rows, wall, cpu = [], time.perf_counter(), time.process_time()
-    for track, behaviours in (("flat", FLAT_DEFAULT), ("team", TEAM_DEFAULT)):
-        for behaviour in behaviours:
+    done: set[tuple[str, str]] = set()
+    if args.resume and Path(args.out).exists():  # keep the rows of an earlier run into the same --dir
+        earlier = json.loads(Path(args.out).read_text())
+        rows, done = earlier["rows"], {tuple(d) for d in earlier.get("done", [])}
+        wall -= earlier["wall_s"]
+        cpu -= earlier["cpu_s"]
+    flat = [b for b in FLAT_DEFAULT if b != "planner"]
+    order = [("flat", b) for b in flat] + [("team", b) for b in TEAM_DEFAULT] + [("flat", "planner")]
+    for track, behaviour in order:
+        if (track, behaviour) in done:
+            continue
+        if True:
             argv = ["-q", "datasets", "create", "--dir", args.dir, "--track", track, "--behaviour", behaviour,
                     "--episodes", str(args.episodes), "--planner-episodes", str(args.planner_episodes),
                     "--grade-episodes", str(args.grade_episodes), "--force", "--json"]  # fmt: skip
@@ -49,12 +60,14 @@ def main() -> None:
             total = {
                 "command": "python " + " ".join(sys.argv),
                 "rows": rows,
+                "done": sorted(done | {(track, behaviour)}),
                 "datasets": len(rows),
                 "steps": sum(r["steps"] for r in rows),
                 "bytes": sum(r["bytes"] for r in rows),
                 "wall_s": time.perf_counter() - wall,
                 "cpu_s": time.process_time() - cpu,
             }
+            done.add((track, behaviour))
             Path(args.out).write_text(json.dumps(total, indent=1))
             print(
                 track,
