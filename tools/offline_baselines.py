@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--grade-episodes", type=int, default=10)
     parser.add_argument("--methods", default="bc,bcq,cql")
     parser.add_argument("--datasets", default=";".join(DATASETS), help="';'-separated behaviours")
+    parser.add_argument("--resume", action="store_true", help="keep --out's rows, run the missing ones")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     os.environ["MINARI_DATASETS_PATH"] = args.dir
@@ -51,7 +52,25 @@ def main() -> None:
     torch.set_num_threads(1)
     wall, cpu = time.perf_counter(), time.process_time()
     s = args.scenario
-    rows = []
+    rows: list[dict] = []
+    if args.resume and Path(args.out).exists():
+        rows = json.loads(Path(args.out).read_text())["rows"]
+    have = {(r["dataset"], r["method"]) for r in rows}
+
+    def write() -> None:
+        out = {
+            "scenario": s,
+            "episodes": args.episodes,
+            "steps": args.steps,
+            "grade_episodes": args.grade_episodes,
+            "rule": "beats = paired margin over the behaviour on the same held-out days > 2 s.e. (over seeds)",
+            "rows": rows,
+            "command": "python " + " ".join(sys.argv),
+            "wall_s": time.perf_counter() - wall,
+            "cpu_s": time.process_time() - cpu,
+        }
+        Path(args.out).write_text(json.dumps(out, indent=1))  # after each row: a cut run keeps them
+
     for spec in args.datasets.split(";"):
         behaviour = parse_behaviour(spec)
         name = ds.dataset_id(s, "flat", behaviour)
@@ -60,10 +79,13 @@ def main() -> None:
         tr = ds.transitions(ds.load(name, scenario=s))
         ref = grade(BehaviourPolicy(behaviour), episodes=args.grade_episodes, seed=0, scenarios=[s])
         ref_scores = {s: ref["scenarios"][s]["episode_scores"]}
-        rows.append({"dataset": name, "method": "behaviour", "score": ref["overall_score"],
-                     "stderr": ref["scenarios"][s]["score_stderr"]})  # fmt: skip
-        print(rows[-1], flush=True)
+        if (name, "behaviour") not in have:
+            rows.append({"dataset": name, "method": "behaviour", "score": ref["overall_score"],
+                         "stderr": ref["scenarios"][s]["score_stderr"]})  # fmt: skip
+            print(rows[-1], flush=True)
         for method in args.methods.split(","):
+            if (name, method) in have:
+                continue
             runs = []
             for seed in range(args.seeds):
                 scores = train(method, tr, steps=args.steps, seed=seed)
@@ -78,18 +100,8 @@ def main() -> None:
                 "seeds": args.seeds,
             })  # fmt: skip
             print(rows[-1], flush=True)
-    out = {
-        "scenario": s,
-        "episodes": args.episodes,
-        "steps": args.steps,
-        "grade_episodes": args.grade_episodes,
-        "rule": "beats = paired margin over the behaviour on the same held-out days > 2 s.e. (over seeds)",
-        "rows": rows,
-        "command": "python " + " ".join(sys.argv),
-        "wall_s": time.perf_counter() - wall,
-        "cpu_s": time.process_time() - cpu,
-    }
-    Path(args.out).write_text(json.dumps(out, indent=1))
+            write()
+    write()
 
 
 if __name__ == "__main__":

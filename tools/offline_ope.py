@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--truth-episodes", type=int, default=50)
     parser.add_argument("--fqe-iterations", type=int, default=150)
+    parser.add_argument("--fqe-steps", type=int, default=40, help="gradient steps per FQE iteration")
     parser.add_argument("--behaviours", default=";".join(BEHAVIOURS), help="';'-separated behaviours")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -75,6 +76,24 @@ def main() -> None:
         truth[name], score[name] = one["mean_episode_reward"], one["score"]
         print(f"truth {name}: return {truth[name]:.1f}, score {score[name]:.2f}", flush=True)
     results = {}
+
+    def write() -> dict:
+        out = {
+            "scenario": args.scenario,
+            "episodes": args.episodes,
+            "truth_episodes": args.truth_episodes,
+            "fqe": {"iterations": args.fqe_iterations, "steps_per_iteration": args.fqe_steps},
+            "value": "undiscounted episode return (grader: mean_episode_reward on held-out days, seed 0)",
+            "truth": truth,
+            "score": score,
+            "results": results,
+            "command": "python " + " ".join(sys.argv),
+            "wall_s": time.perf_counter() - start_wall,
+            "cpu_s": time.process_time() - start_cpu,
+        }
+        Path(args.out).write_text(json.dumps(out, indent=1))  # after each dataset: a cut run keeps them
+        return out
+
     for spec in args.behaviours.split(";"):
         behaviour = parse_behaviour(spec)
         name = ds.dataset_id(args.scenario, "flat", behaviour)
@@ -86,24 +105,14 @@ def main() -> None:
         estimates = {}
         for target in TARGETS:
             probs = parse_behaviour(target).probabilities
-            estimates[target] = estimate(tr, probs, iterations=args.fqe_iterations)
+            estimates[target] = estimate(
+                tr, probs, iterations=args.fqe_iterations, steps_per_iteration=args.fqe_steps
+            )
             print(spec, target, {k: round(v, 1) for k, v in estimates[target].items()}, flush=True)
         metrics = {est: ope_metrics({t: estimates[t][est] for t in TARGETS}, truth) for est in ESTIMATORS}
         results[spec] = {"dataset": name, "logged_return": logged_return, "estimates": estimates,
                          "metrics": metrics}  # fmt: skip
-    out = {
-        "scenario": args.scenario,
-        "episodes": args.episodes,
-        "truth_episodes": args.truth_episodes,
-        "value": "undiscounted episode return (grader: mean_episode_reward on held-out days, seed 0)",
-        "truth": truth,
-        "score": score,
-        "results": results,
-        "command": "python " + " ".join(sys.argv),
-        "wall_s": time.perf_counter() - start_wall,
-        "cpu_s": time.process_time() - start_cpu,
-    }
-    Path(args.out).write_text(json.dumps(out, indent=1))
+        out = write()
     print(markdown(out))
 
 
