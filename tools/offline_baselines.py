@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DATASETS = ("masked_random", "fifo_severity", "heuristic:eps=0.3")
+RULE = "beats = paired margin over the behaviour on the same held-out days > 2 s.e. (over seeds)"
 RECORD_SEED = 1_000_000
 
 
@@ -53,8 +54,11 @@ def main() -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     s = args.scenario
     rows: list[dict] = []
+    notes: list[str] = []
     if args.resume and Path(args.out).exists():
-        rows = json.loads(Path(args.out).read_text())["rows"]
+        earlier = json.loads(Path(args.out).read_text())
+        rows = earlier["rows"]
+        notes = [*earlier.get("notes", []), f"rows before this run: {earlier['command']}"]
     have = {(r["dataset"], r["method"]) for r in rows}
 
     def write() -> None:
@@ -63,8 +67,9 @@ def main() -> None:
             "episodes": args.episodes,
             "steps": args.steps,
             "grade_episodes": args.grade_episodes,
-            "rule": "beats = paired margin over the behaviour on the same held-out days > 2 s.e. (over seeds)",
+            "rule": RULE,
             "rows": rows,
+            "notes": notes,
             "command": "python " + " ".join(sys.argv),
             "wall_s": time.perf_counter() - wall,
             "cpu_s": time.process_time() - cpu,
