@@ -58,14 +58,17 @@ def tables() -> str:
         out.append("")
     base = _load("baselines.json")
     if base:
-        out += [f"**Offline baselines** (`{base['command']}`; {base['rule']}; learners: s.e. over seeds):", ""]
+        rule = f"{base['rule']}; learners: s.e. over seeds"
+        out += [f"**Offline baselines** (`{base['command']}`; {rule}):", ""]
         out += [f"*Note:* {note}" for note in base.get("notes", [])] + [""]
         out += [
             "| dataset | method | score ± s.e. | margin over behaviour | beats behaviour |",
             "|---|---|---|---|---|",
         ]
         for r in base["rows"]:
-            margin = f"{r['margin']:+.2f} ± {r['margin_stderr']:.2f}" if "margin" in r else "(s.e. over episodes)"
+            margin = "(s.e. over episodes)"
+            if "margin" in r:
+                margin = f"{r['margin']:+.2f} ± {r['margin_stderr']:.2f}"
             beats = ("yes" if r["beats_behaviour"] else "no") if "beats_behaviour" in r else ""
             score = f"{r['score']:.2f} ± {r['stderr']:.2f}"
             out.append(f"| {r['dataset']} | {r['method']} | {score} | {margin} | {beats} |")
