@@ -56,8 +56,9 @@ def tables() -> str:
                 row = f"{m['abs_error']:.1f} | {m['spearman']:.2f} | {m['regret_at_1']:.1f}"
                 out.append(f"| {spec} | {est} | {row} |")
         out.append("")
-    base = _load("baselines.json")
-    if base:
+    for base in (_load("baselines.json"), _load("baselines_long.json")):
+        if not base:
+            continue
         rule = f"{base['rule']}; learners: s.e. over seeds"
         out += [f"**Offline baselines** (`{base['command']}`; {rule}):", ""]
         out += [f"*Note:* {note}" for note in base.get("notes", [])] + [""]
