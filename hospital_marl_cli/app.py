@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hospital_marl_cli import play, serve, train
+from hospital_marl_cli import datasets, play, serve, train
 from hospital_marl_cli.agents import llm as llm_agent
 from hospital_marl_cli.common import CLIError, error
 
@@ -16,6 +16,7 @@ COMMANDS: list[Callable[[Any], None]] = [
     play.add_commands,
     train.add_commands,
     serve.add_commands,
+    datasets.add_commands,  # `hospital-marl datasets create|list` (offline RL, training/offline/)
     llm_agent.add_commands,  # `hospital-marl llm` (the agent script: hospital_marl_cli/agents/llm.py)
 ]
 """Each registers its subcommands on the ``hospital-marl`` subparsers; add yours here."""
