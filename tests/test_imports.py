@@ -54,6 +54,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hospital_marl/radiotherapy/core/fmo.py", "scipy.optimize"): "slow to import; only the FMO reference",
     ("policies/radiotherapy/planner.py", "scipy.optimize"): "slow to import; only the planner's optimiser",
     ("policies/learned.py", "onnxruntime"): "slow to import; only a model played with it needs it",
+    ("training/offline/ope.py", "scipy.stats"): "slow to import; only the rank correlation of a report",
     ("policies/llm.py", "policies._http"): "imports httpx (not a core dependency), when a model is reached",
     ("grading/__init__.py", "grading"): (
         "the package's names load lazily (PEP 562), so the sandbox's process sets numba's cache first"

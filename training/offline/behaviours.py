@@ -38,6 +38,7 @@ from hospital_marl.core.types import QUEUE_SLOTS
 from hospital_marl.envs.observations import BLOCK_OFFSETS, BLOCKS, OFFSETS
 from policies import heuristic_kernel as hk
 from policies.base import BasePolicy, load_kwargs
+from policies.heuristic import team_heuristic_action
 
 FLAT_RULES = ("random", "masked_random", "greedy", "fifo_severity", "heuristic")
 """Rules a flat (``Discrete(39)``) behaviour mixes."""
@@ -280,8 +281,6 @@ class BehaviourPolicy(BasePolicy):
             elif rule == "masked_random":
                 probs += weight * _valid_uniform(np.asarray(action_mask, bool)[None])[0]
             else:
-                from policies.heuristic import team_heuristic_action
-
                 probs[ROLE_FLAT[role].index(team_heuristic_action(role, observation, action_mask))] += weight
         return int(_draw(probs[None], self.rng)[0])
 

@@ -37,8 +37,11 @@ import gymnasium as gym
 import numpy as np
 
 import hospital_marl
+from hospital_marl.core.hospital import Seal
 from hospital_marl.core.scenarios import resolve_scenario
+from hospital_marl.envs.infos import OUTCOME_NAMES
 from hospital_marl.envs.observations import BLOCKS
+from policies.base import policy_seed
 from training.offline.behaviours import Behaviour, state_vector
 
 NAMESPACE = "hospital_marl"
@@ -189,9 +192,6 @@ def record_policy(policy: Any, scenario: str, episodes: int, seed: int, track: s
     dataset; fitted-Q evaluation can)."""
     from minari.data_collector import EpisodeBuffer
 
-    from hospital_marl.core.hospital import Seal
-    from policies.base import policy_seed
-
     if track != "flat":
         raise ValueError("record_policy plays the flat track (the composed env)")
     keys = _space_keys(gym.make(ENV_IDS[track], scenario=scenario, observation_format=OBSERVATION_FORMAT)
@@ -255,7 +255,6 @@ def _flat_row(obs: Any, keys: list[tuple[str, int]]) -> np.ndarray:
 
 
 def _outcome_codes() -> dict[str, int]:
-    from hospital_marl.envs.infos import OUTCOME_NAMES
 
     return {name: code for code, name in enumerate(OUTCOME_NAMES)}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from policies.base import BasePolicy
@@ -43,7 +44,6 @@ def train(
     method: str, tr: Transitions, steps: int = 3000, batch_size: int = 256, seed: int = 0, gamma: float = 0.99
 ) -> Any:
     """Train ``method`` on ``tr``; returns a function (states (N, D)) -> (N, 39) scores (logits or Q)."""
-    import gymnasium as gym
     import torch
     from tianshou.algorithm import DiscreteBCQ, DiscreteCQL
     from tianshou.algorithm.imitation.discrete_bcq import DiscreteBCQPolicy
