@@ -102,6 +102,7 @@ def record(
         scenario=scenario,
         observation_format=OBSERVATION_FORMAT,
         threads=threads,
+        autoreset_mode="same_step",  # an ended row's last observation is read from final_obs
     )
     keys = _space_keys(env.single_observation_space)
     width = sum(size for _, size in keys)
