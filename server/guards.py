@@ -10,7 +10,8 @@
   browser sends cross-site without a preflight); a body over the size limit is a 413;
   a JSON body that is not UTF-8 is a 400; one that nests deeper than
   :data:`MAX_JSON_DEPTH` or holds a non-finite or out-of-range number
-  (``NaN``, ``Infinity``, ``1e400``, a 5000-digit integer) is a 422 in
+  (``NaN``, ``Infinity``, ``1e400``, a 5000-digit integer) or a lone surrogate
+  escape (``"\\ud800"``: no UTF-8 reply can carry it back) is a 422 in
   FastAPI's own validation-error shape. (Left to the routes, a ``NaN`` ended
   in a 500: the 422 that echoed it could not be written as JSON.)
 - :class:`GuardedWebSocket` (``/ws`` and ``/mcp``): an oversized, binary,
@@ -101,14 +102,45 @@ _STRICT = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_floa
 """One decoder for every message (``json.loads`` with hooks builds a new one per call: 2 us of 3)."""
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) in a decoded JSON value holding a lone surrogate, or None.
+
+    JSON's ``\\ud800`` escape decodes to a code point no UTF-8 text can carry: echoed in a reply
+    (a 422 quoting its input, an id, an episode name) it cannot be encoded, so it ended in a 500.
+    A valid pair (``\\ud83d\\ude00``) decodes to one character and passes."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 def check_json(text: str) -> Any:
     """Parse a JSON text strictly (raises :class:`JSONProblem`, or ``json.JSONDecodeError``
-    for text that is not JSON at all): nesting, finite floats, bounded integers."""
+    for text that is not JSON at all): nesting, finite floats, bounded integers, no lone
+    surrogate (``"\\ud800"``) anywhere."""
     if _too_deep(text):
         raise JSONProblem("json_too_deep", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     if text.startswith("\ufeff"):  # as json.loads refuses it
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return _STRICT.decode(text)
+    value = _STRICT.decode(text)
+    if "\\u" in text and _lone_surrogate(value) is not None:  # fast path: no escape, no surrogate
+        raise JSONProblem(
+            "invalid_unicode",
+            "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a valid pair): "
+            "not a Unicode character",
+        )
+    return value
 
 
 # ----------------------------------------------------------- cross-site
