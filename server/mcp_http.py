@@ -148,6 +148,11 @@ class StreamableMCP:
                 f"(protocol versions {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}), not {version}",
                 "UNSUPPORTED_PROTOCOL_VERSION",
             ))  # fmt: skip
+        if sid is None and method == "DELETE":  # before any cap: there is nothing to open or end
+            return "refuse", (400, _rpc_error(
+                -32600, "Bad Request: DELETE /mcp ends a session: send its Mcp-Session-Id header",
+                "NO_SESSION",
+            ))  # fmt: skip
         if sid is None:
             try:
                 self._ledger.acquire(client, SOURCE, self._max_sessions)
@@ -208,6 +213,21 @@ class StreamableMCP:
             await send(message)
 
 
+class NoStandardMCP:
+    """``/mcp`` of a server with no MCP tools (radiotherapy): a standard MCP request (``initialize``,
+    an ``Mcp-Session-Id``) is a 400 whose JSON-RPC error says so (``MCP_NOT_SUPPORTED``), rather than
+    OpenEnv's "Method not found" that left an SDK client guessing. OpenEnv's JSON-RPC is untouched."""
+
+    claims = staticmethod(mcp_handoff.claims)
+
+    async def __call__(self, scope: Scope, body: bytes, send: Send) -> None:
+        message = (
+            "this server plays the radiotherapy env, which has no MCP tools: standard MCP "
+            "(initialize, Mcp-Session-Id) is not served here; play over /ws, or /reset and /step"
+        )
+        await json_reply(send, 400, _rpc_error(-32601, message, "MCP_NOT_SUPPORTED"))
+
+
 ALLOWED_METHODS = ("POST", "DELETE")
 """What ``/mcp`` serves over HTTP (the OpenAPI document lists both)."""
 
@@ -224,7 +244,7 @@ class MCPDispatch:
     """ASGI middleware: requests to ``/mcp`` that are standard MCP go to :class:`StreamableMCP`;
     everything else (OpenEnv's JSON-RPC included) to the app."""
 
-    def __init__(self, app: ASGIApp, mcp: StreamableMCP) -> None:
+    def __init__(self, app: ASGIApp, mcp: StreamableMCP | NoStandardMCP) -> None:
         self.app = app
         self.mcp = mcp
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import Body, Cookie, FastAPI, Header, HTTPException, Query, Request, Response, WebSocket
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute, APIWebSocketRoute
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
@@ -28,10 +29,11 @@ from starlette.routing import WebSocketRoute
 
 from hospital_marl.core.hospital import warm_up as compile_kernel
 from server.environment import EpisodeStateError
-from server.guards import GuardedWebSocket, RequestGuardMiddleware, SitePolicy, logger
-from server.mcp_http import MCPDispatch, StreamableMCP
+from server.guards import GuardedWebSocket, RequestGuardMiddleware, SitePolicy, error_body, logger
+from server.mcp_http import MCPDispatch, NoStandardMCP, StreamableMCP
 from server.mcp_tools import HospitalMCPEnvironment
 from server.models import (
+    SESSION_ID_REQUEST_DOC,
     ErrorResponse,
     HospitalAction,
     HospitalObservation,
@@ -585,7 +587,9 @@ def _add_step_route(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -
 def _add_state_route(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -> None:
     async def state(
         request: Request,
-        session_id: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
+        session_id: Annotated[
+            str | None, Query(min_length=1, max_length=255, description=SESSION_ID_REQUEST_DOC)
+        ] = None,
         x_session_id: _SessionHeader = None,
         hospital_session: _SessionCookie = None,
     ) -> Any:
@@ -717,6 +721,33 @@ def _web_view(
     return store, view_builder(store, default), host
 
 
+_ALL_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"})
+
+
+def _web_routes_405(app: FastAPI) -> None:
+    """A method the app's own routes under ``/web/`` (OpenEnv's ``/web/metadata``) do not serve is a
+    405, as docs/server.md says of every ``/web/...`` route: Starlette remembers the path's partial
+    match, but the Gradio mount at ``/web`` matches the path in full and answered 404."""
+    routes = app.router.routes
+    for index in range(len(routes) - 1, -1, -1):
+        route = routes[index]
+        methods = getattr(route, "methods", None)
+        path = getattr(route, "path", "")
+        if not methods or not path.startswith("/web/") or "{" in path:
+            continue
+        allow = ", ".join(sorted(methods))
+
+        async def not_allowed(request: Request, allow: str = allow) -> JSONResponse:
+            return JSONResponse(
+                error_body("METHOD_NOT_ALLOWED", f"{request.method} {request.url.path}: allowed {allow}"),
+                status_code=405,
+                headers={"allow": allow},
+            )
+
+        app.add_api_route(path, not_allowed, methods=sorted(_ALL_METHODS - methods), include_in_schema=False)
+        routes.insert(index + 1, routes.pop())  # before the mount, which would answer 404
+
+
 def _on_lifespan(app: FastAPI, start: Callable[[], None] | None, stop: Callable[[], None]) -> None:
     """Call ``start`` (if given) when the app's lifespan begins and ``stop`` when it ends
     (OpenEnv's lifespan replaces ``on_startup`` / ``on_shutdown``)."""
@@ -834,6 +865,10 @@ def build_app(
     _add_schema_route(app, served)
     if streamable is not None:
         _add_streamable_mcp(app, streamable)
+    else:
+        app.add_middleware(MCPDispatch, mcp=NoStandardMCP())
+    if settings.web:
+        _web_routes_405(app)
     app.add_middleware(  # outermost: every request is checked before anything else sees it
         RequestGuardMiddleware,
         max_bytes=settings.max_message_bytes,

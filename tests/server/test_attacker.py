@@ -8,7 +8,9 @@ addresses, slow headers, the token, Gradio's API, the MCP worker's restart.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -119,3 +121,128 @@ def test_a_lone_surrogate_on_standard_mcp_is_a_4xx_and_the_session_lives_on(live
         response = http.post(f"{live}/mcp", json=listing, headers=headers)
         assert response.status_code == 200 and "read_board" in response.text
         http.delete(f"{live}/mcp", headers=headers)
+
+
+# ------------------------------------------------ 2. docs, schema and behaviour agree
+def test_delete_mcp_without_a_session_id_is_400_even_at_the_cap(clock: Any) -> None:
+    """MCP's transport: a request without the session id a server requires is a 400; the caps are
+    about opening sessions, and a DELETE opens none (it was a 429 at the cap)."""
+    from server.app import build_app
+    from tests.server.conftest import local_client
+
+    settings = ServerSettings(max_sessions=8, max_sessions_per_client=2)
+    app = build_app(settings, clock=clock)
+    with local_client(app) as client, client.websocket_connect("/ws"), client.websocket_connect("/ws"):
+        assert client.get("/sessions").json()["websocket"]["active"] == 2  # this client's cap
+        opening = client.post("/reset", json={"seed": 1})
+        assert opening.status_code == 429  # at the cap indeed
+        response = client.delete("/mcp", headers=MCP_HEADERS)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["data"]["code"] == "NO_SESSION"
+
+
+@pytest.fixture(scope="module")
+def web_client() -> Iterator[Any]:
+    from server.app import build_app
+    from tests.server.conftest import local_client
+
+    with local_client(build_app(ServerSettings(web=True, max_sessions_per_client=0))) as client:
+        yield client
+
+
+@pytest.mark.parametrize("method", ["TRACE", "PUT", "POST", "DELETE", "PATCH"])
+def test_a_method_web_metadata_does_not_serve_is_405_as_documented(web_client: Any, method: str) -> None:
+    """docs/server.md: "Methods a /web/... route does not serve get 405" (this one was a 404: the
+    Gradio mount answered it)."""
+    response = web_client.request(method, "/web/metadata")
+    assert response.status_code == 405, response.text
+    assert response.headers["allow"] == "GET"
+    assert web_client.get("/web/metadata").status_code == 200
+
+
+def test_the_schema_says_a_step_needs_a_session_id_from_one_carrier(client: Any) -> None:
+    """``session_id`` is optional in the body only because the header or cookie may carry it: the
+    document says so where a client reads the field, and the behaviour is the 400 it names."""
+    doc = client.get("/openapi.json").json()
+    field = doc["components"]["schemas"]["HospitalStepRequest"]["properties"]["session_id"]
+    query = next(p for p in doc["paths"]["/state"]["get"]["parameters"] if p["name"] == "session_id")
+    for description in (field["description"], query["description"]):
+        assert "required" in description and "NO_SESSION" in description, description
+    assert "NO_SESSION" in doc["paths"]["/step"]["post"]["responses"]["400"]["description"]
+    response = client.post("/step", json={"action": {"action": 0}})
+    assert response.status_code == 400 and response.json()["detail"]["code"] == "NO_SESSION"
+
+
+def test_an_integral_float_action_is_the_same_action_on_step_ws_and_mcp_act(client: Any) -> None:
+    """server/README: ``2.0`` is the JSON integer 2; docs/server.md: tool arguments are as strict
+    as /step. So ``2.0`` plays action 2 everywhere (MCP ``act`` refused it) and ``2.5`` nowhere."""
+    seed, action = 21, 0  # the no-op: legal on every tick
+
+    def http(value: Any) -> tuple[int, Any]:
+        sid = client.post("/reset", json={"seed": seed}).json()["session_id"]
+        response = client.post("/step", json={"action": {"action": value}, "session_id": sid})
+        client.delete(f"/sessions/{sid}")
+        return response.status_code, response.json().get("reward")
+
+    def ws(value: Any) -> tuple[str, Any]:
+        with client.websocket_connect("/ws") as socket:
+            ws_send(socket, json.dumps({"type": "reset", "data": {"seed": seed}}))
+            reply = ws_send(socket, json.dumps({"type": "step", "data": {"action": value}}))
+        return reply["type"], reply["data"].get("reward")
+
+    def mcp(value: Any) -> tuple[str, Any]:
+        def rpc(method: str, params: dict) -> dict:
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            return client.post("/mcp", json=body).json()
+
+        sid = rpc("openenv/session/create", {})["result"]["session_id"]
+        rpc("tools/call", {"session_id": sid, "name": "start_shift", "arguments": {"seed": seed}})
+        answer = rpc("tools/call", {"session_id": sid, "name": "act", "arguments": {"action": value}})
+        rpc("openenv/session/close", {"session_id": sid})
+        return (
+            ("error", None) if "error" in answer else ("ok", answer["result"]["structured_content"]["reward"])
+        )
+
+    assert http(float(action)) == http(action) and http(action)[0] == 200
+    assert ws(float(action)) == ws(action) and ws(action)[0] == "observation"
+    assert mcp(float(action)) == mcp(action) and mcp(action)[0] == "ok"
+    assert http(action + 0.5)[0] == 422
+    assert ws(action + 0.5)[0] == "error"
+    assert mcp(action + 0.5)[0] == "error"
+
+
+def test_the_rt_action_documents_every_action_of_the_table() -> None:
+    """Its docstring said 8 actions while the schema took 0..9: the description is the table's."""
+    from hospital_marl.radiotherapy.core.plan import ACTIONS
+    from server.radiotherapy import RTAction
+
+    schema = RTAction.model_json_schema()
+    field = schema["properties"]["action"]
+    assert (field["minimum"], field["maximum"]) == (0, len(ACTIONS) - 1)
+    for action in ACTIONS:
+        assert f"{action.id} {action.name}" in field["description"]
+    counted = re.findall(r"\b(\d+) (?:planning )?actions\b", schema.get("description", ""))
+    assert all(int(n) == len(ACTIONS) for n in counted), counted
+
+
+def test_standard_mcp_on_the_rt_server_is_a_documented_400(clock: Any) -> None:
+    """The RT env has no MCP tools: a standard client's ``initialize`` gets a 400 saying so
+    (``MCP_NOT_SUPPORTED``, as server/README documents), not "Method not found"."""
+    from server.app import build_app
+    from tests.server.conftest import local_client
+
+    init = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"},
+        },
+    }  # fmt: skip
+    settings = ServerSettings(env="radiotherapy", max_sessions_per_client=0)
+    with local_client(build_app(settings, clock=clock)) as client:
+        response = client.post("/mcp", json=init, headers=MCP_HEADERS)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["data"]["code"] == "MCP_NOT_SUPPORTED"
+        listing = client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+        assert listing.status_code == 200  # OpenEnv's JSON-RPC answers as before
+    readme = (Path(__file__).parents[2] / "server" / "README.md").read_text()
+    assert "MCP_NOT_SUPPORTED" in readme
