@@ -91,6 +91,7 @@ class StreamableMCP:
             settings.max_message_bytes,
             tuple(settings.allowed_hosts),
             tuple(settings.allowed_origins),
+            settings.token,
         )
         self._process = TransportProcess(args, self, self._lost)
         self._opening = 0  # sessions being opened (their slots are held)

@@ -43,7 +43,7 @@ import socket
 import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -178,7 +178,7 @@ async def _transport(sock: socket.socket, channel: socket.socket, args: Transpor
         writer.write(_frame(("tell", *news)))
 
     app = RequestGuardMiddleware(
-        _HandedOver(ask, tell, sdk), args.max_bytes, site=SitePolicy(args.hosts, args.origins)
+        _HandedOver(ask, tell, sdk), args.max_bytes, site=SitePolicy(args.hosts, args.origins, args.token)
     )
 
     def send_back(conn: socket.socket, data: bytes) -> bool:
@@ -263,6 +263,7 @@ class TransportArgs:
     max_bytes: int
     hosts: tuple[str, ...] = ()
     origins: tuple[str, ...] = ()
+    token: str | None = field(default=None, repr=False)
     access_log: bool = False
     """Write uvicorn's access-log lines for the requests the process answers (set at its start:
     whether the server writes them)."""

@@ -872,7 +872,7 @@ def build_app(
     app.add_middleware(  # outermost: every request is checked before anything else sees it
         RequestGuardMiddleware,
         max_bytes=settings.max_message_bytes,
-        site=SitePolicy(settings.allowed_hosts, settings.allowed_origins),
+        site=SitePolicy(settings.allowed_hosts, settings.allowed_origins, settings.token),
     )
     app.state.settings = settings
     app.state.served = served

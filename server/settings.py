@@ -32,6 +32,9 @@ CLIENT``                       all sources together, and at most half of
                                ``radiotherapy`` (SPEC-RT §7)
 ``HOSPITAL_RT_TASK``           radiotherapy task of a reset that names     prostate
                                none (only with ``HOSPITAL_ENV=radiotherapy``)
+``HOSPITAL_TOKEN``             a secret every request must carry (bearer   none
+                               header, cookie or ``?token=``); for servers
+                               reachable beyond loopback
 =============================  ==========================================  =======
 """
 
@@ -39,8 +42,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from hospital_marl.core.scenarios import DEFAULT_SCENARIO, SCENARIOS
@@ -64,6 +68,7 @@ ENV_VARS: dict[str, str] = {
     "task": "HOSPITAL_RT_TASK",
     "allowed_hosts": "HOSPITAL_ALLOWED_HOSTS",
     "allowed_origins": "HOSPITAL_ALLOWED_ORIGINS",
+    "token": "HOSPITAL_TOKEN",
 }
 """Settings field -> the environment variable that sets it."""
 
@@ -73,6 +78,9 @@ through a DNS name it controls (DNS rebinding), because that name is not on this
 
 DEFAULT_PER_CLIENT = 16
 """Sessions one client may hold by default: room for a lab's scripts and tabs, far from any pool."""
+
+TOKEN_PATTERN = re.compile(r"[A-Za-z0-9._~+/=-]{16,256}")
+"""What a token may be: long enough not to guess, and safe in a header, a cookie and a URL."""
 
 MAX_SESSIONS_LIMIT = 4096
 """Sanity cap on either session limit (each session holds one simulator)."""
@@ -138,7 +146,17 @@ class ServerSettings:
     """Browser ``Origin`` s accepted besides loopback ones and the server's own (same-origin);
     ``("*",)``: any. A request or WebSocket from another origin gets 403."""
 
+    token: str | None = field(default=None, repr=False)
+    """A secret every request must carry (``Authorization: Bearer``, the ``hospital_token`` cookie
+    or ``?token=``), WebSocket handshakes included; None: no token. For a server reachable beyond
+    loopback; from the environment only (a flag would show in the process list)."""
+
     def __post_init__(self) -> None:
+        if self.token is not None and not TOKEN_PATTERN.fullmatch(self.token):
+            raise ValueError(
+                "HOSPITAL_TOKEN must be 16-256 characters of A-Z a-z 0-9 and . _ ~ + / = - "
+                "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
         check_scenario(self.scenario)
         if self.env not in SERVED_ENVS:
             raise ValueError(f"env: unknown environment {self.env!r}; valid names: {', '.join(SERVED_ENVS)}")

@@ -7,6 +7,7 @@ addresses, slow headers, the token, Gradio's API, the MCP worker's restart.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ import httpx
 import pytest
 
 pytest.importorskip("openenv.core", reason="the server tests need the `server` extra")
+
+from starlette.websockets import WebSocketDisconnect
 
 from server.app import SESSION_HEADER
 from server.settings import ServerSettings
@@ -246,3 +249,80 @@ def test_standard_mcp_on_the_rt_server_is_a_documented_400(clock: Any) -> None:
         assert listing.status_code == 200  # OpenEnv's JSON-RPC answers as before
     readme = (Path(__file__).parents[2] / "server" / "README.md").read_text()
     assert "MCP_NOT_SUPPORTED" in readme
+
+
+# ------------------------------------------------ 5. wildcard hosts, the token, Docker
+TOKEN = "s3cret-token-for-the-tests-0123456789"
+EVIL = {"host": "evil.example:8000", "origin": "http://evil.example:8000"}
+"""DNS rebinding: the attacker's name resolves to 127.0.0.1, so its page's requests carry its own
+name as both Host and Origin."""
+
+
+def _app_client(clock: Any, **settings: Any) -> Any:
+    from fastapi.testclient import TestClient
+
+    from server.app import build_app
+
+    app = build_app(ServerSettings(max_sessions_per_client=0, **settings), clock=clock)
+    return TestClient(app, base_url="http://evil.example:8000")
+
+
+def test_dns_rebinding_under_wildcard_hosts_is_refused_without_a_token(clock: Any) -> None:
+    with _app_client(clock, allowed_hosts=("*",)) as client:
+        assert client.post("/reset", json={"seed": 1}, headers=EVIL).status_code == 403
+        body = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+        assert client.post("/mcp", json=body, headers=EVIL).status_code == 403
+        with (
+            pytest.raises(WebSocketDisconnect),
+            client.websocket_connect("ws://evil.example:8000/ws", headers=EVIL),
+        ):
+            pass
+        # A program (no Origin) is still served under '*', as before: it is no browser page.
+        assert client.post("/reset", json={"seed": 1}, headers={"host": EVIL["host"]}).status_code == 200
+
+
+def test_the_token_is_required_on_every_route_websockets_included(clock: Any) -> None:
+    with _app_client(clock, allowed_hosts=("*",), token=TOKEN) as client:
+        for method, path in (
+            ("GET", "/health"),
+            ("POST", "/reset"),
+            ("GET", "/sessions"),
+            ("GET", "/schema"),
+        ):
+            response = client.request(
+                method, path, json={"seed": 1} if method == "POST" else None, headers=EVIL
+            )
+            assert response.status_code == 401 and response.json()["detail"]["code"] == "TOKEN_REQUIRED"
+            wrong = EVIL | {"authorization": "Bearer " + TOKEN[:-1] + "x"}
+            assert client.request(method, path, headers=wrong).status_code == 401
+        with (
+            pytest.raises(WebSocketDisconnect),
+            client.websocket_connect("ws://evil.example:8000/ws", headers=EVIL),
+        ):
+            pass
+        bearer = EVIL | {"authorization": f"Bearer {TOKEN}"}
+        assert client.post("/reset", json={"seed": 1}, headers=bearer).status_code == 200
+        with client.websocket_connect("ws://evil.example:8000/ws", headers=bearer) as ws:
+            assert ws_send(ws, json.dumps({"type": "reset", "data": {"seed": 2}}))["type"] == "observation"
+        # A browser: opened once with ?token=, it keeps a cookie its later requests carry.
+        opened = client.get(f"/health?token={TOKEN}", headers=EVIL)
+        assert opened.status_code == 200 and "hospital_token=" in opened.headers["set-cookie"]
+        assert client.get("/sessions", headers=EVIL).status_code == 200  # the cookie jar sent it
+
+
+def test_the_docker_image_opens_no_wildcard_host_and_its_healthcheck_sends_the_token() -> None:
+    import re
+    import subprocess
+    import sys
+
+    from tests.server.test_deploy import DOCKERFILE, dockerfile_env
+
+    assert "*" not in dockerfile_env().get("HOSPITAL_ALLOWED_HOSTS", "")
+    (check,) = re.findall(r'^\s+CMD python -c "(.*)" \|\| exit 1$', DOCKERFILE, re.MULTILINE)
+    with live_server(ServerSettings(token=TOKEN, max_sessions_per_client=0)) as url:
+        probe = check.replace("http://127.0.0.1:8000", url)
+        run = functools.partial(
+            subprocess.run, [sys.executable, "-c", probe], capture_output=True, timeout=60
+        )
+        assert run(env={"HOSPITAL_TOKEN": TOKEN}).returncode == 0
+        assert run(env={}).returncode != 0  # the server did refuse it: the token is what passed
