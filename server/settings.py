@@ -32,6 +32,10 @@ CLIENT``                       all sources together, and at most half of
                                ``radiotherapy`` (SPEC-RT §7)
 ``HOSPITAL_RT_TASK``           radiotherapy task of a reset that names     prostate
                                none (only with ``HOSPITAL_ENV=radiotherapy``)
+``HOSPITAL_HEADER_TIMEOUT``    seconds a new connection has to send its    10
+                               first request's head
+``HOSPITAL_MAX_PENDING_        connections waiting for their first         256
+CONNECTIONS``                  request's head at once (the oldest closed)
 ``HOSPITAL_TOKEN``             a secret every request must carry (bearer   none
                                header, cookie or ``?token=``); for servers
                                reachable beyond loopback
@@ -69,6 +73,8 @@ ENV_VARS: dict[str, str] = {
     "allowed_hosts": "HOSPITAL_ALLOWED_HOSTS",
     "allowed_origins": "HOSPITAL_ALLOWED_ORIGINS",
     "token": "HOSPITAL_TOKEN",
+    "header_timeout_s": "HOSPITAL_HEADER_TIMEOUT",
+    "max_pending_connections": "HOSPITAL_MAX_PENDING_CONNECTIONS",
 }
 """Settings field -> the environment variable that sets it."""
 
@@ -146,6 +152,12 @@ class ServerSettings:
     """Browser ``Origin`` s accepted besides loopback ones and the server's own (same-origin);
     ``("*",)``: any. A request or WebSocket from another origin gets 403."""
 
+    header_timeout_s: float = 10.0
+    """Seconds a new connection has to send its first request's head; then it is closed (a
+    slowloris client held every connection it opened)."""
+    max_pending_connections: int = 256
+    """Connections that may be waiting for their first request's head at once; a new one beyond
+    it closes the oldest such (never the newcomer, which may be an honest client)."""
     token: str | None = field(default=None, repr=False)
     """A secret every request must carry (``Authorization: Bearer``, the ``hospital_token`` cookie
     or ``?token=``), WebSocket handshakes included; None: no token. For a server reachable beyond
@@ -174,7 +186,8 @@ class ServerSettings:
             _check_count("max_sessions_per_client", self.max_sessions_per_client)
         for name in ("max_sessions", "max_http_sessions", "max_web_sessions"):
             _check_count(name, getattr(self, name))
-        for name in ("http_session_ttl_s", "idle_timeout_s"):
+        _check_count("max_pending_connections", self.max_pending_connections)
+        for name in ("http_session_ttl_s", "idle_timeout_s", "header_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e7:
                 raise ValueError(f"{name} must be a number of seconds in (0, 1e7), got {value!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -326,3 +327,55 @@ def test_the_docker_image_opens_no_wildcard_host_and_its_healthcheck_sends_the_t
         )
         assert run(env={"HOSPITAL_TOKEN": TOKEN}).returncode == 0
         assert run(env={}).returncode != 0  # the server did refuse it: the token is what passed
+
+
+# ------------------------------------------------ 4. slow request heads (slowloris)
+SLOW_HEAD = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+"""A request head that never ends: what a slowloris client sends, then dribbles."""
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def _closed_by_server(sock: socket.socket, wait_s: float) -> bool:
+    """Whether the server closes ``sock`` within ``wait_s`` (reads EOF or a reset)."""
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1024) == b""
+    except TimeoutError:
+        return False
+    except OSError:  # reset
+        return True
+
+
+def test_a_connection_that_never_finishes_its_head_is_closed_after_the_deadline() -> None:
+    settings = ServerSettings(header_timeout_s=1.0, max_sessions_per_client=0)
+    with live_server(settings) as url:
+        slow = [socket.create_connection(("127.0.0.1", _port(url))) for _ in range(20)]
+        try:
+            for sock in slow:
+                sock.sendall(SLOW_HEAD)
+            assert all(_closed_by_server(sock, 20.0) for sock in slow)
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+def test_slow_heads_beyond_the_cap_close_the_oldest_and_an_honest_client_is_served() -> None:
+    cap = 16
+    settings = ServerSettings(header_timeout_s=600.0, max_pending_connections=cap, max_sessions_per_client=0)
+    with live_server(settings) as url:
+        slow = [socket.create_connection(("127.0.0.1", _port(url))) for _ in range(3 * cap)]
+        try:
+            for sock in slow:
+                sock.sendall(SLOW_HEAD)
+            # The deadline is far off: only the cap can free anything, and it did.
+            closed = [_closed_by_server(sock, 0.5) for sock in slow[:cap]]
+            assert all(closed), closed
+            for _ in range(3):  # a newcomer is served while the attack holds the rest
+                assert httpx.get(f"{url}/health", timeout=20).status_code == 200
+            assert not _closed_by_server(slow[-1], 0.2)  # the newest ones are held: not a blanket close
+        finally:
+            for sock in slow:
+                sock.close()
