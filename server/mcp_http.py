@@ -79,6 +79,7 @@ class StreamableMCP:
             ledger,
             close=self._forget,
             name=SOURCE,
+            evict_idle_s=settings.evict_idle_s,
         )
         self._ledger = ledger
         self._ttl_s = settings.http_session_ttl_s
@@ -156,9 +157,12 @@ class StreamableMCP:
             ))  # fmt: skip
         if sid is None:
             try:
+                self._ledger.admit(client)
                 self._ledger.acquire(client, SOURCE, self._max_sessions)
             except SessionCapacityError as exc:
                 return "refuse", (429, _rpc_error(-32000, str(exc), exc.code))
+            if len(self.episodes) + self._opening >= self._max_sessions:
+                self.episodes.evict_longest_idle()  # room for a newcomer, not a refusal
             if len(self.episodes) + self._opening >= self._max_sessions:
                 self._ledger.release(client, SOURCE)
                 message = f"{SOURCE} session limit reached ({self._max_sessions}); retry later"

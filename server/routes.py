@@ -44,7 +44,7 @@ from server.models import (
     SessionsResponse,
 )
 from server.radiotherapy import RTAction, RTEnvironment, RTObservation, RTResetRequest, RTState, RTStepRequest
-from server.sessions import ClientLedger, SessionCapacityError, SessionStore
+from server.sessions import ClientLedger, CreationLimiter, SessionCapacityError, SessionStore
 from server.settings import ServerSettings
 
 SESSION_HEADER = "X-Session-Id"
@@ -125,12 +125,22 @@ class OpenEnvPool:
             ledger,
             name="MCP session",
             source=POOL,
+            evict_idle_s=settings.evict_idle_s,
         )
         self.connections: dict[str, int] = {"ws": 0, "mcp": 0}
 
     @property
     def active(self) -> int:
         return int(self._server.active_sessions)
+
+    async def make_room(self) -> None:
+        """A full pool ends its longest-idle HTTP MCP session (idle ``evict_idle_s`` at least) for
+        a newcomer: live WebSockets are never ended, sessions nobody holds a connection to are."""
+        if self.active >= self.max_sessions:
+            sid = self.mcp_http.evict_longest_idle()
+            if sid is not None:
+                logger.info("MCP session evicted for a newcomer (the pool was full)")
+                await self._server._destroy_session(sid)
 
     async def reap(self) -> None:
         """End the HTTP MCP sessions idle past the timeout (their slots return to the pool)."""
@@ -204,6 +214,7 @@ class _SessionGate:
     async def __call__(self, websocket: WebSocket) -> None:
         await self._pool.reap()
         client = _client(websocket)
+        await self._pool.make_room()
         if self._pool.active >= self._pool.max_sessions:
             await self._refuse(
                 websocket,
@@ -295,6 +306,8 @@ def _add_mcp_http_route(
         request_id = payload.get("id") if isinstance(payload, dict) else None
         if method == "openenv/session/create":
             try:
+                ledger.admit(client)
+                await pool.make_room()
                 ledger.acquire(client, POOL, pool.max_sessions)
             except SessionCapacityError as exc:
                 return _rpc_error(exc.code, str(exc), request_id).model_dump()
@@ -717,6 +730,8 @@ def _web_view(
         ledger,
         close=_close_tab,
         name="web session",
+        evict_idle_s=settings.evict_idle_s,
+        rate_limited=True,
     )
     return store, view_builder(store, default), host
 
@@ -821,7 +836,10 @@ def build_app(
     settings = settings or ServerSettings.from_env()
     served = served_env(settings)
     warm_up(served)
-    ledger = ClientLedger(settings.max_sessions_per_client)
+    ledger = ClientLedger(
+        settings.max_sessions_per_client,
+        CreationLimiter(settings.session_rate_per_client or None, settings.session_rate or None, clock),
+    )
     web_store, builder, web_host = _web_view(settings, ledger, clock) if settings.web else (None, None, None)
     with _web_interface(settings.web):
         app = create_app(
@@ -853,6 +871,8 @@ def build_app(
         ledger,
         close=lambda env: env.close(),
         close_hint=" with DELETE /sessions/{id}",
+        evict_idle_s=settings.evict_idle_s,
+        rate_limited=True,
     )
     _add_http_session_routes(app, store, served)
     # The ED has MCP tools; RT none.

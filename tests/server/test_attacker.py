@@ -11,6 +11,7 @@ import functools
 import json
 import re
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -379,3 +380,138 @@ def test_slow_heads_beyond_the_cap_close_the_oldest_and_an_honest_client_is_serv
         finally:
             for sock in slow:
                 sock.close()
+
+
+# ------------------------------------------------ 3. fairness without honest addresses
+def _from(address: str) -> httpx.Client:
+    """An HTTP client whose sockets are bound to ``address`` (127.0.0.N: another loopback source)."""
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=30)
+
+
+def test_rotated_addresses_cannot_lock_newcomers_out_of_http_sessions() -> None:
+    """Issue 43: 4 addresses x 16 creations filled every pool and newcomers got 429 for the idle
+    timeout. A full store now evicts its longest-idle session for a newcomer."""
+    settings = ServerSettings(
+        max_http_sessions=4,
+        max_sessions_per_client=2,
+        evict_idle_s=0.3,
+        session_rate=0,
+        session_rate_per_client=0,
+    )
+    with live_server(settings) as url:
+        attackers = [_from(f"127.0.{n}.{n + 1}") for n in range(1, 5)]
+        held = []
+        for attacker in attackers:
+            response = attacker.post(f"{url}/reset", json={"seed": 1})
+            assert response.status_code == 200, response.text
+            held.append((attacker, response.json()["session_id"]))
+        assert httpx.get(f"{url}/sessions").json()["http"]["active"] == 4
+        time.sleep(0.5)  # the attackers' sessions now idle longer than evict_idle_s
+        with _from("127.0.0.77") as honest:
+            response = honest.post(f"{url}/reset", json={"seed": 2})
+            assert response.status_code == 200, response.text
+            step = honest.post(
+                f"{url}/step", json={"action": {"action": 0}, "session_id": response.json()["session_id"]}
+            )
+            assert step.status_code == 200
+        oldest_client, oldest = held[0]
+        assert oldest_client.get(f"{url}/state", params={"session_id": oldest}).status_code == 404  # evicted
+        assert held[1][0].get(f"{url}/state", params={"session_id": held[1][1]}).status_code == 200
+        for attacker in attackers:
+            attacker.close()
+
+
+def fresh_reset(client: Any, seed: int = 1) -> Any:
+    """``POST /reset`` opening a new session (without the cookie of the client's last one, which
+    would reset that session in place)."""
+    client.cookies.clear()
+    return client.post("/reset", json={"seed": seed})
+
+
+def test_a_busy_session_is_not_evicted(clock: Any) -> None:
+    """Eviction takes only a session idle ``evict_idle_s``: a full store of sessions in use still
+    refuses (429), so a flood cannot push out a client that is playing."""
+    from server.app import build_app
+    from tests.server.conftest import local_client
+
+    settings = ServerSettings(
+        max_http_sessions=2, max_sessions_per_client=0, evict_idle_s=5.0, session_rate=0
+    )
+    with local_client(build_app(settings, clock=clock)) as client:
+        sids = [fresh_reset(client, i).json()["session_id"] for i in range(2)]
+        clock.advance(4.0)
+        assert fresh_reset(client).status_code == 429
+        clock.advance(1.0)
+        client.get("/state", params={"session_id": sids[1]})  # the second one is used: the first is LRU
+        assert fresh_reset(client).status_code == 200
+        assert client.get("/state", params={"session_id": sids[0]}).status_code == 404
+        assert client.get("/state", params={"session_id": sids[1]}).status_code == 200
+
+
+def test_session_creation_is_rate_limited_per_address_and_overall(clock: Any) -> None:
+    """Per address ``session_rate_per_client`` a second (twice that in a burst), all addresses
+    together ``session_rate``: rotating addresses escapes the first, not the second."""
+    from fastapi.testclient import TestClient
+
+    from server.app import build_app
+
+    settings = ServerSettings(
+        max_http_sessions=64, max_sessions_per_client=0, session_rate=4.0, session_rate_per_client=1.0
+    )
+    app = build_app(settings, clock=clock)
+    clients = [
+        TestClient(app, base_url="http://127.0.0.1", client=(f"127.0.0.{n}", 5000)) for n in range(2, 12)
+    ]
+    with clients[0] as first:
+        codes = [fresh_reset(first).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]  # a burst of 2, then the per-address limit
+        assert fresh_reset(first).json()["detail"]["code"] == "RATE_LIMITED"
+        rotated = [fresh_reset(c) for c in clients[1:]]
+        # 8 tokens overall (4/s, burst 8): 2 were taken above; 6 more addresses get one each.
+        assert [r.status_code for r in rotated] == [200] * 6 + [429] * 3
+        assert rotated[-1].json()["detail"]["code"] == "RATE_LIMITED"
+        clock.advance(1.0)  # 4 tokens overall, 1 per address
+        assert fresh_reset(clients[9]).status_code == 200
+
+
+def test_a_full_websocket_pool_evicts_an_idle_http_mcp_session_for_a_websocket() -> None:
+    """Rotated addresses filled OpenEnv's pool with HTTP MCP sessions nobody holds; a newcomer's
+    /ws got 1013 for the idle timeout. Now the longest-idle such session makes room."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    settings = ServerSettings(
+        max_sessions=4, max_sessions_per_client=2, evict_idle_s=0.3, session_rate=0, session_rate_per_client=0
+    )
+    with live_server(settings) as url:
+        for n in range(4):
+            with _from(f"127.0.{n + 1}.9") as attacker:
+                body = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+                assert "result" in attacker.post(f"{url}/mcp", json=body).json()
+        assert httpx.get(f"{url}/sessions").json()["websocket"]["active"] == 4
+        time.sleep(0.5)
+
+        async def newcomer() -> dict:
+            ws_url = url.replace("http", "ws") + "/ws"
+            async with connect(ws_url, local_addr=("127.0.0.88", 0)) as ws:
+                await ws.send(json.dumps({"type": "reset", "data": {"seed": 3}}))
+                return json.loads(await ws.recv())
+
+        assert asyncio.run(asyncio.wait_for(newcomer(), 60))["type"] == "observation"
+
+
+def test_web_tabs_left_behind_from_many_addresses_make_room_for_a_new_tab(clock: Any) -> None:
+    """Issue 43: tabs opened by API calls from 2 addresses x 16 held the web view "full" for 10
+    minutes. The tabs' store (what every page event goes through) now evicts the longest-idle."""
+    from server.app import build_app
+
+    settings = ServerSettings(web=True, max_web_sessions=4, max_sessions_per_client=2, evict_idle_s=5.0)
+    store = build_app(settings, clock=clock).state.web_sessions
+    tabs = [store.open(f"127.0.{n}.1")[0] for n in range(1, 5)]
+    clock.advance(6.0)
+    sid, _ = store.open("127.0.0.99")  # was SessionCapacityError ("server is full")
+    assert store.owns(sid, "127.0.0.99") and not store.owns(tabs[0], "127.0.1.1")
+    assert all(store.owns(tab, f"127.0.{n}.1") for n, tab in enumerate(tabs[1:], start=2))
+    for tab in store.ids():
+        store.close(tab)
