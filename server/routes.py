@@ -46,6 +46,7 @@ from server.models import (
 from server.radiotherapy import RTAction, RTEnvironment, RTObservation, RTResetRequest, RTState, RTStepRequest
 from server.sessions import ClientLedger, CreationLimiter, SessionCapacityError, SessionStore
 from server.settings import ServerSettings
+from server.web_guard import GradioGuard, mounted_blocks
 
 SESSION_HEADER = "X-Session-Id"
 SESSION_COOKIE = "hospital_session"
@@ -889,6 +890,7 @@ def build_app(
         app.add_middleware(MCPDispatch, mcp=NoStandardMCP())
     if settings.web:
         _web_routes_405(app)
+        app.add_middleware(GradioGuard, blocks=mounted_blocks(app))
     app.add_middleware(  # outermost: every request is checked before anything else sees it
         RequestGuardMiddleware,
         max_bytes=settings.max_message_bytes,

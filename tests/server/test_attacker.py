@@ -515,3 +515,64 @@ def test_web_tabs_left_behind_from_many_addresses_make_room_for_a_new_tab(clock:
     assert all(store.owns(tab, f"127.0.{n}.1") for n, tab in enumerate(tabs[1:], start=2))
     for tab in store.ids():
         store.close(tab)
+
+
+# ------------------------------------------------ 6. the web view's Gradio API
+@pytest.fixture(scope="module")
+def web_url() -> Iterator[str]:
+    with live_server(ServerSettings(web=True, max_web_sessions=8, max_sessions_per_client=0)) as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status"),
+    [
+        ("/web/gradio_api/call/nope", {"data": []}, 404),
+        ("/web/gradio_api/run/nope", {"data": []}, 404),
+        ("/web/gradio_api/api/nope", {"data": []}, 404),
+        ("/web/gradio_api/queue/join", {"fn_index": 9999, "data": [], "session_hash": "h"}, 422),
+        ("/web/gradio_api/queue/join", {"fn_index": -1, "data": [], "session_hash": "h"}, 422),
+        ("/web/gradio_api/queue/join", {"fn_index": True, "data": [], "session_hash": "h"}, 422),
+        ("/web/gradio_api/run/predict", {"fn_index": 9999, "data": []}, 422),
+    ],
+)
+def test_unknown_gradio_api_names_and_indices_are_4xx(
+    web_url: str, path: str, body: dict, status: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    response = httpx.post(web_url + path, json=body, timeout=60)
+    assert response.status_code == status, response.text
+    assert response.json()["detail"]["code"] in ("UNKNOWN_API_NAME", "UNKNOWN_FN_INDEX")
+    assert httpx.get(f"{web_url}/web/gradio_api/call/nope/x", timeout=60).status_code == 404
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def _call(url: str, session_hash: str, seed: int) -> tuple[int, str]:
+    """``/call/on_day`` then its stream, read to the end: (the post's status, the stream's end)."""
+    with httpx.Client(base_url=url, timeout=120) as http:
+        data = [None, "normal_day", seed, "flat", "heuristic"]
+        posted = http.post("/web/gradio_api/call/on_day", json={"data": data, "session_hash": session_hash})
+        if posted.status_code != 200:
+            return posted.status_code, posted.text
+        stream = http.get(f"/web/gradio_api/call/on_day/{posted.json()['event_id']}")
+        return 200, stream.text
+
+
+def test_concurrent_calls_on_one_session_hash_each_get_an_answer(
+    web_url: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """12 concurrent ``/call`` s on one session hash: 1 stream completed in 60 s, the rest never
+    did (their messages were taken by each other's streams; 12 KeyErrors). Now one runs, the
+    others get 409 SESSION_BUSY at once, and the hash serves the next call after it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    session_hash = "attacker-hash-1"
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda seed: _call(web_url, session_hash, seed), range(12)))
+    done = [text for status, text in answers if status == 200]
+    busy = [text for status, text in answers if status == 409]
+    assert len(done) + len(busy) == 12 and done, answers
+    assert all("event: complete" in text for text in done), done
+    assert all("SESSION_BUSY" in text for text in busy)
+    status, text = _call(web_url, session_hash, 99)  # the hash is free again
+    assert status == 200 and "event: complete" in text
+    assert "KeyError" not in capfd.readouterr().err
