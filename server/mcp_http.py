@@ -112,6 +112,7 @@ class StreamableMCP:
         try:
             if self._warm:
                 await self._process.started()
+                self._process.keep_standby()  # a second process ready to take over if it dies
             yield
         finally:
             self._runs -= 1
@@ -224,6 +225,8 @@ class NoStandardMCP:
     OpenEnv's "Method not found" that left an SDK client guessing. OpenEnv's JSON-RPC is untouched."""
 
     claims = staticmethod(mcp_handoff.claims)
+    methods = ("POST",)
+    """No session to end: ``DELETE /mcp`` is a 405 here, as the RT app's OpenAPI document says."""
 
     async def __call__(self, scope: Scope, body: bytes, send: Send) -> None:
         message = (
@@ -237,11 +240,14 @@ ALLOWED_METHODS = ("POST", "DELETE")
 """What ``/mcp`` serves over HTTP (the OpenAPI document lists both)."""
 
 
-async def _method_not_allowed(scope: Scope, send: Send) -> None:
-    """405 with ``Allow: POST, DELETE``. No server-initiated SSE stream is offered (the tools only
-    answer requests), so ``GET`` is a 405 as MCP's transport allows; clients carry on without it."""
-    message = f"{scope['method']} /mcp: use POST (DELETE with Mcp-Session-Id ends a session)"
-    allow = ((b"allow", ", ".join(ALLOWED_METHODS).encode()),)
+async def _method_not_allowed(scope: Scope, send: Send, allowed: tuple[str, ...] = ALLOWED_METHODS) -> None:
+    """405 with ``Allow: POST, DELETE`` (``allowed``). No server-initiated SSE stream is offered (the
+    tools only answer requests), so ``GET`` is a 405 as MCP's transport allows; clients carry on
+    without it."""
+    message = f"{scope['method']} /mcp: use POST" + (
+        " (DELETE with Mcp-Session-Id ends a session)" if "DELETE" in allowed else ""
+    )
+    allow = ((b"allow", ", ".join(allowed).encode()),)
     await json_reply(send, 405, _rpc_error(-32600, message, "METHOD_NOT_ALLOWED"), allow)
 
 
@@ -252,13 +258,14 @@ class MCPDispatch:
     def __init__(self, app: ASGIApp, mcp: StreamableMCP | NoStandardMCP) -> None:
         self.app = app
         self.mcp = mcp
+        self.allowed: tuple[str, ...] = getattr(mcp, "methods", ALLOWED_METHODS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].rstrip("/") != "/mcp":
             await self.app(scope, receive, send)
             return
-        if scope["method"] not in ALLOWED_METHODS:
-            await _method_not_allowed(scope, send)
+        if scope["method"] not in self.allowed:
+            await _method_not_allowed(scope, send, self.allowed)
             return
         chunks = []
         while True:

@@ -313,6 +313,8 @@ class TransportProcess:
         self._stopping = False
         self._uvicorn: dict[str, Any] | None = None
         self._opening: Counter[str] = Counter()  # per client: opens decided, not yet reported
+        self._keep_standby = False
+        self._standby: asyncio.Task[_Spawned] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -330,6 +332,41 @@ class TransportProcess:
                 await self._start()
 
     async def _start(self) -> None:
+        standby, self._standby = self._standby, None
+        spawned: _Spawned | None = None
+        if standby is not None:
+            with contextlib.suppress(TransportUnavailable, OSError, asyncio.CancelledError):
+                spawned = await standby
+            if spawned is not None and not spawned.process.is_alive():
+                spawned.discard()
+                spawned = None
+        if spawned is None:
+            spawned = await self._spawn()
+        self._adopt(spawned)
+
+    def keep_standby(self) -> None:
+        """From now on keep a second process started and ready, taken over at once if the running
+        one dies (so new sessions wait for no start-up: 18-41 s measured, most of it imports under
+        load). Costs that process's memory; the served app asks for it, tests' apps do not."""
+        self._keep_standby = True
+        self._refill_standby()
+
+    def _refill_standby(self) -> None:
+        if self._keep_standby and self._standby is None and not self._stopping:
+            self._standby = asyncio.get_running_loop().create_task(self._spawn())
+
+    def _adopt(self, spawned: _Spawned) -> None:
+        process, writer, frames, channel = spawned.process, spawned.writer, spawned.frames, spawned.channel
+        loop = asyncio.get_running_loop()
+        self._process, self._writer, self._loop, self._channel = process, writer, loop, channel
+        self._stopping = False
+        self._ended = loop.create_future()
+        frames.serve(self._on_frame, functools.partial(self._on_lost, writer))
+        loop.add_reader(channel.fileno(), self._returned, channel)
+        self._refill_standby()
+
+    async def _spawn(self) -> _Spawned:
+        """Start a process and wait until it is ready (not yet serving: see :meth:`_adopt`)."""
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
         channel, their_channel = mcp_handoff.channel_pair()
@@ -361,11 +398,7 @@ class TransportProcess:
             channel.close()
             process.terminate()
             raise TransportUnavailable(f"it did not start: {first!r}")
-        self._process, self._writer, self._loop, self._channel = process, writer, loop, channel
-        self._stopping = False
-        self._ended = loop.create_future()
-        frames.serve(self._on_frame, functools.partial(self._on_lost, writer))
-        loop.add_reader(channel.fileno(), self._returned, channel)
+        return _Spawned(process, writer, frames, channel)
 
     def _returned(self, channel: socket.socket) -> None:
         """Connections the process sent back (a request on them that is not standard MCP)."""
@@ -431,6 +464,21 @@ class TransportProcess:
         if not self._stopping:
             logger.error("the MCP transport's process ended; its sessions are closed")
             self._lost()
+            standby = self._standby
+            if (
+                standby is not None
+                and standby.done()
+                and not standby.cancelled()
+                and standby.exception() is None
+            ):
+                self._standby = None
+                spawned = standby.result()
+                if spawned.process.is_alive():
+                    self._adopt(spawned)  # at once: the next request finds a ready process
+                    logger.info("the standby MCP transport process took over")
+                else:
+                    spawned.discard()
+                    self._refill_standby()
 
     def _close_channel(self) -> None:
         channel, self._channel = self._channel, None
@@ -469,7 +517,15 @@ class TransportProcess:
             loop.call_soon_threadsafe(_write, writer, frame)
 
     async def stop(self) -> None:
-        """Stop the process (its episodes, and the connections it was handed, end with it)."""
+        """Stop the process (its episodes, and the connections it was handed, end with it), and
+        the standby if one is kept."""
+        self._keep_standby = False
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            standby.cancel()
+            with contextlib.suppress(BaseException):
+                spawned = await standby
+                spawned.discard()
         writer, process, ended = self._writer, self._process, self._ended
         if writer is None or process is None:
             return
@@ -486,6 +542,27 @@ class TransportProcess:
                 await asyncio.wait_for(ended, STOP_LIMIT_S)
         self._close_channel()
         self._process = self._ended = None
+
+
+@dataclass
+class _Spawned:
+    """A started, ready transport process and the server's ends of its pipe and channel."""
+
+    process: Any
+    writer: asyncio.Transport
+    frames: _Frames
+    channel: socket.socket
+
+    def discard(self) -> None:
+        """Stop it unused (a standby never taken over)."""
+        with contextlib.suppress(Exception):
+            self.writer.write(_frame((0, "stop")))
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        with contextlib.suppress(Exception):
+            self.channel.close()
+        with contextlib.suppress(Exception):
+            self.process.terminate()
 
 
 class _Frames(asyncio.Protocol):

@@ -576,3 +576,38 @@ def test_concurrent_calls_on_one_session_hash_each_get_an_answer(
     status, text = _call(web_url, session_hash, 99)  # the hash is free again
     assert status == 200 and "event: complete" in text
     assert "KeyError" not in capfd.readouterr().err
+
+
+# ------------------------------------------------ 7. the MCP worker killed
+def test_a_killed_mcp_worker_is_replaced_by_its_ready_standby() -> None:
+    """Issue 43: after a SIGKILL of the worker, new sessions waited 18-41 s (a fresh process's
+    start-up). The served app keeps a standby started and ready: it takes over at once (its pid
+    existed before the kill), and the next session is opened by it."""
+    import os
+    import signal
+
+    from server.app import build_app
+
+    init = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"},
+        },
+    }  # fmt: skip
+    app = build_app(ServerSettings(max_sessions=8, max_sessions_per_client=0))  # as warm, below
+    with live_server(app=app) as url:
+        process = app.state.streamable_mcp._process
+        assert httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=300).status_code == 200
+        process._loop.call_soon_threadsafe(process.keep_standby)  # what the served (warm) app does
+        deadline = time.monotonic() + 300
+        while not (process._standby is not None and process._standby.done()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        standby_pid = process._standby.result().process.pid
+        first = app.state.streamable_mcp.transport_pid
+        assert first is not None and standby_pid != first
+        os.kill(first, signal.SIGKILL)
+        while app.state.streamable_mcp.transport_pid in (None, first) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert app.state.streamable_mcp.transport_pid == standby_pid  # taken over, not started now
+        response = httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=120)
+        assert response.status_code == 200 and "mcp-session-id" in response.headers
