@@ -172,7 +172,7 @@ def main() -> None:
     held: list[int] = []
     threads: list[threading.Thread] = []
     try:
-        wait_healthy(url, proc, timeout_s=180)
+        wait_healthy(url, proc, timeout_s=400)  # a loaded 2-core box: minutes
         if not args.no_attack:
             threads = [
                 threading.Thread(target=rotate, args=(url, stop, codes), daemon=True),
