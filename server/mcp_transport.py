@@ -62,6 +62,8 @@ MCP SDK's work (~2 ms of Python per standard MCP request) yields to the server's
 busy machine, which decides every request of every channel, MCP's included (issue 24: one ``/ws``
 session's median step beside a client cycling MCP sessions and a planner tab, 0.27-0.38 ms with
 this process at the server's priority, 0.25-0.27 ms with it here). Unloaded, it changes nothing."""
+STANDBY_DELAY_S = 30.0
+"""Seconds after :meth:`TransportProcess.keep_standby` before the first standby is spawned."""
 STOP_LIMIT_S = 10.0
 """Seconds it has to stop cleanly before it is terminated."""
 SESSION_HEADER = mcp_handoff.SESSION_HEADER
@@ -349,7 +351,10 @@ class TransportProcess:
         one dies (so new sessions wait for no start-up: 18-41 s measured, most of it imports under
         load). Costs that process's memory; the served app asks for it, tests' apps do not."""
         self._keep_standby = True
-        self._refill_standby()
+        # Not at once: spawned during the server's start-up its imports compete with it (a warm
+        # app's first health answer, loaded 2-core box: 20-44 s without a standby, 56-58 s with
+        # one spawned at once, 35-48 s with this delay; noisy).
+        asyncio.get_running_loop().call_later(STANDBY_DELAY_S, self._refill_standby)
 
     def _refill_standby(self) -> None:
         if self._keep_standby and self._standby is None and not self._stopping:
