@@ -7,8 +7,8 @@
 #
 # Settings: HOSPITAL_SCENARIO, HOSPITAL_MAX_SESSIONS, HOSPITAL_MAX_HTTP_SESSIONS,
 # HOSPITAL_HTTP_SESSION_TTL, HOSPITAL_MAX_MESSAGE_BYTES, HOSPITAL_IDLE_TIMEOUT,
-# HOSPITAL_MAX_WEB_SESSIONS, HOSPITAL_MAX_SESSIONS_PER_CLIENT, ENABLE_WEB_INTERFACE
-# (see server/settings.py). Open http://localhost:8000/web/ for the web view.
+# HOSPITAL_MAX_WEB_SESSIONS, HOSPITAL_MAX_SESSIONS_PER_CLIENT, HOSPITAL_ALLOWED_HOSTS,
+# HOSPITAL_ALLOWED_ORIGINS, HOSPITAL_TOKEN, ENABLE_WEB_INTERFACE (see server/settings.py). Open http://localhost:8000/web/ for the web view.
 FROM python:3.11-slim
 
 ENV PIP_NO_CACHE_DIR=1 \
@@ -38,14 +38,15 @@ RUN python -c "from hospital_marl.core.hospital import warm_up; warm_up()"
 # The web view at /web is on (OpenEnv's switch); ENABLE_WEB_INTERFACE=false turns it off.
 ENV HOSPITAL_SCENARIO=normal_day
 ENV ENABLE_WEB_INTERFACE=true
-# Served under whatever name the deployment gives it (a Space's URL, a lab host): the Host
-# allow-list (the DNS-rebinding guard, loopback only by default) is opened here. Browser Origins
-# stay checked: same-origin pages (the web view) work, other sites' pages are refused.
-ENV HOSPITAL_ALLOWED_HOSTS=*
+# Host names: loopback only by default (the DNS-rebinding guard), which is what
+# `docker run -p 8000:8000` + http://localhost:8000 needs. Served under another name (a Space's
+# URL, a lab host), name it: -e HOSPITAL_ALLOWED_HOSTS=lab.example.org. Reachable beyond your
+# machine, set a token too: -e HOSPITAL_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
+# (every request, WebSockets included, must then carry it; see docs/server.md).
 EXPOSE 8000
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4)" || exit 1
+    CMD python -c "import os, urllib.request as u; t = os.environ.get('HOSPITAL_TOKEN'); u.urlopen(u.Request('http://127.0.0.1:8000/health', headers={'Authorization': 'Bearer ' + t} if t else {}), timeout=4)" || exit 1
 
 # `server` is the console script OpenEnv's tooling expects (server.app:main); it
 # runs uvicorn with the WebSocket frame cap and session limits of server/settings.py.

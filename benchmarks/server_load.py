@@ -473,6 +473,9 @@ def start_server(port: int, scenario: str, max_sessions: int) -> subprocess.Pope
     command += ["--scenario", scenario, "--max-sessions", str(max_sessions)]
     # One load generator stands in for many clients: the per-client cap (16, half a pool) is off.
     command += ["--max-sessions-per-client", "0"]
+    # ... and opens sessions (the MCP-cycling companion: ~100 a second) faster than the creation
+    # rate limits allow one client: they are off too (benchmarks/server_attack.py measures them).
+    command += ["--session-rate", "0", "--session-rate-per-client", "0"]
     command += ["--log-level", "warning", "--no-access-log", "--web"]
     return subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 

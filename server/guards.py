@@ -10,7 +10,8 @@
   browser sends cross-site without a preflight); a body over the size limit is a 413;
   a JSON body that is not UTF-8 is a 400; one that nests deeper than
   :data:`MAX_JSON_DEPTH` or holds a non-finite or out-of-range number
-  (``NaN``, ``Infinity``, ``1e400``, a 5000-digit integer) is a 422 in
+  (``NaN``, ``Infinity``, ``1e400``, a 5000-digit integer) or a lone surrogate
+  escape (``"\\ud800"``: no UTF-8 reply can carry it back) is a 422 in
   FastAPI's own validation-error shape. (Left to the routes, a ``NaN`` ended
   in a 500: the 422 that echoed it could not be written as JSON.)
 - :class:`GuardedWebSocket` (``/ws`` and ``/mcp``): an oversized, binary,
@@ -26,13 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import logging
 import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import WebSocket, WebSocketDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -101,14 +103,45 @@ _STRICT = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_floa
 """One decoder for every message (``json.loads`` with hooks builds a new one per call: 2 us of 3)."""
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) in a decoded JSON value holding a lone surrogate, or None.
+
+    JSON's ``\\ud800`` escape decodes to a code point no UTF-8 text can carry: echoed in a reply
+    (a 422 quoting its input, an id, an episode name) it cannot be encoded, so it ended in a 500.
+    A valid pair (``\\ud83d\\ude00``) decodes to one character and passes."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 def check_json(text: str) -> Any:
     """Parse a JSON text strictly (raises :class:`JSONProblem`, or ``json.JSONDecodeError``
-    for text that is not JSON at all): nesting, finite floats, bounded integers."""
+    for text that is not JSON at all): nesting, finite floats, bounded integers, no lone
+    surrogate (``"\\ud800"``) anywhere."""
     if _too_deep(text):
         raise JSONProblem("json_too_deep", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     if text.startswith("\ufeff"):  # as json.loads refuses it
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return _STRICT.decode(text)
+    value = _STRICT.decode(text)
+    if "\\u" in text and _lone_surrogate(value) is not None:  # fast path: no escape, no surrogate
+        raise JSONProblem(
+            "invalid_unicode",
+            "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a valid pair): "
+            "not a Unicode character",
+        )
+    return value
 
 
 # ----------------------------------------------------------- cross-site
@@ -123,22 +156,37 @@ def _host_name(authority: str) -> str:
     return authority.rpartition(":")[0] if authority.count(":") == 1 else authority
 
 
+TOKEN_COOKIE = "hospital_token"
+"""The cookie a browser carries the token in (set by the server when a page is opened with ``?token=``)."""
+TOKEN_QUERY = "token"
+
+
 class SitePolicy:
-    """Which ``Host`` names and browser ``Origin`` s a request may carry.
+    """Which ``Host`` names and browser ``Origin`` s a request may carry, and the token it must.
 
     Loopback hosts and origins are always allowed; so is an ``Origin`` equal to
-    the request's own scheme and ``Host`` (a page the server itself served).
-    ``*`` in either list allows any.
+    the request's own scheme and ``Host`` (a page the server itself served) when that host is
+    loopback or named on the list. ``*`` in either list allows any; but a host let in by ``*``
+    alone does not make its own pages same-origin: DNS rebinding is exactly a page whose Host and
+    Origin are both the attacker's name, so under ``*`` such a browser request needs the token
+    (or an allowed origin).
+
+    ``token`` (``HOSPITAL_TOKEN``): every request, WebSocket handshakes included, must carry it
+    (``Authorization: Bearer``, the ``hospital_token`` cookie, or a ``?token=`` query parameter),
+    compared in constant time; else 401.
     """
 
-    def __init__(self, hosts: Iterable[str] = (), origins: Iterable[str] = ()) -> None:
+    def __init__(
+        self, hosts: Iterable[str] = (), origins: Iterable[str] = (), token: str | None = None
+    ) -> None:
         self.hosts = LOOPBACK | {h.lower() for h in hosts}
         self.origins = {o.lower().rstrip("/") for o in origins}
+        self.token = token.encode() if token else None
 
     def host_ok(self, host: str | None) -> bool:
         return host is None or "*" in self.hosts or _host_name(host) in self.hosts
 
-    def origin_ok(self, origin: str | None, host: str | None) -> bool:
+    def origin_ok(self, origin: str | None, host: str | None, token_checked: bool = False) -> bool:
         if origin is None or "*" in self.origins:
             return True
         origin = origin.strip().lower().rstrip("/")
@@ -147,10 +195,19 @@ class SitePolicy:
         parts = urlsplit(origin)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return False  # "null" (sandboxed frames, file pages) and anything odd
-        return _host_name(parts.netloc) in LOOPBACK or (host is not None and parts.netloc == host.lower())
+        if _host_name(parts.netloc) in LOOPBACK:
+            return True
+        same = host is not None and parts.netloc == host.lower()
+        return same and (token_checked or _host_name(host or "") in self.hosts)
+
+    def token_ok(self, scope: Scope) -> bool:
+        """Whether the request carries the token (always, with none configured)."""
+        if self.token is None:
+            return True
+        return any(hmac.compare_digest(given, self.token) for given in _tokens_given(scope))
 
     def refusal(self, scope: Scope) -> tuple[int, str, str] | None:
-        """(status, code, message) if the request's Host or Origin is refused, else None."""
+        """(status, code, message) if the request's Host, token or Origin is refused, else None."""
         headers = {k: v.decode("latin-1") for k, v in scope.get("headers", ()) if k in (b"host", b"origin")}
         host, origin = headers.get(b"host"), headers.get(b"origin")
         if not self.host_ok(host):
@@ -163,16 +220,53 @@ class SitePolicy:
                     "serve with --allow-host NAME (HOSPITAL_ALLOWED_HOSTS) to add it"
                 ),
             )
-        if not self.origin_ok(origin, host):
+        if not self.token_ok(scope):
+            return (
+                401,
+                "TOKEN_REQUIRED",
+                "this server requires its token (HOSPITAL_TOKEN): send 'Authorization: Bearer <token>', "
+                f"or open a page once with ?{TOKEN_QUERY}=<token> (a browser then keeps it as a cookie)",
+            )
+        if not self.origin_ok(origin, host, token_checked=self.token is not None):
             return (
                 403,
                 "ORIGIN_NOT_ALLOWED",
                 (
-                    f"requests from the web origin {origin!r} are refused (cross-site); serve with "
+                    f"requests from the web origin {origin!r} are refused (cross-site; a page under a host "
+                    "let in by '*' alone is not trusted as same-origin without the token); serve with "
                     "--allow-origin ORIGIN (HOSPITAL_ALLOWED_ORIGINS) to accept it"
                 ),
             )
         return None
+
+
+def _tokens_given(scope: Scope) -> list[bytes]:
+    """Every token the request carries: the bearer header, the cookie, the query parameter."""
+    given: list[bytes] = []
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization" and value[:7].lower() == b"bearer ":
+            given.append(value[7:].strip())
+        elif name == b"cookie":
+            for part in value.split(b";"):
+                key, _, cookie = part.strip().partition(b"=")
+                if key == TOKEN_COOKIE.encode():
+                    given.append(cookie)
+    query = scope.get("query_string", b"")
+    if query:
+        for value in parse_qs(query.decode("latin-1")).get(TOKEN_QUERY, ()):
+            given.append(value.encode("latin-1"))
+    return given
+
+
+def token_cookie(scope: Scope, policy: SitePolicy) -> bytes | None:
+    """A ``Set-Cookie`` value keeping the token for a browser that sent it as ``?token=`` (None
+    otherwise): the web view's own requests (Gradio's fetches, its WebSockets) then carry it."""
+    if policy.token is None or not scope.get("query_string"):
+        return None
+    values = parse_qs(scope["query_string"].decode("latin-1")).get(TOKEN_QUERY, ())
+    if not any(hmac.compare_digest(v.encode("latin-1"), policy.token) for v in values):
+        return None
+    return f"{TOKEN_COOKIE}={policy.token.decode()}; Path=/; HttpOnly; SameSite=Strict".encode()
 
 
 # ------------------------------------------------------------------- HTTP
@@ -230,6 +324,9 @@ class RequestGuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cookie = token_cookie(scope, self.site)
+        if cookie is not None:
+            send = _with_cookie(send, cookie)
         content_type = b""
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
@@ -307,6 +404,17 @@ class RequestGuardMiddleware:
         start, payload = _json_response(status, body)
         await send(start)
         await send(payload)
+
+
+def _with_cookie(send: Send, cookie: bytes) -> Send:
+    """``send`` adding a ``Set-Cookie`` header to the response's start."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), (b"set-cookie", cookie)]}
+        await send(message)
+
+    return sending
 
 
 # -------------------------------------------------------------- websocket

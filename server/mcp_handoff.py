@@ -51,6 +51,10 @@ KEEP_ALIVE_S = 5.0
 """Idle seconds before the process closes a kept-alive connection (uvicorn's default)."""
 READ_LIMIT_S = 30.0
 """Seconds a started request may take to arrive in full."""
+HEADER_TIMEOUT_S = 10.0
+"""Seconds a new connection has to send its first request's head (``header_timeout_s``)."""
+MAX_PENDING = 256
+"""Connections that may be waiting for their first request's head at once (``max_pending_connections``)."""
 MCP_PATH = "/mcp"
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = b"mcp-protocol-version"
@@ -258,13 +262,62 @@ class RoutingProtocol(asyncio.Protocol):
         self._max_body = getattr(getattr(state, "settings", None), "max_message_bytes", PREFIX_LIMIT)
         self._request: _Request | None = None
         self._transport: Any = None
+        self._inner: asyncio.Protocol | None = None
+        self._pending = _pending_of(server_state) if route else None
+        settings = getattr(state, "settings", None)
+        self._deadline_s = getattr(settings, "header_timeout_s", HEADER_TIMEOUT_S)
+        self._max_pending = getattr(settings, "max_pending_connections", MAX_PENDING)
 
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]  # uvloop's is no asyncio.Transport
         self._transport = transport
+        if self._pending is not None:
+            self._watch_first_request(transport)
         if self._target is None or not self._target.takes_connections():
             self._stay()
         elif self._buffer:
             self.data_received(b"")
+
+    # ------------------------------------------------------------ slow clients
+    def _watch_first_request(self, transport: Any) -> None:
+        """A connection must send its first request's head within ``header_timeout_s``, and at
+        most ``max_pending_connections`` may be waiting to at once (a slowloris client held 400
+        connections for good: neither uvicorn protocol times out a request's head). Beyond the cap
+        the oldest waiting one is closed, not the newcomer: a client that sends its head at once
+        is never refused however many connections dribble."""
+        pending = self._pending
+        assert pending is not None
+        while len(pending) >= self._max_pending:
+            oldest = next(iter(pending))
+            del pending[oldest]
+            if not oldest.first_request_in():
+                oldest.close_slow("too many connections still sending their first request")
+        pending[self] = None
+        asyncio.get_running_loop().call_later(self._deadline_s, self._deadline)
+
+    def first_request_in(self) -> bool:
+        """Whether the connection has sent its first request's head (or has closed, or been
+        handed over, or become a WebSocket)."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return True
+        inner = self._inner
+        if inner is None:
+            return False  # still ours: its head is not whole yet
+        if transport.get_protocol() is not inner:
+            return True  # upgraded (a WebSocket)
+        return getattr(inner, "cycle", None) is not None
+
+    def close_slow(self, why: str) -> None:
+        logger.info("closing a slow connection: %s", why)
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
+
+    def _deadline(self) -> None:
+        if self._pending is not None:
+            self._pending.pop(self, None)
+        if not self.first_request_in():
+            self.close_slow(f"no request head within {self._deadline_s:g} s")
 
     def data_received(self, data: bytes) -> None:
         self._buffer += data
@@ -314,6 +367,7 @@ class RoutingProtocol(asyncio.Protocol):
         """Give the connection, and what it has sent so far, to uvicorn's own protocol."""
         assert self._transport is not None
         inner = self._inner_class(**self._kwargs)
+        self._inner = inner
         self._transport.set_protocol(inner)
         inner.connection_made(self._transport)
         if self._buffer:
@@ -331,6 +385,19 @@ class RoutingProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        if self._pending is not None:
+            self._pending.pop(self, None)
+
+
+def _pending_of(server_state: Any) -> dict[RoutingProtocol, None]:
+    """The server's connections still sending their first request, oldest first (kept on
+    uvicorn's per-server state object, so each server has its own)."""
+    pending = getattr(server_state, "hospital_pending", None)
+    if pending is None:
+        pending = {}
+        with contextlib.suppress(AttributeError):
+            server_state.hospital_pending = pending
+    return pending
 
 
 def accept_returned(channel: socket.socket, kwargs: Callable[[], dict[str, Any] | None]) -> bool:

@@ -79,6 +79,7 @@ class StreamableMCP:
             ledger,
             close=self._forget,
             name=SOURCE,
+            evict_idle_s=settings.evict_idle_s,
         )
         self._ledger = ledger
         self._ttl_s = settings.http_session_ttl_s
@@ -91,6 +92,7 @@ class StreamableMCP:
             settings.max_message_bytes,
             tuple(settings.allowed_hosts),
             tuple(settings.allowed_origins),
+            settings.token,
         )
         self._process = TransportProcess(args, self, self._lost)
         self._opening = 0  # sessions being opened (their slots are held)
@@ -110,6 +112,7 @@ class StreamableMCP:
         try:
             if self._warm:
                 await self._process.started()
+                self._process.keep_standby()  # a second process ready to take over if it dies
             yield
         finally:
             self._runs -= 1
@@ -148,11 +151,19 @@ class StreamableMCP:
                 f"(protocol versions {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}), not {version}",
                 "UNSUPPORTED_PROTOCOL_VERSION",
             ))  # fmt: skip
+        if sid is None and method == "DELETE":  # before any cap: there is nothing to open or end
+            return "refuse", (400, _rpc_error(
+                -32600, "Bad Request: DELETE /mcp ends a session: send its Mcp-Session-Id header",
+                "NO_SESSION",
+            ))  # fmt: skip
         if sid is None:
             try:
+                self._ledger.admit(client)
                 self._ledger.acquire(client, SOURCE, self._max_sessions)
             except SessionCapacityError as exc:
                 return "refuse", (429, _rpc_error(-32000, str(exc), exc.code))
+            if len(self.episodes) + self._opening >= self._max_sessions:
+                self.episodes.evict_longest_idle()  # room for a newcomer, not a refusal
             if len(self.episodes) + self._opening >= self._max_sessions:
                 self._ledger.release(client, SOURCE)
                 message = f"{SOURCE} session limit reached ({self._max_sessions}); retry later"
@@ -208,15 +219,35 @@ class StreamableMCP:
             await send(message)
 
 
+class NoStandardMCP:
+    """``/mcp`` of a server with no MCP tools (radiotherapy): a standard MCP request (``initialize``,
+    an ``Mcp-Session-Id``) is a 400 whose JSON-RPC error says so (``MCP_NOT_SUPPORTED``), rather than
+    OpenEnv's "Method not found" that left an SDK client guessing. OpenEnv's JSON-RPC is untouched."""
+
+    claims = staticmethod(mcp_handoff.claims)
+    methods = ("POST",)
+    """No session to end: ``DELETE /mcp`` is a 405 here, as the RT app's OpenAPI document says."""
+
+    async def __call__(self, scope: Scope, body: bytes, send: Send) -> None:
+        message = (
+            "this server plays the radiotherapy env, which has no MCP tools: standard MCP "
+            "(initialize, Mcp-Session-Id) is not served here; play over /ws, or /reset and /step"
+        )
+        await json_reply(send, 400, _rpc_error(-32601, message, "MCP_NOT_SUPPORTED"))
+
+
 ALLOWED_METHODS = ("POST", "DELETE")
 """What ``/mcp`` serves over HTTP (the OpenAPI document lists both)."""
 
 
-async def _method_not_allowed(scope: Scope, send: Send) -> None:
-    """405 with ``Allow: POST, DELETE``. No server-initiated SSE stream is offered (the tools only
-    answer requests), so ``GET`` is a 405 as MCP's transport allows; clients carry on without it."""
-    message = f"{scope['method']} /mcp: use POST (DELETE with Mcp-Session-Id ends a session)"
-    allow = ((b"allow", ", ".join(ALLOWED_METHODS).encode()),)
+async def _method_not_allowed(scope: Scope, send: Send, allowed: tuple[str, ...] = ALLOWED_METHODS) -> None:
+    """405 with ``Allow: POST, DELETE`` (``allowed``). No server-initiated SSE stream is offered (the
+    tools only answer requests), so ``GET`` is a 405 as MCP's transport allows; clients carry on
+    without it."""
+    message = f"{scope['method']} /mcp: use POST" + (
+        " (DELETE with Mcp-Session-Id ends a session)" if "DELETE" in allowed else ""
+    )
+    allow = ((b"allow", ", ".join(allowed).encode()),)
     await json_reply(send, 405, _rpc_error(-32600, message, "METHOD_NOT_ALLOWED"), allow)
 
 
@@ -224,16 +255,17 @@ class MCPDispatch:
     """ASGI middleware: requests to ``/mcp`` that are standard MCP go to :class:`StreamableMCP`;
     everything else (OpenEnv's JSON-RPC included) to the app."""
 
-    def __init__(self, app: ASGIApp, mcp: StreamableMCP) -> None:
+    def __init__(self, app: ASGIApp, mcp: StreamableMCP | NoStandardMCP) -> None:
         self.app = app
         self.mcp = mcp
+        self.allowed: tuple[str, ...] = getattr(mcp, "methods", ALLOWED_METHODS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].rstrip("/") != "/mcp":
             await self.app(scope, receive, send)
             return
-        if scope["method"] not in ALLOWED_METHODS:
-            await _method_not_allowed(scope, send)
+        if scope["method"] not in self.allowed:
+            await _method_not_allowed(scope, send, self.allowed)
             return
         chunks = []
         while True:

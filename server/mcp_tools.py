@@ -52,7 +52,7 @@ from hospital_marl.core.actions import ACTION_GROUPS, ACTION_TABLE, FLAT_OF, N_F
 from hospital_marl.envs.observations import BLOCK_BY_KEY
 from hospital_marl.envs.text import legal_actions, render_prompt
 from server.environment import EpisodeStateError, HospitalEnvironment
-from server.models import HospitalAction, HospitalObservation, HospitalState
+from server.models import MAX_SEED, HospitalAction, HospitalObservation, HospitalState, json_int
 
 _LAST: dict[Kind, int] = {group.kind: group.count - 1 for group in ACTION_GROUPS}
 """Largest index of each action kind (the tools' schema bounds)."""
@@ -231,8 +231,8 @@ class HospitalMCPEnvironment(MCPEnvironment):
 def build_tools(env_of: Callable[[], HospitalMCPEnvironment]) -> FastMCP:
     """A FastMCP server whose tools read or play the episode of ``env_of()``: one session's own
     (OpenEnv's ``/mcp`` routes), or the current MCP session's (the streamable HTTP transport,
-    :mod:`server.mcp_http`). Integer arguments are strict, as ``/step``: ``"5"`` or ``true``
-    is refused, never read as an action."""
+    :mod:`server.mcp_http`). Integer arguments follow ``/step``'s rule (:func:`server.models.json_int`):
+    ``"5"``, ``5.5`` or ``true`` is refused, never read as an action; ``5.0`` is the JSON integer 5."""
     mcp = FastMCP("hospital_marl")
 
     @mcp.tool
@@ -240,9 +240,7 @@ def build_tools(env_of: Callable[[], HospitalMCPEnvironment]) -> FastMCP:
         scenario: Annotated[
             str | None, Field(strict=True, description="scenario name, e.g. normal_day, surge")
         ] = None,
-        seed: Annotated[
-            int | None, Field(ge=0, strict=True, description="defines the day's patients")
-        ] = None,
+        seed: Annotated[json_int(0, MAX_SEED) | None, Field(description="defines the day's patients")] = None,
     ) -> dict[str, Any]:
         """Start a new 24-hour shift (100 ticks); returns the board."""
         try:
@@ -264,7 +262,7 @@ def build_tools(env_of: Callable[[], HospitalMCPEnvironment]) -> FastMCP:
     @mcp.tool
     def admit(
         queue_slot: Annotated[
-            int, Field(strict=True, ge=0, le=_LAST[Kind.ADMIT_GENERAL], description="waiting-queue slot")
+            json_int(0, _LAST[Kind.ADMIT_GENERAL]), Field(description="waiting-queue slot")
         ],
         unit: Annotated[
             Literal["general", "icu"], Field(description="general bed (severity 1-3) or ICU bed")
@@ -276,9 +274,7 @@ def build_tools(env_of: Callable[[], HospitalMCPEnvironment]) -> FastMCP:
 
     @mcp.tool
     def ventilate(
-        ventilator: Annotated[
-            int, Field(strict=True, ge=0, le=_LAST[Kind.VENTILATE], description="a free ventilator")
-        ],
+        ventilator: Annotated[json_int(0, _LAST[Kind.VENTILATE]), Field(description="a free ventilator")],
     ) -> dict[str, Any]:
         """Put ventilator [ventilator] on the most severe ICU patient without one; plays one tick."""
         return env_of().play(FLAT_OF[(Kind.VENTILATE, ventilator)])
@@ -286,11 +282,8 @@ def build_tools(env_of: Callable[[], HospitalMCPEnvironment]) -> FastMCP:
     @mcp.tool
     def transfer(
         board_position: Annotated[
-            int,
+            json_int(0, _LAST[Kind.TRANSFER_ICU]),
             Field(
-                strict=True,
-                ge=0,
-                le=_LAST[Kind.TRANSFER_ICU],
                 description="general-board position, 0 = most severe",
             ),
         ],
@@ -300,9 +293,7 @@ def build_tools(env_of: Callable[[], HospitalMCPEnvironment]) -> FastMCP:
 
     @mcp.tool
     def discharge(
-        icu_bed: Annotated[
-            int, Field(strict=True, ge=0, le=_LAST[Kind.DISCHARGE_ICU], description="ICU bed index")
-        ],
+        icu_bed: Annotated[json_int(0, _LAST[Kind.DISCHARGE_ICU]), Field(description="ICU bed index")],
     ) -> dict[str, Any]:
         """Discharge (step down) the patient in ICU bed [icu_bed]; plays one tick."""
         return env_of().play(FLAT_OF[(Kind.DISCHARGE_ICU, icu_bed)])
@@ -310,11 +301,8 @@ def build_tools(env_of: Callable[[], HospitalMCPEnvironment]) -> FastMCP:
     @mcp.tool
     def early_discharge(
         board_position: Annotated[
-            int,
+            json_int(0, _LAST[Kind.EARLY_DISCHARGE]),
             Field(
-                strict=True,
-                ge=0,
-                le=_LAST[Kind.EARLY_DISCHARGE],
                 description="from the bottom of the board, 0 = least severe",
             ),
         ],
@@ -329,9 +317,7 @@ def build_tools(env_of: Callable[[], HospitalMCPEnvironment]) -> FastMCP:
 
     @mcp.tool
     def act(
-        action: Annotated[
-            int, Field(strict=True, ge=0, le=N_FLAT_ACTIONS - 1, description="a legal action number")
-        ],
+        action: Annotated[json_int(0, N_FLAT_ACTIONS - 1), Field(description="a legal action number")],
     ) -> dict[str, Any]:
         """Play any legal action by its number (as listed on the board); plays one tick."""
         return env_of().play(action)

@@ -43,7 +43,7 @@ import socket
 import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -62,6 +62,8 @@ MCP SDK's work (~2 ms of Python per standard MCP request) yields to the server's
 busy machine, which decides every request of every channel, MCP's included (issue 24: one ``/ws``
 session's median step beside a client cycling MCP sessions and a planner tab, 0.27-0.38 ms with
 this process at the server's priority, 0.25-0.27 ms with it here). Unloaded, it changes nothing."""
+STANDBY_DELAY_S = 30.0
+"""Seconds after :meth:`TransportProcess.keep_standby` before the first standby is spawned."""
 STOP_LIMIT_S = 10.0
 """Seconds it has to stop cleanly before it is terminated."""
 SESSION_HEADER = mcp_handoff.SESSION_HEADER
@@ -178,7 +180,7 @@ async def _transport(sock: socket.socket, channel: socket.socket, args: Transpor
         writer.write(_frame(("tell", *news)))
 
     app = RequestGuardMiddleware(
-        _HandedOver(ask, tell, sdk), args.max_bytes, site=SitePolicy(args.hosts, args.origins)
+        _HandedOver(ask, tell, sdk), args.max_bytes, site=SitePolicy(args.hosts, args.origins, args.token)
     )
 
     def send_back(conn: socket.socket, data: bytes) -> bool:
@@ -263,6 +265,7 @@ class TransportArgs:
     max_bytes: int
     hosts: tuple[str, ...] = ()
     origins: tuple[str, ...] = ()
+    token: str | None = field(default=None, repr=False)
     access_log: bool = False
     """Write uvicorn's access-log lines for the requests the process answers (set at its start:
     whether the server writes them)."""
@@ -312,6 +315,8 @@ class TransportProcess:
         self._stopping = False
         self._uvicorn: dict[str, Any] | None = None
         self._opening: Counter[str] = Counter()  # per client: opens decided, not yet reported
+        self._keep_standby = False
+        self._standby: asyncio.Task[_Spawned] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -329,6 +334,44 @@ class TransportProcess:
                 await self._start()
 
     async def _start(self) -> None:
+        standby, self._standby = self._standby, None
+        spawned: _Spawned | None = None
+        if standby is not None:
+            with contextlib.suppress(TransportUnavailable, OSError, asyncio.CancelledError):
+                spawned = await standby
+            if spawned is not None and not spawned.process.is_alive():
+                spawned.discard()
+                spawned = None
+        if spawned is None:
+            spawned = await self._spawn()
+        self._adopt(spawned)
+
+    def keep_standby(self) -> None:
+        """From now on keep a second process started and ready, taken over at once if the running
+        one dies (so new sessions wait for no start-up: 18-41 s measured, most of it imports under
+        load). Costs that process's memory; the served app asks for it, tests' apps do not."""
+        self._keep_standby = True
+        # Not at once: spawned during the server's start-up its imports compete with it (a warm
+        # app's first health answer, loaded 2-core box: 20-44 s without a standby, 56-58 s with
+        # one spawned at once, 35-48 s with this delay; noisy).
+        asyncio.get_running_loop().call_later(STANDBY_DELAY_S, self._refill_standby)
+
+    def _refill_standby(self) -> None:
+        if self._keep_standby and self._standby is None and not self._stopping:
+            self._standby = asyncio.get_running_loop().create_task(self._spawn())
+
+    def _adopt(self, spawned: _Spawned) -> None:
+        process, writer, frames, channel = spawned.process, spawned.writer, spawned.frames, spawned.channel
+        loop = asyncio.get_running_loop()
+        self._process, self._writer, self._loop, self._channel = process, writer, loop, channel
+        self._stopping = False
+        self._ended = loop.create_future()
+        frames.serve(self._on_frame, functools.partial(self._on_lost, writer))
+        loop.add_reader(channel.fileno(), self._returned, channel)
+        self._refill_standby()
+
+    async def _spawn(self) -> _Spawned:
+        """Start a process and wait until it is ready (not yet serving: see :meth:`_adopt`)."""
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
         channel, their_channel = mcp_handoff.channel_pair()
@@ -360,11 +403,7 @@ class TransportProcess:
             channel.close()
             process.terminate()
             raise TransportUnavailable(f"it did not start: {first!r}")
-        self._process, self._writer, self._loop, self._channel = process, writer, loop, channel
-        self._stopping = False
-        self._ended = loop.create_future()
-        frames.serve(self._on_frame, functools.partial(self._on_lost, writer))
-        loop.add_reader(channel.fileno(), self._returned, channel)
+        return _Spawned(process, writer, frames, channel)
 
     def _returned(self, channel: socket.socket) -> None:
         """Connections the process sent back (a request on them that is not standard MCP)."""
@@ -430,6 +469,21 @@ class TransportProcess:
         if not self._stopping:
             logger.error("the MCP transport's process ended; its sessions are closed")
             self._lost()
+            standby = self._standby
+            if (
+                standby is not None
+                and standby.done()
+                and not standby.cancelled()
+                and standby.exception() is None
+            ):
+                self._standby = None
+                spawned = standby.result()
+                if spawned.process.is_alive():
+                    self._adopt(spawned)  # at once: the next request finds a ready process
+                    logger.info("the standby MCP transport process took over")
+                else:
+                    spawned.discard()
+                    self._refill_standby()
 
     def _close_channel(self) -> None:
         channel, self._channel = self._channel, None
@@ -468,7 +522,15 @@ class TransportProcess:
             loop.call_soon_threadsafe(_write, writer, frame)
 
     async def stop(self) -> None:
-        """Stop the process (its episodes, and the connections it was handed, end with it)."""
+        """Stop the process (its episodes, and the connections it was handed, end with it), and
+        the standby if one is kept."""
+        self._keep_standby = False
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            standby.cancel()
+            with contextlib.suppress(BaseException):
+                spawned = await standby
+                spawned.discard()
         writer, process, ended = self._writer, self._process, self._ended
         if writer is None or process is None:
             return
@@ -485,6 +547,27 @@ class TransportProcess:
                 await asyncio.wait_for(ended, STOP_LIMIT_S)
         self._close_channel()
         self._process = self._ended = None
+
+
+@dataclass
+class _Spawned:
+    """A started, ready transport process and the server's ends of its pipe and channel."""
+
+    process: Any
+    writer: asyncio.Transport
+    frames: _Frames
+    channel: socket.socket
+
+    def discard(self) -> None:
+        """Stop it unused (a standby never taken over)."""
+        with contextlib.suppress(Exception):
+            self.writer.write(_frame((0, "stop")))
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        with contextlib.suppress(Exception):
+            self.channel.close()
+        with contextlib.suppress(Exception):
+            self.process.terminate()
 
 
 class _Frames(asyncio.Protocol):

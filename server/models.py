@@ -326,6 +326,11 @@ SESSION_ID_DOC = (
     "HTTP session returned by POST /reset (also sent as the X-Session-Id header and the "
     "hospital_session cookie)"
 )
+SESSION_ID_REQUEST_DOC = (
+    SESSION_ID_DOC + ". Optional here only because the header or the cookie may carry it instead: "
+    "one of the three is required, and with none the answer is 400 NO_SESSION"
+)
+"""A request's session id: the schema cannot say "one of body, header, cookie", so the text does."""
 
 
 class HospitalResetRequest(ResetParams):
@@ -346,7 +351,7 @@ class HospitalStepRequest(BaseModel):
 
     action: HospitalAction
     session_id: StrictStr | None = Field(
-        default=None, min_length=1, max_length=255, description=SESSION_ID_DOC
+        default=None, min_length=1, max_length=255, description=SESSION_ID_REQUEST_DOC
     )
     timeout_s: float | None = Field(
         default=None,

@@ -24,20 +24,23 @@ from pydantic_core import PydanticCustomError
 
 import hospital_marl
 from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
-from hospital_marl.radiotherapy.core.plan import N_ACTIONS
+from hospital_marl.radiotherapy.core.plan import ACTIONS, N_ACTIONS
 from hospital_marl.radiotherapy.core.tasks import TASKS, get_task
 from server.environment import EpisodeEndedError, EpisodeNotStartedError
 from server.models import MAX_SEED, HospitalStepRequest, json_int
 from server.settings import DEFAULT_RT_TASK
 
+ACTION_DESCRIPTION = ", ".join(f"{a.id} {a.name}" for a in ACTIONS)
+"""The action field's description, from THE action table (written once: it said 8 when there were 10)."""
+
 
 class RTAction(Action):
-    """One of the 8 planning actions: ``{"action": n}``."""
+    """One planning action of SPEC-RT's table (§3, apertures §8): ``{"action": n}``."""
 
     model_config = ConfigDict(extra="forbid")
 
     action: json_int(0, N_ACTIONS - 1) = Field(  # type: ignore[valid-type]
-        description="0 add, 1/2 turn ±10°, 3/4 weight ±0.1, 5 remove, 6 next, 7 lock"
+        description=ACTION_DESCRIPTION
     )
 
 

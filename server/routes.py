@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import Body, Cookie, FastAPI, Header, HTTPException, Query, Request, Response, WebSocket
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute, APIWebSocketRoute
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
@@ -28,10 +29,11 @@ from starlette.routing import WebSocketRoute
 
 from hospital_marl.core.hospital import warm_up as compile_kernel
 from server.environment import EpisodeStateError
-from server.guards import GuardedWebSocket, RequestGuardMiddleware, SitePolicy, logger
-from server.mcp_http import MCPDispatch, StreamableMCP
+from server.guards import GuardedWebSocket, RequestGuardMiddleware, SitePolicy, error_body, logger
+from server.mcp_http import MCPDispatch, NoStandardMCP, StreamableMCP
 from server.mcp_tools import HospitalMCPEnvironment
 from server.models import (
+    SESSION_ID_REQUEST_DOC,
     ErrorResponse,
     HospitalAction,
     HospitalObservation,
@@ -42,8 +44,9 @@ from server.models import (
     SessionsResponse,
 )
 from server.radiotherapy import RTAction, RTEnvironment, RTObservation, RTResetRequest, RTState, RTStepRequest
-from server.sessions import ClientLedger, SessionCapacityError, SessionStore
+from server.sessions import ClientLedger, CreationLimiter, SessionCapacityError, SessionStore
 from server.settings import ServerSettings
+from server.web_guard import GradioGuard, mounted_blocks
 
 SESSION_HEADER = "X-Session-Id"
 SESSION_COOKIE = "hospital_session"
@@ -123,12 +126,22 @@ class OpenEnvPool:
             ledger,
             name="MCP session",
             source=POOL,
+            evict_idle_s=settings.evict_idle_s,
         )
         self.connections: dict[str, int] = {"ws": 0, "mcp": 0}
 
     @property
     def active(self) -> int:
         return int(self._server.active_sessions)
+
+    async def make_room(self) -> None:
+        """A full pool ends its longest-idle HTTP MCP session (idle ``evict_idle_s`` at least) for
+        a newcomer: live WebSockets are never ended, sessions nobody holds a connection to are."""
+        if self.active >= self.max_sessions:
+            sid = self.mcp_http.evict_longest_idle()
+            if sid is not None:
+                logger.info("MCP session evicted for a newcomer (the pool was full)")
+                await self._server._destroy_session(sid)
 
     async def reap(self) -> None:
         """End the HTTP MCP sessions idle past the timeout (their slots return to the pool)."""
@@ -202,6 +215,7 @@ class _SessionGate:
     async def __call__(self, websocket: WebSocket) -> None:
         await self._pool.reap()
         client = _client(websocket)
+        await self._pool.make_room()
         if self._pool.active >= self._pool.max_sessions:
             await self._refuse(
                 websocket,
@@ -293,6 +307,8 @@ def _add_mcp_http_route(
         request_id = payload.get("id") if isinstance(payload, dict) else None
         if method == "openenv/session/create":
             try:
+                ledger.admit(client)
+                await pool.make_room()
                 ledger.acquire(client, POOL, pool.max_sessions)
             except SessionCapacityError as exc:
                 return _rpc_error(exc.code, str(exc), request_id).model_dump()
@@ -585,7 +601,9 @@ def _add_step_route(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -
 def _add_state_route(app: FastAPI, store: SessionStore[Any], served: ServedEnv) -> None:
     async def state(
         request: Request,
-        session_id: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
+        session_id: Annotated[
+            str | None, Query(min_length=1, max_length=255, description=SESSION_ID_REQUEST_DOC)
+        ] = None,
         x_session_id: _SessionHeader = None,
         hospital_session: _SessionCookie = None,
     ) -> Any:
@@ -713,8 +731,37 @@ def _web_view(
         ledger,
         close=_close_tab,
         name="web session",
+        evict_idle_s=settings.evict_idle_s,
+        rate_limited=True,
     )
     return store, view_builder(store, default), host
+
+
+_ALL_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"})
+
+
+def _web_routes_405(app: FastAPI) -> None:
+    """A method the app's own routes under ``/web/`` (OpenEnv's ``/web/metadata``) do not serve is a
+    405, as docs/server.md says of every ``/web/...`` route: Starlette remembers the path's partial
+    match, but the Gradio mount at ``/web`` matches the path in full and answered 404."""
+    routes = app.router.routes
+    for index in range(len(routes) - 1, -1, -1):
+        route = routes[index]
+        methods = getattr(route, "methods", None)
+        path = getattr(route, "path", "")
+        if not methods or not path.startswith("/web/") or "{" in path:
+            continue
+        allow = ", ".join(sorted(methods))
+
+        async def not_allowed(request: Request, allow: str = allow) -> JSONResponse:
+            return JSONResponse(
+                error_body("METHOD_NOT_ALLOWED", f"{request.method} {request.url.path}: allowed {allow}"),
+                status_code=405,
+                headers={"allow": allow},
+            )
+
+        app.add_api_route(path, not_allowed, methods=sorted(_ALL_METHODS - methods), include_in_schema=False)
+        routes.insert(index + 1, routes.pop())  # before the mount, which would answer 404
 
 
 def _on_lifespan(app: FastAPI, start: Callable[[], None] | None, stop: Callable[[], None]) -> None:
@@ -806,7 +853,10 @@ def build_app(
     settings = settings or ServerSettings.from_env()
     served = served_env(settings)
     warm_up(served)
-    ledger = ClientLedger(settings.max_sessions_per_client)
+    ledger = ClientLedger(
+        settings.max_sessions_per_client,
+        CreationLimiter(settings.session_rate_per_client or None, settings.session_rate or None, clock),
+    )
     web_store, builder, web_host = _web_view(settings, ledger, clock) if settings.web else (None, None, None)
     with _web_interface(settings.web):
         app = create_app(
@@ -838,6 +888,8 @@ def build_app(
         ledger,
         close=lambda env: env.close(),
         close_hint=" with DELETE /sessions/{id}",
+        evict_idle_s=settings.evict_idle_s,
+        rate_limited=True,
     )
     _add_http_session_routes(app, store, served)
     # The ED has MCP tools; RT none.
@@ -852,10 +904,15 @@ def build_app(
         _add_web_off_hint(app)
     if streamable is not None:
         _add_streamable_mcp(app, streamable)
+    else:
+        app.add_middleware(MCPDispatch, mcp=NoStandardMCP())
+    if settings.web:
+        _web_routes_405(app)
+        app.add_middleware(GradioGuard, blocks=mounted_blocks(app))
     app.add_middleware(  # outermost: every request is checked before anything else sees it
         RequestGuardMiddleware,
         max_bytes=settings.max_message_bytes,
-        site=SitePolicy(settings.allowed_hosts, settings.allowed_origins),
+        site=SitePolicy(settings.allowed_hosts, settings.allowed_origins, settings.token),
     )
     app.state.settings = settings
     app.state.served = served

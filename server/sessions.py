@@ -52,6 +52,73 @@ def client_share(capacity: int) -> int:
     return max(1, capacity // 2)
 
 
+class _Bucket:
+    """A token bucket: ``rate`` tokens a second, at most ``burst`` saved."""
+
+    __slots__ = ("burst", "rate", "stamp", "tokens")
+
+    def __init__(self, rate: float, burst: float, now: float) -> None:
+        self.rate, self.burst, self.tokens, self.stamp = rate, burst, burst, now
+
+    def take(self, now: float) -> bool:
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
+
+class CreationLimiter:
+    """How fast sessions may be *opened*: per client (address) and over all clients together.
+
+    An address is no identity on loopback (every local user may bind any 127.x.y.z), so the
+    per-client bucket slows one careless script and the global bucket bounds everyone together:
+    with pools that evict their longest-idle session when full, it is the global rate that
+    decides how long an idle session survives a flood. ``None`` rates: no limit.
+    """
+
+    MAX_CLIENTS = 4096
+    """Buckets kept at most (the oldest dropped: a fresh bucket is full, never stricter)."""
+
+    def __init__(
+        self,
+        per_client: float | None,
+        overall: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_client, self.overall, self._clock = per_client, overall, clock
+        now = clock()
+        self._global = _Bucket(overall, 2 * overall, now) if overall else None
+        self._clients: OrderedDict[str, _Bucket] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def admit(self, client: str) -> None:
+        """Count one creation for ``client`` (raises :class:`SessionCapacityError`
+        ``RATE_LIMITED`` if it is one too many)."""
+        with self._lock:
+            now = self._clock()
+            if self.per_client:
+                bucket = self._clients.get(client)
+                if bucket is None:
+                    bucket = self._clients[client] = _Bucket(self.per_client, 2 * self.per_client, now)
+                    while len(self._clients) > self.MAX_CLIENTS:
+                        self._clients.popitem(last=False)
+                self._clients.move_to_end(client)
+                if not bucket.take(now):
+                    raise SessionCapacityError(
+                        f"this client opens sessions too fast (at most {self.per_client:g} a second): "
+                        "retry in a moment, or reuse a session (a reset restarts its episode)",
+                        code="RATE_LIMITED",
+                    )
+            if self._global is not None and not self._global.take(now):
+                raise SessionCapacityError(
+                    f"sessions are being opened too fast on this server (at most {self.overall:g} a "
+                    "second for all clients together): retry in a moment",
+                    code="RATE_LIMITED",
+                )
+
+
 class ClientLedger:
     """Sessions held per client across every source; refuses a client at ``per_client`` in all,
     or at half of one source's capacity.
@@ -59,8 +126,10 @@ class ClientLedger:
     ``per_client=None`` turns both caps off (the counts are still kept, for ``/sessions``).
     """
 
-    def __init__(self, per_client: int | None = None) -> None:
+    def __init__(self, per_client: int | None = None, limiter: CreationLimiter | None = None) -> None:
         self.per_client = per_client
+        self.limiter = limiter
+        """How fast sessions without a live connection may be opened (:meth:`admit`); None: any."""
         self._held: Counter[str] = Counter()
         self._by_source: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()  # the web view's handlers count from worker threads
@@ -88,6 +157,11 @@ class ClientLedger:
                     )
             self._held[client] += 1
             self._by_source[client, source] += 1
+
+    def admit(self, client: str) -> None:
+        """Rate-limit one new session for ``client`` (raises ``RATE_LIMITED``)."""
+        if self.limiter is not None:
+            self.limiter.admit(client)
 
     def release(self, client: str, source: str = "") -> None:
         with self._lock:
@@ -148,6 +222,8 @@ class SessionStore(Generic[T]):
         close_hint: str = "",
         source: str | None = None,
         capacity: int | None = None,
+        evict_idle_s: float | None = None,
+        rate_limited: bool = False,
     ) -> None:
         self._factory = factory
         self.max_sessions = max_sessions
@@ -159,6 +235,8 @@ class SessionStore(Generic[T]):
         self.close_hint = close_hint
         self.source = source or name
         self.capacity = capacity or max_sessions
+        self.evict_idle_s = evict_idle_s
+        self.rate_limited = rate_limited
         self._sessions: OrderedDict[str, _Session[T]] = OrderedDict()  # least recently used first
         self.lock = threading.RLock()
 
@@ -187,10 +265,14 @@ class SessionStore(Generic[T]):
         with self.lock:
             self.expire()
             if len(self._sessions) >= self.max_sessions:
+                self.evict_longest_idle()
+            if len(self._sessions) >= self.max_sessions:
                 raise SessionCapacityError(
                     f"{self.name} limit reached: {len(self._sessions)}/{self.max_sessions} open. Close "
                     f"yours when done{self.close_hint}, or wait: idle sessions expire after {self.ttl_s:g} s."
                 )
+            if self.rate_limited:
+                self._ledger.admit(client)
             self._ledger.acquire(client, self.source, self.capacity)
             try:
                 if value is None:
@@ -203,6 +285,20 @@ class SessionStore(Generic[T]):
             sid = str(uuid.uuid4())
             self._sessions[sid] = _Session(value, client, self._clock())
             return sid, value
+
+    def evict_longest_idle(self) -> str | None:
+        """Close the least recently used session if it has been idle ``evict_idle_s`` or more
+        (a full store makes room for a newcomer instead of refusing it: an address is no
+        identity, so sessions left behind from many addresses must not lock everyone out).
+        Returns the evicted session's id (None: nothing was)."""
+        with self.lock:
+            if self.evict_idle_s is None or not self._sessions:
+                return None
+            sid, session = next(iter(self._sessions.items()))
+            if self._clock() - session.last_used < self.evict_idle_s:
+                return None
+            self._forget(sid)
+            return sid
 
     def add(self, sid: str, value: T, client: str = "") -> None:
         """Track a session whose id was made elsewhere (e.g. by OpenEnv's MCP pool).

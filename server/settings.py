@@ -32,6 +32,20 @@ CLIENT``                       all sources together, and at most half of
                                ``radiotherapy`` (SPEC-RT §7)
 ``HOSPITAL_RT_TASK``           radiotherapy task of a reset that names     prostate
                                none (only with ``HOSPITAL_ENV=radiotherapy``)
+``HOSPITAL_SESSION_RATE``      sessions without a live connection opened   50
+                               per second, all clients (0: no limit)
+``HOSPITAL_SESSION_RATE_PER_   the same per client address (0: no limit)   10
+CLIENT``
+``HOSPITAL_EVICT_IDLE``        a full store of such sessions closes its    5
+                               longest-idle one, if idle this long, for a
+                               newcomer
+``HOSPITAL_HEADER_TIMEOUT``    seconds a new connection has to send its    10
+                               first request's head
+``HOSPITAL_MAX_PENDING_        connections waiting for their first         256
+CONNECTIONS``                  request's head at once (the oldest closed)
+``HOSPITAL_TOKEN``             a secret every request must carry (bearer   none
+                               header, cookie or ``?token=``); for servers
+                               reachable beyond loopback
 =============================  ==========================================  =======
 """
 
@@ -39,8 +53,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from hospital_marl.core.scenarios import DEFAULT_SCENARIO, SCENARIOS
@@ -64,6 +79,12 @@ ENV_VARS: dict[str, str] = {
     "task": "HOSPITAL_RT_TASK",
     "allowed_hosts": "HOSPITAL_ALLOWED_HOSTS",
     "allowed_origins": "HOSPITAL_ALLOWED_ORIGINS",
+    "token": "HOSPITAL_TOKEN",
+    "header_timeout_s": "HOSPITAL_HEADER_TIMEOUT",
+    "session_rate": "HOSPITAL_SESSION_RATE",
+    "session_rate_per_client": "HOSPITAL_SESSION_RATE_PER_CLIENT",
+    "evict_idle_s": "HOSPITAL_EVICT_IDLE",
+    "max_pending_connections": "HOSPITAL_MAX_PENDING_CONNECTIONS",
 }
 """Settings field -> the environment variable that sets it."""
 
@@ -73,6 +94,9 @@ through a DNS name it controls (DNS rebinding), because that name is not on this
 
 DEFAULT_PER_CLIENT = 16
 """Sessions one client may hold by default: room for a lab's scripts and tabs, far from any pool."""
+
+TOKEN_PATTERN = re.compile(r"[A-Za-z0-9._~+/=-]{16,256}")
+"""What a token may be: long enough not to guess, and safe in a header, a cookie and a URL."""
 
 MAX_SESSIONS_LIMIT = 4096
 """Sanity cap on either session limit (each session holds one simulator)."""
@@ -138,7 +162,31 @@ class ServerSettings:
     """Browser ``Origin`` s accepted besides loopback ones and the server's own (same-origin);
     ``("*",)``: any. A request or WebSocket from another origin gets 403."""
 
+    session_rate: float = 50.0
+    """Sessions without a live connection (HTTP episodes, web tabs, HTTP and standard MCP sessions)
+    that may be opened per second by all clients together (twice that in a burst); 0: no limit."""
+    session_rate_per_client: float = 10.0
+    """The same per client address (twice that in a burst); 0: no limit."""
+    evict_idle_s: float = 5.0
+    """A full store of sessions without a live connection closes its longest-idle session, if idle
+    at least this long, to open a newcomer's (instead of refusing it); 0: always evict the LRU."""
+    header_timeout_s: float = 10.0
+    """Seconds a new connection has to send its first request's head; then it is closed (a
+    slowloris client held every connection it opened)."""
+    max_pending_connections: int = 256
+    """Connections that may be waiting for their first request's head at once; a new one beyond
+    it closes the oldest such (never the newcomer, which may be an honest client)."""
+    token: str | None = field(default=None, repr=False)
+    """A secret every request must carry (``Authorization: Bearer``, the ``hospital_token`` cookie
+    or ``?token=``), WebSocket handshakes included; None: no token. For a server reachable beyond
+    loopback; from the environment only (a flag would show in the process list)."""
+
     def __post_init__(self) -> None:
+        if self.token is not None and not TOKEN_PATTERN.fullmatch(self.token):
+            raise ValueError(
+                "HOSPITAL_TOKEN must be 16-256 characters of A-Z a-z 0-9 and . _ ~ + / = - "
+                "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
         check_scenario(self.scenario)
         if self.env not in SERVED_ENVS:
             raise ValueError(f"env: unknown environment {self.env!r}; valid names: {', '.join(SERVED_ENVS)}")
@@ -156,7 +204,12 @@ class ServerSettings:
             _check_count("max_sessions_per_client", self.max_sessions_per_client)
         for name in ("max_sessions", "max_http_sessions", "max_web_sessions"):
             _check_count(name, getattr(self, name))
-        for name in ("http_session_ttl_s", "idle_timeout_s"):
+        _check_count("max_pending_connections", self.max_pending_connections)
+        for name in ("session_rate", "session_rate_per_client", "evict_idle_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e7:
+                raise ValueError(f"{name} must be a number in [0, 1e7), got {value!r}")
+        for name in ("http_session_ttl_s", "idle_timeout_s", "header_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e7:
                 raise ValueError(f"{name} must be a number of seconds in (0, 1e7), got {value!r}")
@@ -276,6 +329,21 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         f"source (default: $HOSPITAL_MAX_SESSIONS_PER_CLIENT or {DEFAULT_PER_CLIENT}; 0 = no cap)",
     )
     parser.add_argument(
+        "--session-rate",
+        type=float,
+        default=None,
+        metavar="PER_S",
+        help="sessions without a live connection (HTTP, web, HTTP/standard MCP) opened per second by "
+        "all clients together (default: $HOSPITAL_SESSION_RATE or 50; 0 = no limit)",
+    )
+    parser.add_argument(
+        "--session-rate-per-client",
+        type=float,
+        default=None,
+        metavar="PER_S",
+        help="the same per client address (default: $HOSPITAL_SESSION_RATE_PER_CLIENT or 10; 0 = no limit)",
+    )
+    parser.add_argument(
         "--allow-host",
         action="append",
         default=None,
@@ -326,6 +394,8 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         idle_timeout_s=args.idle_timeout,
         max_web_sessions=args.max_web_sessions,
         max_sessions_per_client=args.max_sessions_per_client,
+        session_rate=args.session_rate,
+        session_rate_per_client=args.session_rate_per_client,
         web=args.web,
         env=args.env,
         task=args.task,

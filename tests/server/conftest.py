@@ -34,6 +34,8 @@ TEST_SETTINGS = ServerSettings(
     http_session_ttl_s=60.0,
     max_message_bytes=4096,
     max_sessions_per_client=0,  # these tests fill pools from one client; test_safety tests the caps
+    session_rate=0,  # ... and open sessions faster than a client should (test_attacker tests the rates)
+    session_rate_per_client=0,
 )
 
 LOCAL = "http://127.0.0.1"

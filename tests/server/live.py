@@ -34,12 +34,16 @@ def free_port() -> int:
 
 
 def wait_healthy(
-    url: str, timeout_s: float = START_TIMEOUT_S, alive: Callable[[], bool] = lambda: True
+    url: str,
+    timeout_s: float = START_TIMEOUT_S,
+    alive: Callable[[], bool] = lambda: True,
+    token: str | None = None,
 ) -> None:
     deadline = time.monotonic() + timeout_s
+    headers = {"authorization": f"Bearer {token}"} if token else {}
     while time.monotonic() < deadline and alive():
         try:
-            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+            if httpx.get(f"{url}/health", timeout=1.0, headers=headers).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -71,7 +75,7 @@ def live_server(settings: ServerSettings | None = None, app: Any = None) -> Iter
     thread.start()
     url = f"http://{host}:{port}"
     try:
-        wait_healthy(url, alive=thread.is_alive)
+        wait_healthy(url, alive=thread.is_alive, token=settings.token)
         yield url
     finally:
         server.should_exit = True

@@ -38,6 +38,8 @@ def test_schemathesis_all_checks_find_nothing(tmp_path: Path, env: str) -> None:
         max_sessions=64,
         max_http_sessions=512,
         max_sessions_per_client=0,  # one client (schemathesis) opens every session
+        session_rate=0,  # ... as fast as it can
+        session_rate_per_client=0,
         max_message_bytes=4096,
     )
     with live_server(settings) as url:

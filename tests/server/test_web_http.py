@@ -38,7 +38,13 @@ WEB_TABS = 8
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    with live_server(ServerSettings(web=True, max_web_sessions=WEB_TABS, max_sessions_per_client=0)) as base:
+    settings = ServerSettings(
+        web=True,
+        max_web_sessions=WEB_TABS,
+        max_sessions_per_client=0,
+        evict_idle_s=1e6,  # no tab is idle enough to make room: the cap refuses (test_attacker: eviction)
+    )
+    with live_server(settings) as base:
         yield base
 
 
