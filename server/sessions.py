@@ -333,6 +333,12 @@ class SessionStore(Generic[T]):
         with self.lock:
             return list(self._sessions)
 
+    def owns(self, sid: str, client: str) -> bool:
+        """Whether ``sid`` is a live session of ``client`` (without marking it used)."""
+        with self.lock:
+            session = self._sessions.get(sid)
+            return session is not None and session.client == client
+
     def _forget(self, sid: str) -> _Session[T] | None:
         session = self._sessions.pop(sid, None)
         if session is not None:

@@ -93,7 +93,7 @@ def test_rt_page_shows_the_plan_plays_an_action_and_the_agent_plans_the_same_pat
         )
         settle(page)
         shots(page, "agent_locked")
-        expected = run_episode(rt_policies.load("planner"), get_task(TASK), 0)
+        expected = run_episode(rt_policies.load("planner"), get_task(TASK), 0, split=env.plan.split)
         assert score_of(page, "agent") == round(expected.score, 3)
     finally:
         page.close()
