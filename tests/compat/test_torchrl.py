@@ -1,5 +1,9 @@
 """TorchRL's ``PettingZooWrapper(use_mask=True)``: ``check_env_specs`` and masked rollouts.
 
+Runs on two TorchRL lines: 0.11 (the ``[dev]`` env; BenchMARL caps torchrl < 0.12) and 0.14 (a venv of
+its own in ``.ci/run``: the package, torchrl 0.14 and pytest only), with each version's defaults, so
+every claim docs/use-with.md makes about TorchRL holds on both.
+
 The info spec is built from the first reset's infos and every step's infos are written into it as
 tensors, so the keys must be the same numeric ones from ``reset()`` on.
 """
@@ -106,8 +110,16 @@ def test_gym_env__action_mask_transform_with_no_glue() -> None:
     assert rollout["next", "done"].any()  # past an episode's end: the reset's mask is used too
 
 
-def test_parallel_wrapper__default_group_map_is_one_group_per_role() -> None:
-    """TorchRL groups only agent names ending in ``_<int>``: ``bed_manager`` stays a group of its own
-    (docs/use-with.md once said it became ``bed``)."""
-    env = PettingZooWrapper(hospital_marl.parallel_env(scenario="normal_day"), use_mask=True, seed=0)
+def test_parallel_wrapper__defaults__one_group_per_role_random_actions_masked() -> None:
+    """What a user types first: ``PettingZooWrapper(env)``, every option TorchRL's default. TorchRL
+    groups only agent names ending in ``_<int>``: ``bed_manager`` stays a group of its own
+    (docs/use-with.md once said it became ``bed``). The ``"action_mask"`` in PettingZoo's observation
+    is found without ``use_mask`` and moved to ``(group, "action_mask")``: random actions honour it."""
+    env = PettingZooWrapper(hospital_marl.parallel_env(scenario="normal_day"))
     assert env.group_map == {role: [role] for role in ROLES}
+    check_env_specs(env, seed=0)
+    rollout = env.rollout(STEPS, break_when_any_done=False)
+    assert rollout.batch_size[0] == STEPS
+    for role in ROLES:
+        assert (role, "action_mask") in rollout.keys(True)
+    assert_no_invalid_action(rollout, ROLES)
