@@ -512,6 +512,8 @@ def load_path(path: str | Path, name: str | None = None, backend: str = "auto") 
     else:
         if file.suffix != ".zip":
             raise FileNotFoundError(f"no SB3 model {file.with_suffix('.zip')} beside {file}")
+        if data is None:  # SB3 itself would fail an assert deep inside ``load``
+            raise ValueError(f"{file} is not a model: no Stable-Baselines3 save (no readable 'data' in it)")
         try:
             model = load_model(file)
         except (zipfile.BadZipFile, KeyError, ValueError) as exc:

@@ -6,9 +6,11 @@ same model object scores; or refused with one line. A policy whose decisions mos
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -48,18 +50,68 @@ MODELS = {
 }
 
 
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Callable[[str], tuple[Any, Path, dict[str, Any]]]:
+    """``kind`` -> (the model, its saved ``.zip``, ``grade(model)``): built once per module, shared by
+    the ``grade(path)`` and CLI tests (each costs a model and a grading run)."""
+    cache: dict[str, tuple[Any, Path, dict[str, Any]]] = {}
+
+    def get(kind: str) -> tuple[Any, Path, dict[str, Any]]:
+        if kind not in cache:
+            model = MODELS[kind](COMPOSED_ENV_ID)
+            path = tmp_path_factory.mktemp("saved") / "model"
+            model.save(path)  # what the user types; SB3 adds .zip
+            cache[kind] = (model, path.with_suffix(".zip"), grade(model, **GRADE))
+        return cache[kind]
+
+    return get
+
+
 @pytest.mark.parametrize("kind", MODELS)
-def test_saved_zip__plays_as_the_model_object_does(kind: str, tmp_path) -> None:
-    model = MODELS[kind](COMPOSED_ENV_ID)
-    model.save(tmp_path / "model")  # what the user types; SB3 adds .zip
-    by_path = grade(str(tmp_path / "model.zip"), **GRADE)
-    by_object = grade(model, **GRADE)
+def test_saved_zip__plays_as_the_model_object_does(kind: str, saved) -> None:
+    _, path, by_object = saved(kind)
+    by_path = grade(str(path), **GRADE)
     assert set(by_path["policy_faults"].values()) == {0}, by_path["policy_fault_messages"]
     assert "failed" not in by_path
     assert by_path["overall_score"] == by_object["overall_score"]
     assert by_path["scenarios"]["validation"]["counts"] == by_object["scenarios"]["validation"]["counts"]
     if kind.startswith("MaskablePPO"):
         assert by_path["invalid_action_rate"] == 0.0  # the mask reached it
+
+
+def test_cli_evaluate__a_users_maskable_ppo_zip_scores_as_the_model_object(saved, capsys) -> None:
+    """``hospital-marl evaluate --agent model.zip`` on what a user saved: exit 0, and the score the
+    model object itself gets from ``grade`` (before the fix: a no-op's score, exit 0)."""
+    from hospital_marl_cli.app import main
+
+    _, path, by_object = saved("MaskablePPO, default Dict")
+    args = ["--episodes", "1", "--seed", str(GRADE["seed"]), "--scenarios", *GRADE["scenarios"]]
+    assert main(["evaluate", "--agent", str(path), "--quiet", *args]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["overall_score"] == by_object["overall_score"]
+    assert report["policy_fault_rate"] == 0.0 and report["invalid_action_rate"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "content",
+    [{"readme.txt": "not a model"}, {"data": "{not json"}, None],
+    ids=["zip-without-data", "unreadable-data", "truncated"],
+)
+def test_cli_evaluate__a_foreign_or_corrupt_zip__one_line_and_nonzero(tmp_path, capsys, content) -> None:
+    from hospital_marl_cli.app import main
+
+    path = tmp_path / "model.zip"
+    if content is None:  # a real save cut short, as by an interrupted copy
+        sb3.PPO("MlpPolicy", gym.make("CartPole-v1"), **SMALL).save(tmp_path / "full")
+        path.write_bytes((tmp_path / "full.zip").read_bytes()[:300])
+    else:
+        with zipfile.ZipFile(path, "w") as archive:
+            for name, text in content.items():
+                archive.writestr(name, text)
+    assert main(["evaluate", "--agent", str(path), "--episodes", "1", "--scenarios", "normal_day"]) != 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hospital-marl: error: "), lines
+    assert str(path) in lines[0] and "model" in lines[0]
 
 
 def test_a_model_of_another_observation__refused_with_one_line(tmp_path) -> None:
@@ -95,15 +147,20 @@ def test_a_policy_that_never_faults__has_no_failed_key() -> None:
     assert "failed" not in report and report["policy_fault_rate"] == 0.0
 
 
-def test_evaluate__exits_nonzero_with_the_reason_on_stderr(tmp_path) -> None:
-    module = tmp_path / "broken_agent.py"
-    module.write_text("def act(observation, action_mask):\n    raise RuntimeError('my policy bug')\n")
-    run = subprocess.run(
-        [sys.executable, "-m", "hospital_marl_cli", "evaluate", "--agent", "broken_agent:act",
-         "--episodes", "1", "--scenarios", "normal_day", "--quiet"],
-        capture_output=True, text=True, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
-    )  # fmt: skip
-    assert run.returncode == 1, run.stderr
-    assert "my policy bug" in run.stderr and "faulted" in run.stderr
-    assert "failed" in json.loads(run.stdout)
+def test_evaluate__exits_nonzero_with_the_reason_on_stderr(tmp_path, monkeypatch, capsys) -> None:
+    """In-process (``main`` is what ``python -m hospital_marl_cli`` exits with): a user's module in the
+    current directory, as ``--agent module:attribute`` finds it."""
+    from hospital_marl_cli.app import main
+
+    (tmp_path / "broken_agent.py").write_text(
+        "def act(observation, action_mask):\n    raise RuntimeError('my policy bug')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main() appends the current directory
+    monkeypatch.delitem(sys.modules, "broken_agent", raising=False)
+    status = main(["evaluate", "--agent", "broken_agent:act", "--episodes", "1", "--scenarios", "normal_day"])
+    sys.modules.pop("broken_agent", None)
+    out = capsys.readouterr()
+    assert status == 1, out.err
+    assert "my policy bug" in out.err and "faulted" in out.err
+    assert "failed" in json.loads(out.out)

@@ -90,6 +90,8 @@ def test_inference_py__prints_exactly_the_protocol_and_the_graded_score(standin:
     ours = run_flat_episode(FirstLegalPolicy(), get_scenario("night_shift"), seed).score
     assert end.group(1) == ("true" if ours >= heuristic else "false")
     assert "[llm]" in done.stderr and "unusable replies" in done.stderr
+    # the success line names the --seed given, then the day it derives (issue #44)
+    assert seed != 3 and f"night_shift --seed 3 (day seed {seed}): score " in done.stderr
 
 
 def test_script__unusable_replies_are_reported_played_as_noop_and_counted(
@@ -111,6 +113,7 @@ def test_script__unusable_replies_are_reported_played_as_noop_and_counted(
     rewards, score = _replay_flat("surge", episode_seed(0, "surge", 0), [int(s.group(2)) for s in steps])
     assert [s.group(3) for s in steps] == rewards and end.group(3) == score
     assert "3 unusable replies" in err
+    assert f"surge --seed 0 (day seed {episode_seed(0, 'surge', 0)}): score " in err  # the success line
 
 
 def test_script__a_5xx_endpoint_ends_with_success_false_and_exit_1(
@@ -128,7 +131,8 @@ def test_script__a_5xx_endpoint_ends_with_success_false_and_exit_1(
     assert lines[ends[1]] == "[END] success=false steps=0 score=0.00 rewards="
     assert len(server.requests) == 2 + 2 + 2  # two answers, then per task one request and one retry
     assert err.count("FAILED after") == 2 and "500" in err
-    assert err.count("--seed 0 (day seed") == 2  # the seed given, then the day it derives (issue #44)
+    for scenario in ("normal_day", "surge"):  # the seed given, then the day it derives (issue #44)
+        assert f"{scenario} --seed 0 (day seed {episode_seed(0, scenario, 0)}): FAILED after" in err
     # Retries and 5xx answers are counted and reported.
     assert "4 requests, 2 retries, 4 5xx" in err
 
