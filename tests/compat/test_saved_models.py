@@ -142,6 +142,15 @@ def test_every_decision_faulted__report_flags_it_at_the_top() -> None:
     assert report["policy_fault_rate"] == 1.0 > FAULT_LIMIT
 
 
+def test_grading_doc__states_the_fault_rate_as_the_grader_counts_it() -> None:
+    """docs/grading.md's definition names the grader's own limits (issue #45: the skipped decisions)."""
+    from grading.isolated import MAX_FAULTS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "grading.md").read_text()
+    assert f"At {MAX_FAULTS} faults in one episode" in text and f"over {FAULT_LIMIT:.0%}" in text
+    assert "plus the decisions skipped after the budget dropped it" in text
+
+
 def test_a_policy_that_never_faults__has_no_failed_key() -> None:
     report = grade("greedy", **GRADE)
     assert "failed" not in report and report["policy_fault_rate"] == 0.0
