@@ -89,8 +89,9 @@ def venv_seeing_this_interpreter(env_dir: Path) -> Path:
     """A new venv whose ``sys.path`` ends with the running interpreter's site directories: the
     packages this test runs with, whether that is the machine's Python or a user's venv (a venv's
     ``system_site_packages`` would see the *base* interpreter's instead, without the user's
-    dependencies). Its own site-packages comes first, so what is installed there wins."""
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    dependencies). Its own site-packages comes first, so what is installed there wins. Without a pip
+    of its own (ensurepip took ~20 s): install into it with ``pip --python`` (:func:`pip_into`)."""
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
@@ -104,6 +105,12 @@ def venv_seeing_this_interpreter(env_dir: Path) -> Path:
     return python
 
 
+def pip_into(python: Path, *args: str) -> list[str]:
+    """The running interpreter's pip acting on the venv of ``python`` (pip's ``--python``, pip >= 22.3):
+    what it installs goes into that venv, scripts included, as the venv's own pip would put it."""
+    return [sys.executable, "-m", "pip", "--python", str(python), *args]
+
+
 @pytest.mark.slow
 def test_wheel__installed_elsewhere_runs_compare(dist: Path, tmp_path: Path) -> None:
     """A venv that sees the running interpreter's packages (the dependencies) but gets hospital_marl
@@ -113,11 +120,8 @@ def test_wheel__installed_elsewhere_runs_compare(dist: Path, tmp_path: Path) -> 
     python = venv_seeing_this_interpreter(env_dir)
     wheel = dist / f"hospital_marl-{VERSION}-py3-none-any.whl"
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PIP_CONSTRAINT")}
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True,
-        env=clean,
-    )
+    install = pip_into(python, "install", "-q", "--no-deps", "--no-index", str(wheel))
+    subprocess.run(install, check=True, env=clean)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     probe = "import hospital_marl, policies; print(hospital_marl.__file__, policies.__file__)"

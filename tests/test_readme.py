@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 import subprocess
@@ -19,6 +21,17 @@ RESULTS = (ROOT / "docs" / "results.md").read_text()
 SB3_GUIDE = (ROOT / "docs" / "training" / "sb3.md").read_text()
 sys.path.insert(0, str(ROOT / "tools"))
 import readme as readme_tool  # noqa: E402
+
+
+@functools.cache
+def _graded(agent: str, track: str) -> dict:
+    return grade(agent, episodes=10, seed=0, track=track)
+
+
+def graded(agent: str, track: str = "flat") -> dict:
+    """``grade(agent, episodes=10, seed=0, track=track)``, graded once per session: the scoreboard
+    and the checkpoints README's tables show the same grades (deterministic: the same report)."""
+    return copy.deepcopy(_graded(agent, track))
 
 
 def opening_commands() -> list[str]:
@@ -94,7 +107,7 @@ def test_readme__scoreboard_rows_match_what_the_command_prints(marker: str, trac
     assert f"`{command}`" in section
     agents = command.split("--agents ")[1].split(" --")[0].split()
     cheap = [a for a in agents if a not in SLOW_AGENTS]
-    reports = [grade(a, episodes=10, seed=0, track=track) for a in cheap]
+    reports = [graded(a, track) for a in cheap]
     for line in comparison_markdown(reports).splitlines():
         if line.startswith(("| agent", "|---")) or not line.strip():
             continue
@@ -143,13 +156,9 @@ def _readme_table(text: str, first_header: str) -> dict[tuple[str, str], str]:
 def ppo_table_reports() -> dict[str, dict]:
     from benchmarks import ppo_table
 
-    flat = {a: grade(a, episodes=10, seed=0) for a in ("random", "masked_random", "greedy", "fifo_severity")}
-    flat |= {a: grade(a, episodes=10, seed=0) for a in ("heuristic", "ppo")}
-    flat |= {a: grade(a, episodes=10, seed=0) for a in ("ppo_pruned", "ppo_nomask")}
-    team = {
-        a: grade(a, episodes=10, seed=0, track="team")
-        for a in ("masked_random", "team_heuristic", "team_ppo")
-    }
+    flat_agents = ("random", "masked_random", "greedy", "fifo_severity", "heuristic", "ppo", "ppo_pruned")
+    flat = {a: graded(a) for a in (*flat_agents, "ppo_nomask")}
+    team = {a: graded(a, "team") for a in ("masked_random", "team_heuristic", "team_ppo")}
     return {"module": ppo_table, "flat": flat, "team": team}
 
 
