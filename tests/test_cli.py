@@ -1,4 +1,6 @@
-"""The hospital-marl command, run as users run it (a subprocess)."""
+"""The hospital-marl command, run as users run it (a subprocess). The one-line error checks run
+``main()`` in this process (:func:`in_process`): ``python -m hospital_marl`` exits with what
+``main()`` returns or raises, and a process start (~3 s) per error message bought nothing more."""
 
 from __future__ import annotations
 
@@ -15,6 +17,18 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hospital_marl", *args], capture_output=True, text=True, timeout=300
     )
+
+
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    """``hospital-marl *args`` through ``main()`` here: its status (argparse's exit included) and output."""
+    from hospital_marl_cli import main
+
+    try:
+        status = main(list(args))
+    except SystemExit as exc:  # argparse's usage errors
+        status = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["hospital-marl", *args], status, out.out, out.err)
 
 
 def test_evaluate__prints_the_json_report_and_writes_it(tmp_path: Path) -> None:
@@ -85,8 +99,10 @@ def test_demo__plays_an_episode_with_frames() -> None:
         (("evaluate", "--agent", "team_heuristic"), "plays the team track, not 'flat'"),
     ],
 )
-def test_cli__unknown_names_fail_with_the_valid_ones_listed(args: tuple[str, ...], message: str) -> None:
-    run = cli(*args)
+def test_cli__unknown_names_fail_with_the_valid_ones_listed(
+    args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = in_process(capsys, *args)
     assert run.returncode == 2
     assert message in run.stderr
 
@@ -106,8 +122,10 @@ def test_cli__rejects_a_negative_seed() -> None:
         (("train", "ppo", "--timesteps", "lots"), "argument --timesteps: expected an int, got 'lots'"),
     ],
 )
-def test_cli__a_bad_value_names_its_flag_and_what_was_expected(args: tuple[str, ...], message: str) -> None:
-    run = cli(*args)
+def test_cli__a_bad_value_names_its_flag_and_what_was_expected(
+    args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = in_process(capsys, *args)
     assert run.returncode == 2
     assert message in run.stderr
     assert "Traceback" not in run.stderr
@@ -120,23 +138,27 @@ def _one_line_error(run: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def test_evaluate__a_missing_path_says_so(tmp_path: Path) -> None:
-    line = _one_line_error(cli("evaluate", "--agent", str(tmp_path / "runs" / "nothing_here")))
+def test_evaluate__a_missing_path_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = _one_line_error(in_process(capsys, "evaluate", "--agent", str(tmp_path / "runs" / "nothing_here")))
     assert "no policy file or run directory" in line and "nothing_here" in line
 
 
-def test_evaluate__a_directory_without_a_model_says_what_was_looked_for(tmp_path: Path) -> None:
-    line = _one_line_error(cli("evaluate", "--agent", str(tmp_path)))
+def test_evaluate__a_directory_without_a_model_says_what_was_looked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _one_line_error(in_process(capsys, "evaluate", "--agent", str(tmp_path)))
     assert f"no model in directory {tmp_path}" in line
     for looked_for in ("best_model.zip", "model.zip", "model.onnx", "model.json", "rllib.json"):
         assert looked_for in line
 
 
 @pytest.mark.parametrize("filename", ["notes.txt", "fake.zip", "fake.onnx"])
-def test_evaluate__a_file_that_is_not_a_model_says_so(tmp_path: Path, filename: str) -> None:
+def test_evaluate__a_file_that_is_not_a_model_says_so(
+    tmp_path: Path, filename: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / filename
     path.write_text("not a model")
-    line = _one_line_error(cli("evaluate", "--agent", str(path)))
+    line = _one_line_error(in_process(capsys, "evaluate", "--agent", str(path)))
     assert str(path) in line and "model" in line
 
 
