@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import importlib
 import itertools
 import json
 import os
 import pickle
+import py_compile
 import select
 import shutil
 import signal
@@ -178,6 +180,69 @@ def numba_caches() -> list[tuple[str, str]]:
             if os.path.basename(folder) == "__pycache__" and any(f.endswith(".nbi") for f in files):
                 pairs.append((os.path.dirname(folder), folder))
     return pairs
+
+
+_COMPILED: set[str] = set()
+"""Sources this process has already brought into the bytecode cache (checked once per process)."""
+
+
+def _trusted_roots() -> tuple[str, ...]:
+    """Directories whose Python sources the grader compiles for the sandbox: the interpreter's
+    (standard library, site-packages) and the project's packages. Never a submission's file."""
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    for name in PACKAGES:
+        root = _module_root(name)
+        if root is not None:
+            roots.add(os.path.realpath(os.path.join(root, name)))
+    return tuple(sorted(root.rstrip(os.sep) + os.sep for root in roots))
+
+
+def bytecode_cache() -> str | None:
+    """The trusted bytecode tree the policy's Python reads (``PYTHONPYCACHEPREFIX``), or None
+    where none can be made.
+
+    Why: the sandbox shows the packages read-only and sets ``PYTHONDONTWRITEBYTECODE``, so
+    without it every start compiled numba, gymnasium and this project from source (about 1 s of
+    CPU). The grader (trusted) compiles here, outside the sandbox, the trusted sources it has
+    itself imported (:func:`_trusted_roots`: the interpreter's and the project's, never a
+    submission's), into a directory keyed by interpreter and package version; the sandbox binds
+    it read-only, so no submission can write into it (or poison another's run). The files are
+    checked-hash pycs: Python uses one only if it was compiled from the very source it imports."""
+    from hospital_marl import __version__
+
+    ident = hashlib.sha256("\0".join([sys.executable, sys.version, sys.prefix]).encode()).hexdigest()[:12]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    root = os.path.join(
+        base, "hospital_marl", "sandbox-bytecode", f"{sys.implementation.cache_tag}-{__version__}-{ident}"
+    )
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError:
+        return None
+    trusted = _trusted_roots()
+    suffix = f".{sys.implementation.cache_tag}.pyc"
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or not file.endswith(".py"):
+            continue
+        for source in {os.path.abspath(file), os.path.realpath(file)}:
+            if source in _COMPILED:
+                continue
+            _COMPILED.add(source)
+            if not os.path.realpath(source).startswith(trusted):
+                continue
+            head, tail = os.path.split(source)
+            target = os.path.join(root, head.lstrip(os.sep), tail[:-3] + suffix)
+            with contextlib.suppress(OSError, py_compile.PyCompileError):
+                if os.path.exists(target) and os.path.getmtime(target) >= os.path.getmtime(source):
+                    continue
+                py_compile.compile(
+                    source,
+                    cfile=target,
+                    doraise=True,
+                    invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+                )
+    return root
 
 
 def _bind_system() -> list[str]:
@@ -328,11 +393,15 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": os.pathsep.join(paths)}
     env.update({k: os.environ[k] for k in ENV_PASSED if k in os.environ})
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    bytecode = bytecode_cache()
+    if bytecode is not None:
+        env["PYTHONPYCACHEPREFIX"] = bytecode
     python = [sys.executable, "-P", "-s", "-m", "grading.sandbox_child"]
     cwd = os.getcwd()
     if isolation == "sandbox":
         visible = [*paths, *{sys.prefix, sys.base_prefix, sys.exec_prefix}]
         visible += [p for _, p in numba_caches()]
+        visible += [bytecode] if bytecode is not None else []
         if isinstance(spec, str) and os.path.exists(spec):
             visible.append(os.path.dirname(os.path.abspath(spec)) or cwd)
         command = bwrap_command(python, [os.path.realpath(p) for p in visible] + visible, limits, cwd)
@@ -340,6 +409,8 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
     else:  # the grader's environment, as a child process has it (the weaker mode says so)
         command = python
         env = {**os.environ, "PYTHONPATH": env["PYTHONPATH"], "PYTHONDONTWRITEBYTECODE": "1"}
+        if bytecode is not None:
+            env["PYTHONPYCACHEPREFIX"] = bytecode
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by Started.kill)
     info_read, info_write = os.pipe() if isolation == "sandbox" else (None, None)
     if info_write is not None:
