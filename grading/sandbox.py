@@ -18,6 +18,11 @@ namespaces, in the grader's environment (as any child process): it can read the 
 network. It protects against accidents (crashes, hangs, floods), not against a submission that
 attacks the grader (the web view's agents use it: they are the server's own policies).
 
+Both read a trusted bytecode cache (:func:`bytecode_cache`): checked-hash pycs the grader
+compiles, outside the sandbox, from the interpreter's and the project's sources, bound
+read-only (the sandbox cannot write bytecode, so without it every start compiled its imports
+from source).
+
 When ``bwrap`` is missing or cannot make namespaces here, :func:`check_sandbox` says in one line
 what to install or enable; the sandbox is never silently replaced by the weaker mode.
 """
@@ -28,6 +33,7 @@ import contextlib
 import functools
 import hashlib
 import importlib
+import importlib.metadata
 import itertools
 import json
 import os
@@ -197,6 +203,16 @@ def _trusted_roots() -> tuple[str, ...]:
     return tuple(sorted(root.rstrip(os.sep) + os.sep for root in roots))
 
 
+@functools.lru_cache(maxsize=1)
+def _version() -> str:
+    """The installed package's version (read without importing the package: the policy's
+    process imports this module before numba's cache is set)."""
+    try:
+        return importlib.metadata.version("hospital_marl")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def bytecode_cache() -> str | None:
     """The trusted bytecode tree the policy's Python reads (``PYTHONPYCACHEPREFIX``), or None
     where none can be made.
@@ -208,12 +224,10 @@ def bytecode_cache() -> str | None:
     submission's), into a directory keyed by interpreter and package version; the sandbox binds
     it read-only, so no submission can write into it (or poison another's run). The files are
     checked-hash pycs: Python uses one only if it was compiled from the very source it imports."""
-    from hospital_marl import __version__
-
     ident = hashlib.sha256("\0".join([sys.executable, sys.version, sys.prefix]).encode()).hexdigest()[:12]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     root = os.path.join(
-        base, "hospital_marl", "sandbox-bytecode", f"{sys.implementation.cache_tag}-{__version__}-{ident}"
+        base, "hospital_marl", "sandbox-bytecode", f"{sys.implementation.cache_tag}-{_version()}-{ident}"
     )
     try:
         os.makedirs(root, exist_ok=True)

@@ -21,7 +21,7 @@ import pytest
 
 from grading.grader import grade
 from grading.isolated import MAX_FAULTS, IsolatedPolicy
-from grading.sandbox import Limits, SandboxUnavailable, _probe
+from grading.sandbox import Limits, SandboxUnavailable, _probe, bytecode_cache
 from tests.grading import sandbox_attacks as sa
 
 SECRET = "918273645"
@@ -194,6 +194,25 @@ def test_nothing_outside_its_tmp_is_writable(tmp_path) -> None:
     assert not any((Path(p) / marker).exists() for p in places)
 
 
+def test_the_trusted_bytecode_cache_cannot_be_poisoned() -> None:
+    """The sandbox's Python reads the bytecode the grader compiled (its modules come from the
+    cache), but can change none of it, nor the grader's compiled numba kernels: one submission
+    cannot plant code in the next one's run."""
+    root = bytecode_cache()
+    assert root is not None
+    kept = sorted(Path(root).rglob("*.pyc")) + sorted(
+        Path(ROOT).glob("hospital_marl/**/__pycache__/*.nb[ic]")
+    )
+    before = {path: path.read_bytes() for path in kept}
+    marker = f"poison-{uuid.uuid4().hex}"
+    (found,) = sa.finding(graded(sa.Poisoner(marker=marker)))
+    fields = dict(part.split("=") for part in found.split())
+    assert fields["prefix"] == "True" and int(fields["used"]) > 100
+    assert int(fields["tried"]) > 10 and fields["changed"] == "0"
+    assert {path: path.read_bytes() for path in kept} == before
+    assert not list(Path(root).rglob(marker)) and not list(Path(ROOT).glob(f"hospital_marl/**/{marker}"))
+
+
 def test_no_network() -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
@@ -267,6 +286,13 @@ def test_the_policys_process_is_clean_and_unprivileged(monkeypatch) -> None:
     assert fields["argv"] == "1" and SECRET not in found
     names = set(fields["env"].split(","))
     assert {"LEADERBOARD_TOKEN", "PYTEST_CURRENT_TEST"}.isdisjoint(names)
-    given = {"HOME", "PATH", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "NUMBA_CACHE_DIR"}
+    given = {
+        "HOME",
+        "PATH",
+        "PYTHONPATH",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONPYCACHEPREFIX",
+        "NUMBA_CACHE_DIR",
+    }
     set_inside = {"LC_CTYPE", "PWD", "SDL_AUDIODRIVER", "PYGAME_HIDE_SUPPORT_PROMPT"}  # Python, imports
     assert names <= given | set_inside
