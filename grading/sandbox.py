@@ -30,6 +30,7 @@ what to install or enable; the sandbox is never silently replaced by the weaker 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import importlib
@@ -58,6 +59,8 @@ MAX_ANSWER = 64 << 10
 """Bytes an answer from the policy's process may have (checked before it is read)."""
 MAX_REQUEST = 1 << 30
 """Bytes a request from the grader may have (the child's cap)."""
+PIPE_SIZE = 1 << 20
+"""Bytes the protocol's pipes hold (Linux's default unprivileged maximum; 64 KiB otherwise)."""
 SANDBOX_UID = 65534
 PACKAGES = ("grading", "hospital_marl", "policies")
 """Packages the child imports: their directories are visible in the sandbox (read-only)."""
@@ -459,6 +462,9 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
             os.close(info_write)
     if process.stdout is None or process.stdin is None:  # Popen was given PIPE for both
         raise RuntimeError("the sandbox's process has no pipes")
+    for fd in (process.stdin.fileno(), process.stdout.fileno()):
+        with contextlib.suppress(OSError):  # a frame of many decisions in one write, not 16
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
     channel = Channel(process.stdout.fileno(), process.stdin.fileno(), MAX_ANSWER)
     return Started(process, channel, stderr, info_read, cgroup)
 

@@ -21,6 +21,8 @@ import shutil
 import traceback
 from typing import Any
 
+import numpy as np
+
 IDLE_LIMIT = 24 * 3600.0
 """Seconds the process waits for its next request before it ends (the grader is gone)."""
 ANSWER_LIMIT = 60.0
@@ -101,7 +103,7 @@ class _Spaces:
 def main() -> None:
     import pickle
 
-    from grading.frames import Channel, FrameError
+    from grading.frames import Channel, FrameError, unpack
     from grading.sandbox import MAX_REQUEST
 
     read_fd, write_fd = _protocol_fds()
@@ -128,9 +130,9 @@ def main() -> None:
         if request[0] == "stop":
             return
         _, number, items = request
-        for slot, kind, args in items:  # one answer per item, as soon as it is known
+        for slot, kind, packed in items:  # one answer per item, as soon as it is known
             try:
-                status, payload = server.handle(slot, kind, args)
+                status, payload = server.handle(slot, kind, tuple(map(unpack, packed)))
             except BaseException:
                 status, payload = "error", _error()
             try:
@@ -149,6 +151,7 @@ class _Server:
         self.spec: Any = None
         self.policies: dict[int, Any] = {}
         self.views: dict[int, Any] = {}
+        self.buffers: dict[int, Any] = {}  # each ED slot's present, as bytes (patched each decision)
         self.name, self.tracks = "", tuple[str, ...]()
 
     def prepare(self) -> None:
@@ -193,9 +196,18 @@ class _Server:
         if kind == "reset":
             seed, present = args
             policy, self.views[slot] = self._policy(slot), mirror(present)
+            self.buffers[slot] = _own(present["buffer"])
             policy.reset(seed=seed, hospital=self.views[slot])
             return "ok", None
-        self.views[slot] = mirror(args[-1], self.views[slot])
+        present = args[-1]
+        if present.get("changed") is not None:  # the bytes that changed since the last present
+            where, values = present.pop("changed")
+            buffer = self.buffers[slot]
+            buffer[np.frombuffer(where, np.uint32)] = np.frombuffer(values, np.uint8)
+            present["buffer"] = buffer
+        else:
+            self.buffers[slot] = _own(present["buffer"])
+        self.views[slot] = mirror(present, self.views[slot])
         policy = self.policies[slot]
         value = policy.act(*args[:2]) if kind == "act" else policy.act_role(*args[:3])
         return _action(value)
@@ -212,6 +224,11 @@ class _Server:
         observation, mask, snapshot = args
         self.views[slot].restore(snapshot)
         return _action(self.policies[slot].act(observation, mask))
+
+
+def _own(buffer: bytes | None) -> Any:
+    """A writable copy of an exported present's bytes (None: the present was not packed)."""
+    return None if buffer is None else np.frombuffer(buffer, np.uint8).copy()
 
 
 def _action(value: Any) -> tuple[str, Any]:
