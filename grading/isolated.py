@@ -322,9 +322,10 @@ class _Isolated(FaultBudget):
         ``settled(i, action)`` is called as soon as item ``i``'s action is final (so the grader
         plays it while the policy's process works on the next)."""
         answers = [INVALID] * len(items)
+        final = [False] * len(items)
 
         def settle(i: int, action: int) -> None:
-            answers[i] = action
+            answers[i], final[i] = action, True
             if settled is not None:
                 settled(i, action)
 
@@ -348,9 +349,8 @@ class _Isolated(FaultBudget):
                         self._skip(episode.budget)
                         settle(i, INVALID)
                 break
-            done = self._exchange(batch, settle)
-            asked = {i for i, _, _, _ in batch[:done]}
-            pending = [i for i in pending if i not in asked]
+            self._exchange(batch, settle)
+            pending = [i for i in pending if not final[i]]
         return answers
 
     def _exchange(self, batch: list[_Entry], settle: Callable[[int, int], None]) -> int:
