@@ -99,9 +99,13 @@ def _wait(fd: int, deadline: float, write: bool) -> None:
 
 def pack(value: Any) -> Any:
     """An array, or a dict of arrays, as plain bytes and its layout; anything else as it is."""
-    if type(value) is np.ndarray:
+    if type(value) is np.ndarray and not value.dtype.hasobject:
         return ("array", value.dtype.str, value.shape, value.tobytes())
-    if type(value) is dict and value and all(type(v) is np.ndarray for v in value.values()):
+    if (
+        type(value) is dict
+        and value
+        and all(type(v) is np.ndarray and not v.dtype.hasobject for v in value.values())
+    ):
         layout = tuple((k, v.dtype.str, v.shape) for k, v in value.items())
         return ("arrays", layout, b"".join(v.tobytes() for v in value.values()))
     return ("value", value)

@@ -201,7 +201,7 @@ class _Episode:
 
 
 _Item = tuple[_Episode, str, tuple]
-"""A decision to ask: its episode, ``act`` / ``act_role`` / ``reset``, and its arguments."""
+"""A decision to ask: its episode, ``act`` or ``act_role``, and its arguments."""
 
 
 class _Isolated(FaultBudget):

@@ -57,24 +57,31 @@ def cli(agent: str, isolation: str) -> dict:
     return json.loads(done.stdout)
 
 
-class SeedThiefHere(sa.SeedThief):
-    def __init__(self) -> None:
-        super().__init__(secret=SECRET)
+class ThiefAndReader(sa.Attack):
+    """Both attacks on a leaderboard run, at its first decision: the seed thief's (argv,
+    ``__main__``, environment, ``/proc/*/cmdline`` and ``environ``), then the memory reader's
+    (``/proc/*/mem``). One CLI run per isolation for both: a run is a whole fresh grader."""
+
+    name = "thief_and_reader"
+
+    def attack(self) -> str:
+        return f"{sa.SeedThief(secret=SECRET).attack()} | {sa.MemoryReader(secret=SECRET).attack()}"
 
 
-class MemoryReaderHere(sa.MemoryReader):
-    def __init__(self) -> None:
-        super().__init__(secret=SECRET)
+@pytest.fixture(scope="module", params=["process", "sandbox"])
+def leaderboard_run(request) -> tuple[str, str, str]:
+    """(isolation, what the seed thief found, what the memory reader found) on a CLI run."""
+    (found,) = sa.finding(cli("tests.grading.test_sandbox_attacks:ThiefAndReader", request.param))
+    thief, reader = found.split(" | ")
+    return request.param, thief, reader
 
 
 # --------------------------------------------------------------- seed theft
-@pytest.mark.parametrize("isolation", ["process", "sandbox"])
-def test_the_seed_does_not_cross_argv_cmdline_environ_or_main(isolation: str) -> None:
+def test_the_seed_does_not_cross_argv_cmdline_environ_or_main(leaderboard_run) -> None:
     """The measured attack: ``--seed`` read from the spawn child's ``sys.argv`` or
     ``/proc/PPID/cmdline``. Under --isolation=process the grader's cmdline and environment are
     still readable (the attack is real); in the sandbox nothing shows the seed or the token."""
-    report = cli("tests.grading.test_sandbox_attacks:SeedThiefHere", isolation)
-    (found,) = sa.finding(report)
+    isolation, found, _ = leaderboard_run
     if isolation == "process":  # its own argv and __main__ are clean; its parent is not
         assert {"proc-cmdline", "proc-environ", "environ"} <= set(found.split(","))
         assert "argv" not in found and "__mp_main__" not in found
@@ -82,12 +89,10 @@ def test_the_seed_does_not_cross_argv_cmdline_environ_or_main(isolation: str) ->
         assert found == ""
 
 
-@pytest.mark.parametrize("isolation", ["process", "sandbox"])
-def test_the_graders_memory_is_out_of_reach(isolation: str) -> None:
+def test_the_graders_memory_is_out_of_reach(leaderboard_run) -> None:
     """``/proc/PPID/mem``: as root, a plain child reads the grader's memory (its argv holds the
     seed); in the sandbox there is no grader process to read."""
-    report = cli("tests.grading.test_sandbox_attacks:MemoryReaderHere", isolation)
-    (found,) = sa.finding(report)
+    isolation, _, found = leaderboard_run
     if isolation == "process":
         assert found.startswith("mem-")
     else:
@@ -226,10 +231,11 @@ def test_no_network() -> None:
 
 # ------------------------------------------------------------- honest play
 def test_honest_rt_policies_score_the_same_isolated() -> None:
+    """masked_random here; evenly_spaced in the CLI's test below (each isolated grade is a start)."""
     from grading.radiotherapy import grade_all
 
     days = {"n_episodes": 1, "seed": 5, "tasks": ["prostate"]}
-    for agent in ("evenly_spaced", "masked_random"):
+    for agent in ("masked_random",):
         here, there = grade_all(agent, **days), grade_all(agent, isolate=True, **days)
         assert there["policy_faults"] == dict.fromkeys(there["policy_faults"], 0)
         assert there["tasks"] == here["tasks"] and there["aggregate_score"] == here["aggregate_score"]

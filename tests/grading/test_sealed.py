@@ -298,7 +298,7 @@ def test_the_grader_never_unpickles_what_the_policy_process_sends(tmp_path) -> N
     marker = tmp_path / "pwned"
     report = grade(PipeForger(str(marker)), isolate=True, **ONE_DAY)
     assert not marker.exists()
-    assert report["policy_faults"]["protocol"] >= 1
+    assert report["policy_faults"]["protocol"] == 1 and sum(report["policy_faults"].values()) == 1
 
 
 class _Pwn:
@@ -310,10 +310,16 @@ class _Pwn:
 
 
 class PipeForger(FirstLegal):
+    """Forges at the day's first decision (a fresh process, reset later in the day, plays
+    honestly: one fault, one restart, a short test)."""
+
     name = "pipe_forger"
 
     def __init__(self, marker: str) -> None:
-        self.marker = marker
+        self.marker, self.hospital = marker, None
+
+    def reset(self, seed=None, hospital=None) -> None:
+        self.hospital = hospital
 
     def act(self, observation, action_mask):
         import gc
@@ -322,6 +328,8 @@ class PipeForger(FirstLegal):
 
         from grading.frames import Channel
 
+        if self.hospital is None or self.hospital.tick_count > 0:
+            return super().act(observation, action_mask)
         for obj in gc.get_objects():
             if isinstance(obj, Channel):  # its end of the protocol: a pickle, framed
                 payload = pickle.dumps((1, "ok", _Pwn(self.marker)))
