@@ -6,11 +6,12 @@ ways: in-process, ``isolate=True`` (bubblewrap, the default isolation) and
 ``isolate=True, isolation="process"`` (the same child without namespaces). Wall time includes
 the policy process's start (bwrap, Python, imports, the numba cache copy); the start is also
 timed on its own (``IsolatedPolicy(agent)`` then ``close()``), in wall and CPU seconds. CPU is
-the grader's (``process_time``) and the policy process's (``RUSAGE_CHILDREN``, once it has
-ended). A decision is a graded tick on the flat track. The reports must be equal (printed):
-the sandbox changes costs, not scores. The steady state (the process started) is measured per
-decision both ways the isolated grader asks: every episode of a scenario in lockstep (one
-request frame a step: the grader's way) and one decision a frame (the web view's agents).
+the grader's (``process_time``) and the policy process's (read in ``/proc`` with everything it
+started: the sandbox's processes are visible from the grader's side). A decision is a graded
+tick on the flat track. The reports must be equal (printed): the sandbox changes costs, not
+scores. The steady state (the process started) is measured per decision both ways the isolated
+grader asks: every episode of a scenario in lockstep (one request frame a step: the grader's
+way) and one decision a frame (the web view's agents).
 
 Target (printed as met or not, never asserted): the heuristic's isolated grade within 3x the
 in-process wall time.
@@ -24,13 +25,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from grading import sandbox
 from grading.common import episode_seed
 from grading.grader import SealedPolicy, flat_episode, grade, run_flat_episode
 from grading.isolated import IsolatedPolicy
@@ -62,47 +63,63 @@ def pipe_round_trip(n: int = 2000) -> float:
     return elapsed / n
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def tree_cpu(root: int) -> float:
+    """CPU seconds used so far by process ``root`` and everything under it (``/proc``): the
+    policy's process, seen from the grader's side of the sandbox."""
+    parent, cpu = {}, {}
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(name)] = int(fields[1])
+        cpu[int(name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid, used in cpu.items():
+        up = pid
+        while up not in (0, 1, root) and up in parent:
+            up = parent[up]
+        total += used if up == root else 0.0
+    return total
 
 
-def timed(agent: str, episodes: int, **options: object) -> tuple[dict, float, float, float]:
-    """(report, wall, grader CPU, policy process CPU) of one grade."""
-    wall, cpu, child = time.perf_counter(), time.process_time(), _children_cpu()
+def timed(agent: str, episodes: int, **options: object) -> tuple[dict, float, float]:
+    """(report, wall, grader CPU) of one grade."""
+    wall, cpu = time.perf_counter(), time.process_time()
     report = grade(agent, episodes=episodes, seed=0, **options)
-    return report, time.perf_counter() - wall, time.process_time() - cpu, _children_cpu() - child
+    return report, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def steady(
-    agent: str, isolation: str, lockstep: bool, seeds: list[int], start_cpu: float
-) -> tuple[float, float, float]:
+def steady(agent: str, isolation: str, lockstep: bool, seeds: list[int]) -> tuple[float, float, float]:
     """Per decision once the policy's process runs: (wall, grader CPU, policy process CPU)
-    seconds, ``seeds`` surge episodes in lockstep or one at a time. The policy process's CPU is
-    what it used from its start to its end less ``start_cpu`` (its start, measured apart), over
-    every decision it made (a warm-up episode's included)."""
+    seconds over ``seeds`` surge episodes, in lockstep or one at a time."""
     scenario = resolve_scenario("surge")
-    child = _children_cpu()
     policy = IsolatedPolicy(agent, isolation=isolation)
     try:
-        warm = run_flat_episode(policy, scenario, seeds[0] - 1).counts["ticks"]
-        wall, cpu = time.perf_counter(), time.process_time()
+        run_flat_episode(policy, scenario, seeds[0] - 1)
+        assert policy._process is not None
+        root = policy._process.pid
+        child, wall, cpu = tree_cpu(root), time.perf_counter(), time.process_time()
         if lockstep:
             results = policy.play_many([flat_episode(scenario, seed) for seed in seeds])
         else:
             results = [run_flat_episode(policy, scenario, seed) for seed in seeds]
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        wall, cpu, child = time.perf_counter() - wall, time.process_time() - cpu, tree_cpu(root) - child
     finally:
         policy.close()
     n = sum(r.counts["ticks"] for r in results)
-    return wall / n, cpu / n, (_children_cpu() - child - start_cpu) / (n + warm)
+    return wall / n, cpu / n, child / n
 
 
 def start_cost(agent: str, isolation: str) -> tuple[float, float]:
     """(wall, policy process CPU) seconds of starting the policy's process and loading the policy."""
-    wall, child = time.perf_counter(), _children_cpu()
-    IsolatedPolicy(agent, isolation=isolation).close()
-    return time.perf_counter() - wall, _children_cpu() - child
+    wall = time.perf_counter()
+    policy = IsolatedPolicy(agent, isolation=isolation)
+    wall = time.perf_counter() - wall
+    assert policy._process is not None
+    cpu = tree_cpu(policy._process.pid)
+    policy.close()
+    return wall, cpu
 
 
 def main() -> None:
@@ -116,31 +133,35 @@ def main() -> None:
     starts = {isolation: start_cost(args.agent, isolation) for isolation in ("sandbox", "process")}
     starts = {isolation: start_cost(args.agent, isolation) for isolation in ("sandbox", "process")}  # warm
 
-    here, here_wall, here_cpu, _ = timed(args.agent, args.episodes)
-    there, there_wall, there_cpu, there_child = timed(args.agent, args.episodes, isolate=True)
-    _, plain_wall, plain_cpu, plain_child = timed(
-        args.agent, args.episodes, isolate=True, isolation="process"
-    )
+    here, here_wall, here_cpu = timed(args.agent, args.episodes)
+    there, there_wall, there_cpu = timed(args.agent, args.episodes, isolate=True)
+    _, plain_wall, plain_cpu = timed(args.agent, args.episodes, isolate=True, isolation="process")
     decisions = sum(s["counts"]["ticks"] for s in here["scenarios"].values())
     episodes = args.episodes * len(here["scenarios"])
 
     print(f"agent {args.agent}: {episodes} episodes, {decisions} decisions (flat track)")
     print(
-        f"{'mode':<22}{'wall s':>9}{'grader CPU s':>14}{'policy CPU s':>14}{'x in-process':>14}"
+        f"{'mode':<22}{'wall s':>9}{'grader CPU s':>14}{'x in-process':>14}"
         f"{'us/decision':>13}{'ms/episode':>12}"
     )
-    for label, wall, cpu, child in (
-        ("in-process", here_wall, here_cpu, 0.0),
-        ("isolated (sandbox)", there_wall, there_cpu, there_child),
-        ("isolated (process)", plain_wall, plain_cpu, plain_child),
+    for label, wall, cpu in (
+        ("in-process", here_wall, here_cpu),
+        ("isolated (sandbox)", there_wall, there_cpu),
+        ("isolated (process)", plain_wall, plain_cpu),
     ):
         extra = wall - here_wall
         print(
-            f"{label:<22}{wall:>9.2f}{cpu:>14.2f}{child:>14.2f}{wall / here_wall:>14.2f}"
+            f"{label:<22}{wall:>9.2f}{cpu:>14.2f}{wall / here_wall:>14.2f}"
             f"{1e6 * extra / decisions:>13.1f}{1e3 * extra / episodes:>12.1f}"
         )
     for isolation, (wall, cpu) in starts.items():
         print(f"policy process start ({isolation}, load included): {wall:.2f} s wall, {cpu:.2f} s CPU")
+    cached, sandbox.bytecode_cache = sandbox.bytecode_cache, lambda: None
+    try:  # what the trusted bytecode cache saves: every import compiled from source instead
+        wall, cpu = start_cost(args.agent, "sandbox")
+    finally:
+        sandbox.bytecode_cache = cached
+    print(f"policy process start (sandbox, without the bytecode cache): {wall:.2f} s wall, {cpu:.2f} s CPU")
     print(
         f"reference: a pipe round trip between two processes {1e6 * pipe_round_trip():.1f} us; "
         f"python -c pass {1e3 * python_start():.0f} ms wall"
@@ -161,7 +182,7 @@ def main() -> None:
     )
     for isolation in ("sandbox", "process"):
         for lockstep in (True, False):
-            w, c, child = steady(args.agent, isolation, lockstep, seeds, starts[isolation][1])
+            w, c, child = steady(args.agent, isolation, lockstep, seeds)
             label = f"isolated ({isolation}, {'lockstep' if lockstep else 'one at a time'})"
             print(
                 f"  {label:<33}wall {1e6 * w:8.1f} us   grader CPU {1e6 * c:7.1f} us   "

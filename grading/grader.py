@@ -242,9 +242,8 @@ def _grade_scenarios(
     for scenario in scenarios:
         before = dict(getattr(agent, "faults", {}))
         seeds = [episode_seed(seed, scenario.name, i) for i in range(episodes)]
-        if callable(
-            getattr(agent, "play_many", None)
-        ):  # isolated: every episode in lockstep, one frame a step
+        if callable(getattr(agent, "play_many", None)):
+            # isolated: every episode at once, one request frame a step (progress once they end)
             results = agent.play_many([EPISODES[agent.track](scenario, s) for s in seeds])
             for i in range(episodes if progress is not None else 0):
                 progress(scenario.name, i)

@@ -34,11 +34,15 @@ def test_observations_and_masks_cross_as_equal_writable_arrays() -> None:
 
 
 def test_anything_else_crosses_as_it_is() -> None:
-    objects = np.array([{"a": 1}, None], dtype=object)  # no raw bytes of object pointers
-    for value in (3, "role", None, {}, {"a": np.zeros(2), "b": 1}, objects):
-        assert pack(value)[0] == "value"
-        got = unpack(pickle.loads(pickle.dumps(pack(value))))
-        assert got is value or np.array_equal(got, value) or got == value
+    for value in (3, "role", None, {}, ("flat", 2)):
+        assert pack(value)[0] == "value" and unpack(pickle.loads(pickle.dumps(pack(value)))) == value
+    mixed = {"a": np.arange(3), "b": 1}
+    assert pack(mixed)[0] == "value"
+    got = unpack(pickle.loads(pickle.dumps(pack(mixed))))
+    assert got["b"] == 1 and np.array_equal(got["a"], mixed["a"])
+    objects = np.array([{"a": 1}, None], dtype=object)  # never the raw bytes of object pointers
+    assert pack(objects)[0] == pack({"x": objects})[0] == "value"
+    assert unpack(pickle.loads(pickle.dumps(pack(objects)))).tolist() == objects.tolist()
 
 
 def test_the_bytecode_cache_holds_checked_hash_pycs_of_trusted_sources_only() -> None:
