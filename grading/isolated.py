@@ -168,7 +168,9 @@ def _answer(raw: bytes, number: int, slot: int) -> tuple[str, Any] | None:
 
 
 def _ready(raw: bytes) -> tuple[str, tuple[str, ...]] | str:
-    """The ``[0, "ready", [name, tracks]]`` frame as (name, tracks), or why it is not one."""
+    """The ``[0, "ready", [name, tracks, imported]]`` frame as (name, tracks), or why it is not
+    one. ``imported``, the top-level packages the policy's process imported, joins the packages
+    whose trusted sources the grader compiles for the next start (only names, at most 2,000)."""
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):
@@ -178,11 +180,11 @@ def _ready(raw: bytes) -> tuple[str, tuple[str, ...]] | str:
         if (
             value[1] == "ready"
             and isinstance(payload, list)
-            and len(payload) == 2
+            and len(payload) == 3
             and isinstance(payload[0], str)
-            and isinstance(payload[1], list)
-            and all(isinstance(t, str) for t in payload[1])
+            and all(isinstance(v, list) and all(isinstance(t, str) for t in v) for v in payload[1:])
         ):
+            sandbox.CHILD_PACKAGES.update(name for name in payload[2][:2000] if name.isidentifier())
             return payload[0], tuple(payload[1])
         return str(payload)
     return "a malformed answer"

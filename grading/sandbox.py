@@ -193,6 +193,11 @@ def numba_caches() -> list[tuple[str, str]]:
 
 _COMPILED: set[str] = set()
 """Sources this process has already brought into the bytecode cache (checked once per process)."""
+CHILD_PACKAGES: set[str] = {*PACKAGES, "numpy", "numba", "llvmlite", "scipy", "gymnasium", "pettingzoo"}
+"""Top-level packages whose modules the bytecode cache holds (with the standard library's):
+those the policy's process imports to play the built-in policies, and those the policy
+processes started so far said they had imported (a grader that imported more, e.g. torch for
+other work, does not compile it all for a sandbox that never imports it)."""
 
 
 def _trusted_roots() -> tuple[str, ...]:
@@ -237,10 +242,13 @@ def bytecode_cache() -> str | None:
     except OSError:
         return None
     trusted = _trusted_roots()
+    stdlib = os.path.realpath(os.path.dirname(os.__file__)) + os.sep
     suffix = f".{sys.implementation.cache_tag}.pyc"
-    for module in list(sys.modules.values()):
+    for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
         if not isinstance(file, str) or not file.endswith(".py"):
+            continue
+        if name.partition(".")[0] not in CHILD_PACKAGES and not os.path.realpath(file).startswith(stdlib):
             continue
         for source in {os.path.abspath(file), os.path.realpath(file)}:
             if source in _COMPILED:

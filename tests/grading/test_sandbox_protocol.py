@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+import grading.isolated
 import tests.grading.sandbox_attacks
 from grading.frames import pack, unpack
 from grading.sandbox import bytecode_cache
@@ -46,9 +47,10 @@ def test_anything_else_crosses_as_it_is() -> None:
 
 
 def test_the_bytecode_cache_holds_checked_hash_pycs_of_trusted_sources_only() -> None:
-    """Compiled from the interpreter's and the project's sources (numpy's, the grader's own),
-    never from a module outside them (here: the attackers' module the tests import), and
-    checked-hash: Python uses a pyc only for the very source it was compiled from."""
+    """Compiled from the interpreter's and the project's sources the grader has imported
+    (numpy's, the grader's own), never from a module outside them (here: the attackers' module
+    the tests import), and checked-hash: Python uses a pyc only for the very source it was
+    compiled from."""
     root = bytecode_cache()
     assert root is not None
     tag = sys.implementation.cache_tag
@@ -56,8 +58,6 @@ def test_the_bytecode_cache_holds_checked_hash_pycs_of_trusted_sources_only() ->
     def cached(module) -> Path:
         source = Path(module.__file__).resolve()
         return Path(root, *source.parent.parts[1:], f"{source.stem}.{tag}.pyc")
-
-    import grading.isolated
 
     for module in (np, grading.isolated):
         pyc = cached(module).read_bytes()
