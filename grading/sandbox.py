@@ -293,9 +293,11 @@ def bwrap_command(python: list[str], visible: list[str], limits: Limits, cwd: st
     system's libraries), a private ``/tmp``, ``/proc`` and ``/dev``."""
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [bwrap, *_NAMESPACES, "--hostname", "sandbox", *_bind_system()]
+    # the private /tmp first: what is visible under the grader's /tmp is bound over it, not hidden
+    args += ["--size", str(limits.tmp_size), "--tmpfs", "/tmp"]
     for path in sorted(set(visible), key=len):
         args += ["--ro-bind", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_size), "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--remount-ro", "/"]  # the root bwrap builds (mount points) read-only too: only /tmp is writable
     args += ["--chdir", cwd if cwd in visible else "/tmp"]
     return [*args, "--", *python]

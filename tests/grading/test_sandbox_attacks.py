@@ -241,6 +241,37 @@ def test_honest_rt_policies_score_the_same_isolated() -> None:
         assert there["tasks"] == here["tasks"] and there["aggregate_score"] == here["aggregate_score"]
 
 
+TMP_POLICY = """
+import os
+
+from tests.grading.sandbox_attacks import Attack
+
+
+class Policy(Attack):
+    name = "under_tmp"
+
+    def attack(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        try:
+            with open(os.path.join(here, "written"), "w") as f:
+                f.write("x")
+            return here
+        except OSError:
+            return ""
+"""
+
+
+def test_a_policy_under_the_graders_tmp_is_seen_read_only(tmp_path, monkeypatch) -> None:
+    """The sandbox's private /tmp is mounted first and what is visible under the grader's /tmp
+    bound over it (a policy there was hidden by it, and could not be loaded): it loads, plays,
+    and cannot write where it lies."""
+    (tmp_path / "tmp_policy_module.py").write_text(TMP_POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    report = graded("tmp_policy_module:Policy")
+    assert sa.finding(report) == [""] and report["policy_faults"]["garbage"] == 1
+    assert not (tmp_path / "written").exists()
+
+
 def test_the_cli_grades_radiotherapy_isolated(capsys) -> None:
     from hospital_marl_cli.app import main
 
