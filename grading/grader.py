@@ -13,7 +13,7 @@ means over scenarios of each scenario's episode means.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,36 +145,72 @@ def sealed(policy: Any) -> Any:
     return policy if callable(getattr(policy, "start", None)) else SealedPolicy(policy)
 
 
-def run_flat_episode(policy: Policy, scenario: Scenario | ScenarioDistribution, seed: int) -> EpisodeResult:
-    """One episode on the flat track: one Discrete(39) action per tick through the composed env.
-    The policy sees observations, masks and a sealed handle (:func:`sealed`)."""
-    agent = sealed(policy)
+Request = tuple
+"""What an episode asks of its policy: ``("start", seed, seal)``, ``("act", observation, mask)``
+or ``("act_role", role, observation, mask)``; the episode's generator is sent the answer."""
+
+
+def flat_episode(
+    scenario: Scenario | ScenarioDistribution, seed: int
+) -> Generator[Request, Any, EpisodeResult]:
+    """One episode on the flat track, as a generator of what it asks of its policy (one
+    Discrete(39) action per tick through the composed env): :func:`play` drives one, the
+    isolated grader many in lockstep."""
     env = HospitalEDEnv(scenario=scenario)
     obs, info = env.reset(seed=seed)
-    agent.start(policy_seed(seed), Seal(env.hospital))
+    yield ("start", policy_seed(seed), Seal(env.hospital))
     done = False
     while not done:
-        obs, _, terminated, truncated, info = env.step(agent.act(obs, info["action_mask"]))
+        action = yield ("act", obs, info["action_mask"])
+        obs, _, terminated, truncated, info = env.step(action)
         done = terminated or truncated
     return _result(env.hospital, seed)
 
 
-def run_team_episode(policy: Policy, scenario: Scenario | ScenarioDistribution, seed: int) -> EpisodeResult:
-    """One episode on the team track: one action per role per tick through the AEC env."""
-    agent = sealed(policy)
+def team_episode(
+    scenario: Scenario | ScenarioDistribution, seed: int
+) -> Generator[Request, Any, EpisodeResult]:
+    """One episode on the team track (one action per role per tick through the AEC env), as
+    :func:`flat_episode`."""
     env = HospitalAECEnv(scenario=scenario)
     env.reset(seed=seed)
-    agent.start(policy_seed(seed), Seal(env.hospital))
+    yield ("start", policy_seed(seed), Seal(env.hospital))
     for role in env.agent_iter():
         obs, _, terminated, truncated, _ = env.last()
         if terminated or truncated:
             action = None
         else:
-            action = agent.act_role(role, obs["observation"], obs["action_mask"])
+            action = yield ("act_role", role, obs["observation"], obs["action_mask"])
         env.step(action)
     return _result(env.hospital, seed)
 
 
+def play(agent: Any, episode: Generator[Request, Any, EpisodeResult]) -> EpisodeResult:
+    """Drive one episode with ``agent``'s ``start`` / ``act`` / ``act_role``."""
+    request = next(episode)
+    while True:
+        kind, *args = request
+        try:
+            request = episode.send(getattr(agent, kind)(*args))
+        except StopIteration as end:
+            return end.value
+
+
+def run_flat_episode(policy: Policy, scenario: Scenario | ScenarioDistribution, seed: int) -> EpisodeResult:
+    """One episode on the flat track: one Discrete(39) action per tick through the composed env.
+    The policy sees observations, masks and a sealed handle (:func:`sealed`)."""
+    return play(sealed(policy), flat_episode(scenario, seed))
+
+
+def run_team_episode(policy: Policy, scenario: Scenario | ScenarioDistribution, seed: int) -> EpisodeResult:
+    """One episode on the team track: one action per role per tick through the AEC env."""
+    return play(sealed(policy), team_episode(scenario, seed))
+
+
+EPISODES: dict[str, Callable[[Any, int], Generator[Request, Any, EpisodeResult]]] = {
+    "flat": flat_episode,
+    "team": team_episode,
+}
 RUNNERS: dict[str, Callable[[Policy, Any, int], EpisodeResult]] = {
     "flat": run_flat_episode,
     "team": run_team_episode,
@@ -205,11 +241,18 @@ def _grade_scenarios(
     per_scenario: dict[str, dict[str, Any]] = {}
     for scenario in scenarios:
         before = dict(getattr(agent, "faults", {}))
-        results = []
-        for i in range(episodes):
-            results.append(run(agent, scenario, episode_seed(seed, scenario.name, i)))
-            if progress is not None:
+        seeds = [episode_seed(seed, scenario.name, i) for i in range(episodes)]
+        if callable(getattr(agent, "play_many", None)):
+            # isolated: every episode at once, one request frame a step (progress once they end)
+            results = agent.play_many([EPISODES[agent.track](scenario, s) for s in seeds])
+            for i in range(episodes if progress is not None else 0):
                 progress(scenario.name, i)
+        else:
+            results = []
+            for i, episode in enumerate(seeds):
+                results.append(run(agent, scenario, episode))
+                if progress is not None:
+                    progress(scenario.name, i)
         per_scenario[scenario.name] = summarize_scenario(results)
         if before:
             per_scenario[scenario.name]["policy_faults"] = {k: agent.faults[k] - before[k] for k in FAULTS}
@@ -273,7 +316,7 @@ def grade(
     if not resolved:
         raise ValueError("scenarios must not be empty")
     if isolate:
-        agent: Any = IsolatedPolicy(policy, track, time_limit, isolation, limits)
+        agent: Any = IsolatedPolicy(policy, track, time_limit=time_limit, isolation=isolation, limits=limits)
     else:
         agent = SealedPolicy(as_policy(load(policy) if isinstance(policy, str) else policy, track))
     try:

@@ -7,9 +7,18 @@ episode's start, each decision's observation and mask, and the sealed present
 (:meth:`~hospital_marl.core.hospital.Seal.export`, from which it makes its own ``imagine()``
 copies) or, in radiotherapy, a copy of the plan and its state before each decision.
 
-**Faults.** Every request has a deadline (``time_limit`` seconds, the request's writing and its
-answer's reading together). Each of these is a counted fault (``policy_faults`` in the report)
-and plays the invalid action for the policy (the no-op, counted as an invalid action, SPEC §3):
+**Lockstep.** The grader plays every episode of a scenario at once (:meth:`_Isolated.play_many`):
+each step, one request frame carries every live episode's decision (observation, mask, present)
+and the policy's process answers each as soon as it has it, one small JSON frame per decision,
+while the grader already plays the answers it has. Episode ``i`` has a policy instance of its own
+in that process (a copy of the loaded policy, reset at the episode's start), so each episode is
+played exactly as alone, and faults, deadlines and the budget stay per episode. The one-at-a-time
+calls (:meth:`IsolatedPolicy.start`, ``act``, ``act_role``) remain, for the web view's agents and RT.
+
+**Faults.** Every decision has a deadline (``time_limit`` seconds from the request's writing,
+or from the answer before it in the same frame, to its answer). Each of these is a counted
+fault (``policy_faults`` in the report) and plays the invalid action for the policy (the no-op,
+counted as an invalid action, SPEC §3):
 
 - ``errors``: the policy raised (its process goes on);
 - ``garbage``: it answered something that is not an action of the mask's range (``2**70``,
@@ -19,12 +28,13 @@ and plays the invalid action for the policy (the no-op, counted as an invalid ac
 - ``protocol``: its process sent a frame that is oversized, malformed or not the answer asked for.
 
 After a timeout, a crash or a protocol fault the process is killed (with everything it started)
-and a fresh one continues the episode after a new ``reset`` (the policy's memory of the episode
-is lost: its own doing). **Fault budget**: at :data:`MAX_FAULTS` faults in one episode the
-policy is dropped for the rest of it: not restarted, not asked; every decision left is played
-as the no-op (counted as an invalid action) and counted in the report's ``policy_dropped``. So a
-policy that hangs or crashes in a loop costs the grader at most ``MAX_FAULTS`` time limits or
-process starts per episode. The in-process grader applies the same budget (same scores).
+and a fresh one continues every live episode after a new ``reset`` (the policy's memory of them
+is lost: its own doing); the decisions of that frame not yet answered are asked again there.
+**Fault budget**: at :data:`MAX_FAULTS` faults in one episode the policy is dropped for the rest
+of it: not asked again in it; every decision left is played as the no-op (counted as an invalid
+action) and counted in the report's ``policy_dropped``. So a policy that hangs or crashes in a
+loop costs the grader at most ``MAX_FAULTS`` time limits or process starts per episode. The
+in-process grader applies the same budget (same scores).
 """
 
 from __future__ import annotations
@@ -36,13 +46,13 @@ import math
 import pickle
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from grading import sandbox
-from grading.frames import FrameError
+from grading.frames import FrameError, pack
 from grading.sandbox import Limits, SandboxUnavailable
 from hospital_marl.core.hospital import warm_up
 
@@ -81,67 +91,135 @@ class PolicyFault(RuntimeError):
     """The policy's process could not start or load the policy."""
 
 
+class Budget:
+    """One episode's share of the fault budget: its faults so far, and whether the policy was
+    dropped for the rest of it."""
+
+    __slots__ = ("dropped", "faults")
+
+    def __init__(self) -> None:
+        self.faults, self.dropped = 0, False
+
+
 class FaultBudget:
-    """Counting faults and the per-episode budget: shared by the in-process and isolated graders."""
+    """Counting faults and the per-episode budget: shared by the in-process and isolated graders.
+    A method given no ``episode`` applies to the current one (the sequential graders)."""
 
     def __init__(self) -> None:
         self.faults = dict.fromkeys(FAULTS, 0)
         self.messages: list[str] = []
         self.dropped = {"episodes": 0, "decisions": 0}
-        self._episode_faults = 0
-        self._dropped = False
+        self._episode = Budget()
 
-    def _new_episode(self) -> None:
-        self._episode_faults, self._dropped = 0, False
+    @property
+    def _dropped(self) -> bool:
+        return self._episode.dropped
 
-    def _count(self, key: str, detail: Any) -> None:
+    def _new_episode(self) -> Budget:
+        self._episode = Budget()
+        return self._episode
+
+    def _say(self, message: str) -> None:
+        if len(self.messages) < MESSAGES:
+            self.messages.append(message)
+
+    def _count(self, key: str, detail: Any, episode: Budget | None = None) -> None:
+        episode = episode if episode is not None else self._episode
         self.faults[key] += 1
-        self._episode_faults += 1
-        if len(self.messages) < MESSAGES and detail:
-            self.messages.append(f"{key}: {str(detail)[:500]}")
-        if self._episode_faults >= MAX_FAULTS and not self._dropped:
-            self._dropped = True
+        episode.faults += 1
+        if detail:
+            self._say(f"{key}: {str(detail)[:500]}")
+        if episode.faults >= MAX_FAULTS and not episode.dropped:
+            episode.dropped = True
             self.dropped["episodes"] += 1
-            if len(self.messages) < MESSAGES:
-                self.messages.append(
-                    f"dropped: {MAX_FAULTS} faults in one episode; the policy was not asked again in it "
-                    "(its decisions left were played as the no-op)"
-                )
+            self._say(
+                f"dropped: {MAX_FAULTS} faults in one episode; the policy was not asked again in it "
+                "(its decisions left were played as the no-op)"
+            )
 
-    def _skip(self) -> bool:
+    def _drop(self, episode: Budget) -> None:
+        """Drop the policy for the rest of ``episode`` (its process could not be restarted)."""
+        if not episode.dropped:
+            episode.dropped = True
+            self.dropped["episodes"] += 1
+
+    def _skip(self, episode: Budget | None = None) -> bool:
         """Whether this decision is skipped (the policy was dropped for the episode)."""
-        if self._dropped:
+        episode = episode if episode is not None else self._episode
+        if episode.dropped:
             self.dropped["decisions"] += 1
-        return self._dropped
+        return episode.dropped
 
 
-def _answer(raw: bytes) -> tuple[int, str, Any] | None:
-    """An answer from the policy's process, or None if it is not one (read as JSON, never a pickle)."""
+def _answer(raw: bytes, number: int, slot: int) -> tuple[str, Any] | None:
+    """The answer ``[number, slot, status, payload]`` to item ``slot`` of request ``number``, as
+    (status, payload), or None if it is not that (read as JSON, never a pickle)."""
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(value, list) or len(value) != 3:
+    if not isinstance(value, list) or len(value) != 4:
         return None
-    number, status, payload = value
-    if (
-        not isinstance(number, int)
-        or isinstance(number, bool)
-        or status not in ("ok", "error", "garbage", "ready")
-    ):
+    if value[0] != number or value[1] != slot or type(value[0]) is not int or type(value[1]) is not int:
         return None
-    return number, status, payload
+    if value[2] not in ("ok", "error", "garbage"):
+        return None
+    return value[2], value[3]
+
+
+def _ready(raw: bytes) -> tuple[str, tuple[str, ...]] | str:
+    """The ``[0, "ready", [name, tracks, imported]]`` frame as (name, tracks), or why it is not
+    one. ``imported``, the top-level packages the policy's process imported, joins the packages
+    whose trusted sources the grader compiles for the next start (only names, at most 2,000)."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return "a malformed answer"
+    if isinstance(value, list) and len(value) == 3 and value[0] == 0 and value[1] in ("ready", "error"):
+        payload = value[2]
+        if (
+            value[1] == "ready"
+            and isinstance(payload, list)
+            and len(payload) == 3
+            and isinstance(payload[0], str)
+            and all(isinstance(v, list) and all(isinstance(t, str) for t in v) for v in payload[1:])
+        ):
+            sandbox.CHILD_PACKAGES.update(name for name in payload[2][:2000] if name.isidentifier())
+            return payload[0], tuple(payload[1])
+        return str(payload)
+    return "a malformed answer"
+
+
+class _Episode:
+    """One episode as the isolated grader keeps it: its slot (its policy instance in the policy's
+    process), its seed and seal, its budget, and whether the current process has been reset on it."""
+
+    def __init__(self, slot: int, seed: int, seal: Any, spaces: Any = None) -> None:
+        self.slot, self.seed, self.seal, self.spaces = slot, seed, seal, spaces
+        self.budget = Budget()
+        self.reset = False
+        self.shape: Any = None
+        self.sent: Any = None  # the present's bytes as the policy's process last got them
+
+
+_Item = tuple[_Episode, str, tuple]
+"""A decision to ask: its episode, ``act`` or ``act_role``, and its arguments."""
 
 
 class _Isolated(FaultBudget):
-    """A policy in a sandboxed process, asked over the frame protocol (see the module docstring)."""
+    """A policy in a sandboxed process, asked over the frame protocol (see the module docstring).
+
+    Subclasses say which environment (:attr:`env`, the default :attr:`track`), how to warm it up
+    and what an episode's ``reset`` and a decision carry besides the observation and mask."""
 
     env = "ed"
+    default_track = "flat"
 
     def __init__(
         self,
         policy: Any,
-        track: str = "flat",
+        track: str | None = None,
+        *,
         time_limit: float = TIME_LIMIT,
         isolation: str = "sandbox",
         limits: Limits | None = None,
@@ -153,11 +231,12 @@ class _Isolated(FaultBudget):
         if isolation not in sandbox.ISOLATIONS:
             raise ValueError(f"isolation must be one of {sandbox.ISOLATIONS}, got {isolation!r}")
         super().__init__()
-        self.spec, self.track, self.time_limit = policy, track, float(time_limit)
+        self.spec, self.track, self.time_limit = policy, track or self.default_track, float(time_limit)
         self.isolation, self.limits = isolation, limits or Limits()
         self._process: sandbox.Started | None = None
         self._numbers = itertools.count(1)
-        self._started = False  # an episode is under way (a restart resets the policy on it)
+        self._current: _Episode | None = None  # the episode of the one-at-a-time calls
+        self._live: list[_Episode] = []  # episodes under way (reset again after a restart)
         if isolation == "sandbox":
             sandbox.check_sandbox()  # (before the warm-up: a missing bwrap says so at once)
         self._warm_up()
@@ -167,6 +246,12 @@ class _Isolated(FaultBudget):
         """Compile the environment's kernels here first: the sandbox copies the grader's compiled
         code, but cannot write to its cache (what it compiles is lost when it ends)."""
         warm_up()
+
+    def _reset_args(self, episode: _Episode) -> tuple:
+        raise NotImplementedError
+
+    def _decision_args(self, episode: _Episode, args: tuple) -> tuple:
+        raise NotImplementedError
 
     # ------------------------------------------------------------ process
     def _start(self) -> tuple[str, tuple[str, ...]]:
@@ -184,18 +269,32 @@ class _Isolated(FaultBudget):
             self._kill()
             last = f": {words[-1]}" if words else ""
             raise PolicyFault(f"the policy's process did not start ({error}){last}") from None
-        answer = _answer(raw)
-        if answer is None or answer[1] != "ready" or not _ready(answer[2]):
+        ready = _ready(raw)
+        if isinstance(ready, str):
             self._kill()
-            detail = str(answer[2] if answer else "a malformed answer").strip().splitlines() or ["no answer"]
+            detail = ready.strip().splitlines() or ["no answer"]
             raise PolicyFault(f"the policy could not be loaded in its process: {detail[-1][:500]}")
-        name, tracks = answer[2]
-        return name, tuple(tracks)
+        return ready
 
     def _kill(self) -> None:
         if self._process is not None:
             self._process.kill()
             self._process = None
+        for episode in self._live:  # a new process knows none of them
+            episode.reset = False
+
+    def _restart(self, episodes: list[_Episode]) -> bool:
+        """A fresh process (each episode is reset in it before its next decision); if it cannot
+        start, ``episodes`` are dropped (a start is tried again at the next episode)."""
+        try:
+            self._start()
+        except (PolicyFault, SandboxUnavailable) as error:
+            self._kill()
+            self._say(f"restart failed: {str(error)[:500]}")
+            for episode in episodes:
+                self._drop(episode.budget)
+            return False
+        return True
 
     def close(self) -> None:
         """End the policy's process and everything it started."""
@@ -216,88 +315,148 @@ class _Isolated(FaultBudget):
             self._kill()
 
     # -------------------------------------------------------------- calls
-    def _ask(self, kind: str, *args: Any) -> tuple[str, Any]:
-        """Send a request, read its answer before the deadline: (status, payload), where status
-        is ``ok``/``error``/``garbage`` or a fault that ended the process."""
-        if self._process is None:
-            return "crashes", "no process"
+    def _ask(self, items: list[_Item], settled: Callable[[int, int], None] | None = None) -> list[int]:
+        """Ask every item's decision in as few frames as faults allow: one request frame (an
+        episode the process has not been reset on is reset in it first), one answer frame per
+        entry, each within ``time_limit`` of the one before. A fault is counted for its
+        episode and played as :data:`INVALID`; a fault that ends the process (timeout, crash,
+        protocol) ends it, and the items after it are asked again in a fresh process.
+        ``settled(i, action)`` is called as soon as item ``i``'s action is final (so the grader
+        plays it while the policy's process works on the next)."""
+        answers = [INVALID] * len(items)
+        final = [False] * len(items)
+
+        def settle(i: int, action: int) -> None:
+            answers[i], final[i] = action, True
+            if settled is not None:
+                settled(i, action)
+
+        pending = list(range(len(items)))
+        while pending:
+            batch: list[_Entry] = []
+            for i in pending:
+                episode, kind, args = items[i]
+                if episode.budget.dropped:
+                    self._skip(episode.budget)
+                    settle(i, INVALID)
+                    continue
+                if not episode.reset:
+                    batch.append((-1, episode, "reset", self._reset_args(episode)))
+                batch.append((i, episode, kind, self._decision_args(episode, args)))
+            if not batch:
+                break
+            if self._process is None and not self._restart([e for _, e, _, _ in batch]):
+                for i, episode, _, _ in batch:
+                    if i >= 0:
+                        self._skip(episode.budget)
+                        settle(i, INVALID)
+                break
+            self._exchange(batch, settle)
+            pending = [i for i in pending if not final[i]]
+        return answers
+
+    def _exchange(self, batch: list[_Entry], settle: Callable[[int, int], None]) -> int:
+        """Send ``batch`` as one frame and read its answers in order (each decision's action
+        ``settle``-d); returns how many entries are done (all, or up to the one whose fault ended
+        the process, which is played as :data:`INVALID`)."""
+        assert self._process is not None
         number = next(self._numbers)
         channel = self._process.channel
-        deadline = time.monotonic() + self.time_limit
+        request = ("batch", number, [(e.slot, kind, tuple(map(pack, args))) for _, e, kind, args in batch])
         try:
-            channel.send(
-                pickle.dumps((kind, number, *args), protocol=pickle.HIGHEST_PROTOCOL), self.time_limit
-            )
-            raw = channel.receive(max(0.0, deadline - time.monotonic()))
+            channel.send(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL), self.time_limit)
         except FrameError as error:
-            if error.kind == "timeout":
-                return "timeouts", f"no answer within {self.time_limit:g} s"
-            if error.kind == "oversized":
-                return "protocol", str(error)
-            code = self._process.process.poll()
-            return "crashes", f"the policy's process ended (exit status {code})"
-        answer = _answer(raw)
-        if answer is None:
-            return "protocol", "a malformed answer"
-        if answer[0] != number or answer[1] == "ready":
-            return "protocol", f"an answer that was not asked for ({answer[1]!r} #{answer[0]})"
-        return answer[1], answer[2]
+            return self._ended(batch, 0, error, settle)
+        for position, (i, episode, _, args) in enumerate(batch):
+            try:
+                raw = channel.receive(self.time_limit)
+            except FrameError as error:
+                return self._ended(batch, position, error, settle)
+            if episode.budget.dropped:  # dropped earlier in this frame: not asked any more
+                if i >= 0:
+                    self._skip(episode.budget)
+                    settle(i, INVALID)
+                continue
+            answer = _answer(raw, number, episode.slot)
+            if answer is None:
+                error = FrameError("protocol", "a malformed answer, or one that was not asked for")
+                return self._ended(batch, position, error, settle)
+            status, payload = answer
+            if i < 0:
+                episode.reset = True  # (a reset that raised is a fault; the episode goes on)
+            elif status == "ok" and in_range(payload, args[-2]):
+                settle(i, payload)
+                continue
+            elif status == "ok":
+                status, payload = "garbage", f"not an action of the mask's range: {str(payload)[:200]}"
+            if status != "ok":
+                self._count({"error": "errors"}.get(status, status), payload, episode.budget)
+            if i >= 0:
+                settle(i, INVALID)
+        return len(batch)
 
-    def _fault(self, status: str, detail: Any) -> int:
-        key = {"error": "errors"}.get(status, status)
-        self._count(key, detail)
-        if key in ("timeouts", "crashes", "protocol") or self._dropped:
-            self._kill()  # stuck, gone or lying: its process (and all it started) ends
-            if not self._dropped:
-                self._restart()
-        return INVALID
-
-    def _restart(self) -> None:
-        """A fresh process, reset on the episode so far (a start that fails drops the episode)."""
-        try:
-            self._start()
-        except (PolicyFault, SandboxUnavailable) as error:
-            self._kill()
-            if len(self.messages) < MESSAGES:
-                self.messages.append(f"restart failed: {str(error)[:500]}")
-            if not self._dropped:
-                self._dropped = True
-                self.dropped["episodes"] += 1
-            return
-        if self._started:
-            self._begin()
-
-    def _begin(self) -> None:
-        raise NotImplementedError
-
-    def _decide(self, kind: str, action_mask: Any, *args: Any) -> int:
-        if self._skip():
-            return INVALID
-        status, payload = self._ask(kind, *args)
-        if status == "ok" and in_range(payload, action_mask):
-            return payload
-        if status == "ok":
-            return self._fault("garbage", f"not an action of the mask's range: {str(payload)[:200]}")
-        return self._fault(status, payload)
-
-    def _new(self) -> None:
-        """A new episode: a fresh budget, a process if the last one was ended."""
-        self._new_episode()
-        self._started = True
-        if self._process is None:
-            self._restart()
+    def _ended(
+        self, batch: list[_Entry], position: int, error: FrameError, settle: Callable[[int, int], None]
+    ) -> int:
+        """The process failed entry ``position`` (a counted fault for its episode; a decision is
+        played as :data:`INVALID`): it is ended. Returns how many entries are done."""
+        i, episode, _, _ = batch[position]
+        if error.kind == "timeout":
+            self._count("timeouts", f"no answer within {self.time_limit:g} s", episode.budget)
+        elif error.kind in ("oversized", "protocol"):
+            self._count("protocol", str(error), episode.budget)
         else:
-            self._begin()
+            code = self._process.process.poll() if self._process is not None else None
+            self._count("crashes", f"the policy's process ended (exit status {code})", episode.budget)
+        self._kill()
+        if i >= 0:
+            settle(i, INVALID)
+        return position + 1
+
+    # ------------------------------------------------------ one at a time
+    def _begin(self, episode: _Episode) -> None:
+        """A new episode for the one-at-a-time calls (reset in the process before its first decision)."""
+        self._episode = episode.budget
+        self._current, self._live = episode, [episode]
+
+    def _decide(self, kind: str, *args: Any) -> int:
+        if self._current is None:
+            raise RuntimeError("start() an episode before asking for an action")
+        return self._ask([(self._current, kind, args)])[0]
+
+    # ------------------------------------------------------ many at once
+    def play_many(self, episodes: Sequence[Generator[Any, Any, Any]]) -> list[Any]:
+        """Play every episode (generators of :func:`grading.grader.flat_episode`'s requests) in
+        lockstep: each step, one request frame with every live episode's decision, one answer
+        frame per decision. Episode ``i`` is slot ``i`` in the policy's process (a policy
+        instance of its own, reset at the episode's start), so each result equals the episode
+        played alone; faults and the budget are per episode, as one at a time."""
+        results: list[Any] = [None] * len(episodes)
+        asking: dict[int, _Item] = {}
+
+        def advance(slot: int, answer: Any) -> None:
+            try:
+                kind, *args = episodes[slot].send(answer)
+            except StopIteration as end:
+                results[slot] = end.value
+                asking.pop(slot, None)
+                return
+            asking[slot] = (asking[slot][0], kind, tuple(args))
+
+        for slot, episode in enumerate(episodes):
+            _, seed, seal = next(episode)  # ("start", seed, seal): the reset goes with the first decision
+            asking[slot] = (_Episode(slot, seed, seal), "", ())
+            advance(slot, None)
+        while asking:
+            self._live = [item[0] for item in asking.values()]
+            slots = list(asking)
+            self._ask([asking[s] for s in slots], lambda i, action, slots=slots: advance(slots[i], action))
+        self._live = []
+        return results
 
 
-def _ready(payload: Any) -> bool:
-    return (
-        isinstance(payload, list)
-        and len(payload) == 2
-        and isinstance(payload[0], str)
-        and isinstance(payload[1], list)
-        and all(isinstance(t, str) for t in payload[1])
-    )
+_Entry = tuple[int, _Episode, str, tuple]
+"""An entry of a request frame: its item's index (-1: the episode's reset), episode, kind, arguments."""
 
 
 class IsolatedPolicy(_Isolated):
@@ -307,50 +466,40 @@ class IsolatedPolicy(_Isolated):
     untrusted code never runs in the grader's) or a picklable object :func:`policies.as_policy`
     accepts. ``isolation``: ``"sandbox"`` (bubblewrap; :func:`grading.sandbox.check_sandbox`
     raises if it cannot run here) or, by name only, the weaker ``"process"``. Use it as a
-    context manager (or call :meth:`close`)."""
+    context manager (or call :meth:`close`). :meth:`play_many` plays many episodes at once
+    (the grader's way); :meth:`start` / :meth:`act` / :meth:`act_role` one at a time."""
 
-    def __init__(
-        self,
-        policy: Any,
-        track: str = "flat",
-        time_limit: float = TIME_LIMIT,
-        isolation: str = "sandbox",
-        limits: Limits | None = None,
-    ) -> None:
-        self._seal: Any = None
-        self._seed: int | None = None
-        self._shape: Any = None
-        super().__init__(policy, track, time_limit, isolation, limits)
+    def _reset_args(self, episode: _Episode) -> tuple:
+        """``reset(seed, hospital=<the present>)`` in the policy's process."""
+        present = episode.seal.export()
+        episode.shape, episode.sent = present["shape"], present["buffer"]
+        return (episode.seed, present)
 
-    def _begin(self) -> None:
-        """``reset(seed, hospital=<the present>)`` in the policy's process (a fault is counted)."""
-        present = self._seal.export()
-        self._shape = present["shape"]
-        status, detail = self._ask("reset", self._seed, present)
-        if status != "ok":
-            self._fault(status, detail)
+    def _decision_args(self, episode: _Episode, args: tuple) -> tuple:
+        present = episode.seal.export(full=False)
+        if present["shape"] != episode.shape or present["buffer"] is None or episode.sent is None:
+            # the present grew (its layout crosses again), or it is not one packed buffer
+            present = episode.seal.export()
+            episode.shape, episode.sent = present["shape"], present["buffer"]
+            return (*args, present)
+        # Only the bytes that changed since the last present sent (a tick changes a few hundred
+        # of the ~16 KB, mostly zeros): the policy's process patches its own copy.
+        new = np.frombuffer(present["buffer"], np.uint8)
+        changed = np.flatnonzero(new != np.frombuffer(episode.sent, np.uint8)).astype(np.uint32)
+        episode.sent = present["buffer"]
+        present["buffer"] = None
+        present["changed"] = (changed.tobytes(), new[changed].tobytes())
+        return (*args, present)
 
     def start(self, seed: int, seal: Any) -> None:
         """A new episode: ``reset(seed, hospital=<the sealed present>)`` in the policy's process."""
-        self._seal, self._seed = seal, seed
-        self._new()
-
-    def _present(self) -> dict[str, Any]:
-        present = self._seal.export(full=False)
-        if present["shape"] != self._shape:  # the present grew: its layout crosses again
-            present = self._seal.export()
-            self._shape = present["shape"]
-        return present
+        self._begin(_Episode(0, seed, seal))
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
-        if self._dropped:
-            return self._decide("act", action_mask)
-        return self._decide("act", action_mask, observation, action_mask, self._present())
+        return self._decide("act", observation, action_mask)
 
     def act_role(self, role: str, observation: np.ndarray, action_mask: np.ndarray) -> int:
-        if self._dropped:
-            return self._decide("act_role", action_mask)
-        return self._decide("act_role", action_mask, role, observation, action_mask, self._present())
+        return self._decide("act_role", role, observation, action_mask)
 
 
 class IsolatedRTPolicy(_Isolated):
@@ -359,18 +508,7 @@ class IsolatedRTPolicy(_Isolated):
     as in-process) and the env's spaces; before each decision the plan's state."""
 
     env = "radiotherapy"
-
-    def __init__(
-        self,
-        agent: Any,
-        time_limit: float = TIME_LIMIT,
-        isolation: str = "sandbox",
-        limits: Limits | None = None,
-    ) -> None:
-        self._seal: Any = None
-        self._seed: int | None = None
-        self._spaces: tuple[Any, Any] | None = None
-        super().__init__(agent, "radiotherapy", time_limit, isolation, limits)
+    default_track = "radiotherapy"
 
     def _warm_up(self) -> None:
         from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv
@@ -379,20 +517,18 @@ class IsolatedRTPolicy(_Isolated):
         _, info = env.reset(seed=0)
         env.step(int(np.flatnonzero(info["action_mask"])[0]))
 
-    def _begin(self) -> None:
-        status, detail = self._ask("reset", self._seed, self._seal.export(), self._spaces)
-        if status != "ok":
-            self._fault(status, detail)
+    def _reset_args(self, episode: _Episode) -> tuple:
+        return (episode.seed, episode.seal.export(), episode.spaces)
+
+    def _decision_args(self, episode: _Episode, args: tuple) -> tuple:
+        return (*args, episode.seal.snapshot())
 
     def start(self, seed: int, env: Any, seal: Any) -> None:
         """A new episode on ``env`` (its spaces cross), whose plan ``seal`` guards."""
-        self._seal, self._seed, self._spaces = seal, seed, (env.action_space, env.observation_space)
-        self._new()
+        self._begin(_Episode(0, seed, seal, (env.action_space, env.observation_space)))
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
-        if self._dropped:
-            return self._decide("act", action_mask)
-        return self._decide("act", action_mask, observation, action_mask, self._seal.snapshot())
+        return self._decide("act", observation, action_mask)
 
 
 __all__ = [

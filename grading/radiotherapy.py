@@ -208,7 +208,11 @@ def grade_all(
     resolved = [get_task(t) for t in (tasks if tasks is not None else BUILTIN_TASKS)]
     if not resolved:
         raise ValueError("tasks must not be empty")
-    policy = IsolatedRTPolicy(agent, time_limit, isolation, limits) if isolate else as_agent(agent)
+    policy = (
+        IsolatedRTPolicy(agent, time_limit=time_limit, isolation=isolation, limits=limits)
+        if isolate
+        else as_agent(agent)
+    )
     per_task: dict[str, dict[str, Any]] = {}
     try:
         for task in resolved:

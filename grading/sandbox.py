@@ -18,6 +18,11 @@ namespaces, in the grader's environment (as any child process): it can read the 
 network. It protects against accidents (crashes, hangs, floods), not against a submission that
 attacks the grader (the web view's agents use it: they are the server's own policies).
 
+Both read a trusted bytecode cache (:func:`bytecode_cache`): checked-hash pycs the grader
+compiles, outside the sandbox, from the interpreter's and the project's sources, bound
+read-only (the sandbox cannot write bytecode, so without it every start compiled its imports
+from source).
+
 When ``bwrap`` is missing or cannot make namespaces here, :func:`check_sandbox` says in one line
 what to install or enable; the sandbox is never silently replaced by the weaker mode.
 """
@@ -25,12 +30,16 @@ what to install or enable; the sandbox is never silently replaced by the weaker 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
+import hashlib
 import importlib
+import importlib.metadata
 import itertools
 import json
 import os
 import pickle
+import py_compile
 import select
 import shutil
 import signal
@@ -50,6 +59,8 @@ MAX_ANSWER = 64 << 10
 """Bytes an answer from the policy's process may have (checked before it is read)."""
 MAX_REQUEST = 1 << 30
 """Bytes a request from the grader may have (the child's cap)."""
+PIPE_SIZE = 1 << 20
+"""Bytes the protocol's pipes hold (Linux's default unprivileged maximum; 64 KiB otherwise)."""
 SANDBOX_UID = 65534
 PACKAGES = ("grading", "hospital_marl", "policies")
 """Packages the child imports: their directories are visible in the sandbox (read-only)."""
@@ -180,6 +191,85 @@ def numba_caches() -> list[tuple[str, str]]:
     return pairs
 
 
+_COMPILED: set[str] = set()
+"""Sources this process has already brought into the bytecode cache (checked once per process)."""
+CHILD_PACKAGES: set[str] = {*PACKAGES, "numpy", "numba", "llvmlite", "scipy", "gymnasium", "pettingzoo"}
+"""Top-level packages whose modules the bytecode cache holds (with the standard library's):
+those the policy's process imports to play the built-in policies, and those the policy
+processes started so far said they had imported (a grader that imported more, e.g. torch for
+other work, does not compile it all for a sandbox that never imports it)."""
+
+
+def _trusted_roots() -> tuple[str, ...]:
+    """Directories whose Python sources the grader compiles for the sandbox: the interpreter's
+    (standard library, site-packages) and the project's packages. Never a submission's file."""
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    for name in PACKAGES:
+        root = _module_root(name)
+        if root is not None:
+            roots.add(os.path.realpath(os.path.join(root, name)))
+    return tuple(sorted(root.rstrip(os.sep) + os.sep for root in roots))
+
+
+@functools.lru_cache(maxsize=1)
+def _version() -> str:
+    """The installed package's version (read without importing the package: the policy's
+    process imports this module before numba's cache is set)."""
+    try:
+        return importlib.metadata.version("hospital_marl")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def bytecode_cache() -> str | None:
+    """The trusted bytecode tree the policy's Python reads (``PYTHONPYCACHEPREFIX``), or None
+    where none can be made.
+
+    Why: the sandbox shows the packages read-only and sets ``PYTHONDONTWRITEBYTECODE``, so
+    without it every start compiled numba, gymnasium and this project from source (about 1 s of
+    CPU). The grader (trusted) compiles here, outside the sandbox, the trusted sources it has
+    itself imported (:func:`_trusted_roots`: the interpreter's and the project's, never a
+    submission's), into a directory keyed by interpreter and package version; the sandbox binds
+    it read-only, so no submission can write into it (or poison another's run). The files are
+    checked-hash pycs: Python uses one only if it was compiled from the very source it imports."""
+    ident = hashlib.sha256("\0".join([sys.executable, sys.version, sys.prefix]).encode()).hexdigest()[:12]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    root = os.path.join(
+        base, "hospital_marl", "sandbox-bytecode", f"{sys.implementation.cache_tag}-{_version()}-{ident}"
+    )
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError:
+        return None
+    trusted = _trusted_roots()
+    stdlib = os.path.realpath(os.path.dirname(os.__file__)) + os.sep
+    suffix = f".{sys.implementation.cache_tag}.pyc"
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or not file.endswith(".py"):
+            continue
+        if name.partition(".")[0] not in CHILD_PACKAGES and not os.path.realpath(file).startswith(stdlib):
+            continue
+        for source in {os.path.abspath(file), os.path.realpath(file)}:
+            if source in _COMPILED:
+                continue
+            _COMPILED.add(source)
+            if not os.path.realpath(source).startswith(trusted):
+                continue
+            head, tail = os.path.split(source)
+            target = os.path.join(root, head.lstrip(os.sep), tail[:-3] + suffix)
+            with contextlib.suppress(OSError, py_compile.PyCompileError):
+                if os.path.exists(target) and os.path.getmtime(target) >= os.path.getmtime(source):
+                    continue
+                py_compile.compile(
+                    source,
+                    cfile=target,
+                    doraise=True,
+                    invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+                )
+    return root
+
+
 def _bind_system() -> list[str]:
     args: list[str] = []
     for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
@@ -203,9 +293,11 @@ def bwrap_command(python: list[str], visible: list[str], limits: Limits, cwd: st
     system's libraries), a private ``/tmp``, ``/proc`` and ``/dev``."""
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [bwrap, *_NAMESPACES, "--hostname", "sandbox", *_bind_system()]
+    # the private /tmp first: what is visible under the grader's /tmp is bound over it, not hidden
+    args += ["--size", str(limits.tmp_size), "--tmpfs", "/tmp"]
     for path in sorted(set(visible), key=len):
         args += ["--ro-bind", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_size), "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--remount-ro", "/"]  # the root bwrap builds (mount points) read-only too: only /tmp is writable
     args += ["--chdir", cwd if cwd in visible else "/tmp"]
     return [*args, "--", *python]
@@ -328,11 +420,15 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": os.pathsep.join(paths)}
     env.update({k: os.environ[k] for k in ENV_PASSED if k in os.environ})
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    bytecode = bytecode_cache()
+    if bytecode is not None:
+        env["PYTHONPYCACHEPREFIX"] = bytecode
     python = [sys.executable, "-P", "-s", "-m", "grading.sandbox_child"]
     cwd = os.getcwd()
     if isolation == "sandbox":
         visible = [*paths, *{sys.prefix, sys.base_prefix, sys.exec_prefix}]
         visible += [p for _, p in numba_caches()]
+        visible += [bytecode] if bytecode is not None else []
         if isinstance(spec, str) and os.path.exists(spec):
             visible.append(os.path.dirname(os.path.abspath(spec)) or cwd)
         command = bwrap_command(python, [os.path.realpath(p) for p in visible] + visible, limits, cwd)
@@ -340,6 +436,8 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
     else:  # the grader's environment, as a child process has it (the weaker mode says so)
         command = python
         env = {**os.environ, "PYTHONPATH": env["PYTHONPATH"], "PYTHONDONTWRITEBYTECODE": "1"}
+        if bytecode is not None:
+            env["PYTHONPYCACHEPREFIX"] = bytecode
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by Started.kill)
     info_read, info_write = os.pipe() if isolation == "sandbox" else (None, None)
     if info_write is not None:
@@ -374,6 +472,9 @@ def start(spec: Any, isolation: str, limits: Limits) -> Started:
             os.close(info_write)
     if process.stdout is None or process.stdin is None:  # Popen was given PIPE for both
         raise RuntimeError("the sandbox's process has no pipes")
+    for fd in (process.stdin.fileno(), process.stdout.fileno()):
+        with contextlib.suppress(OSError):  # a frame of many decisions in one write, not 16
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
     channel = Channel(process.stdout.fileno(), process.stdin.fileno(), MAX_ANSWER)
     return Started(process, channel, stderr, info_read, cgroup)
 

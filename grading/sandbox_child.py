@@ -4,19 +4,25 @@
 It reads frames on its stdin and answers on its stdout (its ``print`` goes to stderr, so a
 chatty policy cannot garble the protocol). The first frame says what to load, the limits to set
 and where the grader's compiled numba code is; then requests follow, each answered with one
-JSON frame ``[number, status, payload]`` (``ok``, ``error``, ``garbage``; ``ready`` once loaded).
+JSON frame: ``[0, "ready", [name, tracks]]`` once loaded (``[0, "error", why]`` if it could not
+be), then for each request ``("batch", number, items)`` one frame ``[number, slot, status,
+payload]`` per item, in order, as soon as it is known (``ok``, ``error``, ``garbage``).
 Requests are pickles: they come from the grader, which this process trusts; the grader trusts
 nothing it sends back, and reads it as JSON only.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import resource
 import shutil
+import sys
 import traceback
 from typing import Any
+
+import numpy as np
 
 IDLE_LIMIT = 24 * 3600.0
 """Seconds the process waits for its next request before it ends (the grader is gone)."""
@@ -80,8 +86,8 @@ def _set_limits(limits: dict[str, int], sandbox: bool) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def _reply(channel: Any, number: int, status: str, payload: Any) -> None:
-    channel.send(json.dumps([number, status, payload]).encode(), ANSWER_LIMIT)
+def _reply(channel: Any, answer: list) -> None:
+    channel.send(json.dumps(answer).encode(), ANSWER_LIMIT)
 
 
 def _error() -> str:
@@ -98,7 +104,7 @@ class _Spaces:
 def main() -> None:
     import pickle
 
-    from grading.frames import Channel, FrameError
+    from grading.frames import Channel, FrameError, unpack
     from grading.sandbox import MAX_REQUEST
 
     read_fd, write_fd = _protocol_fds()
@@ -114,9 +120,10 @@ def main() -> None:
         _set_limits(config["limits"], config["sandbox"])
         server.load()  # ... then, limited, the policy's
     except BaseException:  # the policy could not even be loaded: say why, and stop
-        _reply(channel, 0, "error", _error())
+        _reply(channel, [0, "error", _error()])
         return
-    _reply(channel, 0, "ready", [server.name, list(server.tracks)])
+    imported = sorted({name.partition(".")[0] for name in sys.modules})[:2000]  # (for the bytecode cache)
+    _reply(channel, [0, "ready", [server.name, list(server.tracks), imported]])
     while True:
         try:
             request = pickle.loads(channel.receive(IDLE_LIMIT))
@@ -124,71 +131,106 @@ def main() -> None:
             return
         if request[0] == "stop":
             return
-        number = request[1]
-        try:
-            status, payload = server.handle(request[0], request[2:])
-        except BaseException:
-            status, payload = "error", _error()
-        try:
-            _reply(channel, number, status, payload)
-        except FrameError:
-            return
+        _, number, items = request
+        for slot, kind, packed in items:  # one answer per item, as soon as it is known
+            try:
+                status, payload = server.handle(slot, kind, tuple(map(unpack, packed)))
+            except BaseException:
+                status, payload = "error", _error()
+            try:
+                _reply(channel, [number, slot, status, payload])
+            except FrameError:
+                return
 
 
 class _Server:
-    """The loaded policy and its view of the episode (an ED handle or an RT plan view)."""
+    """The loaded policy, one instance of it per slot (an episode the grader plays at the same
+    time as others), each with its view of its episode (an ED handle or an RT plan view)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
-        self.policy: Any = None
-        self.view: Any = None
-        self.plan: Any = None
+        self.prototype: Any = None
+        self.spec: Any = None
+        self.policies: dict[int, Any] = {}
+        self.views: dict[int, Any] = {}
+        self.buffers: dict[int, Any] = {}  # each ED slot's present, as bytes (patched each decision)
         self.name, self.tracks = "", tuple[str, ...]()
 
     def prepare(self) -> None:
         import policies  # noqa: F401
 
     def load(self) -> None:
+        self.prototype = policy = self._load()
+        if self.config["env"] == "radiotherapy":
+            self.name, self.tracks = str(getattr(policy, "name", self.spec)), ("radiotherapy",)
+        else:
+            self.name, self.tracks = str(policy.name), tuple(str(t) for t in policy.tracks)
+
+    def _load(self) -> Any:
         import pickle
 
-        spec, track = pickle.loads(self.config["spec"]), self.config["track"]
+        self.spec, track = pickle.loads(self.config["spec"]), self.config["track"]
         if self.config["env"] == "radiotherapy":
             from grading.radiotherapy import as_agent
 
-            self.policy = as_agent(spec)
-            self.name, self.tracks = str(getattr(self.policy, "name", spec)), ("radiotherapy",)
-            return
+            return as_agent(self.spec)
         from policies import as_policy, load
 
-        self.policy = as_policy(load(spec) if isinstance(spec, str) else spec, track)
-        self.name, self.tracks = str(self.policy.name), tuple(str(t) for t in self.policy.tracks)
+        return as_policy(load(self.spec) if isinstance(self.spec, str) else self.spec, track)
 
-    def handle(self, kind: str, args: tuple) -> tuple[str, Any]:
+    def _policy(self, slot: int) -> Any:
+        """Slot ``slot``'s instance: a copy of the loaded policy, untouched by the others (loaded
+        again if it cannot be copied)."""
+        policy = self.policies.get(slot)
+        if policy is None:
+            try:
+                policy = copy.deepcopy(self.prototype)
+            except Exception:
+                policy = self._load()
+            self.policies[slot] = policy
+        return policy
+
+    def handle(self, slot: int, kind: str, args: tuple) -> tuple[str, Any]:
         if self.config["env"] == "radiotherapy":
-            return self._rt(kind, args)
+            return self._rt(slot, kind, args)
         from hospital_marl.core.hospital import mirror
 
         if kind == "reset":
             seed, present = args
-            self.view = mirror(present)
-            self.policy.reset(seed=seed, hospital=self.view)
+            policy, self.views[slot] = self._policy(slot), mirror(present)
+            self.buffers[slot] = _own(present["buffer"])
+            policy.reset(seed=seed, hospital=self.views[slot])
             return "ok", None
-        self.view = mirror(args[-1], self.view)
-        value = self.policy.act(*args[:2]) if kind == "act" else self.policy.act_role(*args[:3])
+        present = args[-1]
+        if present.get("changed") is not None:  # the bytes that changed since the last present
+            where, values = present.pop("changed")
+            buffer = self.buffers[slot]
+            buffer[np.frombuffer(where, np.uint32)] = np.frombuffer(values, np.uint8)
+            present["buffer"] = buffer
+        else:
+            self.buffers[slot] = _own(present["buffer"])
+        self.views[slot] = mirror(present, self.views[slot])
+        policy = self.policies[slot]
+        value = policy.act(*args[:2]) if kind == "act" else policy.act_role(*args[:3])
         return _action(value)
 
-    def _rt(self, kind: str, args: tuple) -> tuple[str, Any]:
+    def _rt(self, slot: int, kind: str, args: tuple) -> tuple[str, Any]:
         from grading.radiotherapy import reset_agent
         from hospital_marl.radiotherapy.core.sealed import PlanView
 
         if kind == "reset":
             seed, plan, spaces = args
-            self.plan = plan
-            reset_agent(self.policy, seed, _Spaces(*spaces), PlanView(plan))
+            self.views[slot] = plan
+            reset_agent(self._policy(slot), seed, _Spaces(*spaces), PlanView(plan))
             return "ok", None
         observation, mask, snapshot = args
-        self.plan.restore(snapshot)
-        return _action(self.policy.act(observation, mask))
+        self.views[slot].restore(snapshot)
+        return _action(self.policies[slot].act(observation, mask))
+
+
+def _own(buffer: bytes | None) -> Any:
+    """A writable copy of an exported present's bytes (None: the present was not packed)."""
+    return None if buffer is None else np.frombuffer(buffer, np.uint8).copy()
 
 
 def _action(value: Any) -> tuple[str, Any]:

@@ -107,6 +107,8 @@ def load(spec: str) -> Policy:
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"policy spec must be a non-empty string, got {spec!r}")
     name, kwargs = load_kwargs(spec)
+    if name in _REGISTRY:  # the light ones, without importing model code (a sandbox starts faster)
+        return _REGISTRY[name](**kwargs)
     registry = _lazy_registry()
     if name in registry:
         return registry[name](**kwargs)

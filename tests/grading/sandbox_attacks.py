@@ -311,6 +311,47 @@ class Writer(Attack):
         return "wrote=" + "|".join(wrote)
 
 
+class Poisoner(Attack):
+    """Tries to plant code for the next submission: overwrites pycs under the trusted bytecode
+    cache its Python reads (``sys.pycache_prefix``) and the compiled numba kernels under the
+    package it imports (the grader's caches), and creates a file (named by the marker) beside
+    them. Says whether it had a cache, how many of its modules came from it, how many files it
+    tried and how many it changed."""
+
+    name = "poisoner"
+
+    def attack(self) -> str:
+        import hospital_marl
+
+        prefix = sys.pycache_prefix or ""
+        used = sum(
+            1
+            for module in list(sys.modules.values())
+            if prefix
+            and str(getattr(module, "__cached__", None) or "").startswith(prefix)
+            and os.path.exists(module.__cached__)
+        )
+        folders = [prefix] if prefix else []
+        folders.append(os.path.dirname(os.path.dirname(hospital_marl.__file__)))
+        changed, tried = 0, 0
+        for top in folders:
+            for folder, _, files in os.walk(top):
+                chosen = [f for f in files if f.endswith((".pyc", ".nbi", ".nbc"))][:2]
+                for name in chosen:
+                    tried += 1
+                    try:
+                        with open(os.path.join(folder, name), "r+b") as f:
+                            f.write(b"poisoned")
+                        changed += 1
+                    except OSError:
+                        continue
+                if chosen:
+                    with contextlib.suppress(OSError), open(os.path.join(folder, self.marker), "w") as f:
+                        f.write("poisoned")
+                        changed += 1
+        return f"prefix={bool(prefix)} used={used} tried={tried} changed={changed}"
+
+
 class Caller(Attack):
     """Opens TCP connections: to the test's listener on the grader's loopback, and out."""
 

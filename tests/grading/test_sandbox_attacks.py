@@ -21,7 +21,7 @@ import pytest
 
 from grading.grader import grade
 from grading.isolated import MAX_FAULTS, IsolatedPolicy
-from grading.sandbox import Limits, SandboxUnavailable, _probe
+from grading.sandbox import Limits, SandboxUnavailable, _probe, bytecode_cache
 from tests.grading import sandbox_attacks as sa
 
 SECRET = "918273645"
@@ -57,24 +57,31 @@ def cli(agent: str, isolation: str) -> dict:
     return json.loads(done.stdout)
 
 
-class SeedThiefHere(sa.SeedThief):
-    def __init__(self) -> None:
-        super().__init__(secret=SECRET)
+class ThiefAndReader(sa.Attack):
+    """Both attacks on a leaderboard run, at its first decision: the seed thief's (argv,
+    ``__main__``, environment, ``/proc/*/cmdline`` and ``environ``), then the memory reader's
+    (``/proc/*/mem``). One CLI run per isolation for both: a run is a whole fresh grader."""
+
+    name = "thief_and_reader"
+
+    def attack(self) -> str:
+        return f"{sa.SeedThief(secret=SECRET).attack()} | {sa.MemoryReader(secret=SECRET).attack()}"
 
 
-class MemoryReaderHere(sa.MemoryReader):
-    def __init__(self) -> None:
-        super().__init__(secret=SECRET)
+@pytest.fixture(scope="module", params=["process", "sandbox"])
+def leaderboard_run(request) -> tuple[str, str, str]:
+    """(isolation, what the seed thief found, what the memory reader found) on a CLI run."""
+    (found,) = sa.finding(cli("tests.grading.test_sandbox_attacks:ThiefAndReader", request.param))
+    thief, reader = found.split(" | ")
+    return request.param, thief, reader
 
 
 # --------------------------------------------------------------- seed theft
-@pytest.mark.parametrize("isolation", ["process", "sandbox"])
-def test_the_seed_does_not_cross_argv_cmdline_environ_or_main(isolation: str) -> None:
+def test_the_seed_does_not_cross_argv_cmdline_environ_or_main(leaderboard_run) -> None:
     """The measured attack: ``--seed`` read from the spawn child's ``sys.argv`` or
     ``/proc/PPID/cmdline``. Under --isolation=process the grader's cmdline and environment are
     still readable (the attack is real); in the sandbox nothing shows the seed or the token."""
-    report = cli("tests.grading.test_sandbox_attacks:SeedThiefHere", isolation)
-    (found,) = sa.finding(report)
+    isolation, found, _ = leaderboard_run
     if isolation == "process":  # its own argv and __main__ are clean; its parent is not
         assert {"proc-cmdline", "proc-environ", "environ"} <= set(found.split(","))
         assert "argv" not in found and "__mp_main__" not in found
@@ -82,12 +89,10 @@ def test_the_seed_does_not_cross_argv_cmdline_environ_or_main(isolation: str) ->
         assert found == ""
 
 
-@pytest.mark.parametrize("isolation", ["process", "sandbox"])
-def test_the_graders_memory_is_out_of_reach(isolation: str) -> None:
+def test_the_graders_memory_is_out_of_reach(leaderboard_run) -> None:
     """``/proc/PPID/mem``: as root, a plain child reads the grader's memory (its argv holds the
     seed); in the sandbox there is no grader process to read."""
-    report = cli("tests.grading.test_sandbox_attacks:MemoryReaderHere", isolation)
-    (found,) = sa.finding(report)
+    isolation, _, found = leaderboard_run
     if isolation == "process":
         assert found.startswith("mem-")
     else:
@@ -194,6 +199,25 @@ def test_nothing_outside_its_tmp_is_writable(tmp_path) -> None:
     assert not any((Path(p) / marker).exists() for p in places)
 
 
+def test_the_trusted_bytecode_cache_cannot_be_poisoned() -> None:
+    """The sandbox's Python reads the bytecode the grader compiled (its modules come from the
+    cache), but can change none of it, nor the grader's compiled numba kernels: one submission
+    cannot plant code in the next one's run."""
+    root = bytecode_cache()
+    assert root is not None
+    kept = sorted(Path(root).rglob("*.pyc")) + sorted(
+        Path(ROOT).glob("hospital_marl/**/__pycache__/*.nb[ic]")
+    )
+    before = {path: path.read_bytes() for path in kept}
+    marker = f"poison-{uuid.uuid4().hex}"
+    (found,) = sa.finding(graded(sa.Poisoner(marker=marker)))
+    fields = dict(part.split("=") for part in found.split())
+    assert fields["prefix"] == "True" and int(fields["used"]) > 100
+    assert int(fields["tried"]) > 10 and fields["changed"] == "0"
+    assert {path: path.read_bytes() for path in kept} == before
+    assert not list(Path(root).rglob(marker)) and not list(Path(ROOT).glob(f"hospital_marl/**/{marker}"))
+
+
 def test_no_network() -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
@@ -207,13 +231,45 @@ def test_no_network() -> None:
 
 # ------------------------------------------------------------- honest play
 def test_honest_rt_policies_score_the_same_isolated() -> None:
+    """masked_random here; evenly_spaced in the CLI's test below (each isolated grade is a start)."""
     from grading.radiotherapy import grade_all
 
     days = {"n_episodes": 1, "seed": 5, "tasks": ["prostate"]}
-    for agent in ("evenly_spaced", "masked_random"):
+    for agent in ("masked_random",):
         here, there = grade_all(agent, **days), grade_all(agent, isolate=True, **days)
         assert there["policy_faults"] == dict.fromkeys(there["policy_faults"], 0)
         assert there["tasks"] == here["tasks"] and there["aggregate_score"] == here["aggregate_score"]
+
+
+TMP_POLICY = """
+import os
+
+from tests.grading.sandbox_attacks import Attack
+
+
+class Policy(Attack):
+    name = "under_tmp"
+
+    def attack(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        try:
+            with open(os.path.join(here, "written"), "w") as f:
+                f.write("x")
+            return here
+        except OSError:
+            return ""
+"""
+
+
+def test_a_policy_under_the_graders_tmp_is_seen_read_only(tmp_path, monkeypatch) -> None:
+    """The sandbox's private /tmp is mounted first and what is visible under the grader's /tmp
+    bound over it (a policy there was hidden by it, and could not be loaded): it loads, plays,
+    and cannot write where it lies."""
+    (tmp_path / "tmp_policy_module.py").write_text(TMP_POLICY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    report = graded("tmp_policy_module:Policy")
+    assert sa.finding(report) == [""] and report["policy_faults"]["garbage"] == 1
+    assert not (tmp_path / "written").exists()
 
 
 def test_the_cli_grades_radiotherapy_isolated(capsys) -> None:
@@ -267,6 +323,13 @@ def test_the_policys_process_is_clean_and_unprivileged(monkeypatch) -> None:
     assert fields["argv"] == "1" and SECRET not in found
     names = set(fields["env"].split(","))
     assert {"LEADERBOARD_TOKEN", "PYTEST_CURRENT_TEST"}.isdisjoint(names)
-    given = {"HOME", "PATH", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "NUMBA_CACHE_DIR"}
+    given = {
+        "HOME",
+        "PATH",
+        "PYTHONPATH",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONPYCACHEPREFIX",
+        "NUMBA_CACHE_DIR",
+    }
     set_inside = {"LC_CTYPE", "PWD", "SDL_AUDIODRIVER", "PYGAME_HIDE_SUPPORT_PROMPT"}  # Python, imports
     assert names <= given | set_inside

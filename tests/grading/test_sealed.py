@@ -21,7 +21,7 @@ import pytest
 
 import grading.grader
 import hospital_marl.core.metrics
-from grading.common import episode_seed
+from grading.common import episode_seed, policy_seed
 from grading.grader import grade
 from grading.isolated import FAULTS, MAX_FAULTS
 from hospital_marl.core.hospital import WAITING, Hospital, SimulatorHandle
@@ -241,15 +241,15 @@ class Faulty(FirstLegal):
 
     tracks = ("flat",)
 
-    def __init__(self, how: str, at: tuple[int, ...]) -> None:
-        self.how, self.at, self.seen = how, at, 0
+    def __init__(self, how: str, at: tuple[int, ...], day: int | None = None) -> None:
+        self.how, self.at, self.seen, self.day, self.bad = how, at, 0, day, True
 
     def reset(self, seed=None, hospital=None) -> None:
-        self.seen = 0
+        self.seen, self.bad = 0, self.day is None or seed == self.day
 
     def act(self, observation, action_mask):
         self.seen += 1
-        if self.seen in self.at:
+        if self.bad and self.seen in self.at:
             if self.how == "raise":
                 raise RuntimeError("a policy bug")
             if self.how == "garbage":
@@ -277,12 +277,19 @@ def test_a_policy_that_raises_or_returns_garbage_gets_counted_invalid_actions(
 
 def test_a_policy_that_hangs_times_out_counted_and_the_grader_goes_on() -> None:
     """Each hang costs one time limit and a fresh process; at the fault budget the episode
-    finishes on no-ops (so a hanging policy costs MAX_FAULTS time limits, not the episode)."""
-    report = grade(Faulty("hang", tuple(range(3, 200))), isolate=True, time_limit=0.5, **ONE_DAY)
+    finishes on no-ops (so a hanging policy costs MAX_FAULTS time limits, not the episode).
+    The budget is the episode's: graded in lockstep with it, another day on which the policy
+    plays honestly is not dropped and scores as its honest play (reset in each new process)."""
+    days = {**ONE_DAY, "episodes": 2}
+    bad = policy_seed(episode_seed(0, SCENARIO, 0))
+    report = grade(Faulty("hang", tuple(range(3, 200)), day=bad), isolate=True, time_limit=0.5, **days)
     faults = report["policy_faults"]
     assert faults["timeouts"] == MAX_FAULTS and sum(faults.values()) == MAX_FAULTS
     assert report["policy_dropped"]["episodes"] == 1 and report["policy_dropped"]["decisions"] > 0
     assert report["scenarios"][SCENARIO]["counts"]["ticks"] > 0
+    honest = grade(FirstLegal(), **days)["scenarios"][SCENARIO]["episode_scores"]
+    scores = report["scenarios"][SCENARIO]["episode_scores"]
+    assert scores[1] == honest[1] and scores[0] < honest[0]
 
 
 def test_the_grader_never_unpickles_what_the_policy_process_sends(tmp_path) -> None:
@@ -291,7 +298,7 @@ def test_the_grader_never_unpickles_what_the_policy_process_sends(tmp_path) -> N
     marker = tmp_path / "pwned"
     report = grade(PipeForger(str(marker)), isolate=True, **ONE_DAY)
     assert not marker.exists()
-    assert report["policy_faults"]["protocol"] >= 1
+    assert report["policy_faults"]["protocol"] == 1 and sum(report["policy_faults"].values()) == 1
 
 
 class _Pwn:
@@ -303,10 +310,16 @@ class _Pwn:
 
 
 class PipeForger(FirstLegal):
+    """Forges at the day's first decision (a fresh process, reset later in the day, plays
+    honestly: one fault, one restart, a short test)."""
+
     name = "pipe_forger"
 
     def __init__(self, marker: str) -> None:
-        self.marker = marker
+        self.marker, self.hospital = marker, None
+
+    def reset(self, seed=None, hospital=None) -> None:
+        self.hospital = hospital
 
     def act(self, observation, action_mask):
         import gc
@@ -315,6 +328,8 @@ class PipeForger(FirstLegal):
 
         from grading.frames import Channel
 
+        if self.hospital is None or self.hospital.tick_count > 0:
+            return super().act(observation, action_mask)
         for obj in gc.get_objects():
             if isinstance(obj, Channel):  # its end of the protocol: a pickle, framed
                 payload = pickle.dumps((1, "ok", _Pwn(self.marker)))
