@@ -48,7 +48,6 @@ NAMESPACE = "hospital_marl"
 OBSERVATION_FORMAT = "dict_1d"
 ENV_IDS = {"flat": hospital_marl.COMPOSED_ENV_ID, "team": hospital_marl.TEAM_ENV_ID}
 META_KEY = "hospital_marl"
-_MAX_STEPS = 512  # buffer rows per env and episode (a shift is 100 ticks)
 
 
 class DatasetMismatchError(ValueError):
@@ -108,10 +107,11 @@ def record(
     width = sum(size for _, size in keys)
     n_mask = 41 if team else 39
     act_shape = (3,) if team else ()
+    start = time.perf_counter()
     obs, info = env.reset(seed=seed)
-    # Rows per env: one shift (the env's max ticks) + 1, grown if an episode runs longer. Sized
-    # to the shift, not to _MAX_STEPS: a buffer touched for the first time costs page faults,
-    # which at B = 1024 were most of the recording's time.
+    # Rows per env: one shift (the env truncates at its max ticks). Sized to the shift, not to a
+    # generous cap: a buffer touched for the first time costs page faults, which at B = 1024 were
+    # most of the recording's time when every env had 512 rows.
     cap = int(env.unwrapped.episode_counters()["max_ticks"].max()) + 1
     buf = {
         "obs": np.zeros((b, cap + 1, width), np.float32),
@@ -123,19 +123,11 @@ def record(
         **{k: np.zeros((b, cap + 1), np.int64) for k in ("tick", "invalid_actions", "conflicts")},
     }
     ints = ("tick", "invalid_actions", "conflicts")
-
-    def grow() -> None:
-        """Double every buffer's rows per env (NaN for the probabilities, zeros elsewhere)."""
-        for key, array in buf.items():
-            more = np.full_like(array, np.nan) if key == "prob" else np.zeros_like(array)
-            buf[key] = np.concatenate([array, more], axis=1)
-
     rng = np.random.default_rng([seed, 0xB0])
     rows = np.arange(b)
     ptr = np.zeros(b, np.int64)
     finished = np.zeros(b, np.int64)
     kept: dict[tuple[int, int], Any] = {}
-    start = time.perf_counter()
 
     def flat(obs: dict) -> np.ndarray:
         """The (B, width) observation block of a batched observation (once per step)."""
@@ -154,10 +146,8 @@ def record(
         while (finished < rounds).any():
             state = state_vector(obs)
             actions, probs = behaviour.sample(state, env.unwrapped.flat_masks(), rng)
-            if ptr.max() >= buf["act"].shape[1]:
-                if ptr.max() >= _MAX_STEPS:
-                    raise RuntimeError(f"an episode ran past {_MAX_STEPS} steps")
-                grow()
+            if ptr.max() >= cap:
+                raise RuntimeError(f"an episode ran past the env's {cap - 1} ticks")
             buf["act"][rows, ptr] = actions
             buf["prob"][rows, ptr] = probs
             obs, reward, terminated, truncated, info = env.step(actions)
