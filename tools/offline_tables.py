@@ -43,38 +43,75 @@ def tables() -> str:
         out.append("")
     ope = _load("ope.json")
     if ope:
-        out += [f"**OPE against the grader** (`{ope['command']}`; value: {ope['value']}):", ""]
-        out += ["| target | true return | score |", "|---|---|---|"]
-        out += [f"| {t} | {v:.1f} | {ope['score'][t]:.2f} |" for t, v in ope["truth"].items()]
-        out += [
-            "",
-            "| dataset (behaviour) | estimator | mean abs. error | Spearman | regret@1 |",
-            "|---|---|---|---|---|",
-        ]
-        for spec, res in ope["results"].items():
-            for est, m in res["metrics"].items():
-                row = f"{m['abs_error']:.1f} | {m['spearman']:.2f} | {m['regret_at_1']:.1f}"
-                out.append(f"| {spec} | {est} | {row} |")
-        out.append("")
-    for base in (_load("baselines.json"), _load("baselines_long.json")):
-        if not base:
-            continue
-        rule = f"{base['rule']}; learners: s.e. over seeds"
-        out += [f"**Offline baselines** (`{base['command']}`; {rule}):", ""]
-        out += [f"*Note:* {note}" for note in base.get("notes", [])] + [""]
-        out += [
-            "| dataset | method | score ± s.e. | margin over behaviour | beats behaviour |",
-            "|---|---|---|---|---|",
-        ]
-        for r in base["rows"]:
-            margin = "(s.e. over episodes)"
-            if "margin" in r:
-                margin = f"{r['margin']:+.2f} ± {r['margin_stderr']:.2f}"
-            beats = ("yes" if r["beats_behaviour"] else "no") if "beats_behaviour" in r else ""
-            score = f"{r['score']:.2f} ± {r['stderr']:.2f}"
-            out.append(f"| {r['dataset']} | {r['method']} | {score} | {margin} | {beats} |")
-        out.append("")
+        out += _ope(ope)
+    for name, title in (
+        ("baselines.json", "Offline baselines"),
+        ("baselines_fifo.json", "Near-expert data: what the field does on `fifo_severity`"),
+        ("baselines_long.json", "Longer training (surge, earlier session)"),
+    ):
+        base = _load(name)
+        if base:
+            out += _baselines(base, title)
     return "\n".join(out)
+
+
+def _ope(ope: dict) -> list[str]:
+    """The truth per target and scenario, then each estimator's errors per dataset, then the
+    estimators' averages over every dataset."""
+    rows = ope["rows"]
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    targets = list(rows[0]["truth"])
+    truth = {r["scenario"]: r["truth"] for r in rows}
+    score = {r["scenario"]: r["score"] for r in rows}
+    out = [f"**OPE against the grader** (`{ope['command']}`; value: {ope['value']}; targets "
+           "`method@behaviour` are offline learners trained on that behaviour's dataset of the "
+           "scenario, seed 0). True return (score) of each target:", ""]  # fmt: skip
+    out += ["| target | " + " | ".join(scenarios) + " |", "|---" * (len(scenarios) + 1) + "|"]
+    for t in targets:
+        cells = [f"{truth[s][t]:.0f} ({score[s][t]:.1f})" for s in scenarios]
+        out.append(f"| {t} | " + " | ".join(cells) + " |")
+    out += ["", "| scenario | dataset (behaviour) | estimator | mean abs. error | Spearman | regret@1 |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        for est, m in r["metrics"].items():
+            cells = f"{m['abs_error']:.1f} | {m['spearman']:.2f} | {m['regret_at_1']:.1f}"
+            out.append(f"| {r['scenario']} | {r['behaviour']} | {est} | {cells} |")
+    out += ["", f"Averaged over the {len(rows)} datasets above:", "",
+            "| estimator | mean abs. error | mean Spearman | mean regret@1 | best Spearman on |",
+            "|---|---|---|---|---|"]  # fmt: skip
+    estimators = list(rows[0]["metrics"])
+    best = [max(estimators, key=lambda e: r["metrics"][e]["spearman"]) for r in rows]
+    for est in estimators:
+        ms = [r["metrics"][est] for r in rows]
+        mean = {k: sum(m[k] for m in ms) / len(ms) for k in ("abs_error", "spearman", "regret_at_1")}
+        out.append(f"| {est} | {mean['abs_error']:.1f} | {mean['spearman']:.2f} | {mean['regret_at_1']:.1f} "
+                   f"| {best.count(est)} |")  # fmt: skip
+    return [*out, ""]
+
+
+def _baselines(base: dict, title: str) -> list[str]:
+    """Every method x dataset row, the behaviour first, and which beat their behaviour."""
+    rule = f"{base['rule']}; learners: {base.get('seeds', 3)} seeds, s.e. over seeds"
+    out = [f"**{title}** (`{base['command']}`; {rule}):", ""]
+    out += [f"*Note:* {note}" for note in base.get("notes", [])]
+    out += ["", "| scenario | dataset | method | score ± s.e. | margin over behaviour | beats behaviour |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in base["rows"]:
+        margin = "(s.e. over episodes)"
+        if "margin" in r:
+            margin = f"{r['margin']:+.2f} ± {r['margin_stderr']:.2f}"
+        beats = ("**yes**" if r["beats_behaviour"] else "no") if "beats_behaviour" in r else ""
+        scenario = r.get("scenario", base.get("scenario", ""))
+        dataset = r.get("behaviour", r["dataset"].split("-", 2)[-1])
+        out.append(f"| {scenario} | {dataset} | {r['method']} | {r['score']:.2f} ± {r['stderr']:.2f} "
+                   f"| {margin} | {beats} |")  # fmt: skip
+    won = [r for r in base["rows"] if r.get("beats_behaviour")]
+    learners = [r for r in base["rows"] if "beats_behaviour" in r]
+    out += ["", f"{len(won)} of {len(learners)} learner rows beat their behaviour"
+            + (": " + ", ".join(f"{r['method']} on {r.get('scenario', base.get('scenario'))} "
+                                f"{r.get('behaviour', r['dataset'])}" for r in won) if won else "")
+            + ".", ""]  # fmt: skip
+    return out
 
 
 def main() -> None:

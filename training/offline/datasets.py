@@ -448,12 +448,14 @@ class Transitions:
     keys: Sequence[str]
 
 
-def transitions(dataset: Any) -> Transitions:
-    """Every step of a dataset as :class:`Transitions` (reads every episode)."""
+def transitions(dataset: Any, episodes: int | None = None) -> Transitions:
+    """Every step of a dataset as :class:`Transitions` (of its first ``episodes`` episodes if given:
+    a smaller, stated scale for a run on a busy machine)."""
     blocks = [b.key for b in BLOCKS]
     keys = blocks + [k for k in dataset.observation_space.spaces if k not in blocks]  # + presence
     parts: dict[str, list[np.ndarray]] = {k: [] for k in Transitions.__dataclass_fields__ if k != "keys"}
-    for i, ep in enumerate(dataset.iterate_episodes()):
+    which = None if episodes is None else range(min(episodes, dataset.total_episodes))
+    for i, ep in enumerate(dataset.iterate_episodes(which)):
         obs = np.concatenate([np.asarray(ep.observations[k], np.float32) for k in keys], axis=1)
         n = len(ep.rewards)
         parts["states"].append(obs[:-1])

@@ -16,16 +16,18 @@ Tianshou's ``unlikely_action_threshold``; lower lets more actions through), ``cq
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from hospital_marl.envs.observations import BLOCKS
 from policies.base import BasePolicy
 from training.offline.behaviours import state_vector
 from training.offline.datasets import Transitions
 
+_BLOCK_KEYS = {b.key for b in BLOCKS}
 METHODS = ("bc", "bcq", "cql", "crr")
 OPTIONS = {"bc": {"top": 1.0}, "bcq": {"tau": 0.3}, "cql": {"alpha": 1.0}, "crr": {"beta": 1.0}}
 """Each method's options and their defaults (``bcq``'s tau and ``crr``'s beta: Tianshou's defaults;
@@ -184,17 +186,23 @@ def masked_argmax(scores: np.ndarray, masks: np.ndarray) -> np.ndarray:
 
 
 class OfflinePolicy(BasePolicy):
-    """A trained offline learner as a flat-track package policy (the grader grades it)."""
+    """A trained offline learner as a flat-track package policy (the grader grades it). ``keys``:
+    the dataset's state layout (:attr:`Transitions.keys`): the global state's blocks, then any
+    presence blocks (the ``train`` split's), read from the observation in that order."""
 
     tracks = ("flat",)
 
-    def __init__(self, scores: Any, name: str) -> None:
+    def __init__(self, scores: Any, name: str, keys: Sequence[str] = ()) -> None:
         super().__init__()
         self.scores, self.name = scores, name
+        self.extra = [k for k in keys if k not in _BLOCK_KEYS]
 
     def act(self, observation: Mapping[str, np.ndarray], action_mask: np.ndarray) -> int:
-        state = state_vector(observation)[None]
-        return int(masked_argmax(self.scores(state), np.asarray(action_mask, bool)[None])[0])
+        state = state_vector(observation)
+        if self.extra:
+            extra = [np.asarray(observation[k], np.float32).ravel() for k in self.extra]
+            state = np.concatenate([state, *extra])
+        return int(masked_argmax(self.scores(state[None]), np.asarray(action_mask, bool)[None])[0])
 
     def probabilities(self, states: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """One-hot on the chosen action (the OPE estimators' target interface)."""
