@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 DATA = ROOT / "docs" / "offline"
 PAGE = ROOT / "docs" / "offline.md"
 
@@ -41,29 +43,47 @@ def tables() -> str:
             mb = r["bytes"] / 1e6
             out.append(f"| `{r['id']}` | {r['steps']:,} | {mb:.1f} | {r['record_seconds']:.2f} | {score} |")
         out.append("")
-    ope = _load("ope.json")
-    if ope:
-        out += _ope(ope)
+    opes = [o for o in (_load("ope.json"), _load("ope_tail.json")) if o]
+    if opes:
+        out += _ope(opes)
+    base = [
+        b
+        for b in (_load(n) for n in ("baselines.json", "baselines_fifo_rules.json", "baselines_tail.json"))
+        if b
+    ]
+    if base:
+        out += _baselines(base, "Offline baselines: every method × dataset quality, every scenario")
     for name, title in (
-        ("baselines.json", "Offline baselines"),
         ("baselines_fifo.json", "Near-expert data: what the field does on `fifo_severity`"),
         ("baselines_long.json", "Longer training (surge, earlier session)"),
     ):
-        base = _load(name)
-        if base:
-            out += _baselines(base, title)
+        one = _load(name)
+        if one:
+            out += _baselines([one], title)
     return "\n".join(out)
 
 
-def _ope(ope: dict) -> list[str]:
+def _order(rows: list[dict]) -> list[dict]:
+    """Rows in the scenarios' order (the five, then ``train``), stable otherwise."""
+    from offline_common import SCENARIOS
+
+    return sorted(
+        rows, key=lambda r: SCENARIOS.index(r["scenario"]) if r.get("scenario") in SCENARIOS else 99
+    )
+
+
+def _ope(runs: list[dict]) -> list[str]:
     """The truth per target and scenario, then each estimator's errors per dataset, then the
-    estimators' averages over every dataset."""
-    rows = ope["rows"]
+    estimators' averages over every dataset (the runs' rows together: the same settings, split
+    over scenarios)."""
+    ope = runs[0]
+    rows = _order([r for run in runs for r in run["rows"]])
     scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
     targets = list(rows[0]["truth"])
     truth = {r["scenario"]: r["truth"] for r in rows}
     score = {r["scenario"]: r["score"] for r in rows}
-    out = [f"**OPE against the grader** (`{ope['command']}`; value: {ope['value']}; targets "
+    commands = "`; `".join(run["command"] for run in runs)
+    out = [f"**OPE against the grader** (`{commands}`; value: {ope['value']}; targets "
            "`method@behaviour` are offline learners trained on that behaviour's dataset of the "
            "scenario, seed 0). True return (score) of each target:", ""]  # fmt: skip
     out += ["| target | " + " | ".join(scenarios) + " |", "|---" * (len(scenarios) + 1) + "|"]
@@ -89,26 +109,30 @@ def _ope(ope: dict) -> list[str]:
     return [*out, ""]
 
 
-def _baselines(base: dict, title: str) -> list[str]:
-    """Every method x dataset row, the behaviour first, and which beat their behaviour."""
-    rule = f"{base['rule']}; learners: {base.get('seeds', 3)} seeds, s.e. over seeds"
-    out = [f"**{title}** (`{base['command']}`; {rule}):", ""]
-    out += [f"*Note:* {note}" for note in base.get("notes", [])]
+def _baselines(runs: list[dict], title: str) -> list[str]:
+    """Every method x dataset row, the behaviour first, and which beat their behaviour (the runs'
+    rows together: the same settings, split over scenarios and datasets)."""
+    base = runs[0]
+    rule = f"{base['rule']}; learners: s.e. over training seeds"
+    commands = "`; `".join(run["command"] for run in runs)
+    out = [f"**{title}** (`{commands}`; {rule}):", ""]
+    out += [f"*Note:* {note}" for run in runs for note in run.get("notes", [])]
+    rows = _order([{"scenario": run.get("scenario", ""), **r} for run in runs for r in run["rows"]])
     out += ["", "| scenario | dataset | method | score ± s.e. | margin over behaviour | beats behaviour |",
             "|---|---|---|---|---|---|"]  # fmt: skip
-    for r in base["rows"]:
+    for r in rows:
         margin = "(s.e. over episodes)"
         if "margin" in r:
             margin = f"{r['margin']:+.2f} ± {r['margin_stderr']:.2f}"
         beats = ("**yes**" if r["beats_behaviour"] else "no") if "beats_behaviour" in r else ""
-        scenario = r.get("scenario", base.get("scenario", ""))
+        scenario = r["scenario"]
         dataset = r.get("behaviour", r["dataset"].split("-", 2)[-1])
         out.append(f"| {scenario} | {dataset} | {r['method']} | {r['score']:.2f} ± {r['stderr']:.2f} "
                    f"| {margin} | {beats} |")  # fmt: skip
-    won = [r for r in base["rows"] if r.get("beats_behaviour")]
-    learners = [r for r in base["rows"] if "beats_behaviour" in r]
+    won = [r for r in rows if r.get("beats_behaviour")]
+    learners = [r for r in rows if "beats_behaviour" in r]
     out += ["", f"{len(won)} of {len(learners)} learner rows beat their behaviour"
-            + (": " + ", ".join(f"{r['method']} on {r.get('scenario', base.get('scenario'))} "
+            + (": " + ", ".join(f"{r['method']} on {r['scenario']} "
                                 f"{r.get('behaviour', r['dataset'])}" for r in won) if won else "")
             + ".", ""]  # fmt: skip
     return out
