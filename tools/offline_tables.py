@@ -43,7 +43,7 @@ def tables() -> str:
             mb = r["bytes"] / 1e6
             out.append(f"| `{r['id']}` | {r['steps']:,} | {mb:.1f} | {r['record_seconds']:.2f} | {score} |")
         out.append("")
-    opes = [o for o in (_load("ope.json"), _load("ope_tail.json")) if o]
+    opes = [o for o in (_load("ope.json"),) if o]
     if opes:
         out += _ope(opes)
     base = [
@@ -64,12 +64,19 @@ def tables() -> str:
 
 
 def _order(rows: list[dict]) -> list[dict]:
-    """Rows in the scenarios' order (the five, then ``train``), stable otherwise."""
+    """Rows in the scenarios' order (the five, then ``train``), then their behaviours' (as first
+    seen), stable otherwise."""
     from offline_common import SCENARIOS
 
-    return sorted(
-        rows, key=lambda r: SCENARIOS.index(r["scenario"]) if r.get("scenario") in SCENARIOS else 99
-    )
+    first: dict[str, int] = {}
+    for r in rows:
+        first.setdefault(r.get("behaviour", r["dataset"]), len(first))
+
+    def key(r: dict) -> tuple[int, int]:
+        where = SCENARIOS.index(r["scenario"]) if r["scenario"] in SCENARIOS else len(SCENARIOS)
+        return where, first[r.get("behaviour", r["dataset"])]
+
+    return sorted(rows, key=key)
 
 
 def _ope(runs: list[dict]) -> list[str]:
@@ -117,7 +124,14 @@ def _baselines(runs: list[dict], title: str) -> list[str]:
     commands = "`; `".join(run["command"] for run in runs)
     out = [f"**{title}** (`{commands}`; {rule}):", ""]
     out += [f"*Note:* {note}" for run in runs for note in run.get("notes", [])]
-    rows = _order([{"scenario": run.get("scenario", ""), **r} for run in runs for r in run["rows"]])
+    rows, seen = [], set()
+    for run in runs:  # a row two runs both made: the first file's
+        for r in run["rows"]:
+            key = (r.get("scenario", run.get("scenario", "")), r["dataset"], r["method"])
+            if key not in seen:
+                seen.add(key)
+                rows.append({**r, "scenario": key[0]})
+    rows = _order(rows)
     out += ["", "| scenario | dataset | method | score ± s.e. | margin over behaviour | beats behaviour |",
             "|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
