@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from hospital_marl.envs.observations import BLOCKS
-from policies.base import BasePolicy
+from policies.base import BasePolicy, load_kwargs
 from training.offline.behaviours import state_vector
 from training.offline.datasets import Transitions
 
@@ -37,8 +37,6 @@ OPTIONS = {"bc": {"top": 1.0}, "bcq": {"tau": 0.3}, "cql": {"alpha": 1.0}, "crr"
 def parse_method(spec: str) -> tuple[str, dict[str, float]]:
     """``"cql:alpha=0.1"`` -> ("cql", {"alpha": 0.1}) with the method's defaults filled in (clear
     error for an unknown method or option)."""
-    from policies.base import load_kwargs
-
     name, kwargs = load_kwargs(spec)
     if name not in METHODS:
         raise ValueError(f"unknown offline method {spec!r}; methods: {', '.join(METHODS)}")
