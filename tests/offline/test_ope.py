@@ -107,7 +107,7 @@ def test_tianshou_learners_train_on_a_dataset(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     ds.create(parse_behaviour("heuristic"), "surge", episodes=3, seed=3, num_envs=3)
     tr = ds.transitions(ds.load("hospital_marl/surge-flat-heuristic-v0"))
-    for method in METHODS:
+    for method in (*METHODS, "bc:top=0.5", "bcq:tau=0.05", "cql:alpha=0.1"):
         scores = train(method, tr, steps=30, batch_size=64)
         out = scores(tr.states[:7])
         assert out.shape == (7, 39) and np.isfinite(out[out > -1e8]).all()

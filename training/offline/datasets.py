@@ -48,7 +48,6 @@ NAMESPACE = "hospital_marl"
 OBSERVATION_FORMAT = "dict_1d"
 ENV_IDS = {"flat": hospital_marl.COMPOSED_ENV_ID, "team": hospital_marl.TEAM_ENV_ID}
 META_KEY = "hospital_marl"
-_MAX_STEPS = 512  # buffer rows per env and episode (a shift is 100 ticks)
 
 
 class DatasetMismatchError(ValueError):
@@ -108,76 +107,84 @@ def record(
     width = sum(size for _, size in keys)
     n_mask = 41 if team else 39
     act_shape = (3,) if team else ()
-    obs_buf = np.zeros((b, _MAX_STEPS + 1, width), np.float32)
-    mask_buf = np.zeros((b, _MAX_STEPS + 1, n_mask), np.bool_)
-    ints = {k: np.zeros((b, _MAX_STEPS + 1), np.int64) for k in ("tick", "invalid_actions", "conflicts")}
-    outcome_buf = np.zeros((b, _MAX_STEPS + 1, *act_shape), np.int64)
-    act_buf = np.zeros((b, _MAX_STEPS, *act_shape), np.int64)
-    prob_buf = np.full((b, _MAX_STEPS + 1), np.nan)
-    rew_buf = np.zeros((b, _MAX_STEPS), np.float64)
+    start = time.perf_counter()
+    obs, info = env.reset(seed=seed)
+    # Rows per env: one shift (the env truncates at its max ticks). Sized to the shift, not to a
+    # generous cap: a buffer touched for the first time costs page faults, which at B = 1024 were
+    # most of the recording's time when every env had 512 rows.
+    cap = int(env.unwrapped.episode_counters()["max_ticks"].max()) + 1
+    buf = {
+        "obs": np.zeros((b, cap + 1, width), np.float32),
+        "mask": np.zeros((b, cap + 1, n_mask), np.bool_),
+        "outcome": np.zeros((b, cap + 1, *act_shape), np.int64),
+        "act": np.zeros((b, cap, *act_shape), np.int64),
+        "prob": np.full((b, cap + 1), np.nan),
+        "rew": np.zeros((b, cap), np.float64),
+        **{k: np.zeros((b, cap + 1), np.int64) for k in ("tick", "invalid_actions", "conflicts")},
+    }
+    ints = ("tick", "invalid_actions", "conflicts")
     rng = np.random.default_rng([seed, 0xB0])
     rows = np.arange(b)
     ptr = np.zeros(b, np.int64)
     finished = np.zeros(b, np.int64)
     kept: dict[tuple[int, int], Any] = {}
-    start = time.perf_counter()
 
-    def write(where: np.ndarray, at: np.ndarray, obs: dict, info: dict) -> None:
-        block = np.concatenate([np.asarray(obs[k]).reshape(len(obs[k]), -1) for k, _ in keys], 1)
-        obs_buf[where, at] = block[where]
-        mask_buf[where, at] = info["action_mask"][where]
+    def flat(obs: dict) -> np.ndarray:
+        """The (B, width) observation block of a batched observation (once per step)."""
+        return np.concatenate([np.asarray(obs[k]).reshape(b, -1) for k, _ in keys], 1)
+
+    def write(where: np.ndarray, at: np.ndarray, block: np.ndarray, info: dict) -> None:
+        buf["obs"][where, at] = block[where]
+        buf["mask"][where, at] = info["action_mask"][where]
         for k in ints:
-            ints[k][where, at] = info[k][where]
-        outcome_buf[where, at] = info["outcome"][where]
+            buf[k][where, at] = info[k][where]
+        buf["outcome"][where, at] = info["outcome"][where]
 
-    obs, info = env.reset(seed=seed)
-    write(rows, ptr, obs, info)
+    write(rows, ptr, flat(obs), info)
     env_steps = 0
     try:
         while (finished < rounds).any():
             state = state_vector(obs)
             actions, probs = behaviour.sample(state, env.unwrapped.flat_masks(), rng)
-            act_buf[rows, ptr] = actions
-            prob_buf[rows, ptr] = probs
+            if ptr.max() >= cap:
+                raise RuntimeError(f"an episode ran past the env's {cap - 1} ticks")
+            buf["act"][rows, ptr] = actions
+            buf["prob"][rows, ptr] = probs
             obs, reward, terminated, truncated, info = env.step(actions)
             env_steps += b
-            rew_buf[rows, ptr] = reward
+            buf["rew"][rows, ptr] = reward
             ptr += 1
-            if (ptr >= _MAX_STEPS).any():
-                raise RuntimeError(f"an episode ran past {_MAX_STEPS} steps")
+            block = flat(obs)
             ended = terminated | truncated
-            live = ~ended
-            write(rows[live], ptr[live], obs, info)
-            for e in np.flatnonzero(ended).tolist():
-                t = int(ptr[e])
-                final_obs, final = info["final_obs"][e], info["final_info"]
-                obs_buf[e, t] = np.concatenate([np.asarray(final_obs[k]).ravel() for k, _ in keys])
-                mask_buf[e, t] = False  # the episode is over: nothing is valid after it
-                ints["tick"][e, t] = t
-                for k in ("invalid_actions", "conflicts"):
-                    ints[k][e, t] = final["counters"][k][e] if "counters" in final else info[k][e]
-                outcome_buf[e, t] = info["outcome"][e]
-                if finished[e] < rounds:
-                    kept[(int(finished[e]), e)] = _episode(
-                        EpisodeBuffer,
-                        e,
-                        t,
-                        keys,
-                        obs_buf,
-                        mask_buf,
-                        ints,
-                        outcome_buf,
-                        act_buf,
-                        prob_buf,
-                        rew_buf,
-                        bool(terminated[e]),
-                        bool(truncated[e]),
-                        seed + e if finished[e] == 0 else None,
-                    )
-                finished[e] += 1
-                ptr[e] = 0
-                prob_buf[e] = np.nan
-                write(np.array([e]), np.array([0]), obs, info)
+            write(rows[~ended], ptr[~ended], block, info)
+            done = np.flatnonzero(ended)
+            if not len(done):
+                continue
+            # the ended rows, in bulk: their last observation (from final_obs), then the next
+            # episode's first one (what the same-step autoreset returned) at row 0
+            t = ptr[done]
+            final_obs, final = info["final_obs"], info["final_info"]
+            buf["obs"][done, t] = np.stack([_flat_row(final_obs[e], keys) for e in done.tolist()])
+            buf["mask"][done, t] = False  # the episode is over: nothing is valid after it
+            buf["tick"][done, t] = t
+            for k in ("invalid_actions", "conflicts"):
+                buf[k][done, t] = (final["counters"][k] if "counters" in final else info[k])[done]
+            buf["outcome"][done, t] = info["outcome"][done]
+            for e in done[finished[done] < rounds].tolist():
+                kept[(int(finished[e]), e)] = _episode(
+                    EpisodeBuffer,
+                    e,
+                    int(ptr[e]),
+                    keys,
+                    buf,
+                    bool(terminated[e]),
+                    bool(truncated[e]),
+                    seed + e if finished[e] == 0 else None,
+                )
+            finished[done] += 1
+            ptr[done] = 0
+            buf["prob"][done] = np.nan
+            write(done, ptr[done], block, info)
     finally:
         env.close()
     order = sorted(kept)[:episodes]
@@ -263,18 +270,18 @@ def _outcome_codes() -> dict[str, int]:
 _OUTCOME_CODE = _outcome_codes()
 
 
-def _episode(EpisodeBuffer, e, t, keys, obs_buf, mask_buf, ints, outcome_buf, act_buf, prob_buf, rew_buf,
-             terminated, truncated, seed):  # fmt: skip
-    obs = obs_buf[e, : t + 1]
+def _episode(EpisodeBuffer, e, t, keys, buf, terminated, truncated, seed):  # fmt: skip
+    """Env ``e``'s episode of ``t`` steps, copied out of the recording buffers."""
+    obs = buf["obs"][e, : t + 1]
     observations, start = {}, 0
     for key, size in keys:
         observations[key] = obs[:, start : start + size].copy()
         start += size
     infos = {
-        "action_mask": mask_buf[e, : t + 1].copy(),
-        **{k: v[e, : t + 1].copy() for k, v in ints.items()},
-        "outcome": outcome_buf[e, : t + 1].copy(),
-        "behaviour_prob": prob_buf[e, : t + 1].copy(),
+        "action_mask": buf["mask"][e, : t + 1].copy(),
+        **{k: buf[k][e, : t + 1].copy() for k in ("tick", "invalid_actions", "conflicts")},
+        "outcome": buf["outcome"][e, : t + 1].copy(),
+        "behaviour_prob": buf["prob"][e, : t + 1].copy(),
     }
     terminations = np.zeros(t, bool)
     truncations = np.zeros(t, bool)
@@ -282,8 +289,8 @@ def _episode(EpisodeBuffer, e, t, keys, obs_buf, mask_buf, ints, outcome_buf, ac
     return EpisodeBuffer(
         seed=seed,
         observations=observations,
-        actions=act_buf[e, :t].copy(),
-        rewards=rew_buf[e, :t].copy(),
+        actions=buf["act"][e, :t].copy(),
+        rewards=buf["rew"][e, :t].copy(),
         terminations=terminations,
         truncations=truncations,
         infos=infos,
@@ -441,12 +448,14 @@ class Transitions:
     keys: Sequence[str]
 
 
-def transitions(dataset: Any) -> Transitions:
-    """Every step of a dataset as :class:`Transitions` (reads every episode)."""
+def transitions(dataset: Any, episodes: int | None = None) -> Transitions:
+    """Every step of a dataset as :class:`Transitions` (of its first ``episodes`` episodes if given:
+    a smaller, stated scale for a run on a busy machine)."""
     blocks = [b.key for b in BLOCKS]
     keys = blocks + [k for k in dataset.observation_space.spaces if k not in blocks]  # + presence
     parts: dict[str, list[np.ndarray]] = {k: [] for k in Transitions.__dataclass_fields__ if k != "keys"}
-    for i, ep in enumerate(dataset.iterate_episodes()):
+    which = None if episodes is None else range(min(episodes, dataset.total_episodes))
+    for i, ep in enumerate(dataset.iterate_episodes(which)):
         obs = np.concatenate([np.asarray(ep.observations[k], np.float32) for k in keys], axis=1)
         n = len(ep.rewards)
         parts["states"].append(obs[:-1])
