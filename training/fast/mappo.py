@@ -13,6 +13,9 @@ are sampled, and every ``num_envs x steps`` frames PPO updates actors and critic
 - ``--shared-actor``: one actor network for the three roles (the role's observation zero-padded to
   the largest, plus a role one-hot; actions padded to 21, padded ones always masked), otherwise one
   actor per role.
+- ``--actor entity``: each role's actor is :class:`training.fast.entity.EntityActor` (a shared
+  network per entity block, pooled context, one logit per action type per targeted entity), not an
+  MLP over the whole observation; exported the same way (one ONNX per role).
 - ``--obs-norm``: every network reads the encoded state normalised by its running mean / variance
   (updated from each tick's batch before it is read); the statistics are frozen into the ONNX actors.
 - ``--norm-reward``: rewards divided by the running std of the discounted return (SB3 VecNormalize).
@@ -71,6 +74,7 @@ from training.fast.common import (
     sample,
 )
 from training.fast.diagnostics import DIAGNOSTIC_FILE, behaviour, critical_counts, type_entropy
+from training.fast.entity import EntityActor
 
 _QUEUE = BLOCK_OFFSETS["waiting_queue"]
 QUEUE_SLOTS = _QUEUE[2][0]
@@ -109,7 +113,9 @@ class Agents(nn.Module):
             sizes = [n_in, *hidden, n_out]
             return RecurrentNet(sizes, gain) if args.recurrent else mlp(sizes, gain)
 
-        if args.shared_actor:
+        if args.actor == "entity":
+            self.actors = nn.ModuleDict({role: EntityActor(role, args.entity_width) for role in ROLES})
+        elif args.shared_actor:
             self.shared = mlp([MAX_OBS + len(ROLES), *hidden, MAX_ACTIONS], 0.01)
             self.actors = nn.ModuleDict({role: SharedRoleActor(self.shared, role) for role in ROLES})
         else:
