@@ -86,6 +86,18 @@ def test_mappo__same_seed_same_run_on_cpu(tmp_path: Path) -> None:
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
+def test_ppo__same_seed_same_weights_on_cpu(tmp_path: Path) -> None:
+    from training.fast.ppo import train
+
+    def weights(name: str, seed: int) -> dict[str, torch.Tensor]:
+        args = PpoArgs(**TINY, all_scenarios=True, seed=seed, save=str(tmp_path / name))
+        return torch.load(train(args, Recorder()) / "final.pt")["net"]
+
+    a, b, c = weights("a", 3), weights("b", 3), weights("c", 4)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
 @pytest.mark.parametrize("actor", ["mlp", "entity"])
 def test_mappo__onnx_actors_play_the_torch_actors_actions(tmp_path: Path, actor: str) -> None:
     from training.fast.mappo import Agents
