@@ -252,7 +252,8 @@ def heldout_groups_summary(data: dict[str, Any]) -> list[str]:
         bullets.append(
             f"- {name} ({len(seeds)} seeds, {frames_txt} frames each; issue 40): "
             + ("**yes**" if won == n else f"**no** — it beats it on {won} of {n}")
-            + f"; IQM {g['iqm']:.2f} [{lo:.2f}, {hi:.2f}] against its {data['team_heuristic_iqm']:.2f}, "
+            + f"; IQM {g['iqm']:.2f} [{lo:.2f}, {hi:.2f}] against `team_heuristic`'s "
+            f"{data['team_heuristic_iqm']:.2f}, "
             f"overall {float(np.mean(seeds)) - th:+.1f} ± {_se(seeds):.1f} "
             f"(seeds: {', '.join(f'{x:.2f}' for x in seeds)}; {data['episodes']} days per scenario)."
         )
