@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Mapping
 
 import torch
 
@@ -19,7 +20,7 @@ from training.fast.common import mlp
 from training.fast.entity import EntityActor
 
 
-def cost(actors: dict[str, torch.nn.Module], repeats: int) -> float:
+def cost(actors: Mapping[str, torch.nn.Module], repeats: int) -> float:
     """Mean CPU seconds of one forward + backward of every role's actor on 4,096 rows."""
     xs = {role: torch.rand(4096, ROLE_DIMS[role]) for role in ROLES}
     started = time.process_time()

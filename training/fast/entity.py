@@ -77,6 +77,10 @@ def _relu_mlp(sizes: list[int]) -> nn.Sequential:
 class EntityActor(nn.Module):
     """One role's actor: encoded role observation ``(N, dim)`` -> logits ``(N, n_actions)``."""
 
+    static: torch.Tensor
+    from_bottom: torch.Tensor
+    context_index: torch.Tensor
+
     def __init__(self, role: str, width: int = 64) -> None:
         super().__init__()
         self.role = role
@@ -105,14 +109,16 @@ class EntityActor(nn.Module):
         self.row_in = nn.ModuleDict({group: nn.Linear(width, width) for group in heads})
         self.ctx_in = nn.ModuleDict({group: nn.Linear(width, width, bias=False) for group in heads})
         self.heads = nn.ModuleDict({group: mlp([width, n], 0.01) for group, n in heads.items()})
-        for group in heads:
-            nn.init.orthogonal_(self.row_in[group].weight, np.sqrt(2))
-            nn.init.zeros_(self.row_in[group].bias)
-            nn.init.orthogonal_(self.ctx_in[group].weight, np.sqrt(2))
+        for group in heads:  # in this order: the seeded runs' initial weights depend on it
+            for layer in (self.row_in[group], self.ctx_in[group]):
+                assert isinstance(layer, nn.Linear)
+                nn.init.orthogonal_(layer.weight, np.sqrt(2))
+                if layer.bias is not None:
+                    nn.init.zeros_(layer.bias)
         self.noop = mlp([width, 1], 0.01)
         # Where each role action's logit sits in the concatenation [no-op, group logits (rows x heads)...]
         offsets, start = {}, 1
-        rows = {name: int(getattr(self, f"index_{name}").shape[0]) for name in self.names}
+        rows = {name: int(self.rows_of(name).shape[0]) for name in self.names}
         for group, n in heads.items():
             offsets[group] = start
             start += rows[group] * n
@@ -130,10 +136,16 @@ class EntityActor(nn.Module):
         self.moves = bool(max(from_bottom) >= 0)
         self.board_heads = heads.get("board", 0)
 
+    def rows_of(self, name: str) -> torch.Tensor:
+        """``(rows, features)``: where entity group ``name``'s rows sit in the role's vector."""
+        index = getattr(self, f"index_{name}")
+        assert isinstance(index, torch.Tensor)
+        return index
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         rows, pooled = {}, []
         for name in self.names:
-            feats = obs[:, getattr(self, f"index_{name}")]  # (N, rows, features)
+            feats = obs[:, self.rows_of(name)]  # (N, rows, features)
             present = (feats[..., :1] > 0).to(obs.dtype)
             h = self.encoders[name](torch.cat([feats, present], dim=-1))
             rows[name] = h
@@ -146,7 +158,7 @@ class EntityActor(nn.Module):
         table = torch.cat(parts, dim=1)
         index = self.static.unsqueeze(0).expand(obs.shape[0], -1)
         if self.moves:  # early discharge i: the i-th occupied row from the bottom of the board
-            occupied = (obs[:, self.index_board[:, 0]] > 0).sum(dim=1, keepdim=True)
+            occupied = (obs[:, self.rows_of("board")[:, 0]] > 0).sum(dim=1, keepdim=True)
             row = (occupied - 1 - self.from_bottom.unsqueeze(0)).clamp(min=0)
             index = index + (self.from_bottom >= 0).long().unsqueeze(0) * row * self.board_heads
         return torch.gather(table, 1, index)

@@ -20,6 +20,7 @@ import copy
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,7 @@ class _TorchActor:
 class Rollout:
     """One rollout's tensors ``(T, B, ...)`` and the masked-action audit, filled by :meth:`collect`."""
 
-    def __init__(self, args: Args, segments: tuple[slice, ...], device: torch.device) -> None:
+    def __init__(self, args: Args, segments: Sequence[slice], device: torch.device) -> None:
         T, B, H = args.steps, args.num_envs, len(segments)
         self.args, self.segments, self.device = args, segments, device
         self.features = torch.zeros((T, B, FEATURE_SIZE), device=device)
