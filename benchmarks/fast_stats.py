@@ -61,6 +61,9 @@ ABLATIONS = ROOT / "docs" / "fast" / "ablations.json"
 START, END = "<!-- BEGIN fast-stats -->", "<!-- END fast-stats -->"
 ABL_START, ABL_END = "<!-- BEGIN fast-ablations -->", "<!-- END fast-ablations -->"
 README = ROOT / "README.md"
+ISSUE_40 = ROOT / "docs" / "fast" / "heldout_40_scale.json"
+"""Issue 40's runs at the largest scale this box allowed, graded by ``benchmarks/heldout_groups.py``
+on the held-out days: a README verdict bullet per group (its own file, as it has its own runs)."""
 VERDICT_START, VERDICT_END = "<!-- BEGIN fast-verdict -->", "<!-- END fast-verdict -->"
 LABELS = {
     "fast_mappo": "MAPPO, fast trainer",
@@ -233,6 +236,28 @@ def collect_ablations(runs_root: Path) -> dict[str, Any]:
         "team_heuristic": {s: report["scenario_scores"][s] for s in BUILTIN_SCENARIOS},
         "variants": variants,
     }
+
+
+def heldout_groups_summary(data: dict[str, Any]) -> list[str]:
+    """One verdict bullet per group of a ``benchmarks/heldout_groups.py`` file: the grader's rule per
+    scenario, the IQM with its CI against ``team_heuristic``'s, the overall margin, every seed."""
+    bullets = []
+    th = float(data["team_heuristic_mean"])
+    for name, g in data["groups"].items():
+        seeds = [s["overall"] for s in g["seeds"]]
+        frames = sorted({s.get("frames") or 0 for s in g["seeds"]})
+        frames_txt = f"{frames[0]:,}" if len(frames) == 1 else f"{frames[0]:,}–{frames[-1]:,}"
+        won, n = len(g.get("beats_team_heuristic_on", [])), len(g["margin_to_team_heuristic"])
+        lo, hi = g["iqm_ci"]
+        bullets.append(
+            f"- {name} ({len(seeds)} seeds, {frames_txt} frames each; issue 40): "
+            + ("**yes**" if won == n else f"**no** — it beats it on {won} of {n}")
+            + f"; IQM {g['iqm']:.2f} [{lo:.2f}, {hi:.2f}] against `team_heuristic`'s "
+            f"{data['team_heuristic_iqm']:.2f}, "
+            f"overall {float(np.mean(seeds)) - th:+.1f} ± {_se(seeds):.1f} "
+            f"(seeds: {', '.join(f'{x:.2f}' for x in seeds)}; {data['episodes']} days per scenario)."
+        )
+    return bullets
 
 
 def _se(values: list[float]) -> float:
@@ -525,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     block, verdict = report(json.loads(RESULTS.read_text()), opts.reps)
     if ABLATIONS.exists():
         verdict.append(ablation_summary(json.loads(ABLATIONS.read_text())))
+    if ISSUE_40.exists():
+        verdict += heldout_groups_summary(json.loads(ISSUE_40.read_text()))
     if opts.write:
         write_marked(PAGE, START, END, f"{START}\n{block}\n{END}")
         answer = "\n".join(

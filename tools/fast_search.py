@@ -5,7 +5,8 @@ grader, team track, validation seed 1000, ``--eval-episodes`` days per scenario:
 days) of MAPPO on the AEC protocol after ``--frames`` frames. Searched: the discount and GAE
 horizon (``gamma``, ``gae_lambda``: the ICU actions' value arrives many ticks later), the entropy
 bonus over actions and over action types (``--type-entropy``: keeps rare valid types alive),
-return normalisation (``--norm-reward``) and the learning rate. The trainer's defaults are
+return normalisation (``--norm-reward``), the learning rate and the actor (``--actor``: the MLP over
+the whole observation, or the entity actor of :mod:`training.fast.entity`). The trainer's defaults are
 enqueued as trial 0, so the study's best is measured against them on the same seeds.
 
 Every trial's runs keep their behaviour diagnostic (``behaviour.jsonl``); ``--out`` gets the study
@@ -19,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +34,13 @@ from training.fast.args import MappoArgs
 from training.fast.mappo import train
 
 DEFAULTS = {"gamma": 0.97, "gae_lambda": 0.95, "entropy": 0.003, "type_entropy": 0.0, "norm_reward": False,
-            "learning_rate": 3e-4}  # fmt: skip
+            "learning_rate": 3e-4, "actor": "mlp"}  # fmt: skip
 """The trainer's defaults (training.args / training.fast.args), enqueued as trial 0."""
 WATCHED = ("icu_triage", "icu_discharge", "ventilate")
+
+
+def _train(args: MappoArgs) -> Path:
+    return train(args, grade)
 
 
 def space(trial: optuna.Trial) -> dict[str, Any]:
@@ -44,6 +51,7 @@ def space(trial: optuna.Trial) -> dict[str, Any]:
         "type_entropy": trial.suggest_float("type_entropy", 0.0, 0.05),
         "norm_reward": trial.suggest_categorical("norm_reward", [False, True]),
         "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-3, log=True),
+        "actor": trial.suggest_categorical("actor", ["mlp", "entity"]),
     }
 
 
@@ -87,6 +95,7 @@ def main() -> None:
     parser.add_argument("--runs", default="runs/search_40")
     parser.add_argument("--out", default="docs/fast/search_40.json")
     parser.add_argument("--enqueue", default="", help="JSON list of extra configurations to try first")
+    parser.add_argument("--parallel", action="store_true", help="train a trial's seeds in parallel processes")
     parser.add_argument("--sampler-seed", type=int, default=0)
     parser.add_argument(
         "--skip-defaults", action="store_true", help="a second worker: the first one tries the defaults"
@@ -100,13 +109,27 @@ def main() -> None:
     def objective(trial: optuna.Trial) -> float:
         params = space(trial)
         scores, behaviour, started = [], [], time.time()
-        for seed in a.seeds:
-            args = MappoArgs(
-                algorithm="mappo", all_scenarios=True, frames=a.frames, seed=seed, eval_interval=a.frames,
-                eval_episodes=a.eval_episodes, torch_threads=1, progress=False,
-                save=str(runs / f"w{a.sampler_seed}_t{trial.number}_s{seed}"), **params,
-            )  # fmt: skip
-            run = train(args, grade)
+        every = [
+            MappoArgs(
+                algorithm="mappo",
+                all_scenarios=True,
+                frames=a.frames,
+                seed=seed,
+                eval_interval=a.frames,
+                eval_episodes=a.eval_episodes,
+                torch_threads=1,
+                progress=False,
+                save=str(runs / f"w{a.sampler_seed}_t{trial.number}_s{seed}"),
+                **params,
+            )
+            for seed in a.seeds
+        ]
+        if a.parallel:  # one process per seed (each trains on one thread, as sequentially)
+            with ProcessPoolExecutor(len(every), mp_context=multiprocessing.get_context("spawn")) as pool:
+                done = list(pool.map(_train, every))
+        else:
+            done = [_train(args) for args in every]
+        for run in done:
             meta = json.loads((run / "fast.json").read_text())
             scores.append(meta["final_eval"]["eval_score"])
             types = meta["behaviour"]["types"]

@@ -28,7 +28,8 @@ new choice). ``train radiotherapy`` gained ``--residual anatomy_aware``, ``--def
 ``--residual-tolerance``, ``--residual-fit``, ``--defer-bonuses`` (issue 25's residual learner; re-recorded,
 additions only). ``train fast-mappo --recurrent``'s help says the actors are exported to ONNX (they
 have been since the recurrent export landed; its help still said "No ONNX export"; re-recorded, that
-help text only).
+help text only). ``train fast-mappo`` gained ``--actor mlp|entity`` and ``--entity-width`` (issue 40's
+entity actor; re-recorded, additions only).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from training.args import REWARDS, TrainArgs, shared
 from training.common import reward_table
 
 ALGORITHMS = ("mappo", "ippo")
+ACTORS = ("mlp", "entity")
 ROLE_DIMS = {role: len(np.arange(STATE_SIZE)[ROLE_INDEX[role]]) for role in ROLES}
 MASK_COLUMNS = {
     role: slice(start, start + ROLE_ACTION_COUNTS[role])
@@ -37,6 +38,7 @@ class MappoArgs(TrainArgs):
         "algorithm": ALGORITHMS,
         "reward": REWARDS,
         "protocol": PROTOCOLS,
+        "actor": ACTORS,
     }
     ALWAYS_SHOWN: ClassVar[tuple[str, ...]] = ("algorithm", "frames", "seed")
     RUN_PREFIX: ClassVar[str] = "fast"
@@ -85,6 +87,14 @@ class MappoArgs(TrainArgs):
     """Normalise advantages per minibatch."""
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layers of every actor and critic MLP."""
+    actor: str = "mlp"
+    """mlp: each role's actor an MLP over its whole observation (a flat softmax over its actions);
+    entity: one shared network per entity block (queue slots, board rows, ICU beds, ventilators),
+    DeepSets mean/max context, one logit per action type per targeted entity
+    (training.fast.entity). Not with --shared-actor or --recurrent."""
+    entity_width: int = 32
+    """Width of the entity actor's per-entity embeddings and context (32: its cost per decision is
+    about 6x the 64x64 MLP actor's; 64 costs 18x)."""
     shared_actor: bool = False
     """One actor network for the three roles (padded observation + role one-hot) instead of one each."""
     obs_norm: bool = False
@@ -116,11 +126,17 @@ class MappoArgs(TrainArgs):
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        self.require_at_least(1, "frames", "num_envs", "steps", "minibatch", "epochs", "eval_episodes")
+        self.require_at_least(
+            1, "frames", "num_envs", "steps", "minibatch", "epochs", "eval_episodes", "entity_width"
+        )
         self.require_at_least(0, "eval_interval", "max_wall_s", "type_entropy")
         if self.num_envs < len(self.scenarios):
             raise ValueError(f"num_envs ({self.num_envs}) must be at least the number of scenarios")
         self.hidden = tuple(int(w) for w in self.hidden)
+        if self.actor not in ACTORS:
+            raise ValueError(f"actor must be one of {ACTORS}, got {self.actor!r}")
+        if self.actor == "entity" and (self.shared_actor or self.recurrent):
+            raise ValueError("actor entity: a feed-forward actor per role; not with shared_actor, recurrent")
         if self.recurrent and self.shared_actor:
             raise ValueError("recurrent: a GRU per role actor only; not with shared_actor")
         if self.protocol not in PROTOCOLS:

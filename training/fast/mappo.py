@@ -13,6 +13,9 @@ are sampled, and every ``num_envs x steps`` frames PPO updates actors and critic
 - ``--shared-actor``: one actor network for the three roles (the role's observation zero-padded to
   the largest, plus a role one-hot; actions padded to 21, padded ones always masked), otherwise one
   actor per role.
+- ``--actor entity``: each role's actor is :class:`training.fast.entity.EntityActor` (a shared
+  network per entity block, pooled context, one logit per action type per targeted entity), not an
+  MLP over the whole observation; exported the same way (one ONNX per role).
 - ``--obs-norm``: every network reads the encoded state normalised by its running mean / variance
   (updated from each tick's batch before it is read); the statistics are frozen into the ONNX actors.
 - ``--norm-reward``: rewards divided by the running std of the discounted return (SB3 VecNormalize).
@@ -71,6 +74,7 @@ from training.fast.common import (
     sample,
 )
 from training.fast.diagnostics import DIAGNOSTIC_FILE, behaviour, critical_counts, type_entropy
+from training.fast.entity import EntityActor
 
 _QUEUE = BLOCK_OFFSETS["waiting_queue"]
 QUEUE_SLOTS = _QUEUE[2][0]
@@ -109,7 +113,9 @@ class Agents(nn.Module):
             sizes = [n_in, *hidden, n_out]
             return RecurrentNet(sizes, gain) if args.recurrent else mlp(sizes, gain)
 
-        if args.shared_actor:
+        if args.actor == "entity":
+            self.actors = nn.ModuleDict({role: EntityActor(role, args.entity_width) for role in ROLES})
+        elif args.shared_actor:
             self.shared = mlp([MAX_OBS + len(ROLES), *hidden, MAX_ACTIONS], 0.01)
             self.actors = nn.ModuleDict({role: SharedRoleActor(self.shared, role) for role in ROLES})
         else:
@@ -487,6 +493,143 @@ def ppo_loss(
     return policy_loss - args.entropy * entropy - args.type_entropy * types + args.value_loss * value_loss
 
 
+def update(
+    agents: Agents,
+    optimizer: torch.optim.Optimizer,
+    buf: Rollout,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    args: Args,
+    gen: torch.Generator,
+) -> None:
+    """PPO's update on one rollout: ``args.epochs`` passes of shuffled minibatches (recurrent: of
+    whole department sequences, whose hidden states recompute exactly from the stored first ones)."""
+    T, B = buf.actions.shape[:2]
+    device = advantages.device
+
+    def step(loss: torch.Tensor) -> None:
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(agents.parameters(), args.max_grad_norm)
+        optimizer.step()
+
+    if agents.recurrent:
+        per_mb = max(1, args.minibatch // T)
+        for _ in range(args.epochs):
+            order = torch.randperm(B, generator=gen, device=device)
+            for lo in range(0, B, per_mb):
+                idx = order[lo : lo + per_mb]
+                hidden0 = {core: h[idx] for core, h in buf.hidden0.items()}
+                logits, value, _ = agents.sequence(
+                    buf.states[:, idx], buf.masks[:, idx], hidden0, buf.starts[:, idx]
+                )
+                m = T * len(idx)
+                mb = {
+                    "action": buf.actions[:, idx].reshape(m, len(ROLES)),
+                    "logp": buf.logps[:, idx].reshape(m, len(ROLES)),
+                    "adv": advantages[:, idx].reshape(m, *advantages.shape[2:]),
+                    "ret": returns[:, idx].reshape(m, *returns.shape[2:]),
+                }
+                flat_logits = {role: lg.reshape(m, -1) for role, lg in logits.items()}
+                step(ppo_loss(agents, flat_logits, value.reshape(m, *value.shape[2:]), mb, args))
+        return
+    n = T * B
+    flat = {
+        "state": buf.states.reshape(n, len(ROLES), STATE_SIZE),
+        "mask": buf.masks.reshape(n, -1),
+        "action": buf.actions.reshape(n, len(ROLES)),
+        "logp": buf.logps.reshape(n, len(ROLES)),
+        "adv": advantages.reshape(n, *advantages.shape[2:]),
+        "ret": returns.reshape(n, *returns.shape[2:]),
+    }
+    for _ in range(args.epochs):
+        order = torch.randperm(n, generator=gen, device=device)
+        for lo in range(0, n, args.minibatch):
+            mb = {k: v[order[lo : lo + args.minibatch]] for k, v in flat.items()}
+            views = agents.turn_views(mb["state"])
+            logits = agents.logits(views, mb["mask"])
+            step(ppo_loss(agents, logits, agents.value(mb["state"][:, 0], views), mb, args))
+
+
+class RunWriter:
+    """What a run directory gets (:data:`METADATA_FILE`, the ONNX actors, the torch checkpoints),
+    kept out of the training loop: the loop hands it the agents and the figures to record."""
+
+    def __init__(self, args: Args, name: str) -> None:
+        self.args, self.name, self.run_dir = args, name, args.run_dir
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.actors: dict[str, dict[str, str]] = {}
+        self.checkpoints: dict[str, str] = {}
+        (self.run_dir / DIAGNOSTIC_FILE).write_text("")
+
+    def diagnostic(self, row: dict[str, Any]) -> None:
+        """Append one update's behaviour diagnostic to ``behaviour.jsonl``."""
+        with (self.run_dir / DIAGNOSTIC_FILE).open("a") as log:
+            log.write(json.dumps(row) + "\n")
+
+    def export_actors(self, agents: Agents, which: str) -> None:
+        """One ONNX per role under ``which/``: raw encoded role observation (recurrent: and hidden
+        state) -> logits (and the next hidden state)."""
+        nets, files = agents.played_actors(), {}
+        for role in ROLES:
+            path = self.run_dir / which / f"{role}.onnx"
+            if agents.recurrent:
+                export_recurrent_onnx(nets[role], ROLE_DIMS[role], agents.width, path)
+            else:
+                export_onnx(nets[role], ROLE_DIMS[role], path)
+            files[role] = path.relative_to(self.run_dir).as_posix()
+        self.actors[which] = files
+
+    def save_torch(self, agents: Agents, file: str) -> None:
+        torch.save(
+            {"agents": copy.deepcopy(agents).to("cpu").state_dict(), "args": self.args.as_json()},
+            self.run_dir / file,
+        )
+        self.checkpoints[file.removesuffix(".pt")] = file
+
+    def write(self, agents: Agents, complete: bool, figures: dict[str, Any]) -> None:
+        """``fast.json``; written at every new best too, so a run stopped early still loads.
+        ``figures``: best, final_eval, frames, the clock, the phases' seconds, the diagnostic, audit."""
+        args, frames = self.args, figures["frames"]
+        phases = {k: round(figures[k], 2) for k in ("collect_s", "update_s", "diagnose_s")}
+        write_json(
+            self.run_dir / METADATA_FILE,
+            {
+                "format": FORMAT,
+                "name": self.name,
+                "track": "team",
+                "algorithm": args.algorithm,
+                "protocol": args.protocol,
+                "roles": list(ROLES),
+                "complete": complete,
+                "actors": self.actors,
+                "export": "onnx"
+                + (" (hidden state in and out: one decision per call)" if agents.recurrent else "")
+                + (" (observation statistics frozen in front of each actor)" if args.obs_norm else ""),
+                "recurrent": agents.recurrent,
+                "hidden_size": agents.width if agents.recurrent else None,
+                "checkpoints": self.checkpoints,
+                "best": figures["best"],
+                "final_eval": figures["final_eval"],
+                "frames": frames,
+                "role_decisions": frames * len(ROLES),
+                "wall_time_s": figures["clock"].wall(),
+                "cpu_time_s": figures["clock"].cpu(),
+                **phases,
+                "diagnostic": DIAGNOSTIC_FILE,
+                "behaviour": figures["behaviour"],
+                "frames_per_s": round(frames / max(figures["collect_s"] + figures["update_s"], 1e-9)),
+                "audit": {
+                    "masked_actions_taken": figures["masked_taken"],
+                    "audited_actions": frames * len(ROLES),
+                },
+                "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
+                "args": args.as_json(),
+                "command": args.command_line(),
+            },
+        )
+
+
 def train(args: Args, evaluate: Evaluate) -> Path:
     """Train MAPPO / IPPO from scratch; grade on validation days; write the run directory."""
     require_evaluate(evaluate, "train(Args(...), grading.grade)")
@@ -494,150 +637,45 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     torch.set_num_threads(args.torch_threads)
     torch.manual_seed(args.seed)
     gen = torch.Generator(device=device).manual_seed(args.seed)
-    run_dir = args.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
     name = f"fast_{args.algorithm}"
+    writer = RunWriter(args, name)
 
     envs = Departments(args)
     agents = Agents(args).to(device)
     optimizer = torch.optim.Adam(agents.parameters(), lr=args.learning_rate, eps=1e-5)
-    B, T = args.num_envs, args.steps
-    per_update = B * T
+    per_update = args.num_envs * args.steps
     updates = -(-args.frames // per_update)
     buf = Rollout(args, agents, device)
 
-    clock, frames, rows, best = Clock(), 0, [], None
-    actors: dict[str, dict[str, str]] = {}
-    checkpoints: dict[str, str] = {}
-
-    def export_actors(out: Path) -> dict[str, str]:
-        """One ONNX per role: raw encoded role observation (recurrent: and hidden state) -> logits
-        (and the next hidden state)."""
-        nets = agents.played_actors()
-        files = {}
-        for role in ROLES:
-            path = out / f"{role}.onnx"
-            if agents.recurrent:
-                export_recurrent_onnx(nets[role], ROLE_DIMS[role], agents.width, path)
-            else:
-                export_onnx(nets[role], ROLE_DIMS[role], path)
-            files[role] = path.relative_to(run_dir).as_posix()
-        return files
-
-    def save_torch(file: str) -> None:
-        torch.save(
-            {"agents": copy.deepcopy(agents).to("cpu").state_dict(), "args": args.as_json()}, run_dir / file
-        )
-        checkpoints[file.removesuffix(".pt")] = file
-
-    def write_run(complete: bool) -> None:
-        """``fast.json``; written at every new best too, so a run stopped early still loads."""
-        write_json(
-            run_dir / METADATA_FILE,
-            {
-                "format": FORMAT,
-                "name": name,
-                "track": "team",
-                "algorithm": args.algorithm,
-                "protocol": args.protocol,
-                "roles": list(ROLES),
-                "complete": complete,
-                "actors": actors,
-                "export": "onnx"
-                + (" (hidden state in and out: one decision per call)" if agents.recurrent else "")
-                + (" (observation statistics frozen in front of each actor)" if args.obs_norm else ""),
-                "recurrent": agents.recurrent,
-                "hidden_size": agents.width if agents.recurrent else None,
-                "checkpoints": checkpoints,
-                "best": best[0] if best else None,
-                "final_eval": rows[-1] if rows else None,
-                "frames": frames,
-                "role_decisions": frames * len(ROLES),
-                "wall_time_s": clock.wall(),
-                "cpu_time_s": clock.cpu(),
-                "collect_s": round(collect_s, 2),
-                "update_s": round(update_s, 2),
-                "diagnose_s": round(diagnose_s, 2),
-                "diagnostic": DIAGNOSTIC_FILE,
-                "behaviour": last_diagnostic,
-                "frames_per_s": round(frames / max(collect_s + update_s, 1e-9)),
-                "audit": {"masked_actions_taken": buf.masked_taken, "audited_actions": frames * len(ROLES)},
-                "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
-                "args": args.as_json(),
-                "command": args.command_line(),
-            },
-        )
-
+    clock, rows, best = Clock(), [], None
+    fig: dict[str, Any] = {"clock": clock, "frames": 0, "collect_s": 0.0, "update_s": 0.0, "diagnose_s": 0.0,
+                           "behaviour": {}, "best": None, "final_eval": None, "masked_taken": 0}  # fmt: skip
     next_eval = args.eval_interval if args.eval_interval else args.frames
-    collect_s = update_s = diagnose_s = 0.0
-    last_diagnostic: dict[str, Any] = {}
-    (run_dir / DIAGNOSTIC_FILE).write_text("")
-    for update in range(updates):
+    for number in range(updates):
         if args.anneal_lr:
-            spent = max(update / updates, clock.wall() / args.max_wall_s if args.max_wall_s else 0.0)
+            spent = max(number / updates, clock.wall() / args.max_wall_s if args.max_wall_s else 0.0)
             optimizer.param_groups[0]["lr"] = args.learning_rate * max(1.0 - spent, 0.0)
         started = time.perf_counter()
         buf.collect(agents, envs, gen)
-        frames += per_update
+        fig["frames"] += per_update
         advantages, returns = buf.advantages(agents, envs)
         mid = time.perf_counter()
-        collect_s += mid - started
-        diagnostic = {"update": update, "frames": frames, **diagnose(agents, buf, envs, advantages, returns)}
-        with (run_dir / DIAGNOSTIC_FILE).open("a") as log:
-            log.write(json.dumps(diagnostic) + "\n")
-        diagnose_s += time.perf_counter() - mid
-        last_diagnostic = diagnostic
+        fig["collect_s"] += mid - started
+        fig["behaviour"] = {
+            "update": number,
+            "frames": fig["frames"],
+            **diagnose(agents, buf, envs, advantages, returns),
+        }
+        writer.diagnostic(fig["behaviour"])
+        fig["diagnose_s"] += time.perf_counter() - mid
         mid = time.perf_counter()
-
-        n = T * B
-        if agents.recurrent:  # minibatches of whole department sequences: the hidden states recompute exactly
-            per_mb = max(1, args.minibatch // T)
-            for _ in range(args.epochs):
-                order = torch.randperm(B, generator=gen, device=device)
-                for lo in range(0, B, per_mb):
-                    idx = order[lo : lo + per_mb]
-                    hidden0 = {core: h[idx] for core, h in buf.hidden0.items()}
-                    logits, value, _ = agents.sequence(
-                        buf.states[:, idx], buf.masks[:, idx], hidden0, buf.starts[:, idx]
-                    )
-                    m = T * len(idx)
-                    mb = {
-                        "action": buf.actions[:, idx].reshape(m, len(ROLES)),
-                        "logp": buf.logps[:, idx].reshape(m, len(ROLES)),
-                        "adv": advantages[:, idx].reshape(m, *advantages.shape[2:]),
-                        "ret": returns[:, idx].reshape(m, *returns.shape[2:]),
-                    }
-                    flat_logits = {role: lg.reshape(m, -1) for role, lg in logits.items()}
-                    loss = ppo_loss(agents, flat_logits, value.reshape(m, *value.shape[2:]), mb, args)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(agents.parameters(), args.max_grad_norm)
-                    optimizer.step()
-        else:
-            flat = {
-                "state": buf.states.reshape(n, len(ROLES), STATE_SIZE),
-                "mask": buf.masks.reshape(n, -1),
-                "action": buf.actions.reshape(n, len(ROLES)),
-                "logp": buf.logps.reshape(n, len(ROLES)),
-                "adv": advantages.reshape(n, *advantages.shape[2:]),
-                "ret": returns.reshape(n, *returns.shape[2:]),
-            }
-            for _ in range(args.epochs):
-                order = torch.randperm(n, generator=gen, device=device)
-                for lo in range(0, n, args.minibatch):
-                    mb = {k: v[order[lo : lo + args.minibatch]] for k, v in flat.items()}
-                    views = agents.turn_views(mb["state"])
-                    logits = agents.logits(views, mb["mask"])
-                    loss = ppo_loss(agents, logits, agents.value(mb["state"][:, 0], views), mb, args)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(agents.parameters(), args.max_grad_norm)
-                    optimizer.step()
-        update_s += time.perf_counter() - mid
+        update(agents, optimizer, buf, advantages, returns, args, gen)
+        fig["update_s"] += time.perf_counter() - mid
+        fig["masked_taken"] = buf.masked_taken
 
         out_of_time = bool(args.max_wall_s) and clock.wall() >= args.max_wall_s
-        last = update == updates - 1 or out_of_time
-        if frames >= next_eval or last:
+        last = number == updates - 1 or out_of_time
+        if fig["frames"] >= next_eval or last:
             next_eval += args.eval_interval or args.frames
             report = evaluate(
                 team_policy(agents, name, args.protocol),
@@ -646,34 +684,30 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 scenarios=args.scenarios,
                 track="team",
             )
-            row = eval_row(report, frames, clock)
-            row["role_decisions"] = frames * len(ROLES)
-            row["frames_per_s"] = round(frames / max(collect_s + update_s, 1e-9))
+            row = eval_row(report, fig["frames"], clock)
+            row["role_decisions"] = fig["frames"] * len(ROLES)
+            row["frames_per_s"] = round(fig["frames"] / max(fig["collect_s"] + fig["update_s"], 1e-9))
             row["train_score"] = round(float(np.mean(envs.scores)), 3) if envs.scores else None
             envs.scores.clear()
             rows.append(row)
-            write_curve(rows, run_dir)
-            if best is None or row["eval_score"] > best[0]["eval_score"]:
-                best = (row, None)
+            write_curve(rows, writer.run_dir)
+            fig["final_eval"] = row
+            if best is None or row["eval_score"] > best["eval_score"]:
+                best = fig["best"] = row
                 if agents.recurrent:
-                    save_torch("best.pt")
-                actors["best"] = export_actors(run_dir / "best")
-                write_run(complete=False)
+                    writer.save_torch(agents, "best.pt")
+                writer.export_actors(agents, "best")
+                writer.write(agents, False, fig)
             if args.progress:
-                print(
-                    json.dumps(
-                        {k: row[k] for k in ("timesteps", "eval_score", "frames_per_s", "train_score")}
-                    ),
-                    file=sys.stderr,
-                )
+                keys = ("timesteps", "eval_score", "frames_per_s", "train_score")
+                print(json.dumps({k: row[k] for k in keys}), file=sys.stderr)
         if last:
             break
 
-    assert best is not None  # the last update always grades
-    actors["final"] = export_actors(run_dir / "final")
-    save_torch("final.pt")
-    write_run(complete=True)
-    return run_dir
+    writer.export_actors(agents, "final")
+    writer.save_torch(agents, "final.pt")
+    writer.write(agents, True, fig)
+    return writer.run_dir
 
 
 def summary(run_dir: Path) -> dict[str, Any]:

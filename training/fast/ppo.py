@@ -20,6 +20,7 @@ import copy
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,130 @@ class _TorchActor:
             return self.actor(torch.as_tensor(np.asarray(features, np.float32)).reshape(1, -1))[0].numpy()
 
 
+class Rollout:
+    """One rollout's tensors ``(T, B, ...)`` and the masked-action audit, filled by :meth:`collect`."""
+
+    def __init__(self, args: Args, segments: Sequence[slice], device: torch.device) -> None:
+        T, B, H = args.steps, args.num_envs, len(segments)
+        self.args, self.segments, self.device = args, segments, device
+        self.features = torch.zeros((T, B, FEATURE_SIZE), device=device)
+        self.masks = torch.zeros((T, B, segments[-1].stop), dtype=torch.bool, device=device)
+        self.actions = torch.zeros((T, B, H), dtype=torch.long, device=device)
+        self.logps = torch.zeros((T, B), device=device)
+        self.values = torch.zeros((T, B), device=device)
+        self.rewards = torch.zeros((T, B), device=device)
+        self.dones = torch.zeros((T, B), device=device)
+        self.masked_taken = 0
+
+    def collect(self, net: ActorCritic, envs: Departments, gen: torch.Generator) -> None:
+        """``steps`` ticks of every department, actions sampled from the masked heads."""
+        args, device = self.args, self.device
+        for t in range(args.steps):
+            x = torch.from_numpy(envs.features).to(device)
+            mask = torch.from_numpy(envs.masks).to(device)
+            with torch.no_grad():
+                drawn = [sample(logits, gen) for logits in heads(net, x, mask)]
+                self.values[t] = net.critic(x).squeeze(-1)
+            action = torch.stack([a for a, _ in drawn], dim=1)
+            self.features[t], self.masks[t], self.actions[t] = x, mask, action
+            self.logps[t] = sum(lp for _, lp in drawn)
+            for h, seg in enumerate(self.segments):
+                self.masked_taken += int((~mask[:, seg].gather(1, action[:, h : h + 1])).sum())
+            step_actions = action.cpu().numpy()
+            reward, done = envs.step(step_actions[:, 0] if args.track == "flat" else step_actions)
+            self.rewards[t] = torch.from_numpy(reward * args.reward_scale).to(device)
+            self.dones[t] = torch.from_numpy(done.astype(np.float32)).to(device)
+
+    def advantages(self, net: ActorCritic, envs: Departments) -> tuple[torch.Tensor, torch.Tensor]:
+        """GAE advantages and returns, bootstrapped from the state after the last tick."""
+        with torch.no_grad():
+            next_value = net.critic(torch.from_numpy(envs.features).to(self.device)).squeeze(-1)
+            advantages = gae(
+                self.rewards, self.values, self.dones, next_value, self.args.gamma, self.args.gae_lambda
+            )
+        return advantages, advantages + self.values
+
+
+def heads(net: ActorCritic, x: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+    """The actor's masked logits, one tensor per action head (flat: one; team: the three roles)."""
+    logits = net.actor(x)
+    return [masked(logits[:, seg], mask[:, seg]) for seg in net.segments]
+
+
+def update(
+    net: ActorCritic,
+    optimizer: torch.optim.Optimizer,
+    buf: Rollout,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    args: Args,
+    gen: torch.Generator,
+) -> None:
+    """PPO's update on one rollout: ``args.epochs`` passes of shuffled minibatches."""
+    T, B, H = buf.actions.shape
+    n = T * B
+    flat = {
+        "x": buf.features.reshape(n, FEATURE_SIZE),
+        "mask": buf.masks.reshape(n, -1),
+        "action": buf.actions.reshape(n, H),
+        "logp": buf.logps.reshape(n),
+        "adv": advantages.reshape(n),
+        "ret": returns.reshape(n),
+    }
+    device = advantages.device
+    for _ in range(args.epochs):
+        order = torch.randperm(n, generator=gen, device=device)
+        for lo in range(0, n, args.minibatch):
+            mb = {k: v[order[lo : lo + args.minibatch]] for k, v in flat.items()}
+            logp = entropy = torch.zeros((), device=device)
+            for h, logits in enumerate(heads(net, mb["x"], mb["mask"])):
+                head_logp, head_entropy = logp_entropy(logits, mb["action"][:, h])
+                logp, entropy = logp + head_logp, entropy + head_entropy.mean()
+            adv = (mb["adv"] - mb["adv"].mean()) / (mb["adv"].std() + 1e-8)
+            policy_loss = clipped_surrogate(logp, mb["logp"], adv, args.clip)
+            value_loss = 0.5 * ((net.critic(mb["x"]).squeeze(-1) - mb["ret"]) ** 2).mean()
+            loss = policy_loss - args.entropy * entropy + args.value_loss * value_loss
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
+            optimizer.step()
+
+
+def write_run(
+    args: Args,
+    net: ActorCritic,
+    best: tuple[dict[str, Any], nn.Module],
+    last: dict[str, Any],
+    figures: dict[str, Any],
+) -> None:
+    """The run directory: the best-validation and the final actor as ONNX with their metadata, and
+    ``final.pt``. ``figures``: name, frames, the clock, the phases' seconds, the masked-action audit."""
+    frames, clock = figures["frames"], figures["clock"]
+    meta = {
+        "name": figures["name"],
+        "track": args.track,
+        "masked": True,
+        "encoder_version": ENCODER_VERSION,
+        "trainer": "fast",
+        "timesteps": frames,
+        "wall_time_s": clock.wall(),
+        "cpu_time_s": clock.cpu(),
+        "frames_per_s": round(frames / max(figures["collect_s"] + figures["update_s"], 1e-9)),
+        "audit": {
+            "masked_actions_taken": figures["masked_taken"],
+            "audited_actions": frames * len(net.segments),
+        },
+        "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
+        "args": args.as_json(),
+        "command": args.command_line(),
+    }
+    run_dir = args.run_dir
+    for stem, actor, row in (("best_model", best[1], best[0]), ("model", net.actor, last)):
+        export_onnx(actor, FEATURE_SIZE, run_dir / f"{stem}.onnx")
+        write_json(run_dir / f"{stem}.json", {**meta, "eval": row})
+    torch.save({"net": net.to("cpu").state_dict(), "args": args.as_json()}, run_dir / "final.pt")
+
+
 def train(args: Args, evaluate: Evaluate) -> Path:
     """Train masked PPO from scratch; grade on validation days; write the run directory."""
     require_evaluate(evaluate, "train(Args(...), grading.grade)")
@@ -128,83 +253,29 @@ def train(args: Args, evaluate: Evaluate) -> Path:
     envs = Departments(args)
     net = ActorCritic(args).to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=args.learning_rate, eps=1e-5)
-    segments = net.segments
-    B, T, H = args.num_envs, args.steps, len(segments)
-    per_update = B * T
+    per_update = args.num_envs * args.steps
     updates = -(-args.frames // per_update)
-    features = torch.zeros((T, B, FEATURE_SIZE), device=device)
-    masks = torch.zeros((T, B, segments[-1].stop), dtype=torch.bool, device=device)
-    actions = torch.zeros((T, B, H), dtype=torch.long, device=device)
-    logps = torch.zeros((T, B), device=device)
-    values = torch.zeros((T, B), device=device)
-    rewards = torch.zeros((T, B), device=device)
-    dones = torch.zeros((T, B), device=device)
+    buf = Rollout(args, net.segments, device)
 
-    def heads(x: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
-        logits = net.actor(x)
-        return [masked(logits[:, seg], mask[:, seg]) for seg in segments]
-
-    clock, frames, rows, best, masked_taken = Clock(), 0, [], None, 0
+    clock, rows, best = Clock(), [], None
+    fig: dict[str, Any] = {"name": name, "clock": clock, "frames": 0, "collect_s": 0.0, "update_s": 0.0}
     next_eval = args.eval_interval if args.eval_interval else args.frames
-    collect_s = update_s = 0.0
-    for update in range(updates):
+    for number in range(updates):
         if args.anneal_lr:
-            spent = max(update / updates, clock.wall() / args.max_wall_s if args.max_wall_s else 0.0)
+            spent = max(number / updates, clock.wall() / args.max_wall_s if args.max_wall_s else 0.0)
             optimizer.param_groups[0]["lr"] = args.learning_rate * max(1.0 - spent, 0.0)
         started = time.perf_counter()
-        for t in range(T):
-            x = torch.from_numpy(envs.features).to(device)
-            mask = torch.from_numpy(envs.masks).to(device)
-            with torch.no_grad():
-                drawn = [sample(logits, gen) for logits in heads(x, mask)]
-                values[t] = net.critic(x).squeeze(-1)
-            action = torch.stack([a for a, _ in drawn], dim=1)
-            features[t], masks[t], actions[t] = x, mask, action
-            logps[t] = sum(lp for _, lp in drawn)
-            for h, seg in enumerate(segments):
-                masked_taken += int((~mask[:, seg].gather(1, action[:, h : h + 1])).sum())
-            step_actions = action.cpu().numpy()
-            reward, done = envs.step(step_actions[:, 0] if args.track == "flat" else step_actions)
-            rewards[t] = torch.from_numpy(reward * args.reward_scale).to(device)
-            dones[t] = torch.from_numpy(done.astype(np.float32)).to(device)
-        frames += per_update
-        with torch.no_grad():
-            next_value = net.critic(torch.from_numpy(envs.features).to(device)).squeeze(-1)
-            advantages = gae(rewards, values, dones, next_value, args.gamma, args.gae_lambda)
-            returns = advantages + values
+        buf.collect(net, envs, gen)
+        fig["frames"] += per_update
+        advantages, returns = buf.advantages(net, envs)
         mid = time.perf_counter()
-        collect_s += mid - started
-
-        n = T * B
-        flat = {
-            "x": features.reshape(n, FEATURE_SIZE),
-            "mask": masks.reshape(n, -1),
-            "action": actions.reshape(n, H),
-            "logp": logps.reshape(n),
-            "adv": advantages.reshape(n),
-            "ret": returns.reshape(n),
-        }
-        for _ in range(args.epochs):
-            order = torch.randperm(n, generator=gen, device=device)
-            for lo in range(0, n, args.minibatch):
-                mb = {k: v[order[lo : lo + args.minibatch]] for k, v in flat.items()}
-                logp = entropy = torch.zeros((), device=device)
-                for h, logits in enumerate(heads(mb["x"], mb["mask"])):
-                    head_logp, head_entropy = logp_entropy(logits, mb["action"][:, h])
-                    logp, entropy = logp + head_logp, entropy + head_entropy.mean()
-                adv = (mb["adv"] - mb["adv"].mean()) / (mb["adv"].std() + 1e-8)
-                policy_loss = clipped_surrogate(logp, mb["logp"], adv, args.clip)
-                value_loss = 0.5 * ((net.critic(mb["x"]).squeeze(-1) - mb["ret"]) ** 2).mean()
-                loss = policy_loss - args.entropy * entropy + args.value_loss * value_loss
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
-                optimizer.step()
-        update_s += time.perf_counter() - mid
+        fig["collect_s"] += mid - started
+        update(net, optimizer, buf, advantages, returns, args, gen)
+        fig["update_s"] += time.perf_counter() - mid
 
         out_of_time = bool(args.max_wall_s) and clock.wall() >= args.max_wall_s
-        last = update == updates - 1 or out_of_time
-        if frames >= next_eval or last:
+        last = number == updates - 1 or out_of_time
+        if fig["frames"] >= next_eval or last:
             next_eval += args.eval_interval or args.frames
             report = evaluate(
                 policy_cls(_TorchActor(net.actor), name=name),
@@ -213,8 +284,8 @@ def train(args: Args, evaluate: Evaluate) -> Path:
                 scenarios=args.scenarios,
                 track=args.track,
             )
-            row = eval_row(report, frames, clock)
-            row["frames_per_s"] = round(frames / max(collect_s + update_s, 1e-9))
+            row = eval_row(report, fig["frames"], clock)
+            row["frames_per_s"] = round(fig["frames"] / max(fig["collect_s"] + fig["update_s"], 1e-9))
             row["train_score"] = round(float(np.mean(envs.scores)), 3) if envs.scores else None
             envs.scores.clear()
             rows.append(row)
@@ -228,25 +299,7 @@ def train(args: Args, evaluate: Evaluate) -> Path:
             break
 
     assert best is not None  # the last update always grades
-    meta = {
-        "name": name,
-        "track": args.track,
-        "masked": True,
-        "encoder_version": ENCODER_VERSION,
-        "trainer": "fast",
-        "timesteps": frames,
-        "wall_time_s": clock.wall(),
-        "cpu_time_s": clock.cpu(),
-        "frames_per_s": round(frames / max(collect_s + update_s, 1e-9)),
-        "audit": {"masked_actions_taken": masked_taken, "audited_actions": frames * H},
-        "validation": {"seed": args.eval_seed, "episodes_per_scenario": args.eval_episodes},
-        "args": args.as_json(),
-        "command": args.command_line(),
-    }
-    for stem, actor, row in (("best_model", best[1], best[0]), ("model", net.actor, rows[-1])):
-        export_onnx(actor, FEATURE_SIZE, run_dir / f"{stem}.onnx")
-        write_json(run_dir / f"{stem}.json", {**meta, "eval": row})
-    torch.save({"net": net.to("cpu").state_dict(), "args": args.as_json()}, run_dir / "final.pt")
+    write_run(args, net, best, rows[-1], {**fig, "masked_taken": buf.masked_taken})
     return run_dir
 
 
