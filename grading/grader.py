@@ -245,8 +245,9 @@ def _grade_scenarios(
         if callable(getattr(agent, "play_many", None)):
             # isolated: every episode at once, one request frame a step (progress once they end)
             results = agent.play_many([EPISODES[agent.track](scenario, s) for s in seeds])
-            for i in range(episodes if progress is not None else 0):
-                progress(scenario.name, i)
+            if progress is not None:
+                for i in range(episodes):
+                    progress(scenario.name, i)
         else:
             results = []
             for i, episode in enumerate(seeds):

@@ -379,8 +379,8 @@ class _Isolated(FaultBudget):
                 continue
             answer = _answer(raw, number, episode.slot)
             if answer is None:
-                error = FrameError("protocol", "a malformed answer, or one that was not asked for")
-                return self._ended(batch, position, error, settle)
+                malformed = FrameError("protocol", "a malformed answer, or one that was not asked for")
+                return self._ended(batch, position, malformed, settle)
             status, payload = answer
             if i < 0:
                 episode.reset = True  # (a reset that raised is a fault; the episode goes on)
@@ -450,7 +450,11 @@ class _Isolated(FaultBudget):
         while asking:
             self._live = [item[0] for item in asking.values()]
             slots = list(asking)
-            self._ask([asking[s] for s in slots], lambda i, action, slots=slots: advance(slots[i], action))
+
+            def settled(i: int, action: int, slots: list[int] = slots) -> None:
+                advance(slots[i], action)
+
+            self._ask([asking[s] for s in slots], settled)
         self._live = []
         return results
 
