@@ -23,7 +23,7 @@ from hospital_marl.radiotherapy.core.phantoms import (
     phantom_digest,
 )
 from hospital_marl.radiotherapy.core.plan import Plan
-from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, SPLITS, TASKS
+from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, N_BUCKETS, SPLIT_BUCKETS, SPLITS, TASKS
 
 DRAWS = 150
 
@@ -90,3 +90,12 @@ def test_no_patient_is_voxel_identical_across_splits() -> None:
             for p in _patients(task, split, 200):
                 digest = phantom_digest(p)
                 assert seen.setdefault(digest, split) == split, (task, split, seen[digest])
+
+
+def test_split_buckets_are_disjoint_and_training_owns_most() -> None:
+    """Disjoint digest buckets are what keeps splits apart; training draws at every env reset,
+    so it owns the majority (its rejection rate is the reset's cost)."""
+    owned = [set(SPLIT_BUCKETS[s]) for s in SPLITS]
+    assert set(SPLIT_BUCKETS) == set(SPLITS)
+    assert sum(map(len, owned)) == len(set().union(*owned)) and set().union(*owned) <= set(range(N_BUCKETS))
+    assert 2 * len(SPLIT_BUCKETS["train"]) > N_BUCKETS
