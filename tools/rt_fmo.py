@@ -60,7 +60,7 @@ def fmo_scores(episodes: int, splits: list[str], seed: int = 42, verbose: bool =
                     CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
                     if verbose:
                         print(key, round(result["score"], 3), result["cpu_s"], flush=True)
-                out[base] = cache[key]
+                out[base] = cache[key] | {"patient": key.rsplit("/", 1)[1]}
     return out
 
 

@@ -61,12 +61,20 @@ def _seeds(rows: Any, name: str) -> list[str]:
 
 def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
     """Every row's per-task scores on both splits (JSON-able); ``reuse``: keep the rows already
-    saved in docs/data/rt_scoreboard.json for the same episode count (the planner takes minutes)."""
+    saved in docs/data/rt_scoreboard.json for the same episode count and patients (the planner takes
+    minutes)."""
     saved = json.loads(DATA.read_text()) if reuse and DATA.exists() else {}
-    if saved.get("episodes") != episodes:
-        saved = {}
-    out: dict[str, Any] = {"episodes": episodes, "seed": 42, "splits": {}}
     fmo = fmo_scores(episodes, list(SPLITS), verbose=False)
+    patients = {  # the graded patients' digests: rows saved for other patients are never reused
+        split: {
+            t: [fmo[f"{t}/{split}/{split_seed(42, t, split, i)}"]["patient"] for i in range(episodes)]
+            for t in BUILTIN_TASKS
+        }
+        for split in SPLITS
+    }
+    if saved.get("episodes") != episodes or saved.get("patients") != patients:
+        saved = {}
+    out: dict[str, Any] = {"episodes": episodes, "seed": 42, "patients": patients, "splits": {}}
     for split in SPLITS:
         rows: dict[str, dict[str, list[float]]] = {}
         agents: list[tuple[str, Any]] = [(name, name) for name in BASELINES]
