@@ -59,7 +59,7 @@ def _seeds(rows: Any, name: str) -> list[str]:
     return [label for label in rows if label.startswith(f"{name}_seed")]
 
 
-def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
+def grade(episodes: int, reuse: bool = False, learners: bool = True) -> dict[str, Any]:
     """Every row's per-task scores on both splits (JSON-able); ``reuse``: keep the rows already
     saved in docs/data/rt_scoreboard.json for the same episode count and patients (the planner takes
     minutes)."""
@@ -78,7 +78,7 @@ def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
     for split in SPLITS:
         rows: dict[str, dict[str, list[float]]] = {}
         agents: list[tuple[str, Any]] = [(name, name) for name in BASELINES]
-        for name, stem in LEARNERS.items():
+        for name, stem in LEARNERS.items() if learners else ():
             agents += [(path.stem.replace(stem, name), load_path(path)) for path in seed_checkpoints(stem)]
             if (CHECKPOINT_DIR / f"{stem}.npz").exists():
                 agents.append((f"{name} (shipped)", name))
@@ -193,8 +193,15 @@ if __name__ == "__main__":
     parser.add_argument("--write", action="store_true", help="into docs/radiotherapy.md and docs/data")
     parser.add_argument("--from-data", action="store_true", help="re-render the saved scores, grade nothing")
     parser.add_argument("--reuse", action="store_true", help="keep the saved baseline rows, grade the rest")
+    parser.add_argument(
+        "--baselines-only", action="store_true", help="grade no learner (then --reuse grades only them)"
+    )
     args = parser.parse_args()
-    data = json.loads(DATA.read_text()) if args.from_data else grade(args.episodes, args.reuse)
+    data = (
+        json.loads(DATA.read_text())
+        if args.from_data
+        else grade(args.episodes, args.reuse, learners=not args.baselines_only)
+    )
     block = markdown(data)
     print(block)
     if args.write:
