@@ -3,8 +3,10 @@
     python tools/rt_fmo.py [--episodes 10] [--splits test_id test_ood]
 
 One L-BFGS-B solve per patient (seconds to a minute each), so the results are kept in
-``docs/data/rt_fmo.json`` keyed ``task/split/seed`` (the grader's episode seeds, seed 42):
-``tools/rt_scoreboard.py`` reads them and solves only the patients that are missing.
+``docs/data/rt_fmo.json`` keyed ``task/split/seed/digest`` (the grader's episode seeds, seed 42, and
+the first 16 hex digits of the patient's :func:`phantom_digest`, so a change of the splits' patients
+is a cache miss, never another patient's FMO): ``tools/rt_scoreboard.py`` reads them and solves only
+the patients that are missing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from grading.radiotherapy import split_seed  # noqa: E402
 from hospital_marl.radiotherapy.core.fmo import optimise_fluence  # noqa: E402
+from hospital_marl.radiotherapy.core.phantoms import phantom_digest  # noqa: E402
 from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS  # noqa: E402
 from hospital_marl.radiotherapy.envs.planning import RadiotherapyPlanningEnv  # noqa: E402
 
@@ -32,25 +35,33 @@ def load_cache() -> dict[str, dict]:
 
 
 def fmo_scores(episodes: int, splits: list[str], seed: int = 42, verbose: bool = True) -> dict[str, dict]:
-    """The cache, with every (task, split, episode) of the scoreboard solved."""
+    """Every (task, split, episode) of the scoreboard solved, keyed ``task/split/seed`` (the cache's
+    entries for other patients under the same seed, left by earlier splits, are dropped)."""
     cache = load_cache()
+    out = {}
     for split in splits:
         for task in BUILTIN_TASKS:
             env = RadiotherapyPlanningEnv(task, split=split)
             for i in range(episodes):
                 episode = split_seed(seed, task, split, i)
-                key = f"{task}/{split}/{episode}"
-                if key in cache:
-                    continue
                 env.reset(seed=episode)
-                started = time.process_time()
-                result = asdict(optimise_fluence(env.plan))
-                result["cpu_s"] = round(time.process_time() - started, 1)
-                cache[key] = result
-                CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
-                if verbose:
-                    print(key, round(result["score"], 3), result["cpu_s"], flush=True)
-    return cache
+                if env.plan.phantom is None:
+                    raise RuntimeError("reset drew no patient")
+                base = f"{task}/{split}/{episode}"
+                key = f"{base}/{phantom_digest(env.plan.phantom).hex()[:16]}"
+                if key not in cache:
+                    started = time.process_time()
+                    result = asdict(optimise_fluence(env.plan))
+                    result["cpu_s"] = round(time.process_time() - started, 1)
+                    stale = [k for k in cache if k == base or k.startswith(base + "/")]
+                    for k in stale:
+                        del cache[k]
+                    cache[key] = result
+                    CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
+                    if verbose:
+                        print(key, round(result["score"], 3), result["cpu_s"], flush=True)
+                out[base] = cache[key] | {"patient": key.rsplit("/", 1)[1]}
+    return out
 
 
 if __name__ == "__main__":

@@ -367,6 +367,7 @@ def main() -> None:
     h = sub.add_parser("headroom")
     h.add_argument("--episodes", type=int, default=10)
     h.add_argument("--json", default=None)
+    h.add_argument("--family", default=None, help="a JSON list of Variant fields (default: the grid)")
     lab = sub.add_parser("label")
     lab.add_argument("--seed", type=int, required=True)
     lab.add_argument("--patients", type=int, default=1000, help="per task")

@@ -59,22 +59,37 @@ def _seeds(rows: Any, name: str) -> list[str]:
     return [label for label in rows if label.startswith(f"{name}_seed")]
 
 
-def grade(episodes: int, reuse: bool = False) -> dict[str, Any]:
+def grade(
+    episodes: int, reuse: bool = False, learners: bool = True, part: tuple[int, int] = (0, 1)
+) -> dict[str, Any]:
     """Every row's per-task scores on both splits (JSON-able); ``reuse``: keep the rows already
-    saved in docs/data/rt_scoreboard.json for the same episode count (the planner takes minutes)."""
+    saved in docs/data/rt_scoreboard.json for the same episode count and patients (the planner takes
+    minutes). ``part = (k, n)``: grade only every n-th (split, row) from the k-th (one process of n;
+    ``--merge`` joins their files)."""
     saved = json.loads(DATA.read_text()) if reuse and DATA.exists() else {}
-    if saved.get("episodes") != episodes:
-        saved = {}
-    out: dict[str, Any] = {"episodes": episodes, "seed": 42, "splits": {}}
+    index = -1
     fmo = fmo_scores(episodes, list(SPLITS), verbose=False)
+    patients = {  # the graded patients' digests: rows saved for other patients are never reused
+        split: {
+            t: [fmo[f"{t}/{split}/{split_seed(42, t, split, i)}"]["patient"] for i in range(episodes)]
+            for t in BUILTIN_TASKS
+        }
+        for split in SPLITS
+    }
+    if saved.get("episodes") != episodes or saved.get("patients") != patients:
+        saved = {}
+    out: dict[str, Any] = {"episodes": episodes, "seed": 42, "patients": patients, "splits": {}}
     for split in SPLITS:
         rows: dict[str, dict[str, list[float]]] = {}
         agents: list[tuple[str, Any]] = [(name, name) for name in BASELINES]
-        for name, stem in LEARNERS.items():
+        for name, stem in LEARNERS.items() if learners else ():
             agents += [(path.stem.replace(stem, name), load_path(path)) for path in seed_checkpoints(stem)]
             if (CHECKPOINT_DIR / f"{stem}.npz").exists():
                 agents.append((f"{name} (shipped)", name))
         for label, agent in agents:
+            index += 1
+            if index % part[1] != part[0]:
+                continue
             if label in saved.get("splits", {}).get(split, {}) and label in BASELINES:
                 rows[label] = saved["splits"][split][label]
                 continue
@@ -185,8 +200,35 @@ if __name__ == "__main__":
     parser.add_argument("--write", action="store_true", help="into docs/radiotherapy.md and docs/data")
     parser.add_argument("--from-data", action="store_true", help="re-render the saved scores, grade nothing")
     parser.add_argument("--reuse", action="store_true", help="keep the saved baseline rows, grade the rest")
+    parser.add_argument(
+        "--baselines-only", action="store_true", help="grade no learner (then --reuse grades only them)"
+    )
+    parser.add_argument(
+        "--part", default="0/1", help="k/n: grade every n-th row from the k-th, into a part file"
+    )
+    parser.add_argument("--merge", nargs="*", default=None, help="join these part files (then render)")
     args = parser.parse_args()
-    data = json.loads(DATA.read_text()) if args.from_data else grade(args.episodes, args.reuse)
+    k, n = (int(v) for v in args.part.split("/"))
+    if args.merge is not None:
+        parts = [json.loads(Path(p).read_text()) for p in args.merge]
+        data = parts[0]
+        for other in parts[1:]:
+            if (other["episodes"], other["patients"]) != (data["episodes"], data["patients"]):
+                raise SystemExit("the parts graded different patients")
+            for split, rows in other["splits"].items():
+                data["splits"][split] |= rows
+        for split, rows in data["splits"].items():  # one process's order: baselines, learners, FMO
+            rank = {label: i for i, label in enumerate(BASELINES)}
+            data["splits"][split] = dict(
+                sorted(rows.items(), key=lambda r: (r[0] == "FMO reference", rank.get(r[0], 99), r[0]))
+            )
+    elif args.from_data:
+        data = json.loads(DATA.read_text())
+    else:
+        data = grade(args.episodes, args.reuse, learners=not args.baselines_only, part=(k, n))
+        if n > 1:
+            Path(f"{DATA}.part{k}").write_text(json.dumps(data) + "\n")
+            sys.exit(0)
     block = markdown(data)
     print(block)
     if args.write:

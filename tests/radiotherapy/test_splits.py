@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 
 import numpy as np
@@ -23,18 +24,28 @@ from hospital_marl.radiotherapy.core.phantoms import (
     phantom_digest,
 )
 from hospital_marl.radiotherapy.core.plan import Plan
-from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, SPLITS, TASKS
+from hospital_marl.radiotherapy.core.tasks import BUILTIN_TASKS, N_BUCKETS, SPLIT_BUCKETS, SPLITS, TASKS
 
 DRAWS = 150
 
 
-def _patients(task: str, split: str, n: int = DRAWS) -> list:
+def _patients(task: str, split: str, n: int = DRAWS) -> tuple:
+    """The first ``n`` patients the env draws for seeds ``[i, 7]`` (drawn once per module: the
+    tests below share them)."""
+    return _drawn(task, split, max(n, UNIQUE_DRAWS))[:n]
+
+
+UNIQUE_DRAWS = 200
+
+
+@functools.cache
+def _drawn(task: str, split: str, n: int) -> tuple:
     plan = Plan(task, split=split)
     out = []
     for seed in range(n):
         plan.reset(np.random.default_rng([seed, 7]))
         out.append(plan.phantom)
-    return out
+    return tuple(out)
 
 
 @pytest.mark.parametrize("task", BUILTIN_TASKS)
@@ -87,6 +98,15 @@ def test_no_patient_is_voxel_identical_across_splits() -> None:
     for task in BUILTIN_TASKS:
         seen: dict[bytes, str] = {}
         for split in SPLITS:
-            for p in _patients(task, split, 200):
+            for p in _patients(task, split, UNIQUE_DRAWS):
                 digest = phantom_digest(p)
                 assert seen.setdefault(digest, split) == split, (task, split, seen[digest])
+
+
+def test_split_buckets_are_disjoint_and_training_owns_most() -> None:
+    """Disjoint digest buckets are what keeps splits apart; training draws at every env reset,
+    so it owns the majority (its rejection rate is the reset's cost)."""
+    owned = [set(SPLIT_BUCKETS[s]) for s in SPLITS]
+    assert set(SPLIT_BUCKETS) == set(SPLITS)
+    assert sum(map(len, owned)) == len(set().union(*owned)) and set().union(*owned) <= set(range(N_BUCKETS))
+    assert 2 * len(SPLIT_BUCKETS["train"]) > N_BUCKETS

@@ -25,7 +25,9 @@ import numpy as np
 GRID = 64
 """Voxels per side; voxels are unit squares, centres at integer (row, column)."""
 MIN_TUMOUR_VOXELS = 30
-MAX_REDRAWS = 200
+MAX_REDRAWS = 400
+"""Draws of a patient's free shape randomness before it is an error (a split keeping one digest bucket
+of eight accepts ~1 draw in 8; 400 gives it ~50 tries in its bucket)."""
 
 _ROWS, _COLS = np.mgrid[0:GRID, 0:GRID].astype(np.float64)  # (64, 64) voxel-centre coordinates
 _AXIS = np.arange(GRID, dtype=np.float64)  # a row's (or a column's) voxel-centre coordinate
@@ -71,8 +73,10 @@ class Anatomy:
 
     @staticmethod
     def sample(rng: np.random.Generator, intervals: tuple[Interval, ...]) -> float:
-        lengths = np.array([hi - lo for lo, hi in intervals])
-        u = rng.uniform(0, lengths.sum())
+        # plain floats (called for every draw of a patient's shape): the same sum, in the same
+        # order, as NumPy's over these few lengths
+        lengths = [hi - lo for lo, hi in intervals]
+        u = rng.uniform(0, sum(lengths))
         for (lo, _hi), length in zip(intervals, lengths):
             if u <= length:
                 return float(lo + u)
@@ -363,10 +367,10 @@ def phantom_digest(phantom: Phantom) -> bytes:
     return hashlib.blake2b(np.packbits(masks).tobytes(), digest_size=16).digest()
 
 
-def split_bucket(phantom: Phantom, n_splits: int) -> int:
-    """Which of ``n_splits`` splits may hold this patient: its digest modulo ``n_splits``. Each
-    split keeps only its own bucket, so no patient (voxel for voxel) is in two splits."""
-    return int.from_bytes(phantom_digest(phantom)[:8], "little") % n_splits
+def split_bucket(phantom: Phantom, n_buckets: int) -> int:
+    """This patient's bucket of ``n_buckets``: its digest modulo ``n_buckets``. Each split keeps
+    only its own buckets (disjoint sets), so no patient (voxel for voxel) is in two splits."""
+    return int.from_bytes(phantom_digest(phantom)[:8], "little") % n_buckets
 
 
 def draw_phantom(
@@ -375,14 +379,14 @@ def draw_phantom(
     oar_names: tuple[str, ...],
     envelopes: frozenset[str] = frozenset(),
     anatomy: Anatomy | None = None,
-    bucket: tuple[int, int] | None = None,
+    bucket: tuple[tuple[int, ...], int] | None = None,
 ) -> Phantom:
     """A valid phantom of the split's anatomy.
 
     The patient's parameters (body, tumour size, position, OAR layout) are drawn once from
     ``anatomy``; only the generator's free shape randomness (directions, rotations, small organ
     sizes) is redrawn, at most :data:`MAX_REDRAWS` times, until the phantom is valid and, when
-    ``bucket = (index, n)`` is given, lies in bucket ``index`` of ``n`` (:func:`split_bucket`). A
+    ``bucket = (owned, n)`` is given, lies in one of the buckets ``owned`` of ``n`` (:func:`split_bucket`). A
     patient whose parameters give no such phantom is an error naming them, never a silent draw of
     other parameters (which would shift the split's distribution). A generator of one argument
     (a user's ``rng -> Phantom``) is called without ``anatomy`` and redrawn whole."""
@@ -391,7 +395,7 @@ def draw_phantom(
     for _ in range(MAX_REDRAWS):
         phantom = generator(rng) if pinned is None else generator(rng, pinned)  # type: ignore[call-arg]
         # the bucket first (a digest is cheaper than the checks; the same phantom is kept either way)
-        if bucket is not None and split_bucket(phantom, bucket[1]) != bucket[0]:
+        if bucket is not None and split_bucket(phantom, bucket[1]) not in bucket[0]:
             problems = [f"in another split's bucket (not {bucket[0]} of {bucket[1]})"]
             continue
         problems = phantom_problems(phantom, oar_names, envelopes)

@@ -35,7 +35,7 @@ from hospital_marl.radiotherapy.core.metrics import (
     rank_positions,
 )
 from hospital_marl.radiotherapy.core.phantoms import GRID, Phantom, draw_phantom
-from hospital_marl.radiotherapy.core.tasks import SPLITS, Task, get_task
+from hospital_marl.radiotherapy.core.tasks import N_BUCKETS, SPLIT_BUCKETS, Task, get_task
 
 MAX_BEAMS = 7
 NEW_BEAM_WEIGHT = 6  # tenths: a new beam's weight 0.6
@@ -152,7 +152,7 @@ class Plan:
         self.split = split
         self._anatomy = self.task.anatomy_for(split)  # checks the split's name
         # each split draws only the patients of its own digest buckets: none is in two splits
-        self._bucket = None if self._anatomy is None else (SPLITS.index(split), len(SPLITS))
+        self._bucket = None if self._anatomy is None else (SPLIT_BUCKETS[split], N_BUCKETS)
         self.dose_scale = task_dose_scale(self.task)
         self.phantom: Phantom | None = None
         self.angles = np.zeros(MAX_BEAMS, np.int64)

@@ -29,6 +29,17 @@ SPLITS = ("train", "validation", "test_id", "test_ood")
 """Patient splits: training draws, validation (model selection: the band between the training
 ranges and the out-of-distribution ones), in-distribution test (the training ranges, held-out
 seeds) and out-of-distribution test (outside every training range)."""
+N_BUCKETS = 8
+"""Digest buckets a patient falls in (:func:`~hospital_marl.radiotherapy.core.phantoms.split_bucket`)."""
+SPLIT_BUCKETS: dict[str, tuple[int, ...]] = {
+    "train": (0, 1, 2, 3, 4),
+    "validation": (5,),
+    "test_id": (6,),
+    "test_ood": (7,),
+}
+"""The digest buckets each split keeps (disjoint: no patient is in two splits). Training owns five
+of the eight because it draws a patient at every env reset, so its rejections cost throughput
+(~1.6 draws per patient instead of 4); the held-out splits are drawn once per graded episode."""
 MAX_OARS = 7
 """OAR slots in the observation: every OAR of every built-in task is seen."""
 PRIORITIES = {1: "critical", 2: "important", 3: "moderate"}
