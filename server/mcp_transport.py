@@ -113,114 +113,149 @@ def _serve(conn: Connection, channel: socket.socket, args: TransportArgs) -> Non
 
 
 async def _transport(sock: socket.socket, channel: socket.socket, args: TransportArgs) -> None:
-    from fastmcp.exceptions import ToolError
-    from fastmcp.server.dependencies import get_http_request
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    """Serve the server's frames and the handed-over connections (see :class:`_Worker`)."""
+    worker = _Worker(channel, args)
+    await worker.run(*(await asyncio.open_connection(sock=sock)))
 
-    from server.guards import RequestGuardMiddleware, SitePolicy
-    from server.mcp_tools import HospitalMCPEnvironment, build_tools
 
-    episodes: dict[str, HospitalMCPEnvironment] = {}
+class _Worker:
+    """The process's side: the SDK's session manager, one episode per MCP session, the frames to
+    and from the server (requests it forwards, the :class:`Rules` questions asked of it) and the
+    connections it hands over. One event loop; nothing here is shared with another thread."""
 
-    def episode() -> HospitalMCPEnvironment:
+    def __init__(self, channel: socket.socket, args: TransportArgs) -> None:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        from server.guards import RequestGuardMiddleware, SitePolicy
+        from server.mcp_tools import HospitalMCPEnvironment, build_tools
+
+        self._channel = channel
+        self._args = args
+        self._make_episode = functools.partial(HospitalMCPEnvironment, scenario=args.scenario)
+        self.episodes: dict[str, HospitalMCPEnvironment] = {}
+        tools = build_tools(self.episode)
+        self.manager = StreamableHTTPSessionManager(
+            tools._mcp_server,
+            json_response=True,
+            session_idle_timeout=args.ttl_s,
+            max_sessions=args.max_sessions,
+        )
+        self._running: set[asyncio.Task[None]] = set()
+        self._asked: dict[int, asyncio.Future[tuple[str, Any]]] = {}
+        self._questions = itertools.count(1)
+        self._writer: asyncio.StreamWriter | None = None
+        self._app = RequestGuardMiddleware(
+            _HandedOver(self.ask, self.tell, self.sdk),
+            args.max_bytes,
+            site=SitePolicy(args.hosts, args.origins, args.token),
+        )
+
+    def episode(self) -> Any:
         """The episode of the MCP session the current tool call belongs to."""
+        from fastmcp.exceptions import ToolError
+        from fastmcp.server.dependencies import get_http_request
+
         sid = get_http_request().headers.get("mcp-session-id")
-        env = episodes.get(sid) if sid else None
+        env = self.episodes.get(sid) if sid else None
         if env is None:
             raise ToolError("no MCP session: initialize first (the episode lives in the session)")
         return env
 
-    tools = build_tools(episode)
-    manager = StreamableHTTPSessionManager(
-        tools._mcp_server, json_response=True, session_idle_timeout=args.ttl_s, max_sessions=args.max_sessions
-    )
-    reader, writer = await asyncio.open_connection(sock=sock)
-    loop = asyncio.get_running_loop()
-    running: set[asyncio.Task[None]] = set()
-    asked: dict[int, asyncio.Future[tuple[str, Any]]] = {}
-    questions = itertools.count(1)
+    def _write(self, frame: tuple[Any, ...]) -> None:
+        assert self._writer is not None
+        self._writer.write(_frame(frame))
 
-    async def sdk(scope: Scope, body: bytes, opening: bool) -> tuple[list[Message], str | None]:
+    def _spawn_task(self, work: Awaitable[None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)  # type: ignore[arg-type]
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def sdk(self, scope: Scope, body: bytes, opening: bool) -> tuple[list[Message], str | None]:
         """The SDK's answer to one request, and the session it opened (the episode made here)."""
         replies: list[Message] = []
-        opened: str | None = None
+        opened: list[str | None] = [None]
 
         async def keep(message: Message) -> None:
-            nonlocal opened
             if opening and message["type"] == "http.response.start":
                 sid = dict(message.get("headers", ())).get(SESSION_HEADER)
-                opened = sid.decode("latin-1") if sid else None
+                opened[0] = sid.decode("latin-1") if sid else None
             replies.append(message)
 
         try:
-            await manager.handle_request(scope, replay(body), keep)
-            if opened:
-                episodes[opened] = HospitalMCPEnvironment(scenario=args.scenario)
+            await self.manager.handle_request(scope, replay(body), keep)
+            if opened[0]:
+                self.episodes[opened[0]] = self._make_episode()
         except Exception:
             logger.exception("the MCP transport failed a request")
-            opened, replies = None, mcp_handoff.error_reply()
-        return replies, opened
+            return mcp_handoff.error_reply(), None
+        return replies, opened[0]
 
-    async def answer(rid: int, scope: Scope, body: bytes, opening: bool) -> None:
-        replies, opened = await sdk(scope, body, opening)
-        writer.write(_frame(("reply", rid, replies, opened)))
+    async def answer(self, rid: int, scope: Scope, body: bytes, opening: bool) -> None:
+        """Answer a request the server forwarded (a frame back with the SDK's reply)."""
+        replies, opened = await self.sdk(scope, body, opening)
+        self._write(("reply", rid, replies, opened))
 
-    async def ask(*question: Any) -> tuple[str, Any]:
+    async def ask(self, *question: Any) -> tuple[str, Any]:
         """The server's decision on a request this process was handed (see :class:`Rules`)."""
-        qid = next(questions)
-        future: asyncio.Future[tuple[str, Any]] = loop.create_future()
-        asked[qid] = future
-        writer.write(_frame(("ask", qid, *question)))
+        qid = next(self._questions)
+        future: asyncio.Future[tuple[str, Any]] = asyncio.get_running_loop().create_future()
+        self._asked[qid] = future
+        self._write(("ask", qid, *question))
         try:
             return await future
         finally:
-            asked.pop(qid, None)
+            self._asked.pop(qid, None)
 
-    def tell(*news: Any) -> None:
-        writer.write(_frame(("tell", *news)))
+    def tell(self, *news: Any) -> None:
+        """News for the server's :class:`Rules` (a session opened or ended)."""
+        self._write(("tell", *news))
 
-    app = RequestGuardMiddleware(
-        _HandedOver(ask, tell, sdk), args.max_bytes, site=SitePolicy(args.hosts, args.origins, args.token)
-    )
+    def _send_back(self, conn: socket.socket, data: bytes) -> bool:
+        return mcp_handoff.send_connection(self._channel, conn.fileno(), data)
 
-    def send_back(conn: socket.socket, data: bytes) -> bool:
-        return mcp_handoff.send_connection(channel, conn.fileno(), data)
-
-    def arrived() -> None:
-        received = mcp_handoff.receive_connections(channel)
+    def _arrived(self) -> None:
+        """Connections the server handed over: serve each on a task of its own."""
+        received = mcp_handoff.receive_connections(self._channel)
         if received is None:
-            loop.remove_reader(channel.fileno())
+            asyncio.get_running_loop().remove_reader(self._channel.fileno())
             return
         for conn, prefix in received:
-            serving = mcp_handoff.serve_connection(conn, prefix, app, args.max_bytes, send_back)
-            task = loop.create_task(serving)
-            running.add(task)
-            task.add_done_callback(running.discard)
+            self._spawn_task(
+                mcp_handoff.serve_connection(conn, prefix, self._app, self._args.max_bytes, self._send_back)
+            )
 
-    async with manager.run():
-        loop.add_reader(channel.fileno(), arrived)
-        writer.write(_frame(("ready",)))
-        await writer.drain()
-        while True:
-            rid, kind, *rest = await _read(reader)
-            if kind == "stop":
-                break
-            if kind == "close":
-                env = episodes.pop(rest[0], None)
-                if env is not None:
-                    env.close()
-            elif kind == "answer":
-                future = asked.get(rid)
-                if future is not None and not future.done():
-                    future.set_result(rest[0])
-            else:
-                task = loop.create_task(answer(rid, *rest))
-                running.add(task)
-                task.add_done_callback(running.discard)
-        loop.remove_reader(channel.fileno())
-    for env in episodes.values():
-        env.close()
-    writer.close()
+    def _on_frame(self, rid: int, kind: str, rest: list[Any]) -> bool:
+        """Act on one frame of the server's; False when told to stop."""
+        if kind == "stop":
+            return False
+        if kind == "close":
+            env = self.episodes.pop(rest[0], None)
+            if env is not None:
+                env.close()
+        elif kind == "answer":
+            future = self._asked.get(rid)
+            if future is not None and not future.done():
+                future.set_result(rest[0])
+        else:
+            self._spawn_task(self.answer(rid, *rest))
+        return True
+
+    async def run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve until the server says stop (or goes away: the read raises)."""
+        self._writer = writer
+        loop = asyncio.get_running_loop()
+        async with self.manager.run():
+            loop.add_reader(self._channel.fileno(), self._arrived)
+            self._write(("ready",))
+            await writer.drain()
+            while True:
+                rid, kind, *rest = await _read(reader)
+                if not self._on_frame(rid, kind, rest):
+                    break
+            loop.remove_reader(self._channel.fileno())
+        for env in self.episodes.values():
+            env.close()
+        writer.close()
 
 
 class _HandedOver:

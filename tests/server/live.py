@@ -15,7 +15,8 @@ import uvicorn
 from server.app import build_app, uvicorn_options
 from server.settings import ServerSettings
 
-START_TIMEOUT_S = 20.0
+START_TIMEOUT_S = 120.0
+"""Generous: a warm app starts the MCP transport's process first, 20-40 s on a loaded 2-core box."""
 
 
 def loopback_socket() -> socket.socket:
