@@ -34,7 +34,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit
 
 from fastapi import WebSocket, WebSocketDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -173,7 +173,9 @@ class SitePolicy:
 
     ``token`` (``HOSPITAL_TOKEN``): every request, WebSocket handshakes included, must carry it
     (``Authorization: Bearer``, the ``hospital_token`` cookie, or a ``?token=`` query parameter),
-    compared in constant time; else 401.
+    compared in constant time; else 401. A browser opening a page with ``?token=`` is redirected
+    (303) to the URL without it, with the cookie set; the access log blanks it
+    (:func:`server.logs.redact_tokens`).
     """
 
     def __init__(
@@ -326,6 +328,10 @@ class RequestGuardMiddleware:
             return
         cookie = token_cookie(scope, self.site)
         if cookie is not None:
+            if _page_visit(scope):  # the token leaves the address bar (history, a shared link)
+                await send(_token_redirect(scope, cookie))
+                await send({"type": "http.response.body", "body": b""})
+                return
             send = _with_cookie(send, cookie)
         content_type = b""
         for name, value in scope.get("headers", ()):
@@ -404,6 +410,27 @@ class RequestGuardMiddleware:
         start, payload = _json_response(status, body)
         await send(start)
         await send(payload)
+
+
+def _page_visit(scope: Scope) -> bool:
+    """Whether a request is a browser opening a page (a ``GET`` navigation, or one asking for HTML)."""
+    if scope.get("method") != "GET":
+        return False
+    headers = dict(scope.get("headers", ()))
+    return headers.get(b"sec-fetch-mode") == b"navigate" or b"text/html" in headers.get(b"accept", b"")
+
+
+def _token_redirect(scope: Scope, cookie: bytes) -> Message:
+    """A 303 to the same URL without ``?token=``, setting the token's cookie: the page a browser
+    then loads (and keeps in its history, and shows in its address bar) carries no secret."""
+    kept = [
+        (name, value)
+        for name, value in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+        if name != TOKEN_QUERY
+    ]
+    location = quote(scope.get("root_path", "") + scope["path"]) + (f"?{urlencode(kept)}" if kept else "")
+    headers = [(b"location", location.encode("latin-1")), (b"set-cookie", cookie), (b"content-length", b"0")]
+    return {"type": "http.response.start", "status": 303, "headers": headers}
 
 
 def _with_cookie(send: Send, cookie: bytes) -> Send:

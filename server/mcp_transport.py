@@ -101,6 +101,9 @@ def _serve(conn: Connection, channel: socket.socket, args: TransportArgs) -> Non
         from server.logs import log_config
 
         logging.config.dictConfig(log_config())
+    from server.logs import redact_tokens
+
+    redact_tokens()
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     conn.close()
     channel.setblocking(False)

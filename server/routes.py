@@ -30,6 +30,7 @@ from starlette.routing import WebSocketRoute
 from hospital_marl.core.hospital import warm_up as compile_kernel
 from server.environment import EpisodeStateError
 from server.guards import GuardedWebSocket, RequestGuardMiddleware, SitePolicy, error_body, logger
+from server.logs import redact_tokens
 from server.mcp_http import MCPDispatch, NoStandardMCP, StreamableMCP
 from server.mcp_tools import HospitalMCPEnvironment
 from server.models import (
@@ -851,6 +852,7 @@ def build_app(
             short-lived app starts each only when a request needs it).
     """
     settings = settings or ServerSettings.from_env()
+    redact_tokens()  # uvicorn's access line quotes ?token=: never the secret itself
     served = served_env(settings)
     warm_up(served)
     ledger = ClientLedger(

@@ -53,7 +53,9 @@ def wait_healthy(
 
 
 @contextmanager
-def live_server(settings: ServerSettings | None = None, app: Any = None) -> Iterator[str]:
+def live_server(
+    settings: ServerSettings | None = None, app: Any = None, log_level: str = "warning"
+) -> Iterator[str]:
     """Serve ``app`` (default ``build_app(settings)``) on 127.0.0.1; yields the base URL; always
     stops the server.
 
@@ -66,7 +68,7 @@ def live_server(settings: ServerSettings | None = None, app: Any = None) -> Iter
     host, port = sock.getsockname()
     config = uvicorn.Config(
         app if app is not None else build_app(settings),
-        log_level="warning",
+        log_level=log_level,
         log_config=None,
         **uvicorn_options(settings),
         lifespan="on",

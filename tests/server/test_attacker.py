@@ -312,6 +312,42 @@ def test_the_token_is_required_on_every_route_websockets_included(clock: Any) ->
         assert client.get("/sessions", headers=EVIL).status_code == 200  # the cookie jar sent it
 
 
+def test_a_token_in_the_url_never_reaches_the_access_log(caplog: Any) -> None:
+    """uvicorn's access line quotes the request's full path: ``?token=`` must be blanked there."""
+    caplog.set_level("INFO", logger="uvicorn.access")
+    with live_server(ServerSettings(token=TOKEN, max_sessions_per_client=0), log_level="info") as url:
+        assert httpx.get(f"{url}/health?x=1&token={TOKEN}").status_code == 200
+        wrong = TOKEN[:-1] + "x"
+        assert httpx.get(f"{url}/sessions?token={wrong}").status_code == 401
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len(_access_lines(caplog)) < 2:
+            time.sleep(0.05)
+    lines = _access_lines(caplog)
+    assert any("/health?x=1&token=" in line and " 200" in line for line in lines), lines
+    assert any("/sessions?token=" in line and " 401" in line for line in lines), lines
+    assert not any(TOKEN in line or wrong in line for line in lines), lines  # not even a wrong guess
+
+
+def _access_lines(caplog: Any) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "uvicorn.access"]
+
+
+def test_a_browser_opening_a_page_with_the_token_is_sent_on_without_it(clock: Any) -> None:
+    """The token leaves the address bar (and so the history and a copied link); the cookie keeps it."""
+    with _app_client(clock, allowed_hosts=("*",), token=TOKEN) as client:
+        page = {"accept": "text/html,application/xhtml+xml", "sec-fetch-mode": "navigate"}
+        opened = client.get(f"/docs?token={TOKEN}&lang=en", headers=page, follow_redirects=False)
+        assert opened.status_code == 303
+        assert opened.headers["location"] == "/docs?lang=en"
+        assert f"hospital_token={TOKEN}" in opened.headers["set-cookie"]
+        assert "HttpOnly" in opened.headers["set-cookie"]
+        assert client.get("/docs", headers=page).status_code == 200  # the cookie carries it now
+        # A wrong token is a 401, never a redirect that would set it.
+        client.cookies.clear()
+        refused = client.get(f"/docs?token={TOKEN[:-1]}x", headers=page, follow_redirects=False)
+        assert refused.status_code == 401
+
+
 def test_the_docker_image_opens_no_wildcard_host_and_its_healthcheck_sends_the_token() -> None:
     import re
     import subprocess
