@@ -272,14 +272,42 @@ def token_cookie(scope: Scope, policy: SitePolicy) -> bytes | None:
 
 
 # ------------------------------------------------------------------- HTTP
-def _json_response(status: int, body: dict[str, Any]) -> tuple[Message, Message]:
+async def json_reply(
+    send: Send, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    """A JSON response in two ASGI messages (every middleware's own answers: one shape)."""
     payload = json.dumps(body).encode()
-    start = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
-    }
-    return start, {"type": "http.response.body", "body": payload}
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def read_body(receive: Receive) -> bytes | None:
+    """A request's whole body (None if the client went away first)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def replay(body: bytes, more_body: bool = False, then: Receive | None = None) -> Receive:
+    """An ASGI ``receive`` that gives a body already read (``more_body``: only its beginning),
+    then what ``then`` receives (a disconnect, the app's to notice), or a disconnect."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": more_body}
+        return await then() if then is not None else {"type": "http.disconnect"}
+
+    return receive
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
@@ -374,16 +402,7 @@ class RequestGuardMiddleware:
             if problem is not None:
                 await self._refuse(send, *problem)
                 return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay(body, then=receive), send)
 
     @property
     def _too_large(self) -> str:
@@ -405,11 +424,7 @@ class RequestGuardMiddleware:
             return None  # not JSON: the route answers its usual 422 json_invalid
         return None
 
-    @staticmethod
-    async def _refuse(send: Send, status: int, body: dict[str, Any]) -> None:
-        start, payload = _json_response(status, body)
-        await send(start)
-        await send(payload)
+    _refuse = staticmethod(json_reply)
 
 
 def _page_visit(scope: Scope) -> bool:

@@ -37,7 +37,9 @@ from typing import Any
 from urllib.parse import unquote
 
 import h11
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Scope
+
+from server.guards import replay
 
 logger = logging.getLogger("server.mcp")
 access_logger = logging.getLogger("uvicorn.access")
@@ -87,17 +89,6 @@ def is_mcp_route(scope: Scope) -> bool:
     return scope["path"].rstrip("/") == MCP_PATH and scope["method"] in ("POST", "DELETE")
 
 
-async def json_reply(
-    send: Send, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
-) -> None:
-    """A JSON response in two ASGI messages."""
-    payload = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
-
-
 def error_reply() -> list[Message]:
     """The ASGI messages of a 500 JSON-RPC ``internal error`` (a request the SDK or the app failed)."""
     body = b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32603, "message": "internal error"}}'
@@ -106,21 +97,6 @@ def error_reply() -> list[Message]:
         {"type": "http.response.start", "status": 500, "headers": headers},
         {"type": "http.response.body", "body": body},
     ]
-
-
-def replay(body: bytes, more_body: bool = False) -> Receive:
-    """An ASGI ``receive`` that gives one request's body (``more_body``: only its beginning), then a
-    disconnect."""
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": more_body}
-        return {"type": "http.disconnect"}
-
-    return receive
 
 
 class _Request:

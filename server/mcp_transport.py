@@ -50,7 +50,7 @@ from typing import Any, Protocol
 from starlette.types import Message, Receive, Scope, Send
 
 from server import mcp_handoff
-from server.mcp_handoff import replay
+from server.guards import json_reply, replay
 
 logger = logging.getLogger("server.mcp")
 
@@ -281,7 +281,7 @@ class _HandedOver:
         kind, detail = await self._ask(client, scope["method"], version, sid)
         if kind == "refuse":
             status, payload = detail
-            await mcp_handoff.json_reply(send, status, payload)
+            await json_reply(send, status, payload)
             return
         replies, opened = await self._sdk(scope, body, kind == "open")
         if kind == "open":

@@ -427,6 +427,7 @@ class TabSessions:
         with store.lock:
             new_sid, episodes = store.open(client)
         episodes.client = client
+        episodes.session_hash = request.session_hash if request is not None else None  # its page
         if request is not None and request.session_hash:
             with self._lock:
                 self._tabs[request.session_hash] = new_sid

@@ -647,3 +647,146 @@ def test_a_killed_mcp_worker_is_replaced_by_its_ready_standby() -> None:
         assert app.state.streamable_mcp.transport_pid == standby_pid  # taken over, not started now
         response = httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=120)
         assert response.status_code == 200 and "mcp-session-id" in response.headers
+
+
+# ------------------------------------------- one budget for every unconnected session
+def _stores(clock: Any, limit: int, live: set[str]) -> tuple[Any, Any, Any]:
+    from server.sessions import ClientLedger, SessionBudget, SessionStore
+
+    budget = SessionBudget(limit)
+    ledger = ClientLedger()
+    http = SessionStore(dict, 64, 120.0, clock, ledger, evict_idle_s=5.0, budget=budget)
+    web = SessionStore(
+        dict,
+        64,
+        600.0,
+        clock,
+        ledger,
+        name="web session",
+        evict_idle_s=5.0,
+        budget=budget,
+        connected=lambda tab: tab.get("hash") in live,
+        unconnected_ttl_s=120.0,
+    )
+    return budget, http, web
+
+
+def test_one_budget_spans_every_store_and_evicts_the_longest_idle_unconnected_session(clock: Any) -> None:
+    """Rotating addresses past every per-client cap fills the stores together: the budget holds them
+    all, and a newcomer in any store pushes out the longest-idle session of any store that nobody
+    holds a connection to (never a connected web tab, however idle)."""
+    from server.sessions import SessionCapacityError
+
+    live = {"page-a"}
+    budget, http, web = _stores(clock, 4, live)
+    connected_tab, tab = web.open("10.0.0.1")
+    tab["hash"] = "page-a"  # its page holds its heartbeat open
+    api_tab, _ = web.open("10.0.0.2")  # web-view API calls: no page
+    clock.advance(1.0)
+    old_http, _ = http.open("10.0.0.3")
+    clock.advance(1.0)
+    new_http, _ = http.open("10.0.0.4")
+    assert budget.held() == 4
+    clock.advance(4.0)  # all idle 4 s or more; the pure-API tab 6 s, the HTTP ones 5 s and 4 s
+    fifth, _ = http.open("10.0.0.5")  # the HTTP store has room of its own: the budget decides
+    assert web.get(api_tab) is None  # the longest-idle unconnected one, in another store
+    assert web.get(connected_tab) is not None and http.get(old_http) is not None
+    clock.advance(5.0)
+    http.get(old_http)  # both in use again
+    http.get(fifth)
+    web.open("10.0.0.6")
+    assert http.get(new_http) is None  # the longest idle of the unconnected ones now
+    # Everyone left is either connected or was used within evict_idle_s: a newcomer is refused.
+    clock.advance(1.0)
+    with pytest.raises(SessionCapacityError) as refused:
+        http.open("10.0.0.7")
+    assert refused.value.code == "SERVER_SESSION_LIMIT"
+    assert budget.held() == 4 and web.get(connected_tab) is not None
+
+
+def test_a_web_tab_without_its_page_expires_as_soon_as_an_http_episode(clock: Any) -> None:
+    """2 addresses x 16 web-view API calls held their tabs 600 s ('server is full' for 10 min): a
+    tab nobody's page is connected to now expires after the HTTP ttl; a loaded page's after 600 s."""
+    live = {"page-a"}
+    _, _, web = _stores(clock, 64, live)
+    page, tab = web.open("10.0.0.1")
+    tab["hash"] = "page-a"
+    api_only, _ = web.open("10.0.0.2")
+    clock.advance(121.0)
+    assert web.get(api_only) is None
+    assert web.get(page) is not None
+    clock.advance(599.0)
+    assert web.get(page) is not None  # used 599 s ago at the last look: not yet
+    clock.advance(601.0)
+    live.clear()
+    assert web.get(page) is None
+
+
+def test_a_live_websocket_session_outlasts_a_flood_of_unconnected_sessions(clock: Any) -> None:
+    """A flood from rotated addresses fills the budget over and over (each newcomer evicting the
+    longest-idle unconnected session): a /ws session, which holds its connection, plays on."""
+    from fastapi.testclient import TestClient
+
+    from server.app import build_app
+    from tests.server.conftest import local_client
+
+    settings = ServerSettings(
+        max_unconnected_sessions=3,
+        max_http_sessions=64,
+        max_sessions_per_client=0,
+        session_rate=0,
+        session_rate_per_client=0,
+        evict_idle_s=5.0,
+    )
+    app = build_app(settings, clock=clock)
+    attackers = [
+        TestClient(app, base_url="http://127.0.0.1", client=(f"127.0.{n}.9", 5000)) for n in range(1, 9)
+    ]
+    with local_client(app) as honest, honest.websocket_connect("/ws") as ws:
+        assert ws_send(ws, json.dumps({"type": "reset", "data": {"seed": 7}}))["type"] == "observation"
+        opened: list[str] = []
+        for round_ in range(3):
+            for attacker in attackers[round_ * 2 : round_ * 2 + 3]:
+                response = fresh_reset(attacker)
+                if response.status_code == 200:
+                    opened.append(response.json()["session_id"])
+                else:
+                    assert response.json()["detail"]["code"] == "SERVER_SESSION_LIMIT"
+            assert honest.get("/sessions").json()["http"]["active"] <= 3
+            step = ws_send(ws, json.dumps({"type": "step", "data": {"action": 0}}))
+            assert step["type"] == "observation", step  # the live session was never touched
+            clock.advance(6.0)
+        assert len(opened) > 3  # the budget was refilled: older idle ones were evicted
+        assert honest.get("/sessions").json()["websocket"]["ws"] == 1
+
+
+def test_a_page_counts_as_connected_while_its_heartbeat_stream_is_open() -> None:
+    """Gradio's page holds ``/heartbeat/<session hash>`` open while loaded: the guard records it,
+    so the web store can tell a loaded tab from one made of API calls."""
+    import threading
+
+    from server.app import build_app
+
+    app = build_app(ServerSettings(web=True, max_sessions_per_client=0))
+    live = app.state.live_pages
+    with live_server(app=app) as url:
+        stop = threading.Event()
+
+        def hold() -> None:
+            with httpx.stream("GET", f"{url}/web/gradio_api/heartbeat/page-one", timeout=30) as stream:
+                for _ in stream.iter_lines():
+                    if stop.is_set():
+                        return
+
+        holder = threading.Thread(target=hold, daemon=True)
+        holder.start()
+        deadline = time.monotonic() + 20
+        while "page-one" not in live and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "page-one" in live and "page-two" not in live
+        stop.set()
+        holder.join(timeout=30)
+        deadline = time.monotonic() + 20
+        while "page-one" in live and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "page-one" not in live
