@@ -712,15 +712,15 @@ def _web_view(
     live: LivePages,
 ) -> tuple[SessionStore[Any], Callable[..., Any], Any]:
     """The web view's tab sessions, the page builder ``create_app`` mounts (ED or RT page), and
-    the ED page's web host (:mod:`server.web_host`: where its tabs' days and agents run; None
-    for RT), stopped when the app stops."""
-    host: Any = None
+    the web host (:mod:`server.web_host`: where its tabs' days or plans and agents run, ED and
+    RT alike), stopped when the app stops."""
     if settings.env == "radiotherapy":
-        from server.rt_web import RTWebEpisodes as Episodes
         from server.rt_web import rt_web_view_builder as view_builder
+        from server.web_host import RemoteRTTab, WebHost
 
         default = settings.rt_task
-        factory: Callable[[], Any] = functools.partial(Episodes, default)
+        host = WebHost()  # the tabs' plans and agents run there, as the ED's days do
+        factory: Callable[[], Any] = functools.partial(RemoteRTTab, host, default)
     else:
         from server.web import web_view_builder as view_builder  # type: ignore[assignment]
         from server.web_host import RemoteTab, WebHost
