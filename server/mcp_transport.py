@@ -216,15 +216,26 @@ class _Worker:
     def _send_back(self, conn: socket.socket, data: bytes) -> bool:
         return mcp_handoff.send_connection(self._channel, conn.fileno(), data)
 
+    def _news(self, cid: int, state: str) -> None:
+        """Where a handed-over connection is (the server answers it if this process dies)."""
+        self._write(("conn", cid, state))
+
     def _arrived(self) -> None:
         """Connections the server handed over: serve each on a task of its own."""
         received = mcp_handoff.receive_connections(self._channel)
         if received is None:
             asyncio.get_running_loop().remove_reader(self._channel.fileno())
             return
-        for conn, prefix in received:
+        for conn, prefix, cid in received:
             self._spawn_task(
-                mcp_handoff.serve_connection(conn, prefix, self._app, self._args.max_bytes, self._send_back)
+                mcp_handoff.serve_connection(
+                    conn,
+                    prefix,
+                    self._app,
+                    self._args.max_bytes,
+                    self._send_back,
+                    functools.partial(self._news, cid),
+                )
             )
 
     def _on_frame(self, rid: int, kind: str, rest: list[Any]) -> bool:
@@ -355,6 +366,8 @@ class TransportProcess:
         self._opening: Counter[str] = Counter()  # per client: opens decided, not yet reported
         self._keep_standby = False
         self._standby: asyncio.Task[_Spawned] | None = None
+        self._handed: dict[int, _Handed] = {}  # connections the process holds, by id
+        self._cids = itertools.count(1)
 
     @property
     def pid(self) -> int | None:
@@ -460,7 +473,16 @@ class TransportProcess:
         if self._channel is None or sock is None or transport.get_extra_info("sslcontext") is not None:
             return False  # (a TLS connection's state is the server's: it stays)
         self._uvicorn = uvicorn  # to serve the connections the process sends back
-        return mcp_handoff.send_connection(self._channel, sock.fileno(), data)
+        cid = next(self._cids)
+        # Our own copy of the socket until the process is done with it: were it to die, the
+        # connection is still ours to answer (a request it never read is served here, one it was
+        # answering gets a 503), where before it was dropped with no response.
+        kept = socket.socket(fileno=os.dup(sock.fileno()))
+        if not mcp_handoff.send_connection(self._channel, sock.fileno(), data, cid):
+            kept.close()
+            return False
+        self._handed[cid] = _Handed(kept, bytes(data))
+        return True
 
     def _on_frame(self, frame: tuple[Any, ...]) -> None:
         """A frame from the process: a reply to :meth:`request`, a question of :class:`Rules`, or
@@ -478,6 +500,15 @@ class TransportProcess:
                 self._opening[question[0]] += 1
             if self._writer is not None:
                 self._writer.write(_frame((qid, "answer", decision)))
+        elif kind == "conn":
+            cid, state = rest
+            handed = self._handed.get(cid)
+            if handed is not None:
+                if state == "gone":
+                    del self._handed[cid]
+                    handed.sock.close()
+                else:
+                    handed.state = state
         elif kind == "tell":
             news, client, sid = rest
             if news == "opened":
@@ -504,9 +535,11 @@ class TransportProcess:
         for client, count in opening.items():  # opens it never reported: their slots come back
             for _ in range(count):
                 self._rules.opened(client, None)
+        handed, self._handed = self._handed, {}
         if not self._stopping:
             logger.error("the MCP transport's process ended; its sessions are closed")
             self._lost()
+            self._rescue(handed)
             standby = self._standby
             if (
                 standby is not None
@@ -522,6 +555,31 @@ class TransportProcess:
                 else:
                     spawned.discard()
                     self._refill_standby()
+        else:
+            for connection in handed.values():
+                connection.sock.close()
+
+    def _rescue(self, handed: dict[int, _Handed]) -> None:
+        """The connections the dead process held: one whose request it never read is served here
+        (its bytes are all the server read; the request goes on to the next process), one it was
+        answering gets a 503 with ``Retry-After``, one between requests is closed (a client opens
+        another)."""
+        served = 0
+        for connection in handed.values():
+            if connection.state == "sent":
+                mcp_handoff.serve_here(connection.sock, connection.data, self._uvicorn)
+                served += 1
+            elif connection.state == "busy":
+                mcp_handoff.unavailable(connection.sock)
+            else:
+                connection.sock.close()
+        if handed:
+            logger.info(
+                "%d connections the MCP transport's process held: %d served here, %d answered 503",
+                len(handed),
+                served,
+                sum(c.state == "busy" for c in handed.values()),
+            )
 
     def _close_channel(self) -> None:
         channel, self._channel = self._channel, None
@@ -585,6 +643,17 @@ class TransportProcess:
                 await asyncio.wait_for(ended, STOP_LIMIT_S)
         self._close_channel()
         self._process = self._ended = None
+
+
+@dataclass
+class _Handed:
+    """A connection handed to the process, as the server keeps it until the process is done: its
+    own copy of the socket, the bytes it had read, and the process's last news of it."""
+
+    sock: socket.socket
+    data: bytes
+    state: str = "sent"
+    """``sent`` (no request read there yet), ``busy`` (answering one), ``replying`` (writing)."""
 
 
 @dataclass

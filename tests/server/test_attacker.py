@@ -312,16 +312,23 @@ def test_the_token_is_required_on_every_route_websockets_included(clock: Any) ->
         assert client.get("/sessions", headers=EVIL).status_code == 200  # the cookie jar sent it
 
 
-def test_a_token_in_the_url_never_reaches_the_access_log(caplog: Any) -> None:
+@pytest.fixture(scope="module")
+def token_url() -> Iterator[str]:
+    """A live server with a token, writing uvicorn's access log (shared by this module's tests)."""
+    with live_server(ServerSettings(token=TOKEN, max_sessions_per_client=0), log_level="info") as url:
+        yield url
+
+
+def test_a_token_in_the_url_never_reaches_the_access_log(token_url: str, caplog: Any) -> None:
     """uvicorn's access line quotes the request's full path: ``?token=`` must be blanked there."""
     caplog.set_level("INFO", logger="uvicorn.access")
-    with live_server(ServerSettings(token=TOKEN, max_sessions_per_client=0), log_level="info") as url:
-        assert httpx.get(f"{url}/health?x=1&token={TOKEN}").status_code == 200
-        wrong = TOKEN[:-1] + "x"
-        assert httpx.get(f"{url}/sessions?token={wrong}").status_code == 401
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and len(_access_lines(caplog)) < 2:
-            time.sleep(0.05)
+    url = token_url
+    assert httpx.get(f"{url}/health?x=1&token={TOKEN}").status_code == 200
+    wrong = TOKEN[:-1] + "x"
+    assert httpx.get(f"{url}/sessions?token={wrong}").status_code == 401
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(_access_lines(caplog)) < 2:
+        time.sleep(0.05)
     lines = _access_lines(caplog)
     assert any("/health?x=1&token=" in line and " 200" in line for line in lines), lines
     assert any("/sessions?token=" in line and " 401" in line for line in lines), lines
@@ -348,7 +355,7 @@ def test_a_browser_opening_a_page_with_the_token_is_sent_on_without_it(clock: An
         assert refused.status_code == 401
 
 
-def test_the_docker_image_opens_no_wildcard_host_and_its_healthcheck_sends_the_token() -> None:
+def test_the_docker_image_opens_no_wildcard_host_and_its_healthcheck_sends_the_token(token_url: str) -> None:
     import re
     import subprocess
     import sys
@@ -357,13 +364,10 @@ def test_the_docker_image_opens_no_wildcard_host_and_its_healthcheck_sends_the_t
 
     assert "*" not in dockerfile_env().get("HOSPITAL_ALLOWED_HOSTS", "")
     (check,) = re.findall(r'^\s+CMD python -c "(.*)" \|\| exit 1$', DOCKERFILE, re.MULTILINE)
-    with live_server(ServerSettings(token=TOKEN, max_sessions_per_client=0)) as url:
-        probe = check.replace("http://127.0.0.1:8000", url)
-        run = functools.partial(
-            subprocess.run, [sys.executable, "-c", probe], capture_output=True, timeout=60
-        )
-        assert run(env={"HOSPITAL_TOKEN": TOKEN}).returncode == 0
-        assert run(env={}).returncode != 0  # the server did refuse it: the token is what passed
+    probe = check.replace("http://127.0.0.1:8000", token_url)
+    run = functools.partial(subprocess.run, [sys.executable, "-c", probe], capture_output=True, timeout=60)
+    assert run(env={"HOSPITAL_TOKEN": TOKEN}).returncode == 0
+    assert run(env={}).returncode != 0  # the server did refuse it: the token is what passed
 
 
 # ------------------------------------------------ 4. slow request heads (slowloris)
@@ -424,37 +428,46 @@ def _from(address: str) -> httpx.Client:
     return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=30)
 
 
-def test_rotated_addresses_cannot_lock_newcomers_out_of_http_sessions() -> None:
-    """Issue 43: 4 addresses x 16 creations filled every pool and newcomers got 429 for the idle
-    timeout. A full store now evicts its longest-idle session for a newcomer."""
+@pytest.fixture(scope="module")
+def small_pools_url() -> Iterator[str]:
+    """A live server with pools of 4 (HTTP episodes; WebSocket/MCP), a per-client cap of 2, eviction
+    after 0.3 s idle and no creation rate limit (shared: each test uses its own addresses)."""
     settings = ServerSettings(
         max_http_sessions=4,
+        max_sessions=4,
         max_sessions_per_client=2,
         evict_idle_s=0.3,
         session_rate=0,
         session_rate_per_client=0,
     )
     with live_server(settings) as url:
-        attackers = [_from(f"127.0.{n}.{n + 1}") for n in range(1, 5)]
-        held = []
-        for attacker in attackers:
-            response = attacker.post(f"{url}/reset", json={"seed": 1})
-            assert response.status_code == 200, response.text
-            held.append((attacker, response.json()["session_id"]))
-        assert httpx.get(f"{url}/sessions").json()["http"]["active"] == 4
-        time.sleep(0.5)  # the attackers' sessions now idle longer than evict_idle_s
-        with _from("127.0.0.77") as honest:
-            response = honest.post(f"{url}/reset", json={"seed": 2})
-            assert response.status_code == 200, response.text
-            step = honest.post(
-                f"{url}/step", json={"action": {"action": 0}, "session_id": response.json()["session_id"]}
-            )
-            assert step.status_code == 200
-        oldest_client, oldest = held[0]
-        assert oldest_client.get(f"{url}/state", params={"session_id": oldest}).status_code == 404  # evicted
-        assert held[1][0].get(f"{url}/state", params={"session_id": held[1][1]}).status_code == 200
-        for attacker in attackers:
-            attacker.close()
+        yield url
+
+
+def test_rotated_addresses_cannot_lock_newcomers_out_of_http_sessions(small_pools_url: str) -> None:
+    """Issue 43: 4 addresses x 16 creations filled every pool and newcomers got 429 for the idle
+    timeout. A full store now evicts its longest-idle session for a newcomer."""
+    url = small_pools_url
+    attackers = [_from(f"127.0.{n}.{n + 1}") for n in range(1, 5)]
+    held = []
+    for attacker in attackers:
+        response = attacker.post(f"{url}/reset", json={"seed": 1})
+        assert response.status_code == 200, response.text
+        held.append((attacker, response.json()["session_id"]))
+    assert httpx.get(f"{url}/sessions").json()["http"]["active"] == 4
+    time.sleep(0.5)  # the attackers' sessions now idle longer than evict_idle_s
+    with _from("127.0.0.77") as honest:
+        response = honest.post(f"{url}/reset", json={"seed": 2})
+        assert response.status_code == 200, response.text
+        step = honest.post(
+            f"{url}/step", json={"action": {"action": 0}, "session_id": response.json()["session_id"]}
+        )
+        assert step.status_code == 200
+    oldest_client, oldest = held[0]
+    assert oldest_client.get(f"{url}/state", params={"session_id": oldest}).status_code == 404  # evicted
+    assert held[1][0].get(f"{url}/state", params={"session_id": held[1][1]}).status_code == 200
+    for attacker in attackers:
+        attacker.close()
 
 
 def fresh_reset(client: Any, seed: int = 1) -> Any:
@@ -510,31 +523,28 @@ def test_session_creation_is_rate_limited_per_address_and_overall(clock: Any) ->
         assert fresh_reset(clients[9]).status_code == 200
 
 
-def test_a_full_websocket_pool_evicts_an_idle_http_mcp_session_for_a_websocket() -> None:
+def test_a_full_websocket_pool_evicts_an_idle_http_mcp_session_for_a_websocket(small_pools_url: str) -> None:
     """Rotated addresses filled OpenEnv's pool with HTTP MCP sessions nobody holds; a newcomer's
     /ws got 1013 for the idle timeout. Now the longest-idle such session makes room."""
     import asyncio
 
     from websockets.asyncio.client import connect
 
-    settings = ServerSettings(
-        max_sessions=4, max_sessions_per_client=2, evict_idle_s=0.3, session_rate=0, session_rate_per_client=0
-    )
-    with live_server(settings) as url:
-        for n in range(4):
-            with _from(f"127.0.{n + 1}.9") as attacker:
-                body = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
-                assert "result" in attacker.post(f"{url}/mcp", json=body).json()
-        assert httpx.get(f"{url}/sessions").json()["websocket"]["active"] == 4
-        time.sleep(0.5)
+    url = small_pools_url
+    for n in range(4):
+        with _from(f"127.0.{n + 1}.9") as attacker:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+            assert "result" in attacker.post(f"{url}/mcp", json=body).json()
+    assert httpx.get(f"{url}/sessions").json()["websocket"]["active"] == 4
+    time.sleep(0.5)
 
-        async def newcomer() -> dict:
-            ws_url = url.replace("http", "ws") + "/ws"
-            async with connect(ws_url, local_addr=("127.0.0.88", 0)) as ws:
-                await ws.send(json.dumps({"type": "reset", "data": {"seed": 3}}))
-                return json.loads(await ws.recv())
+    async def newcomer() -> dict:
+        ws_url = url.replace("http", "ws") + "/ws"
+        async with connect(ws_url, local_addr=("127.0.0.88", 0)) as ws:
+            await ws.send(json.dumps({"type": "reset", "data": {"seed": 3}}))
+            return json.loads(await ws.recv())
 
-        assert asyncio.run(asyncio.wait_for(newcomer(), 60))["type"] == "observation"
+    assert asyncio.run(asyncio.wait_for(newcomer(), 60))["type"] == "observation"
 
 
 def test_web_tabs_left_behind_from_many_addresses_make_room_for_a_new_tab(clock: Any) -> None:
@@ -555,9 +565,17 @@ def test_web_tabs_left_behind_from_many_addresses_make_room_for_a_new_tab(clock:
 
 # ------------------------------------------------ 6. the web view's Gradio API
 @pytest.fixture(scope="module")
-def web_url() -> Iterator[str]:
-    with live_server(ServerSettings(web=True, max_web_sessions=8, max_sessions_per_client=0)) as url:
-        yield url
+def web_served() -> Iterator[tuple[str, Any]]:
+    from server.app import build_app
+
+    app = build_app(ServerSettings(web=True, max_web_sessions=8, max_sessions_per_client=0))
+    with live_server(app=app) as url:
+        yield url, app
+
+
+@pytest.fixture(scope="module")
+def web_url(web_served: tuple[str, Any]) -> str:
+    return web_served[0]
 
 
 @pytest.mark.parametrize(
@@ -615,12 +633,21 @@ def test_concurrent_calls_on_one_session_hash_each_get_an_answer(
 
 
 # ------------------------------------------------ 7. the MCP worker killed
-def test_a_killed_mcp_worker_is_replaced_by_its_ready_standby() -> None:
-    """Issue 43: after a SIGKILL of the worker, new sessions waited 18-41 s (a fresh process's
-    start-up). The served app keeps a standby started and ready: it takes over at once (its pid
-    existed before the kill), and the next session is opened by it."""
+def _wait_standby(process: Any, deadline: float) -> int:
+    """The pid of the transport's standby once it is started and ready."""
+    while not (process._standby is not None and process._standby.done()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return process._standby.result().process.pid
+
+
+def test_a_killed_mcp_worker_drops_no_connection_and_its_standby_takes_over() -> None:
+    """Issue 43: after a SIGKILL of the worker, connections handed to it in the ~0.3 s before were
+    dropped with no response, and new sessions waited 18-41 s (a fresh process's start-up). Now:
+    a request the worker never read is served on (by the ready standby, which takes over at once);
+    one it was answering gets a 503 with Retry-After; the next session opens without a wait."""
     import os
     import signal
+    import threading
 
     from server.app import build_app
 
@@ -631,22 +658,56 @@ def test_a_killed_mcp_worker_is_replaced_by_its_ready_standby() -> None:
         },
     }  # fmt: skip
     app = build_app(ServerSettings(max_sessions=8, max_sessions_per_client=0))  # as warm, below
+    mcp = app.state.streamable_mcp
     with live_server(app=app) as url:
-        process = app.state.streamable_mcp._process
+        process = mcp._process
         assert httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=300).status_code == 200
         process._loop.call_soon_threadsafe(process.keep_standby)  # what the served (warm) app does
         deadline = time.monotonic() + 300
-        while not (process._standby is not None and process._standby.done()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        standby_pid = process._standby.result().process.pid
-        first = app.state.streamable_mcp.transport_pid
+        standby_pid = _wait_standby(process, deadline)
+        first = mcp.transport_pid
         assert first is not None and standby_pid != first
+        # 1. Connections handed over to a worker that never reads them (stopped), then killed.
+        os.kill(first, signal.SIGSTOP)
+        replies: list[Any] = []
+
+        def initialize() -> None:
+            try:
+                replies.append(httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=120))
+            except httpx.HTTPError as exc:  # a dropped connection: what must not happen
+                replies.append(exc)
+
+        clients = [threading.Thread(target=initialize) for _ in range(3)]
+        for client in clients:
+            client.start()
+        while len(process._handed) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(process._handed) == 3  # all three are the stopped worker's now
         os.kill(first, signal.SIGKILL)
-        while app.state.streamable_mcp.transport_pid in (None, first) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert app.state.streamable_mcp.transport_pid == standby_pid  # taken over, not started now
+        for client in clients:
+            client.join(timeout=120)
+        assert [getattr(r, "status_code", r) for r in replies] == [200] * 3, replies
+        assert all("mcp-session-id" in r.headers for r in replies)
+        assert mcp.transport_pid == standby_pid  # taken over, not started now
+        # 2. A request the worker is answering when it is killed: a 503 to retry, not silence.
+        second = standby_pid
+        _wait_standby(process, deadline)  # the next standby, for what follows
+        decide = mcp.decide
+
+        def decide_then_kill(*question: Any) -> Any:
+            os.kill(second, signal.SIGKILL)  # the worker has read the request and awaits this
+            return decide(*question)
+
+        mcp.decide = decide_then_kill
+        try:
+            answer = httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=120)
+        finally:
+            mcp.decide = decide
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "1", answer.text
+        assert answer.json()["error"]["data"]["code"] == "NOT_READY"
         response = httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=120)
         assert response.status_code == 200 and "mcp-session-id" in response.headers
+        assert mcp.transport_pid not in (None, first, second)
 
 
 # ------------------------------------------- one budget for every unconnected session
@@ -760,33 +821,19 @@ def test_a_live_websocket_session_outlasts_a_flood_of_unconnected_sessions(clock
         assert honest.get("/sessions").json()["websocket"]["ws"] == 1
 
 
-def test_a_page_counts_as_connected_while_its_heartbeat_stream_is_open() -> None:
+def test_a_page_counts_as_connected_while_its_heartbeat_stream_is_open(web_served: tuple[str, Any]) -> None:
     """Gradio's page holds ``/heartbeat/<session hash>`` open while loaded: the guard records it,
     so the web store can tell a loaded tab from one made of API calls."""
-    import threading
-
-    from server.app import build_app
-
-    app = build_app(ServerSettings(web=True, max_sessions_per_client=0))
+    url, app = web_served
     live = app.state.live_pages
-    with live_server(app=app) as url:
-        stop = threading.Event()
-
-        def hold() -> None:
-            with httpx.stream("GET", f"{url}/web/gradio_api/heartbeat/page-one", timeout=30) as stream:
-                for _ in stream.iter_lines():
-                    if stop.is_set():
-                        return
-
-        holder = threading.Thread(target=hold, daemon=True)
-        holder.start()
-        deadline = time.monotonic() + 20
-        while "page-one" not in live and time.monotonic() < deadline:
-            time.sleep(0.05)
+    page = socket.create_connection(("127.0.0.1", _port(url)), timeout=30)
+    try:  # the page's heartbeat request, held open as a loaded page holds it
+        page.sendall(b"GET /web/gradio_api/heartbeat/page-one HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert b"200" in page.recv(1024).split(b"\r\n", 1)[0]
         assert "page-one" in live and "page-two" not in live
-        stop.set()
-        holder.join(timeout=30)
-        deadline = time.monotonic() + 20
-        while "page-one" in live and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert "page-one" not in live
+    finally:
+        page.close()  # the tab closed
+    deadline = time.monotonic() + 30
+    while "page-one" in live and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "page-one" not in live
