@@ -14,7 +14,9 @@ What stays in the server (:class:`server.mcp_http.StreamableMCP`) is every decis
 do what: session ownership, the shared caps and idle expiry, protocol versions. The process
 answers only what the server forwards or asks it about, and closes an episode when the server says
 so (a ``DELETE``, an idle expiry, the app's end). If it dies, the server forgets its sessions
-(their slots come back), answers 503 meanwhile, and starts a fresh process at the next request.
+(their slots come back), answers 503 meanwhile, and a ready standby takes over (or a fresh process
+starts at the next request). The connections it held are still the server's to answer
+(:meth:`TransportProcess._rescue`): none is dropped without a response.
 
 Forwarding each request still cost the server's loop ~0.3 ms of CPU (uvicorn, the guards, the
 hand-over, the reply), so under ``serve`` a connection whose first request is standard MCP is
