@@ -187,14 +187,18 @@ async def honest(url: str, sessions: int, steps: int) -> tuple[list[float], list
     waits: list[float] = []
     for i in range(sessions):
         start = time.perf_counter()
-        async with connect(ws_url, local_addr=(HONEST, 0), compression=None) as ws:
-            await ws.send(json.dumps({"type": "reset", "data": {"seed": i}}))
-            reply = json.loads(await ws.recv())
-            waits.append(time.perf_counter() - start if reply.get("type") == "observation" else float("inf"))
+        try:
+            async with connect(ws_url, local_addr=(HONEST, 0), compression=None, open_timeout=60) as ws:
+                await ws.send(json.dumps({"type": "reset", "data": {"seed": i}}))
+                reply = json.loads(await ws.recv())
+                ok = reply.get("type") == "observation"
+                waits.append(time.perf_counter() - start if ok else float("inf"))
+        except (TimeoutError, OSError):  # no session within 60 s: a miss, counted as such
+            waits.append(float("inf"))
         await asyncio.sleep(0.2)
     latencies: list[float] = []
     rng = random.Random(0)
-    async with connect(ws_url, local_addr=(HONEST, 0), compression=None) as ws:
+    async with connect(ws_url, local_addr=(HONEST, 0), compression=None, open_timeout=60) as ws:
         await ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
         obs = json.loads(await ws.recv())["data"]["observation"]
         for _ in range(steps):

@@ -113,8 +113,20 @@ def _serve(conn: Connection, channel: socket.socket, args: TransportArgs) -> Non
         from uvloop import run
     except ImportError:
         run = asyncio.run
-    with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+    try:
         run(_transport(sock, channel, args))
+    except Exception as exc:  # the server went away: its end of the pipe closed
+        if not _server_gone(exc):
+            raise
+
+
+def _server_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says only that the server's end of the pipe closed (alone, or every one of
+    an exception group's: the SDK's task group wraps what it sees)."""
+    if isinstance(exc, (ConnectionError, asyncio.IncompleteReadError)):
+        return True
+    group = getattr(exc, "exceptions", None)
+    return bool(group) and all(_server_gone(inner) for inner in group)
 
 
 async def _transport(sock: socket.socket, channel: socket.socket, args: TransportArgs) -> None:
