@@ -741,7 +741,8 @@ def _web_view(
         budget=budget,
         # A tab whose page is loaded holds its heartbeat open; one made by API calls alone does not,
         # and expires as soon as an HTTP episode would (it held a slot 600 s: "server is full").
-        connected=lambda episodes: getattr(episodes, "session_hash", None) in live,
+        # A tab in the middle of an event is in use, however long the event runs (a planner day).
+        connected=lambda episodes: getattr(episodes, "session_hash", None) in live or episodes.lock.locked(),
         unconnected_ttl_s=settings.http_session_ttl_s,
     )
     return store, view_builder(store, default), host

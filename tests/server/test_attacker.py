@@ -837,3 +837,24 @@ def test_a_page_counts_as_connected_while_its_heartbeat_stream_is_open(web_serve
     while "page-one" in live and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "page-one" not in live
+
+
+def test_a_web_tab_in_the_middle_of_a_long_event_is_neither_expired_nor_evicted(clock: Any) -> None:
+    """A planner's day can outlast the ttl of a tab made by API calls: while an event runs (the tab's
+    lock held) the tab is in use, and its idle time counts from the event's end."""
+    from server.app import build_app
+
+    settings = ServerSettings(web=True, max_web_sessions=4, max_sessions_per_client=0, evict_idle_s=5.0)
+    store = build_app(settings, clock=clock).state.web_sessions
+    busy, tab = store.open("127.0.1.1")
+    idle, _ = store.open("127.0.2.1")
+    with tab.lock:  # an event of the tab runs
+        clock.advance(200.0)  # past the 120 s ttl of a tab without its page
+        assert store.get(idle, "127.0.2.1") is None  # the idle one expired
+        assert store.owns(busy, "127.0.1.1")
+        others = [store.open(f"127.0.{n}.7")[0] for n in range(3, 6)]  # full: 4 of 4
+        clock.advance(6.0)
+        store.open("127.0.9.9")  # evicts the longest-idle tab not in use: never the busy one
+        assert store.owns(busy, "127.0.1.1") and not store.owns(others[0], "127.0.3.7")
+    for sid in store.ids():
+        store.close(sid)
