@@ -10,7 +10,10 @@ tried, each from its own thread, every one bounded:
   addresses (127.0.N.2), and OpenEnv MCP sessions (``openenv/session/create``) likewise;
 - **slowloris**: 200 connections each sending an unfinished request head, re-opened when closed;
 - **bad input**: lone surrogates on ``/step``, ``/reset``, ``/mcp``; unknown Gradio API names and
-  ``fn_index`` 9999 / -1.
+  ``fn_index`` 9999 / -1;
+- **planner tabs** (``--env radiotherapy``): ``--rt-tabs`` web tabs (3 by default) each planning a
+  patient with the planner and finishing it, over and over, through the page's Gradio API (the
+  issue measured a ``/ws`` client's step p99 4.9 -> 124 ms beside three such tabs).
 
 Meanwhile the honest client (its own address) measures how long a WebSocket session takes to
 get (connect + reset, ``--sessions`` times) and the step latency of one closed-loop ``/ws``
@@ -123,20 +126,79 @@ def bad_input(url: str, stop: threading.Event, codes: Counter[int]) -> None:
             stop.wait(0.05)
 
 
+def _gradio_call(
+    client: httpx.Client, url: str, fn: int, data: list[object], session_hash: str
+) -> dict[str, object]:
+    """One event of the page through Gradio's queue: join, then read the tab's stream to its end
+    (the event's ``process_completed`` message; empty if the stream ended without one)."""
+    body = {
+        "data": data,
+        "fn_index": fn,
+        "session_hash": session_hash,
+        "event_data": None,
+        "trigger_id": None,
+    }
+    event = client.post(url + "/web/gradio_api/queue/join", json=body, timeout=120).json().get("event_id")
+    params = {"session_hash": session_hash}
+    with client.stream("GET", url + "/web/gradio_api/queue/data", params=params, timeout=300) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:"):
+                message = json.loads(line[5:])
+                if message.get("event_id") == event and message.get("msg") == "process_completed":
+                    return message
+    return {}
+
+
+def planner_tabs(url: str, stop: threading.Event, tabs: int, done: Counter[str]) -> None:
+    """``tabs`` radiotherapy tabs, each planning a patient with the planner and finishing the
+    agent's plan, over and over (one thread per tab, its own session hash)."""
+    config = httpx.get(url + "/web/config", timeout=60).json()
+    elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    deps = config["dependencies"]
+    plan = next(d["id"] for d in deps if d["targets"] and elem.get(d["targets"][0][0]) == "new-plan")
+    finish = next(d["id"] for d in deps if d["targets"] and elem.get(d["targets"][0][0]) == "agent-finish")
+
+    def tab(n: int) -> None:
+        session_hash = f"plannertab{n}"
+        with _http(f"127.0.{200 + n}.2") as client:
+            seed, sid = 0, None
+            while not stop.is_set():
+                try:  # the tab's session id travels as the page's state does
+                    planned = _gradio_call(
+                        client, url, plan, [sid, "prostate", seed, "planner"], session_hash
+                    )
+                    sid = (planned.get("output") or {}).get("data", [None])[0]  # type: ignore[union-attr]
+                    finished = _gradio_call(client, url, finish, [sid], session_hash)
+                    done["plans" if finished.get("success") else "failed"] += 1
+                except (httpx.HTTPError, ValueError):
+                    done["errors"] += 1
+                seed += 1
+
+    threads = [threading.Thread(target=tab, args=(n,), daemon=True) for n in range(tabs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 async def honest(url: str, sessions: int, steps: int) -> tuple[list[float], list[float]]:
     """(seconds to get each session, ms per step of one closed-loop session)."""
     ws_url = url.replace("http", "ws") + "/ws"
     waits: list[float] = []
     for i in range(sessions):
         start = time.perf_counter()
-        async with connect(ws_url, local_addr=(HONEST, 0), compression=None) as ws:
-            await ws.send(json.dumps({"type": "reset", "data": {"seed": i}}))
-            reply = json.loads(await ws.recv())
-            waits.append(time.perf_counter() - start if reply.get("type") == "observation" else float("inf"))
+        try:
+            async with connect(ws_url, local_addr=(HONEST, 0), compression=None, open_timeout=60) as ws:
+                await ws.send(json.dumps({"type": "reset", "data": {"seed": i}}))
+                reply = json.loads(await ws.recv())
+                ok = reply.get("type") == "observation"
+                waits.append(time.perf_counter() - start if ok else float("inf"))
+        except (TimeoutError, OSError):  # no session within 60 s: a miss, counted as such
+            waits.append(float("inf"))
         await asyncio.sleep(0.2)
     latencies: list[float] = []
     rng = random.Random(0)
-    async with connect(ws_url, local_addr=(HONEST, 0), compression=None) as ws:
+    async with connect(ws_url, local_addr=(HONEST, 0), compression=None, open_timeout=60) as ws:
         await ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
         obs = json.loads(await ws.recv())["data"]["observation"]
         for _ in range(steps):
@@ -159,17 +221,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--no-attack", action="store_true", help="the honest client alone (the reference)")
+    parser.add_argument("--env", choices=("ed", "radiotherapy"), default="ed", help="the env served")
+    parser.add_argument(
+        "--rt-tabs", type=int, default=3, help="planner tabs in the mix (radiotherapy only; 0: none)"
+    )
     args = parser.parse_args()
     if not 5 <= args.seconds <= 300 or not 10 <= args.steps <= 20000 or not 1 <= args.sessions <= 100:
         parser.error("--seconds in 5..300, --steps in 10..20000, --sessions in 1..100")
     port = free_loopback_port()
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "server.app", "--host", "127.0.0.1", "--port", str(port), "--web"]
-    command += ["--log-level", "error", "--no-access-log"]
+    command += ["--log-level", "error", "--no-access-log", "--env", args.env]
     proc = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     stop = threading.Event()
     codes: Counter[int] = Counter()
     held: list[int] = []
+    plans: Counter[str] = Counter()
     threads: list[threading.Thread] = []
     try:
         wait_healthy(url, proc, timeout_s=400)  # a loaded 2-core box: minutes
@@ -179,6 +246,10 @@ def main() -> None:
                 threading.Thread(target=slowloris, args=(port, stop, held), daemon=True),
                 threading.Thread(target=bad_input, args=(url, stop, codes), daemon=True),
             ]
+            if args.env == "radiotherapy" and args.rt_tabs:
+                threads.append(
+                    threading.Thread(target=planner_tabs, args=(url, stop, args.rt_tabs, plans), daemon=True)
+                )
             for thread in threads:
                 thread.start()
             time.sleep(3.0)  # the attacks under way
@@ -196,7 +267,8 @@ def main() -> None:
     ordered = sorted(latencies)
     errors_5xx = sum(n for code, n in codes.items() if code >= 500)
     mode = "off" if args.no_attack else "on"
-    print(f"attack mix: {mode}; server: python -m server.app --web (default limits)")
+    tabs = f", {args.rt_tabs} planner tabs" if args.env == "radiotherapy" and not args.no_attack else ""
+    print(f"attack mix: {mode}{tabs}; server: python -m server.app --web --env {args.env} (default limits)")
     median = sorted(waits)[len(waits) // 2]
     print(
         f"session wait (connect + reset, {len(waits)} sessions): max {max(waits):.3f} s, "
@@ -209,6 +281,11 @@ def main() -> None:
     print(f"attack answers by status: {dict(sorted(codes.items()))}; 5xx: {errors_5xx}")
     if held:
         print(f"slowloris connections open at once: max {max(held)}, last {held[-1]}")
+    if plans:
+        print(
+            f"planner tabs: {plans['plans']} plans finished, {plans['failed']} events failed, "
+            f"{plans['errors']} HTTP errors"
+        )
     print(f"Gymnasium CartPole in-process, same run: {cartpole:,.0f} steps/s")
 
 

@@ -539,7 +539,7 @@ def main() -> None:
         proc = start_server(port, args.scenario, args.sessions)
     ws_url = "ws://" + url.split("://", 1)[1] + "/ws"
     try:
-        wait_healthy(url, proc)
+        wait_healthy(url, proc, timeout_s=400)  # a loaded 2-core box: minutes
         in_process_rate(args.scenario, 200, args.seed)  # warm-up: the kernel's first use compiles it
         reference = in_process_rate(args.scenario, 2000, args.seed)  # after the server's start-up
         cartpole = cartpole_rate(20_000, args.seed)

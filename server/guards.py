@@ -34,7 +34,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit
 
 from fastapi import WebSocket, WebSocketDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -173,7 +173,9 @@ class SitePolicy:
 
     ``token`` (``HOSPITAL_TOKEN``): every request, WebSocket handshakes included, must carry it
     (``Authorization: Bearer``, the ``hospital_token`` cookie, or a ``?token=`` query parameter),
-    compared in constant time; else 401.
+    compared in constant time; else 401. A browser opening a page with ``?token=`` is redirected
+    (303) to the URL without it, with the cookie set; the access log blanks it
+    (:func:`server.logs.redact_tokens`).
     """
 
     def __init__(
@@ -270,14 +272,42 @@ def token_cookie(scope: Scope, policy: SitePolicy) -> bytes | None:
 
 
 # ------------------------------------------------------------------- HTTP
-def _json_response(status: int, body: dict[str, Any]) -> tuple[Message, Message]:
+async def json_reply(
+    send: Send, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    """A JSON response in two ASGI messages (every middleware's own answers: one shape)."""
     payload = json.dumps(body).encode()
-    start = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
-    }
-    return start, {"type": "http.response.body", "body": payload}
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def read_body(receive: Receive) -> bytes | None:
+    """A request's whole body (None if the client went away first)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def replay(body: bytes, more_body: bool = False, then: Receive | None = None) -> Receive:
+    """An ASGI ``receive`` that gives a body already read (``more_body``: only its beginning),
+    then what ``then`` receives (a disconnect, the app's to notice), or a disconnect."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": more_body}
+        return await then() if then is not None else {"type": "http.disconnect"}
+
+    return receive
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
@@ -326,6 +356,10 @@ class RequestGuardMiddleware:
             return
         cookie = token_cookie(scope, self.site)
         if cookie is not None:
+            if _page_visit(scope):  # the token leaves the address bar (history, a shared link)
+                await send(_token_redirect(scope, cookie))
+                await send({"type": "http.response.body", "body": b""})
+                return
             send = _with_cookie(send, cookie)
         content_type = b""
         for name, value in scope.get("headers", ()):
@@ -368,16 +402,7 @@ class RequestGuardMiddleware:
             if problem is not None:
                 await self._refuse(send, *problem)
                 return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay(body, then=receive), send)
 
     @property
     def _too_large(self) -> str:
@@ -399,11 +424,28 @@ class RequestGuardMiddleware:
             return None  # not JSON: the route answers its usual 422 json_invalid
         return None
 
-    @staticmethod
-    async def _refuse(send: Send, status: int, body: dict[str, Any]) -> None:
-        start, payload = _json_response(status, body)
-        await send(start)
-        await send(payload)
+    _refuse = staticmethod(json_reply)
+
+
+def _page_visit(scope: Scope) -> bool:
+    """Whether a request is a browser opening a page (a ``GET`` navigation, or one asking for HTML)."""
+    if scope.get("method") != "GET":
+        return False
+    headers = dict(scope.get("headers", ()))
+    return headers.get(b"sec-fetch-mode") == b"navigate" or b"text/html" in headers.get(b"accept", b"")
+
+
+def _token_redirect(scope: Scope, cookie: bytes) -> Message:
+    """A 303 to the same URL without ``?token=``, setting the token's cookie: the page a browser
+    then loads (and keeps in its history, and shows in its address bar) carries no secret."""
+    kept = [
+        (name, value)
+        for name, value in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+        if name != TOKEN_QUERY
+    ]
+    location = quote(scope.get("root_path", "") + scope["path"]) + (f"?{urlencode(kept)}" if kept else "")
+    headers = [(b"location", location.encode("latin-1")), (b"set-cookie", cookie), (b"content-length", b"0")]
+    return {"type": "http.response.start", "status": 303, "headers": headers}
 
 
 def _with_cookie(send: Send, cookie: bytes) -> Send:

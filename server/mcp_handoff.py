@@ -32,12 +32,15 @@ import contextlib
 import json
 import logging
 import socket
+import struct
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
 import h11
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Scope
+
+from server.guards import replay
 
 logger = logging.getLogger("server.mcp")
 access_logger = logging.getLogger("uvicorn.access")
@@ -87,17 +90,6 @@ def is_mcp_route(scope: Scope) -> bool:
     return scope["path"].rstrip("/") == MCP_PATH and scope["method"] in ("POST", "DELETE")
 
 
-async def json_reply(
-    send: Send, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
-) -> None:
-    """A JSON response in two ASGI messages."""
-    payload = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
-
-
 def error_reply() -> list[Message]:
     """The ASGI messages of a 500 JSON-RPC ``internal error`` (a request the SDK or the app failed)."""
     body = b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32603, "message": "internal error"}}'
@@ -106,21 +98,6 @@ def error_reply() -> list[Message]:
         {"type": "http.response.start", "status": 500, "headers": headers},
         {"type": "http.response.body", "body": body},
     ]
-
-
-def replay(body: bytes, more_body: bool = False) -> Receive:
-    """An ASGI ``receive`` that gives one request's body (``more_body``: only its beginning), then a
-    disconnect."""
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": more_body}
-        return {"type": "http.disconnect"}
-
-    return receive
 
 
 class _Request:
@@ -198,33 +175,39 @@ def channel_pair() -> tuple[socket.socket, socket.socket]:
     return ours, theirs
 
 
-def send_connection(channel: socket.socket, fd: int, data: bytes) -> bool:
-    """Send a connection's socket and its unanswered bytes (False: it stays with the sender)."""
+_CID = struct.Struct("!Q")
+"""A handed-over connection's id, before its bytes in each channel message (0: a connection sent back)."""
+
+
+def send_connection(channel: socket.socket, fd: int, data: bytes, cid: int = 0) -> bool:
+    """Send a connection's socket, its id and its unanswered bytes (False: it stays with the sender)."""
     if len(data) > PREFIX_LIMIT:
         return False
     try:
-        socket.send_fds(channel, [bytes(data)], [fd])
+        socket.send_fds(channel, [_CID.pack(cid) + bytes(data)], [fd])
     except OSError:  # the channel is full (BlockingIOError) or gone
         return False
     return True
 
 
-def receive_connections(channel: socket.socket) -> list[tuple[socket.socket, bytes]] | None:
-    """The connections waiting on the channel (None once the other end has gone)."""
-    received: list[tuple[socket.socket, bytes]] = []
+def receive_connections(channel: socket.socket) -> list[tuple[socket.socket, bytes, int]] | None:
+    """The connections waiting on the channel, each with its bytes and id (None once the other end
+    has gone)."""
+    received: list[tuple[socket.socket, bytes, int]] = []
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(channel, PREFIX_LIMIT, 1)
+            message, fds, _, _ = socket.recv_fds(channel, _CID.size + PREFIX_LIMIT, 1)
         except BlockingIOError:
             return received
         except OSError:
             return None
         if not message and not fds:
             return None
+        (cid,) = _CID.unpack_from(message) if len(message) >= _CID.size else (0,)
         for fd in fds:
             sock = socket.socket(fileno=fd)
             sock.setblocking(False)
-            received.append((sock, bytes(message)))
+            received.append((sock, bytes(message[_CID.size :]), cid))
 
 
 # ------------------------------------------------------------------ the server's side
@@ -405,19 +388,45 @@ def accept_returned(channel: socket.socket, kwargs: Callable[[], dict[str, Any] 
     returned = receive_connections(channel)
     if returned is None:
         return False
-    loop = asyncio.get_running_loop()
-    for sock, prefix in returned:
-        settings = kwargs()
-        if settings is None:
-            sock.close()
-            continue
-
-        def protocol(prefix: bytes = prefix, settings: dict[str, Any] = settings) -> RoutingProtocol:
-            return RoutingProtocol(**settings, prefix=prefix, route=False)
-
-        task = loop.create_task(loop.connect_accepted_socket(protocol, sock))
-        task.add_done_callback(_log_failure)
+    for sock, prefix, _ in returned:
+        serve_here(sock, prefix, kwargs())
     return True
+
+
+def serve_here(sock: socket.socket, prefix: bytes, settings: dict[str, Any] | None) -> None:
+    """On the server's loop: serve a connection (and ``prefix``, the bytes read from it so far and
+    not answered) with uvicorn's protocol as any other; ``settings``: its protocol's arguments
+    (None: the server is not serving, so the connection is closed)."""
+    if settings is None:
+        sock.close()
+        return
+
+    def protocol() -> RoutingProtocol:
+        return RoutingProtocol(**settings, prefix=prefix, route=False)
+
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(loop.connect_accepted_socket(protocol, sock))
+    task.add_done_callback(_log_failure)
+
+
+UNAVAILABLE_REPLY = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+)
+_UNAVAILABLE_BODY = (
+    b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "the MCP transport\'s '
+    b"process stopped while answering this request: retry (its sessions are gone: initialize a new "
+    b'one)", "data": {"code": "NOT_READY"}}}'
+)
+
+
+def unavailable(sock: socket.socket) -> None:
+    """Answer a request the transport's process died while answering with a 503 (``Retry-After``),
+    then close: a response, never a dropped connection. Best effort (a small, non-blocking write)."""
+    with contextlib.suppress(OSError):
+        sock.setblocking(False)
+        sock.send(UNAVAILABLE_REPLY % (len(_UNAVAILABLE_BODY), _UNAVAILABLE_BODY))
+    sock.close()
 
 
 def _log_failure(task: asyncio.Task[Any]) -> None:
@@ -434,9 +443,14 @@ async def serve_connection(
     app: ASGIApp,
     max_body: int,
     send_back: Callable[[socket.socket, bytes], bool],
+    news: Callable[[str], None] = lambda state: None,
 ) -> None:
     """Answer a handed-over connection's standard MCP requests with ``app`` until the client
-    closes it, it idles, or a request is not one to answer here (then ``send_back`` it)."""
+    closes it, it idles, or a request is not one to answer here (then ``send_back`` it).
+
+    ``news`` tells the server where the connection is, so that it can still answer it if this
+    process dies: ``"busy"`` (a request read whole, no byte of its reply written), ``"replying"``
+    (about to write the reply), ``"gone"`` (this process is done with it)."""
     loop = asyncio.get_running_loop()
     pending = bytearray(prefix)  # every byte of the requests not yet answered
     try:
@@ -460,20 +474,28 @@ async def serve_connection(
                 or not is_mcp_route(scope)
                 or not claims(scope, bytes(request.body))
             ):
+                news("gone")  # first: were this process to die now, the server must not serve it too
                 if send_back(sock, bytes(pending)):
                     return
                 break  # could not (over the channel's limit): close it; the client reconnects
-            if not await _answer(sock, request, scope, app):
+            news("busy")
+            if not await _answer(sock, request, scope, app, replying=news):
                 break  # the client asked to close (or HTTP/1.0)
             pending = bytearray(request.conn.trailing_data[0])
     except (TimeoutError, ConnectionError, OSError):
         pass
     finally:
         sock.close()
+        news("gone")
 
 
 async def _answer(
-    sock: socket.socket, request: _Request, scope: Scope, app: ASGIApp, more_body: bool = False
+    sock: socket.socket,
+    request: _Request,
+    scope: Scope,
+    app: ASGIApp,
+    more_body: bool = False,
+    replying: Callable[[str], None] = lambda state: None,
 ) -> bool:
     """Run the app on one request (``more_body``: its body is only begun) and write its response;
     whether the connection may serve another request."""
@@ -499,6 +521,7 @@ async def _answer(
         if message["type"] == "http.response.body" and message.get("body"):
             out += conn.send(h11.Data(data=message["body"]))
     out += conn.send(h11.EndOfMessage())
+    replying("replying")  # told before the first byte is written: a 503 then would corrupt it
     await loop.sock_sendall(sock, out)
     if access_logger.isEnabledFor(logging.INFO):
         client = scope.get("client") or ("", 0)

@@ -37,10 +37,10 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import mcp_handoff
-from server.guards import logger
-from server.mcp_handoff import SESSION_HEADER, VERSION_HEADER, header, json_reply, replay
+from server.guards import json_reply, logger, read_body, replay
+from server.mcp_handoff import SESSION_HEADER, VERSION_HEADER, header
 from server.mcp_transport import TransportArgs, TransportProcess, TransportUnavailable
-from server.sessions import ClientLedger, SessionCapacityError, SessionStore
+from server.sessions import ClientLedger, SessionBudget, SessionCapacityError, SessionStore
 from server.settings import ServerSettings
 
 SOURCE = "MCP (streamable HTTP)"
@@ -70,6 +70,7 @@ class StreamableMCP:
         clock: Callable[[], float],
         scenario: str,
         warm: bool = False,
+        budget: SessionBudget | None = None,
     ) -> None:
         self.episodes = SessionStore[str](
             None,
@@ -80,6 +81,7 @@ class StreamableMCP:
             close=self._forget,
             name=SOURCE,
             evict_idle_s=settings.evict_idle_s,
+            budget=budget,
         )
         self._ledger = ledger
         self._ttl_s = settings.http_session_ttl_s
@@ -168,6 +170,11 @@ class StreamableMCP:
                 self._ledger.release(client, SOURCE)
                 message = f"{SOURCE} session limit reached ({self._max_sessions}); retry later"
                 return "refuse", (429, _rpc_error(-32000, message, "SESSION_LIMIT"))
+            try:
+                self._make_room()
+            except SessionCapacityError as exc:
+                self._ledger.release(client, SOURCE)
+                return "refuse", (429, _rpc_error(-32000, str(exc), exc.code))
             self._opening += 1
             return "open", None
         if self.episodes.get(sid, client) is None:
@@ -178,6 +185,14 @@ class StreamableMCP:
                 "UNKNOWN_SESSION",
             ))  # fmt: skip
         return "serve", None
+
+    def _make_room(self) -> None:
+        """Room in the server's budget of unconnected sessions (the store's lock first, as
+        :meth:`SessionStore.open` takes them)."""
+        budget = self.episodes.budget
+        if budget is not None:
+            with self.episodes.lock:
+                budget.make_room(self.episodes)
 
     def opened(self, client: str, sid: str | None) -> None:
         """An ``open`` ended: the session counts from now on, or its slot comes back."""
@@ -267,15 +282,9 @@ class MCPDispatch:
         if scope["method"] not in self.allowed:
             await _method_not_allowed(scope, send, self.allowed)
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        body = await read_body(receive)
+        if body is None:
+            return
         if self.mcp.claims(scope, body):
             await self.mcp(scope, body, send)
         else:

@@ -14,7 +14,9 @@ What stays in the server (:class:`server.mcp_http.StreamableMCP`) is every decis
 do what: session ownership, the shared caps and idle expiry, protocol versions. The process
 answers only what the server forwards or asks it about, and closes an episode when the server says
 so (a ``DELETE``, an idle expiry, the app's end). If it dies, the server forgets its sessions
-(their slots come back), answers 503 meanwhile, and starts a fresh process at the next request.
+(their slots come back), answers 503 meanwhile, and a ready standby takes over (or a fresh process
+starts at the next request). The connections it held are still the server's to answer
+(:meth:`TransportProcess._rescue`): none is dropped without a response.
 
 Forwarding each request still cost the server's loop ~0.3 ms of CPU (uvicorn, the guards, the
 hand-over, the reply), so under ``serve`` a connection whose first request is standard MCP is
@@ -50,7 +52,7 @@ from typing import Any, Protocol
 from starlette.types import Message, Receive, Scope, Send
 
 from server import mcp_handoff
-from server.mcp_handoff import replay
+from server.guards import json_reply, replay
 
 logger = logging.getLogger("server.mcp")
 
@@ -101,6 +103,9 @@ def _serve(conn: Connection, channel: socket.socket, args: TransportArgs) -> Non
         from server.logs import log_config
 
         logging.config.dictConfig(log_config())
+    from server.logs import redact_tokens
+
+    redact_tokens()
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     conn.close()
     channel.setblocking(False)
@@ -108,119 +113,177 @@ def _serve(conn: Connection, channel: socket.socket, args: TransportArgs) -> Non
         from uvloop import run
     except ImportError:
         run = asyncio.run
-    with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+    try:
         run(_transport(sock, channel, args))
+    except Exception as exc:  # the server went away: its end of the pipe closed
+        if not _server_gone(exc):
+            raise
+
+
+def _server_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says only that the server's end of the pipe closed (alone, or every one of
+    an exception group's: the SDK's task group wraps what it sees)."""
+    if isinstance(exc, (ConnectionError, asyncio.IncompleteReadError)):
+        return True
+    group = getattr(exc, "exceptions", None)
+    return bool(group) and all(_server_gone(inner) for inner in group)
 
 
 async def _transport(sock: socket.socket, channel: socket.socket, args: TransportArgs) -> None:
-    from fastmcp.exceptions import ToolError
-    from fastmcp.server.dependencies import get_http_request
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    """Serve the server's frames and the handed-over connections (see :class:`_Worker`)."""
+    worker = _Worker(channel, args)
+    await worker.run(*(await asyncio.open_connection(sock=sock)))
 
-    from server.guards import RequestGuardMiddleware, SitePolicy
-    from server.mcp_tools import HospitalMCPEnvironment, build_tools
 
-    episodes: dict[str, HospitalMCPEnvironment] = {}
+class _Worker:
+    """The process's side: the SDK's session manager, one episode per MCP session, the frames to
+    and from the server (requests it forwards, the :class:`Rules` questions asked of it) and the
+    connections it hands over. One event loop; nothing here is shared with another thread."""
 
-    def episode() -> HospitalMCPEnvironment:
+    def __init__(self, channel: socket.socket, args: TransportArgs) -> None:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        from server.guards import RequestGuardMiddleware, SitePolicy
+        from server.mcp_tools import HospitalMCPEnvironment, build_tools
+
+        self._channel = channel
+        self._args = args
+        self._make_episode = functools.partial(HospitalMCPEnvironment, scenario=args.scenario)
+        self.episodes: dict[str, HospitalMCPEnvironment] = {}
+        tools = build_tools(self.episode)
+        self.manager = StreamableHTTPSessionManager(
+            tools._mcp_server,
+            json_response=True,
+            session_idle_timeout=args.ttl_s,
+            max_sessions=args.max_sessions,
+        )
+        self._running: set[asyncio.Task[None]] = set()
+        self._asked: dict[int, asyncio.Future[tuple[str, Any]]] = {}
+        self._questions = itertools.count(1)
+        self._writer: asyncio.StreamWriter | None = None
+        self._app = RequestGuardMiddleware(
+            _HandedOver(self.ask, self.tell, self.sdk),
+            args.max_bytes,
+            site=SitePolicy(args.hosts, args.origins, args.token),
+        )
+
+    def episode(self) -> Any:
         """The episode of the MCP session the current tool call belongs to."""
+        from fastmcp.exceptions import ToolError
+        from fastmcp.server.dependencies import get_http_request
+
         sid = get_http_request().headers.get("mcp-session-id")
-        env = episodes.get(sid) if sid else None
+        env = self.episodes.get(sid) if sid else None
         if env is None:
             raise ToolError("no MCP session: initialize first (the episode lives in the session)")
         return env
 
-    tools = build_tools(episode)
-    manager = StreamableHTTPSessionManager(
-        tools._mcp_server, json_response=True, session_idle_timeout=args.ttl_s, max_sessions=args.max_sessions
-    )
-    reader, writer = await asyncio.open_connection(sock=sock)
-    loop = asyncio.get_running_loop()
-    running: set[asyncio.Task[None]] = set()
-    asked: dict[int, asyncio.Future[tuple[str, Any]]] = {}
-    questions = itertools.count(1)
+    def _write(self, frame: tuple[Any, ...]) -> None:
+        assert self._writer is not None
+        self._writer.write(_frame(frame))
 
-    async def sdk(scope: Scope, body: bytes, opening: bool) -> tuple[list[Message], str | None]:
+    def _spawn_task(self, work: Awaitable[None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)  # type: ignore[arg-type]
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def sdk(self, scope: Scope, body: bytes, opening: bool) -> tuple[list[Message], str | None]:
         """The SDK's answer to one request, and the session it opened (the episode made here)."""
         replies: list[Message] = []
-        opened: str | None = None
+        opened: list[str | None] = [None]
 
         async def keep(message: Message) -> None:
-            nonlocal opened
             if opening and message["type"] == "http.response.start":
                 sid = dict(message.get("headers", ())).get(SESSION_HEADER)
-                opened = sid.decode("latin-1") if sid else None
+                opened[0] = sid.decode("latin-1") if sid else None
             replies.append(message)
 
         try:
-            await manager.handle_request(scope, replay(body), keep)
-            if opened:
-                episodes[opened] = HospitalMCPEnvironment(scenario=args.scenario)
+            await self.manager.handle_request(scope, replay(body), keep)
+            if opened[0]:
+                self.episodes[opened[0]] = self._make_episode()
         except Exception:
             logger.exception("the MCP transport failed a request")
-            opened, replies = None, mcp_handoff.error_reply()
-        return replies, opened
+            return mcp_handoff.error_reply(), None
+        return replies, opened[0]
 
-    async def answer(rid: int, scope: Scope, body: bytes, opening: bool) -> None:
-        replies, opened = await sdk(scope, body, opening)
-        writer.write(_frame(("reply", rid, replies, opened)))
+    async def answer(self, rid: int, scope: Scope, body: bytes, opening: bool) -> None:
+        """Answer a request the server forwarded (a frame back with the SDK's reply)."""
+        replies, opened = await self.sdk(scope, body, opening)
+        self._write(("reply", rid, replies, opened))
 
-    async def ask(*question: Any) -> tuple[str, Any]:
+    async def ask(self, *question: Any) -> tuple[str, Any]:
         """The server's decision on a request this process was handed (see :class:`Rules`)."""
-        qid = next(questions)
-        future: asyncio.Future[tuple[str, Any]] = loop.create_future()
-        asked[qid] = future
-        writer.write(_frame(("ask", qid, *question)))
+        qid = next(self._questions)
+        future: asyncio.Future[tuple[str, Any]] = asyncio.get_running_loop().create_future()
+        self._asked[qid] = future
+        self._write(("ask", qid, *question))
         try:
             return await future
         finally:
-            asked.pop(qid, None)
+            self._asked.pop(qid, None)
 
-    def tell(*news: Any) -> None:
-        writer.write(_frame(("tell", *news)))
+    def tell(self, *news: Any) -> None:
+        """News for the server's :class:`Rules` (a session opened or ended)."""
+        self._write(("tell", *news))
 
-    app = RequestGuardMiddleware(
-        _HandedOver(ask, tell, sdk), args.max_bytes, site=SitePolicy(args.hosts, args.origins, args.token)
-    )
+    def _send_back(self, conn: socket.socket, data: bytes) -> bool:
+        return mcp_handoff.send_connection(self._channel, conn.fileno(), data)
 
-    def send_back(conn: socket.socket, data: bytes) -> bool:
-        return mcp_handoff.send_connection(channel, conn.fileno(), data)
+    def _news(self, cid: int, state: str) -> None:
+        """Where a handed-over connection is (the server answers it if this process dies)."""
+        self._write(("conn", cid, state))
 
-    def arrived() -> None:
-        received = mcp_handoff.receive_connections(channel)
+    def _arrived(self) -> None:
+        """Connections the server handed over: serve each on a task of its own."""
+        received = mcp_handoff.receive_connections(self._channel)
         if received is None:
-            loop.remove_reader(channel.fileno())
+            asyncio.get_running_loop().remove_reader(self._channel.fileno())
             return
-        for conn, prefix in received:
-            serving = mcp_handoff.serve_connection(conn, prefix, app, args.max_bytes, send_back)
-            task = loop.create_task(serving)
-            running.add(task)
-            task.add_done_callback(running.discard)
+        for conn, prefix, cid in received:
+            self._spawn_task(
+                mcp_handoff.serve_connection(
+                    conn,
+                    prefix,
+                    self._app,
+                    self._args.max_bytes,
+                    self._send_back,
+                    functools.partial(self._news, cid),
+                )
+            )
 
-    async with manager.run():
-        loop.add_reader(channel.fileno(), arrived)
-        writer.write(_frame(("ready",)))
-        await writer.drain()
-        while True:
-            rid, kind, *rest = await _read(reader)
-            if kind == "stop":
-                break
-            if kind == "close":
-                env = episodes.pop(rest[0], None)
-                if env is not None:
-                    env.close()
-            elif kind == "answer":
-                future = asked.get(rid)
-                if future is not None and not future.done():
-                    future.set_result(rest[0])
-            else:
-                task = loop.create_task(answer(rid, *rest))
-                running.add(task)
-                task.add_done_callback(running.discard)
-        loop.remove_reader(channel.fileno())
-    for env in episodes.values():
-        env.close()
-    writer.close()
+    def _on_frame(self, rid: int, kind: str, rest: list[Any]) -> bool:
+        """Act on one frame of the server's; False when told to stop."""
+        if kind == "stop":
+            return False
+        if kind == "close":
+            env = self.episodes.pop(rest[0], None)
+            if env is not None:
+                env.close()
+        elif kind == "answer":
+            future = self._asked.get(rid)
+            if future is not None and not future.done():
+                future.set_result(rest[0])
+        else:
+            self._spawn_task(self.answer(rid, *rest))
+        return True
+
+    async def run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve until the server says stop (or goes away: the read raises)."""
+        self._writer = writer
+        loop = asyncio.get_running_loop()
+        async with self.manager.run():
+            loop.add_reader(self._channel.fileno(), self._arrived)
+            self._write(("ready",))
+            await writer.drain()
+            while True:
+                rid, kind, *rest = await _read(reader)
+                if not self._on_frame(rid, kind, rest):
+                    break
+            loop.remove_reader(self._channel.fileno())
+        for env in self.episodes.values():
+            env.close()
+        writer.close()
 
 
 class _HandedOver:
@@ -243,7 +306,7 @@ class _HandedOver:
         kind, detail = await self._ask(client, scope["method"], version, sid)
         if kind == "refuse":
             status, payload = detail
-            await mcp_handoff.json_reply(send, status, payload)
+            await json_reply(send, status, payload)
             return
         replies, opened = await self._sdk(scope, body, kind == "open")
         if kind == "open":
@@ -317,6 +380,8 @@ class TransportProcess:
         self._opening: Counter[str] = Counter()  # per client: opens decided, not yet reported
         self._keep_standby = False
         self._standby: asyncio.Task[_Spawned] | None = None
+        self._handed: dict[int, _Handed] = {}  # connections the process holds, by id
+        self._cids = itertools.count(1)
 
     @property
     def pid(self) -> int | None:
@@ -422,7 +487,16 @@ class TransportProcess:
         if self._channel is None or sock is None or transport.get_extra_info("sslcontext") is not None:
             return False  # (a TLS connection's state is the server's: it stays)
         self._uvicorn = uvicorn  # to serve the connections the process sends back
-        return mcp_handoff.send_connection(self._channel, sock.fileno(), data)
+        cid = next(self._cids)
+        # Our own copy of the socket until the process is done with it: were it to die, the
+        # connection is still ours to answer (a request it never read is served here, one it was
+        # answering gets a 503), where before it was dropped with no response.
+        kept = socket.socket(fileno=os.dup(sock.fileno()))
+        if not mcp_handoff.send_connection(self._channel, sock.fileno(), data, cid):
+            kept.close()
+            return False
+        self._handed[cid] = _Handed(kept, bytes(data))
+        return True
 
     def _on_frame(self, frame: tuple[Any, ...]) -> None:
         """A frame from the process: a reply to :meth:`request`, a question of :class:`Rules`, or
@@ -440,6 +514,15 @@ class TransportProcess:
                 self._opening[question[0]] += 1
             if self._writer is not None:
                 self._writer.write(_frame((qid, "answer", decision)))
+        elif kind == "conn":
+            cid, state = rest
+            handed = self._handed.get(cid)
+            if handed is not None:
+                if state == "gone":
+                    del self._handed[cid]
+                    handed.sock.close()
+                else:
+                    handed.state = state
         elif kind == "tell":
             news, client, sid = rest
             if news == "opened":
@@ -466,9 +549,11 @@ class TransportProcess:
         for client, count in opening.items():  # opens it never reported: their slots come back
             for _ in range(count):
                 self._rules.opened(client, None)
+        handed, self._handed = self._handed, {}
         if not self._stopping:
             logger.error("the MCP transport's process ended; its sessions are closed")
             self._lost()
+            self._rescue(handed)
             standby = self._standby
             if (
                 standby is not None
@@ -484,6 +569,31 @@ class TransportProcess:
                 else:
                     spawned.discard()
                     self._refill_standby()
+        else:
+            for connection in handed.values():
+                connection.sock.close()
+
+    def _rescue(self, handed: dict[int, _Handed]) -> None:
+        """The connections the dead process held: one whose request it never read is served here
+        (its bytes are all the server read; the request goes on to the next process), one it was
+        answering gets a 503 with ``Retry-After``, one between requests is closed (a client opens
+        another)."""
+        served = 0
+        for connection in handed.values():
+            if connection.state == "sent":
+                mcp_handoff.serve_here(connection.sock, connection.data, self._uvicorn)
+                served += 1
+            elif connection.state == "busy":
+                mcp_handoff.unavailable(connection.sock)
+            else:
+                connection.sock.close()
+        if handed:
+            logger.info(
+                "%d connections the MCP transport's process held: %d served here, %d answered 503",
+                len(handed),
+                served,
+                sum(c.state == "busy" for c in handed.values()),
+            )
 
     def _close_channel(self) -> None:
         channel, self._channel = self._channel, None
@@ -547,6 +657,17 @@ class TransportProcess:
                 await asyncio.wait_for(ended, STOP_LIMIT_S)
         self._close_channel()
         self._process = self._ended = None
+
+
+@dataclass
+class _Handed:
+    """A connection handed to the process, as the server keeps it until the process is done: its
+    own copy of the socket, the bytes it had read, and the process's last news of it."""
+
+    sock: socket.socket
+    data: bytes
+    state: str = "sent"
+    """``sent`` (no request read there yet), ``busy`` (answering one), ``replying`` (writing)."""
 
 
 @dataclass

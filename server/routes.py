@@ -30,6 +30,7 @@ from starlette.routing import WebSocketRoute
 from hospital_marl.core.hospital import warm_up as compile_kernel
 from server.environment import EpisodeStateError
 from server.guards import GuardedWebSocket, RequestGuardMiddleware, SitePolicy, error_body, logger
+from server.logs import redact_tokens
 from server.mcp_http import MCPDispatch, NoStandardMCP, StreamableMCP
 from server.mcp_tools import HospitalMCPEnvironment
 from server.models import (
@@ -44,9 +45,9 @@ from server.models import (
     SessionsResponse,
 )
 from server.radiotherapy import RTAction, RTEnvironment, RTObservation, RTResetRequest, RTState, RTStepRequest
-from server.sessions import ClientLedger, CreationLimiter, SessionCapacityError, SessionStore
+from server.sessions import ClientLedger, CreationLimiter, SessionBudget, SessionCapacityError, SessionStore
 from server.settings import ServerSettings
-from server.web_guard import GradioGuard, mounted_blocks
+from server.web_guard import GradioGuard, LivePages, mounted_blocks
 
 SESSION_HEADER = "X-Session-Id"
 SESSION_COOKIE = "hospital_session"
@@ -704,18 +705,22 @@ def _close_tab(episodes: Any) -> None:
 
 
 def _web_view(
-    settings: ServerSettings, ledger: ClientLedger, clock: Callable[[], float]
+    settings: ServerSettings,
+    ledger: ClientLedger,
+    clock: Callable[[], float],
+    budget: SessionBudget,
+    live: LivePages,
 ) -> tuple[SessionStore[Any], Callable[..., Any], Any]:
     """The web view's tab sessions, the page builder ``create_app`` mounts (ED or RT page), and
-    the ED page's web host (:mod:`server.web_host`: where its tabs' days and agents run; None
-    for RT), stopped when the app stops."""
-    host: Any = None
+    the web host (:mod:`server.web_host`: where its tabs' days or plans and agents run, ED and
+    RT alike), stopped when the app stops."""
     if settings.env == "radiotherapy":
-        from server.rt_web import RTWebEpisodes as Episodes
         from server.rt_web import rt_web_view_builder as view_builder
+        from server.web_host import RemoteRTTab, WebHost
 
         default = settings.rt_task
-        factory: Callable[[], Any] = functools.partial(Episodes, default)
+        host = WebHost()  # the tabs' plans and agents run there, as the ED's days do
+        factory: Callable[[], Any] = functools.partial(RemoteRTTab, host, default)
     else:
         from server.web import web_view_builder as view_builder  # type: ignore[assignment]
         from server.web_host import RemoteTab, WebHost
@@ -733,6 +738,12 @@ def _web_view(
         name="web session",
         evict_idle_s=settings.evict_idle_s,
         rate_limited=True,
+        budget=budget,
+        # A tab whose page is loaded holds its heartbeat open; one made by API calls alone does not,
+        # and expires as soon as an HTTP episode would (it held a slot 600 s: "server is full").
+        # A tab in the middle of an event is in use, however long the event runs (a planner day).
+        connected=lambda episodes: getattr(episodes, "session_hash", None) in live or episodes.lock.locked(),
+        unconnected_ttl_s=settings.http_session_ttl_s,
     )
     return store, view_builder(store, default), host
 
@@ -851,13 +862,18 @@ def build_app(
             short-lived app starts each only when a request needs it).
     """
     settings = settings or ServerSettings.from_env()
+    redact_tokens()  # uvicorn's access line quotes ?token=: never the secret itself
     served = served_env(settings)
     warm_up(served)
     ledger = ClientLedger(
         settings.max_sessions_per_client,
         CreationLimiter(settings.session_rate_per_client or None, settings.session_rate or None, clock),
     )
-    web_store, builder, web_host = _web_view(settings, ledger, clock) if settings.web else (None, None, None)
+    budget = SessionBudget(settings.max_unconnected_sessions)
+    live = LivePages()
+    web_store, builder, web_host = (
+        _web_view(settings, ledger, clock, budget, live) if settings.web else (None, None, None)
+    )
     with _web_interface(settings.web):
         app = create_app(
             served.factory,
@@ -890,11 +906,12 @@ def build_app(
         close_hint=" with DELETE /sessions/{id}",
         evict_idle_s=settings.evict_idle_s,
         rate_limited=True,
+        budget=budget,
     )
     _add_http_session_routes(app, store, served)
     # The ED has MCP tools; RT none.
     streamable = (
-        StreamableMCP(settings, ledger, clock, settings.scenario, warm=warm)
+        StreamableMCP(settings, ledger, clock, settings.scenario, warm=warm, budget=budget)
         if served.action is HospitalAction
         else None
     )
@@ -908,7 +925,7 @@ def build_app(
         app.add_middleware(MCPDispatch, mcp=NoStandardMCP())
     if settings.web:
         _web_routes_405(app)
-        app.add_middleware(GradioGuard, blocks=mounted_blocks(app))
+        app.add_middleware(GradioGuard, blocks=mounted_blocks(app), live=live)
     app.add_middleware(  # outermost: every request is checked before anything else sees it
         RequestGuardMiddleware,
         max_bytes=settings.max_message_bytes,
@@ -917,6 +934,8 @@ def build_app(
     app.state.settings = settings
     app.state.served = served
     app.state.http_sessions = store
+    app.state.session_budget = budget
+    app.state.live_pages = live
     app.state.web_sessions = web_store
     app.state.web_host = web_host
     if web_host is not None:  # the served app starts it with itself: the first page need not wait

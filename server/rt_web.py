@@ -10,7 +10,11 @@ shipped PPO) that plans step by step or to the end; live plan metrics (score, D9
 CI, HI, each OAR's constraint).
 
 Sessions are the ED page's (:class:`server.web.TabSessions`): each tab its own counted,
-capped, expiring web session; handlers run in Gradio's worker threads.
+capped, expiring web session; handlers run in Gradio's worker threads. As the ED's, each tab's
+plans and agent run in the web host's process (:mod:`server.web_host`, :class:`RemoteRTTab`): three
+tabs running the planner in the server's process raised one ``/ws`` client's step p50 from 0.89
+to 10.5 ms and its p99 from 4.9 to 124 ms (issue 43). An event is one round trip there
+(:meth:`RTWebEpisodes.perform`), its view (:class:`RTTabView`, pictures as PNG URLs) plain data.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from hospital_marl.radiotherapy.core.sealed import PlanSeal
 from hospital_marl.radiotherapy.core.tasks import TASKS
 from server.models import MAX_SEED
 from server.sessions import SessionStore
-from server.web import WEB_CONCURRENCY, TabSessions, WebError, WebPage, gradio_builder, picture
+from server.web import FRAMES, WEB_CONCURRENCY, TabSessions, WebError, WebPage, gradio_builder, picture
 
 AGENTS: tuple[str, ...] = ("planner", "anatomy_aware", "evenly_spaced", "ppo")
 """Agents the page offers, those :func:`policies.radiotherapy.load` can build here."""
@@ -47,14 +51,35 @@ def available_agents() -> list[str]:
     return [name for name in AGENTS if name in names]
 
 
-def _picture(env: RadiotherapyPlanningEnv) -> np.ndarray:
+def _frame(env: RadiotherapyPlanningEnv) -> np.ndarray:
+    """The env's ``rgb_array`` frame as it is (enlarged by :data:`PICTURE_SCALE` when encoded)."""
     frame = env.render()
     assert isinstance(frame, np.ndarray)
-    return frame.repeat(PICTURE_SCALE, axis=0).repeat(PICTURE_SCALE, axis=1)
+    return frame
 
 
 def action_label(action: int) -> str:
     return f"{action} · {ACTIONS[action].name.replace('_', ' ')}"
+
+
+@dataclass(frozen=True)
+class RTTabView:
+    """What the page shows of a tab's two plans, as plain data: made where the plans run (the web
+    host's process), drawn by the page in the server's."""
+
+    started: bool
+    status: str = ""
+    """The status line when there is no message: the last move's outcome, or the patient."""
+    you_picture: str | None = None
+    """Your plan's frame as a PNG ``data:`` URL (:data:`~server.web.FRAMES`)."""
+    agent_picture: str | None = None
+    you_metrics: str = ""
+    agent_metrics: str = ""
+    legal: tuple[bool, ...] = ()
+
+
+RT_ACTS = frozenset({"new_plan", "ensure_plan", "play", "agent_step", "agent_finish"})
+"""What a page's event may ask of a tab's plans (:meth:`RTWebEpisodes.perform`)."""
 
 
 @dataclass
@@ -103,6 +128,49 @@ class RTWebEpisodes:
         self.you, self.agent_env, self._policy = you, agent_env, policy
         self.last_action = ""
         self.fmo = optimise_fluence(agent_env.plan)  # the reference on this patient (seconds)
+
+    def ensure_plan(self, task: Any, seed: Any, agent: Any) -> None:
+        """:meth:`new_plan` unless the tab has one (the page's load: a reload keeps the plans)."""
+        if not self.started:
+            self.new_plan(task, seed, agent)
+
+    def perform(self, act: str, args: tuple[Any, ...] = ()) -> tuple[str | None, str, RTTabView]:
+        """One page event: ``act`` (one of :data:`RT_ACTS`) with ``args`` under the tab's lock, then
+        the view; a refusal comes back as ``("refused", why, view)``, not raised, so one round trip
+        serves an event when the plans live in another process."""
+        if act not in RT_ACTS:
+            raise ValueError(f"no web action {act!r}; one of {sorted(RT_ACTS)}")
+        with self.lock:
+            try:
+                getattr(self, act)(*args)
+            except WebError as exc:
+                return "refused", str(exc), self.view()
+            return None, "", self.view()
+
+    def view(self) -> RTTabView:
+        """What the page shows now (pictures encoded as PNG URLs here, where the frames are)."""
+        if self.you is None or self.agent_env is None:
+            return RTTabView(started=False)
+        status = (
+            f"Last move: {self.last_action}"
+            if self.last_action
+            else f"Patient: **{self.task}**, seed **{self.seed}**, agent **{self.agent_name}**."
+        )
+        return RTTabView(
+            started=True,
+            status=status,
+            you_picture=FRAMES.data_url(_frame(self.you), PICTURE_SCALE),
+            agent_picture=FRAMES.data_url(_frame(self.agent_env), PICTURE_SCALE),
+            you_metrics=metrics_markdown(self.you, self._your_info, "You"),
+            agent_metrics=metrics_markdown(self.agent_env, self._agent_info, f"Agent ({self.agent_name})")
+            + "\n\n"
+            + fmo_markdown(self.fmo, self.agent_env.task.rx_gy),
+            legal=tuple(self.legal()),
+        )
+
+    def close(self) -> None:
+        """The tab's session ended (nothing held beyond memory: the agents plan in-process here)."""
+        self.you = self.agent_env = self._policy = None
 
     def legal(self) -> list[bool]:
         """Your plan's exact action mask (all False once locked)."""
@@ -224,25 +292,18 @@ def build_rt_web_view(
 
         outputs = [sid_state, status, *pictures, *metrics, *buttons]
 
-        def view(sid: str | None, episodes: RTWebEpisodes | None, message: str = "") -> list[Any]:
-            if episodes is None or episodes.you is None or episodes.agent_env is None:
+        def view(sid: str | None, episodes: Any, message: str = "") -> list[Any]:
+            shown: RTTabView = episodes.view() if episodes is not None else RTTabView(started=False)
+            if not shown.started:
                 return [sid, message, None, None, "", "", *[gr.update(visible=False)] * N_ACTIONS]
-            line = message or (
-                f"Last move: {episodes.last_action}"
-                if episodes.last_action
-                else f"Patient: **{episodes.task}**, seed **{episodes.seed}**, "
-                f"agent **{episodes.agent_name}**."
-            )
             return [
                 sid,
-                line,
-                _picture(episodes.you),
-                _picture(episodes.agent_env),
-                metrics_markdown(episodes.you, episodes._your_info, "You"),
-                metrics_markdown(episodes.agent_env, episodes._agent_info, f"Agent ({episodes.agent_name})")
-                + "\n\n"
-                + fmo_markdown(episodes.fmo, episodes.agent_env.task.rx_gy),
-                *[gr.update(visible=ok) for ok in episodes.legal()],
+                message or shown.status,
+                shown.you_picture,
+                shown.agent_picture,
+                shown.you_metrics,
+                shown.agent_metrics,
+                *[gr.update(visible=ok) for ok in shown.legal],
             ]
 
         run = functools.partial(tabs.run, view)
@@ -257,9 +318,8 @@ def build_rt_web_view(
             def on_plan(
                 sid: str | None, task_: Any, seed_: Any, agent_: Any, request: gr.Request
             ) -> list[Any]:
-                def start(episodes: RTWebEpisodes, *args: Any) -> None:
-                    if not (only_if_new and episodes.started):
-                        episodes.new_plan(*args)
+                def start(episodes: Any, *args: Any) -> None:
+                    (episodes.ensure_plan if only_if_new else episodes.new_plan)(*args)
 
                 return run(start, sid, (task_, seed_, agent_), request)
 
@@ -270,10 +330,17 @@ def build_rt_web_view(
         page.load(plan_handler(only_if_new=True), inputs=plan_inputs, **events)
         new_plan.click(plan_handler(only_if_new=False), inputs=plan_inputs, **events)
         for i, button in enumerate(buttons):
-            button.click(
-                handler(functools.partial(RTWebEpisodes.play, action=i)), inputs=[sid_state], **events
-            )
-        agent_step.click(handler(RTWebEpisodes.agent_step), inputs=[sid_state], **events)
-        agent_finish.click(handler(RTWebEpisodes.agent_finish), inputs=[sid_state], **events)
+            button.click(handler(_act("play", i)), inputs=[sid_state], **events)
+        agent_step.click(handler(_act("agent_step")), inputs=[sid_state], **events)
+        agent_finish.click(handler(_act("agent_finish")), inputs=[sid_state], **events)
         page.unload(tabs.close_tab)
     return page
+
+
+def _act(name: str, *args: Any) -> Callable[[Any], None]:
+    """An event's act: ``episodes.<name>(*args)`` (the tab's plans here or in the web host alike)."""
+
+    def act(episodes: Any) -> None:
+        getattr(episodes, name)(*args)
+
+    return act

@@ -16,6 +16,12 @@ A :class:`ClientLedger` counts the sessions of every source per client (IP
 address): with a per-client cap (on by default) a client holds at most that many
 in all and at most half of any one source, so no client can fill a pool.
 
+A :class:`SessionBudget` bounds the sessions of every such store together (an address is no
+identity, so per-client caps alone let many addresses fill every store): opening one when the
+budget is full evicts the longest-idle session of any store that nobody holds a live connection
+to. A store's ``connected`` test names the sessions that have one (a web tab whose page is open):
+those are never evicted, and expire after ``ttl_s``; the others after ``unconnected_ttl_s``.
+
 A session belongs to the client that opened it: :meth:`SessionStore.get` and
 :meth:`SessionStore.close` given another client's address answer as for an
 unknown id, so an id seen elsewhere (a log, a shared screen) drives nothing.
@@ -34,7 +40,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -186,6 +192,60 @@ class ClientLedger:
         return len(self._held)
 
 
+class SessionBudget:
+    """How many sessions the stores registered with it may hold together (see the module docstring).
+
+    Stores register themselves (``SessionStore(budget=...)``). Making room never blocks on another
+    store's lock (a store busy in another thread is passed over), so stores opened from the event
+    loop and from the web view's threads cannot deadlock each other.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.stores: list[SessionStore[Any]] = []
+        self._lock = threading.Lock()
+
+    def held(self) -> int:
+        """Sessions held in the registered stores (expired ones not yet dropped included)."""
+        return sum(store.held() for store in self.stores)
+
+    def make_room(self, opening: SessionStore[Any]) -> None:
+        """Before ``opening`` opens one more session: evict the longest-idle unconnected session
+        of any store while the budget is full (raises :class:`SessionCapacityError` if none may go)."""
+        with self._lock:
+            while self.held() >= self.limit:
+                if not self._evict_one(opening):
+                    raise SessionCapacityError(
+                        f"the server holds {self.held()}/{self.limit} sessions without a live connection "
+                        "(HTTP, web and MCP together), all in use within the last "
+                        f"{opening.evict_idle_s or 0:g} s: retry in a moment, or close one you hold",
+                        code="SERVER_SESSION_LIMIT",
+                    )
+
+    def _evict_one(self, opening: SessionStore[Any]) -> bool:
+        best: tuple[float, SessionStore[Any], str] | None = None
+        for store in self.stores:
+            if store is not opening and not store.lock.acquire(blocking=False):
+                continue  # busy in another thread: never wait for it here
+            try:
+                found = store.evictable()
+            finally:
+                if store is not opening:
+                    store.lock.release()
+            if found is not None and (best is None or found[1] < best[0]):
+                best = (found[1], store, found[0])
+        if best is None:
+            return False
+        _, store, sid = best
+        if store is not opening and not store.lock.acquire(blocking=False):
+            return False
+        try:
+            return store.evict(sid)
+        finally:
+            if store is not opening:
+                store.lock.release()
+
+
 @dataclass
 class _Session(Generic[T]):
     value: T
@@ -224,6 +284,9 @@ class SessionStore(Generic[T]):
         capacity: int | None = None,
         evict_idle_s: float | None = None,
         rate_limited: bool = False,
+        budget: SessionBudget | None = None,
+        connected: Callable[[T], bool] | None = None,
+        unconnected_ttl_s: float | None = None,
     ) -> None:
         self._factory = factory
         self.max_sessions = max_sessions
@@ -239,24 +302,60 @@ class SessionStore(Generic[T]):
         self.rate_limited = rate_limited
         self._sessions: OrderedDict[str, _Session[T]] = OrderedDict()  # least recently used first
         self.lock = threading.RLock()
+        self.budget = budget
+        self._connected = connected
+        self.unconnected_ttl_s = min(ttl_s, unconnected_ttl_s) if unconnected_ttl_s else ttl_s
+        if budget is not None:
+            budget.stores.append(self)
 
     def __len__(self) -> int:
         """Live sessions (after dropping the expired ones)."""
         self.expire()
         return len(self._sessions)
 
+    def held(self) -> int:
+        """Sessions held, without expiring any (lock-free: a budget counts every store)."""
+        return len(self._sessions)
+
+    def connected(self, value: T) -> bool:
+        """Whether someone holds a live connection to the session (never evicted; long ttl)."""
+        return self._connected is not None and self._connected(value)
+
     def expire(self) -> list[T]:
-        """Drop sessions idle longer than the ttl; returns their values."""
+        """Drop sessions idle longer than their ttl (``ttl_s`` for a connected one, else
+        ``unconnected_ttl_s``); returns their values."""
         with self.lock:
-            deadline = self._clock() - self.ttl_s
-            dropped: list[T] = []
-            while self._sessions:
-                sid, session = next(iter(self._sessions.items()))
-                if session.last_used > deadline:
-                    break
+            now = self._clock()
+            dropped: list[tuple[str, T]] = []
+            for sid, session in self._sessions.items():  # least recently used first
+                idle = now - session.last_used
+                if idle < self.unconnected_ttl_s:
+                    break  # every later session is fresher still
+                if idle < self.ttl_s and self.connected(session.value):
+                    continue
+                dropped.append((sid, session.value))
+            for sid, _ in dropped:
                 self._forget(sid)
-                dropped.append(session.value)
-            return dropped
+            return [value for _, value in dropped]
+
+    def evictable(self) -> tuple[str, float] | None:
+        """The longest-idle session nobody holds a connection to, if idle ``evict_idle_s`` or more:
+        (its id, when it was last used); None if there is none (or this store never evicts)."""
+        with self.lock:
+            if self.evict_idle_s is None:
+                return None
+            cutoff = self._clock() - self.evict_idle_s
+            for sid, session in self._sessions.items():
+                if session.last_used > cutoff:
+                    return None
+                if not self.connected(session.value):
+                    return sid, session.last_used
+            return None
+
+    def evict(self, sid: str) -> bool:
+        """Close one session to make room for a newcomer (see :meth:`evictable`)."""
+        with self.lock:
+            return self._forget(sid) is not None
 
     def open(self, client: str = "", value: T | None = None) -> tuple[str, T]:
         """A new session for ``client`` (raises :class:`SessionCapacityError` when full).
@@ -266,6 +365,8 @@ class SessionStore(Generic[T]):
             self.expire()
             if len(self._sessions) >= self.max_sessions:
                 self.evict_longest_idle()
+            if len(self._sessions) < self.max_sessions and self.budget is not None:
+                self.budget.make_room(self)
             if len(self._sessions) >= self.max_sessions:
                 raise SessionCapacityError(
                     f"{self.name} limit reached: {len(self._sessions)}/{self.max_sessions} open. Close "
@@ -287,18 +388,15 @@ class SessionStore(Generic[T]):
             return sid, value
 
     def evict_longest_idle(self) -> str | None:
-        """Close the least recently used session if it has been idle ``evict_idle_s`` or more
+        """Close the least recently used unconnected session if idle ``evict_idle_s`` or more
         (a full store makes room for a newcomer instead of refusing it: an address is no
         identity, so sessions left behind from many addresses must not lock everyone out).
         Returns the evicted session's id (None: nothing was)."""
-        with self.lock:
-            if self.evict_idle_s is None or not self._sessions:
-                return None
-            sid, session = next(iter(self._sessions.items()))
-            if self._clock() - session.last_used < self.evict_idle_s:
-                return None
-            self._forget(sid)
-            return sid
+        found = self.evictable()
+        if found is None:
+            return None
+        self.evict(found[0])
+        return found[0]
 
     def add(self, sid: str, value: T, client: str = "") -> None:
         """Track a session whose id was made elsewhere (e.g. by OpenEnv's MCP pool).

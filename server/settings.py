@@ -43,6 +43,10 @@ CLIENT``
                                first request's head
 ``HOSPITAL_MAX_PENDING_        connections waiting for their first         256
 CONNECTIONS``                  request's head at once (the oldest closed)
+``HOSPITAL_MAX_UNCONNECTED_    sessions nobody holds a live connection to  96
+SESSIONS``                     (HTTP episodes, web tabs, standard MCP), all
+                               stores together; when full the longest-idle
+                               one is evicted
 ``HOSPITAL_TOKEN``             a secret every request must carry (bearer   none
                                header, cookie or ``?token=``); for servers
                                reachable beyond loopback
@@ -85,6 +89,7 @@ ENV_VARS: dict[str, str] = {
     "session_rate_per_client": "HOSPITAL_SESSION_RATE_PER_CLIENT",
     "evict_idle_s": "HOSPITAL_EVICT_IDLE",
     "max_pending_connections": "HOSPITAL_MAX_PENDING_CONNECTIONS",
+    "max_unconnected_sessions": "HOSPITAL_MAX_UNCONNECTED_SESSIONS",
 }
 """Settings field -> the environment variable that sets it."""
 
@@ -136,7 +141,8 @@ class ServerSettings:
     max_http_sessions: int = 64
     """Concurrent stateful HTTP sessions; a reset beyond it gets HTTP 429."""
     http_session_ttl_s: float = 120.0
-    """A session nobody holds a connection to (HTTP episode, HTTP MCP session) idle this long
+    """A session nobody holds a connection to (HTTP episode, HTTP MCP session, a web tab whose page
+    is not connected: web-view API calls) idle this long
     expires (its id then answers 404). Shorter than ``idle_timeout_s``: nothing tells the server
     such a client has gone."""
     max_message_bytes: int = 64 * 1024
@@ -170,6 +176,11 @@ class ServerSettings:
     evict_idle_s: float = 5.0
     """A full store of sessions without a live connection closes its longest-idle session, if idle
     at least this long, to open a newcomer's (instead of refusing it); 0: always evict the LRU."""
+    max_unconnected_sessions: int = 96
+    """One budget for the sessions nobody holds a live connection to, every store together (HTTP
+    episodes, web tabs, standard MCP sessions): when it is full, opening one evicts the longest-idle
+    such session of any store (idle ``evict_idle_s`` at least), else refuses. A WebSocket session, or
+    a web tab whose page is connected, is never evicted. Per-store caps still apply."""
     header_timeout_s: float = 10.0
     """Seconds a new connection has to send its first request's head; then it is closed (a
     slowloris client held every connection it opened)."""
@@ -202,7 +213,7 @@ class ServerSettings:
             object.__setattr__(self, "max_sessions_per_client", None)
         if self.max_sessions_per_client is not None:
             _check_count("max_sessions_per_client", self.max_sessions_per_client)
-        for name in ("max_sessions", "max_http_sessions", "max_web_sessions"):
+        for name in ("max_sessions", "max_http_sessions", "max_web_sessions", "max_unconnected_sessions"):
             _check_count(name, getattr(self, name))
         _check_count("max_pending_connections", self.max_pending_connections)
         for name in ("session_rate", "session_rate_per_client", "evict_idle_s"):

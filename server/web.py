@@ -427,6 +427,7 @@ class TabSessions:
         with store.lock:
             new_sid, episodes = store.open(client)
         episodes.client = client
+        episodes.session_hash = request.session_hash if request is not None else None  # its page
         if request is not None and request.session_hash:
             with self._lock:
                 self._tabs[request.session_hash] = new_sid
@@ -449,15 +450,19 @@ class TabSessions:
             sid, episodes, note = self.session(sid, request)
         except SessionCapacityError as exc:
             return view(sid, None, f"**The server is full:** {exc}")
-        with episodes.lock:
-            try:
-                act(episodes, *args)
-            except WebError as exc:
-                return view(sid, episodes, f"**Not done:** {exc}")
-            except (AgentsBusyError, PolicyFault) as exc:
-                logger.warning("web view: the agent could not play: %s", str(exc)[:200])
-                return view(sid, episodes, f"**The agent could not play:** {exc}")
-            return view(sid, episodes, note)
+        try:
+            with episodes.lock:
+                try:
+                    act(episodes, *args)
+                except WebError as exc:
+                    return view(sid, episodes, f"**Not done:** {exc}")
+                except (AgentsBusyError, PolicyFault) as exc:
+                    logger.warning("web view: the agent could not play: %s", str(exc)[:200])
+                    return view(sid, episodes, f"**The agent could not play:** {exc}")
+                return view(sid, episodes, note)
+        finally:
+            with self.store.lock:  # idle from the event's end, not its start (a day may take long)
+                self.store.get(sid, episodes.client)
 
     def close_tab(self, request: gr.Request) -> None:
         with self._lock:

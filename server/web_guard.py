@@ -28,31 +28,33 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.guards import error_body
+from server.guards import error_body, json_reply, read_body, replay
 
 _API = re.compile(r"^/(?:call|run|api)/([^/]+)/?(?:([^/]+)/?)?$")
 BUSY_LIMIT_S = 120.0
 """A ``/call`` whose stream is never read frees its session hash after this long."""
 
 
-async def _reply(send: Send, status: int, body: dict[str, Any]) -> None:
-    payload = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+class LivePages:
+    """Which web-view tabs have their page connected: Gradio's page holds its heartbeat stream
+    (``GET .../heartbeat/<session hash>``) open for as long as it is loaded. A tab driven only by
+    API calls has none; its web session is one nobody holds a connection to."""
 
+    def __init__(self) -> None:
+        self._open: dict[str, int] = {}
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
+    def __contains__(self, session_hash: object) -> bool:
+        return isinstance(session_hash, str) and session_hash in self._open
 
-    async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
+    def opened(self, session_hash: str) -> None:
+        self._open[session_hash] = self._open.get(session_hash, 0) + 1
 
-    return replayed
+    def closed(self, session_hash: str) -> None:
+        left = self._open.get(session_hash, 0) - 1
+        if left > 0:
+            self._open[session_hash] = left
+        else:
+            self._open.pop(session_hash, None)
 
 
 class GradioGuard:
@@ -63,6 +65,7 @@ class GradioGuard:
         blocks: returns the page's ``gr.Blocks`` (None until mounted).
         prefix: where Gradio's API lives.
         clock: monotonic seconds.
+        live: where the pages' open heartbeat streams are counted (see :class:`LivePages`).
     """
 
     def __init__(
@@ -71,8 +74,10 @@ class GradioGuard:
         blocks: Callable[[], Any],
         prefix: str = "/web/gradio_api",
         clock: Callable[[], float] = time.monotonic,
+        live: LivePages | None = None,
     ) -> None:
         self.app = app
+        self.live = live if live is not None else LivePages()
         self._blocks = blocks
         self._prefix = prefix
         self._clock = clock
@@ -91,6 +96,9 @@ class GradioGuard:
             return
         rest = path[len(self._prefix) :]
         method = scope["method"]
+        if method == "GET" and rest.startswith("/heartbeat/"):
+            await self._heartbeat(scope, receive, send, rest[len("/heartbeat/") :].strip("/"))
+            return
         if (method == "POST" and rest.rstrip("/") in ("/queue/join",)) or (
             method == "POST" and _API.match(rest)
         ):
@@ -100,26 +108,28 @@ class GradioGuard:
         else:
             await self.app(scope, receive, send)
 
+    async def _heartbeat(self, scope: Scope, receive: Receive, send: Send, session_hash: str) -> None:
+        """A page's heartbeat stream: its tab counts as connected while the stream is open."""
+        self.live.opened(session_hash)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.live.closed(session_hash)
+
     # ----------------------------------------------------------------- checks
     @staticmethod
     def _api_names(blocks: Any) -> set[str]:
         return {fn.api_name for fn in blocks.fns.values() if isinstance(fn.api_name, str)}
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, blocks: Any, rest: str) -> None:
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        raw = b"".join(chunks)
+        raw = await read_body(receive)
+        if raw is None:
+            return
         match = _API.match(rest)
         if match is not None:
             name = match.group(1)
             if match.group(2) is not None or (name not in self._api_names(blocks) and name != "predict"):
-                await _reply(
+                await json_reply(
                     send, 404, error_body("UNKNOWN_API_NAME", f"this page has no API named {name!r}")
                 )
                 return
@@ -130,15 +140,15 @@ class GradioGuard:
         if isinstance(body, dict):
             refusal = self._index_refusal(body, blocks, required=match is None or match.group(1) == "predict")
             if refusal is not None:
-                await _reply(send, 422, error_body("UNKNOWN_FN_INDEX", refusal))
+                await json_reply(send, 422, error_body("UNKNOWN_FN_INDEX", refusal))
                 return
         session = body.get("session_hash") if isinstance(body, dict) else None
         if match is None or not rest.startswith("/call/") or not isinstance(session, str):
-            await self.app(scope, _replay(raw, receive), send)
+            await self.app(scope, replay(raw, then=receive), send)
             return
         self._expire()
         if session in self._busy:
-            await _reply(send, 409, error_body("SESSION_BUSY", _BUSY))
+            await json_reply(send, 409, error_body("SESSION_BUSY", _BUSY))
             return
         self._busy[session] = (None, self._clock())
         answer: list[bytes] = []
@@ -153,7 +163,7 @@ class GradioGuard:
             await send(message)
 
         try:
-            await self.app(scope, _replay(raw, receive), keep)
+            await self.app(scope, replay(raw, then=receive), keep)
         finally:
             event = None
             if status == 200:
@@ -181,14 +191,16 @@ class GradioGuard:
         self, scope: Scope, receive: Receive, send: Send, blocks: Any, name: str, event: str
     ) -> None:
         if name not in self._api_names(blocks):
-            await _reply(send, 404, error_body("UNKNOWN_API_NAME", f"this page has no API named {name!r}"))
+            await json_reply(
+                send, 404, error_body("UNKNOWN_API_NAME", f"this page has no API named {name!r}")
+            )
             return
         session = self._event_hash.get(event)
         if session is None:
             await self.app(scope, receive, send)
             return
         if session in self._streaming:
-            await _reply(send, 409, error_body("SESSION_BUSY", _BUSY))
+            await json_reply(send, 409, error_body("SESSION_BUSY", _BUSY))
             return
         self._streaming.add(session)
         try:

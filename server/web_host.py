@@ -45,6 +45,16 @@ class _Manager(BaseManager):
 _Manager.register("Tab", WebEpisodes, exposed=("perform", "close"))
 
 
+def _rt_tab(default_task: str) -> Any:
+    """A radiotherapy tab's plans (imported in the host only when an RT server asks for one)."""
+    from server.rt_web import RTWebEpisodes
+
+    return RTWebEpisodes(default_task)
+
+
+_Manager.register("RTTab", _rt_tab, exposed=("perform", "close"))
+
+
 def _host_started(parent: int, specs: dict[str, str]) -> None:
     """In the host, first: the server's :data:`~server.agents.AGENT_SPECS` (what an agent's name
     loads) as they were when it started; run at :data:`~server.agents.AGENT_NICE` as the agents
@@ -108,6 +118,14 @@ class WebHost:
             raise WebError("the server is stopping")
         return manager.Tab(default_scenario, client=client)  # type: ignore[attr-defined]
 
+    def rt_tab(self, default_task: str) -> Any:
+        """A new radiotherapy tab's plans in the host (a proxy: ``perform``, ``close``)."""
+        self.start()
+        manager = self._manager
+        if manager is None:
+            raise WebError("the server is stopping")
+        return manager.RTTab(default_task)  # type: ignore[attr-defined]
+
     def lost(self) -> None:
         """A call failed: if the host has died, the next :meth:`start` makes a new one."""
         with self._lock:
@@ -144,13 +162,16 @@ class RemoteTab:
         """Whose tab this is (the agents' per-client share, in the host)."""
         self.lock = threading.Lock()
         self._tab: Any = None
-        self._view = TabView(started=False)
+        self._view: Any = self._view_class(started=False)
+
+    _view_class: Any = TabView
 
     @property
     def started(self) -> bool:
         return self._view.started
 
-    def view(self) -> TabView:
+    def view(self) -> Any:
+        """The view of the tab's last event (a :class:`~server.web.TabView`)."""
         return self._view
 
     def new_day(self, scenario: Any, seed: Any, track: Any, agent: Any) -> None:
@@ -178,13 +199,17 @@ class RemoteTab:
         if tab is not None:
             threading.Thread(target=_close_hosted, args=(tab,), name="web-tab-close", daemon=True).start()
 
+    def _make(self) -> Any:
+        """The tab's episodes in the host."""
+        return self.host.tab(self.default_scenario, self.client)
+
     def _perform(self, act: str, *args: Any) -> None:
         try:
             if self._tab is None:
-                self._tab = self.host.tab(self.default_scenario, self.client)
+                self._tab = self._make()
             refusal, why, self._view = self._tab.perform(act, args)
         except (EOFError, OSError) as exc:  # the host died (or could not start)
-            self._tab, self._view = None, TabView(started=False)
+            self._tab, self._view = None, self._view_class(started=False)
             self.host.lost()
             logger.warning("web view: the web host failed: %s", exc)
             raise WebError("the web view's worker process stopped: press New day to start again") from None
@@ -192,3 +217,27 @@ class RemoteTab:
             raise WebError(why)
         if refusal == "agent":
             raise AgentsBusyError(why)
+
+
+class RemoteRTTab(RemoteTab):
+    """A radiotherapy tab's plans as the server's web store holds them: the calls of
+    :class:`~server.rt_web.RTWebEpisodes` the page makes, each carried out in the web host (three
+    planner tabs in the server's process slowed every other client's steps, issue 43)."""
+
+    def __init__(self, host: WebHost, default_task: str) -> None:
+        from server.rt_web import RTTabView
+
+        self._view_class = RTTabView
+        super().__init__(host, default_task)
+
+    def _make(self) -> Any:
+        return self.host.rt_tab(self.default_scenario)
+
+    def new_plan(self, task: Any, seed: Any, agent: Any) -> None:
+        self._perform("new_plan", task, seed, agent)
+
+    def ensure_plan(self, task: Any, seed: Any, agent: Any) -> None:
+        self._perform("ensure_plan", task, seed, agent)
+
+    def play(self, action: int) -> None:
+        self._perform("play", action)

@@ -15,7 +15,8 @@ import uvicorn
 from server.app import build_app, uvicorn_options
 from server.settings import ServerSettings
 
-START_TIMEOUT_S = 20.0
+START_TIMEOUT_S = 120.0
+"""Generous: a warm app starts the MCP transport's process first, 20-40 s on a loaded 2-core box."""
 
 
 def loopback_socket() -> socket.socket:
@@ -52,7 +53,9 @@ def wait_healthy(
 
 
 @contextmanager
-def live_server(settings: ServerSettings | None = None, app: Any = None) -> Iterator[str]:
+def live_server(
+    settings: ServerSettings | None = None, app: Any = None, log_level: str = "warning"
+) -> Iterator[str]:
     """Serve ``app`` (default ``build_app(settings)``) on 127.0.0.1; yields the base URL; always
     stops the server.
 
@@ -65,7 +68,7 @@ def live_server(settings: ServerSettings | None = None, app: Any = None) -> Iter
     host, port = sock.getsockname()
     config = uvicorn.Config(
         app if app is not None else build_app(settings),
-        log_level="warning",
+        log_level=log_level,
         log_config=None,
         **uvicorn_options(settings),
         lifespan="on",

@@ -312,7 +312,50 @@ def test_the_token_is_required_on_every_route_websockets_included(clock: Any) ->
         assert client.get("/sessions", headers=EVIL).status_code == 200  # the cookie jar sent it
 
 
-def test_the_docker_image_opens_no_wildcard_host_and_its_healthcheck_sends_the_token() -> None:
+@pytest.fixture(scope="module")
+def token_url() -> Iterator[str]:
+    """A live server with a token, writing uvicorn's access log (shared by this module's tests)."""
+    with live_server(ServerSettings(token=TOKEN, max_sessions_per_client=0), log_level="info") as url:
+        yield url
+
+
+def test_a_token_in_the_url_never_reaches_the_access_log(token_url: str, caplog: Any) -> None:
+    """uvicorn's access line quotes the request's full path: ``?token=`` must be blanked there."""
+    caplog.set_level("INFO", logger="uvicorn.access")
+    url = token_url
+    assert httpx.get(f"{url}/health?x=1&token={TOKEN}").status_code == 200
+    wrong = TOKEN[:-1] + "x"
+    assert httpx.get(f"{url}/sessions?token={wrong}").status_code == 401
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(_access_lines(caplog)) < 2:
+        time.sleep(0.05)
+    lines = _access_lines(caplog)
+    assert any("/health?x=1&token=" in line and " 200" in line for line in lines), lines
+    assert any("/sessions?token=" in line and " 401" in line for line in lines), lines
+    assert not any(TOKEN in line or wrong in line for line in lines), lines  # not even a wrong guess
+
+
+def _access_lines(caplog: Any) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "uvicorn.access"]
+
+
+def test_a_browser_opening_a_page_with_the_token_is_sent_on_without_it(clock: Any) -> None:
+    """The token leaves the address bar (and so the history and a copied link); the cookie keeps it."""
+    with _app_client(clock, allowed_hosts=("*",), token=TOKEN) as client:
+        page = {"accept": "text/html,application/xhtml+xml", "sec-fetch-mode": "navigate"}
+        opened = client.get(f"/docs?token={TOKEN}&lang=en", headers=page, follow_redirects=False)
+        assert opened.status_code == 303
+        assert opened.headers["location"] == "/docs?lang=en"
+        assert f"hospital_token={TOKEN}" in opened.headers["set-cookie"]
+        assert "HttpOnly" in opened.headers["set-cookie"]
+        assert client.get("/docs", headers=page).status_code == 200  # the cookie carries it now
+        # A wrong token is a 401, never a redirect that would set it.
+        client.cookies.clear()
+        refused = client.get(f"/docs?token={TOKEN[:-1]}x", headers=page, follow_redirects=False)
+        assert refused.status_code == 401
+
+
+def test_the_docker_image_opens_no_wildcard_host_and_its_healthcheck_sends_the_token(token_url: str) -> None:
     import re
     import subprocess
     import sys
@@ -321,13 +364,10 @@ def test_the_docker_image_opens_no_wildcard_host_and_its_healthcheck_sends_the_t
 
     assert "*" not in dockerfile_env().get("HOSPITAL_ALLOWED_HOSTS", "")
     (check,) = re.findall(r'^\s+CMD python -c "(.*)" \|\| exit 1$', DOCKERFILE, re.MULTILINE)
-    with live_server(ServerSettings(token=TOKEN, max_sessions_per_client=0)) as url:
-        probe = check.replace("http://127.0.0.1:8000", url)
-        run = functools.partial(
-            subprocess.run, [sys.executable, "-c", probe], capture_output=True, timeout=60
-        )
-        assert run(env={"HOSPITAL_TOKEN": TOKEN}).returncode == 0
-        assert run(env={}).returncode != 0  # the server did refuse it: the token is what passed
+    probe = check.replace("http://127.0.0.1:8000", token_url)
+    run = functools.partial(subprocess.run, [sys.executable, "-c", probe], capture_output=True, timeout=60)
+    assert run(env={"HOSPITAL_TOKEN": TOKEN}).returncode == 0
+    assert run(env={}).returncode != 0  # the server did refuse it: the token is what passed
 
 
 # ------------------------------------------------ 4. slow request heads (slowloris)
@@ -388,37 +428,46 @@ def _from(address: str) -> httpx.Client:
     return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=30)
 
 
-def test_rotated_addresses_cannot_lock_newcomers_out_of_http_sessions() -> None:
-    """Issue 43: 4 addresses x 16 creations filled every pool and newcomers got 429 for the idle
-    timeout. A full store now evicts its longest-idle session for a newcomer."""
+@pytest.fixture(scope="module")
+def small_pools_url() -> Iterator[str]:
+    """A live server with pools of 4 (HTTP episodes; WebSocket/MCP), a per-client cap of 2, eviction
+    after 0.3 s idle and no creation rate limit (shared: each test uses its own addresses)."""
     settings = ServerSettings(
         max_http_sessions=4,
+        max_sessions=4,
         max_sessions_per_client=2,
         evict_idle_s=0.3,
         session_rate=0,
         session_rate_per_client=0,
     )
     with live_server(settings) as url:
-        attackers = [_from(f"127.0.{n}.{n + 1}") for n in range(1, 5)]
-        held = []
-        for attacker in attackers:
-            response = attacker.post(f"{url}/reset", json={"seed": 1})
-            assert response.status_code == 200, response.text
-            held.append((attacker, response.json()["session_id"]))
-        assert httpx.get(f"{url}/sessions").json()["http"]["active"] == 4
-        time.sleep(0.5)  # the attackers' sessions now idle longer than evict_idle_s
-        with _from("127.0.0.77") as honest:
-            response = honest.post(f"{url}/reset", json={"seed": 2})
-            assert response.status_code == 200, response.text
-            step = honest.post(
-                f"{url}/step", json={"action": {"action": 0}, "session_id": response.json()["session_id"]}
-            )
-            assert step.status_code == 200
-        oldest_client, oldest = held[0]
-        assert oldest_client.get(f"{url}/state", params={"session_id": oldest}).status_code == 404  # evicted
-        assert held[1][0].get(f"{url}/state", params={"session_id": held[1][1]}).status_code == 200
-        for attacker in attackers:
-            attacker.close()
+        yield url
+
+
+def test_rotated_addresses_cannot_lock_newcomers_out_of_http_sessions(small_pools_url: str) -> None:
+    """Issue 43: 4 addresses x 16 creations filled every pool and newcomers got 429 for the idle
+    timeout. A full store now evicts its longest-idle session for a newcomer."""
+    url = small_pools_url
+    attackers = [_from(f"127.0.{n}.{n + 1}") for n in range(1, 5)]
+    held = []
+    for attacker in attackers:
+        response = attacker.post(f"{url}/reset", json={"seed": 1})
+        assert response.status_code == 200, response.text
+        held.append((attacker, response.json()["session_id"]))
+    assert httpx.get(f"{url}/sessions").json()["http"]["active"] == 4
+    time.sleep(0.5)  # the attackers' sessions now idle longer than evict_idle_s
+    with _from("127.0.0.77") as honest:
+        response = honest.post(f"{url}/reset", json={"seed": 2})
+        assert response.status_code == 200, response.text
+        step = honest.post(
+            f"{url}/step", json={"action": {"action": 0}, "session_id": response.json()["session_id"]}
+        )
+        assert step.status_code == 200
+    oldest_client, oldest = held[0]
+    assert oldest_client.get(f"{url}/state", params={"session_id": oldest}).status_code == 404  # evicted
+    assert held[1][0].get(f"{url}/state", params={"session_id": held[1][1]}).status_code == 200
+    for attacker in attackers:
+        attacker.close()
 
 
 def fresh_reset(client: Any, seed: int = 1) -> Any:
@@ -474,31 +523,28 @@ def test_session_creation_is_rate_limited_per_address_and_overall(clock: Any) ->
         assert fresh_reset(clients[9]).status_code == 200
 
 
-def test_a_full_websocket_pool_evicts_an_idle_http_mcp_session_for_a_websocket() -> None:
+def test_a_full_websocket_pool_evicts_an_idle_http_mcp_session_for_a_websocket(small_pools_url: str) -> None:
     """Rotated addresses filled OpenEnv's pool with HTTP MCP sessions nobody holds; a newcomer's
     /ws got 1013 for the idle timeout. Now the longest-idle such session makes room."""
     import asyncio
 
     from websockets.asyncio.client import connect
 
-    settings = ServerSettings(
-        max_sessions=4, max_sessions_per_client=2, evict_idle_s=0.3, session_rate=0, session_rate_per_client=0
-    )
-    with live_server(settings) as url:
-        for n in range(4):
-            with _from(f"127.0.{n + 1}.9") as attacker:
-                body = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
-                assert "result" in attacker.post(f"{url}/mcp", json=body).json()
-        assert httpx.get(f"{url}/sessions").json()["websocket"]["active"] == 4
-        time.sleep(0.5)
+    url = small_pools_url
+    for n in range(4):
+        with _from(f"127.0.{n + 1}.9") as attacker:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+            assert "result" in attacker.post(f"{url}/mcp", json=body).json()
+    assert httpx.get(f"{url}/sessions").json()["websocket"]["active"] == 4
+    time.sleep(0.5)
 
-        async def newcomer() -> dict:
-            ws_url = url.replace("http", "ws") + "/ws"
-            async with connect(ws_url, local_addr=("127.0.0.88", 0)) as ws:
-                await ws.send(json.dumps({"type": "reset", "data": {"seed": 3}}))
-                return json.loads(await ws.recv())
+    async def newcomer() -> dict:
+        ws_url = url.replace("http", "ws") + "/ws"
+        async with connect(ws_url, local_addr=("127.0.0.88", 0)) as ws:
+            await ws.send(json.dumps({"type": "reset", "data": {"seed": 3}}))
+            return json.loads(await ws.recv())
 
-        assert asyncio.run(asyncio.wait_for(newcomer(), 60))["type"] == "observation"
+    assert asyncio.run(asyncio.wait_for(newcomer(), 60))["type"] == "observation"
 
 
 def test_web_tabs_left_behind_from_many_addresses_make_room_for_a_new_tab(clock: Any) -> None:
@@ -519,9 +565,17 @@ def test_web_tabs_left_behind_from_many_addresses_make_room_for_a_new_tab(clock:
 
 # ------------------------------------------------ 6. the web view's Gradio API
 @pytest.fixture(scope="module")
-def web_url() -> Iterator[str]:
-    with live_server(ServerSettings(web=True, max_web_sessions=8, max_sessions_per_client=0)) as url:
-        yield url
+def web_served() -> Iterator[tuple[str, Any]]:
+    from server.app import build_app
+
+    app = build_app(ServerSettings(web=True, max_web_sessions=8, max_sessions_per_client=0))
+    with live_server(app=app) as url:
+        yield url, app
+
+
+@pytest.fixture(scope="module")
+def web_url(web_served: tuple[str, Any]) -> str:
+    return web_served[0]
 
 
 @pytest.mark.parametrize(
@@ -579,12 +633,21 @@ def test_concurrent_calls_on_one_session_hash_each_get_an_answer(
 
 
 # ------------------------------------------------ 7. the MCP worker killed
-def test_a_killed_mcp_worker_is_replaced_by_its_ready_standby() -> None:
-    """Issue 43: after a SIGKILL of the worker, new sessions waited 18-41 s (a fresh process's
-    start-up). The served app keeps a standby started and ready: it takes over at once (its pid
-    existed before the kill), and the next session is opened by it."""
+def _wait_standby(process: Any, deadline: float) -> int:
+    """The pid of the transport's standby once it is started and ready."""
+    while not (process._standby is not None and process._standby.done()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return process._standby.result().process.pid
+
+
+def test_a_killed_mcp_worker_drops_no_connection_and_its_standby_takes_over() -> None:
+    """Issue 43: after a SIGKILL of the worker, connections handed to it in the ~0.3 s before were
+    dropped with no response, and new sessions waited 18-41 s (a fresh process's start-up). Now:
+    a request the worker never read is served on (by the ready standby, which takes over at once);
+    one it was answering gets a 503 with Retry-After; the next session opens without a wait."""
     import os
     import signal
+    import threading
 
     from server.app import build_app
 
@@ -595,19 +658,203 @@ def test_a_killed_mcp_worker_is_replaced_by_its_ready_standby() -> None:
         },
     }  # fmt: skip
     app = build_app(ServerSettings(max_sessions=8, max_sessions_per_client=0))  # as warm, below
+    mcp = app.state.streamable_mcp
     with live_server(app=app) as url:
-        process = app.state.streamable_mcp._process
+        process = mcp._process
         assert httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=300).status_code == 200
         process._loop.call_soon_threadsafe(process.keep_standby)  # what the served (warm) app does
         deadline = time.monotonic() + 300
-        while not (process._standby is not None and process._standby.done()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        standby_pid = process._standby.result().process.pid
-        first = app.state.streamable_mcp.transport_pid
+        standby_pid = _wait_standby(process, deadline)
+        first = mcp.transport_pid
         assert first is not None and standby_pid != first
+        # 1. Connections handed over to a worker that never reads them (stopped), then killed.
+        os.kill(first, signal.SIGSTOP)
+        replies: list[Any] = []
+
+        def initialize() -> None:
+            try:
+                replies.append(httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=120))
+            except httpx.HTTPError as exc:  # a dropped connection: what must not happen
+                replies.append(exc)
+
+        clients = [threading.Thread(target=initialize) for _ in range(3)]
+        for client in clients:
+            client.start()
+        while len(process._handed) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(process._handed) == 3  # all three are the stopped worker's now
         os.kill(first, signal.SIGKILL)
-        while app.state.streamable_mcp.transport_pid in (None, first) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert app.state.streamable_mcp.transport_pid == standby_pid  # taken over, not started now
+        for client in clients:
+            client.join(timeout=120)
+        assert [getattr(r, "status_code", r) for r in replies] == [200] * 3, replies
+        assert all("mcp-session-id" in r.headers for r in replies)
+        assert mcp.transport_pid == standby_pid  # taken over, not started now
+        # 2. A request the worker is answering when it is killed: a 503 to retry, not silence.
+        second = standby_pid
+        _wait_standby(process, deadline)  # the next standby, for what follows
+        decide = mcp.decide
+
+        def decide_then_kill(*question: Any) -> Any:
+            os.kill(second, signal.SIGKILL)  # the worker has read the request and awaits this
+            return decide(*question)
+
+        mcp.decide = decide_then_kill
+        try:
+            answer = httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=120)
+        finally:
+            mcp.decide = decide
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "1", answer.text
+        assert answer.json()["error"]["data"]["code"] == "NOT_READY"
         response = httpx.post(f"{url}/mcp", json=init, headers=MCP_HEADERS, timeout=120)
         assert response.status_code == 200 and "mcp-session-id" in response.headers
+        assert mcp.transport_pid not in (None, first, second)
+
+
+# ------------------------------------------- one budget for every unconnected session
+def _stores(clock: Any, limit: int, live: set[str]) -> tuple[Any, Any, Any]:
+    from server.sessions import ClientLedger, SessionBudget, SessionStore
+
+    budget = SessionBudget(limit)
+    ledger = ClientLedger()
+    http = SessionStore(dict, 64, 120.0, clock, ledger, evict_idle_s=5.0, budget=budget)
+    web = SessionStore(
+        dict,
+        64,
+        600.0,
+        clock,
+        ledger,
+        name="web session",
+        evict_idle_s=5.0,
+        budget=budget,
+        connected=lambda tab: tab.get("hash") in live,
+        unconnected_ttl_s=120.0,
+    )
+    return budget, http, web
+
+
+def test_one_budget_spans_every_store_and_evicts_the_longest_idle_unconnected_session(clock: Any) -> None:
+    """Rotating addresses past every per-client cap fills the stores together: the budget holds them
+    all, and a newcomer in any store pushes out the longest-idle session of any store that nobody
+    holds a connection to (never a connected web tab, however idle)."""
+    from server.sessions import SessionCapacityError
+
+    live = {"page-a"}
+    budget, http, web = _stores(clock, 4, live)
+    connected_tab, tab = web.open("10.0.0.1")
+    tab["hash"] = "page-a"  # its page holds its heartbeat open
+    api_tab, _ = web.open("10.0.0.2")  # web-view API calls: no page
+    clock.advance(1.0)
+    old_http, _ = http.open("10.0.0.3")
+    clock.advance(1.0)
+    new_http, _ = http.open("10.0.0.4")
+    assert budget.held() == 4
+    clock.advance(4.0)  # all idle 4 s or more; the pure-API tab 6 s, the HTTP ones 5 s and 4 s
+    fifth, _ = http.open("10.0.0.5")  # the HTTP store has room of its own: the budget decides
+    assert web.get(api_tab) is None  # the longest-idle unconnected one, in another store
+    assert web.get(connected_tab) is not None and http.get(old_http) is not None
+    clock.advance(5.0)
+    http.get(old_http)  # both in use again
+    http.get(fifth)
+    web.open("10.0.0.6")
+    assert http.get(new_http) is None  # the longest idle of the unconnected ones now
+    # Everyone left is either connected or was used within evict_idle_s: a newcomer is refused.
+    clock.advance(1.0)
+    with pytest.raises(SessionCapacityError) as refused:
+        http.open("10.0.0.7")
+    assert refused.value.code == "SERVER_SESSION_LIMIT"
+    assert budget.held() == 4 and web.get(connected_tab) is not None
+
+
+def test_a_web_tab_without_its_page_expires_as_soon_as_an_http_episode(clock: Any) -> None:
+    """2 addresses x 16 web-view API calls held their tabs 600 s ('server is full' for 10 min): a
+    tab nobody's page is connected to now expires after the HTTP ttl; a loaded page's after 600 s."""
+    live = {"page-a"}
+    _, _, web = _stores(clock, 64, live)
+    page, tab = web.open("10.0.0.1")
+    tab["hash"] = "page-a"
+    api_only, _ = web.open("10.0.0.2")
+    clock.advance(121.0)
+    assert web.get(api_only) is None
+    assert web.get(page) is not None
+    clock.advance(599.0)
+    assert web.get(page) is not None  # used 599 s ago at the last look: not yet
+    clock.advance(601.0)
+    live.clear()
+    assert web.get(page) is None
+
+
+def test_a_live_websocket_session_outlasts_a_flood_of_unconnected_sessions(clock: Any) -> None:
+    """A flood from rotated addresses fills the budget over and over (each newcomer evicting the
+    longest-idle unconnected session): a /ws session, which holds its connection, plays on."""
+    from fastapi.testclient import TestClient
+
+    from server.app import build_app
+    from tests.server.conftest import local_client
+
+    settings = ServerSettings(
+        max_unconnected_sessions=3,
+        max_http_sessions=64,
+        max_sessions_per_client=0,
+        session_rate=0,
+        session_rate_per_client=0,
+        evict_idle_s=5.0,
+    )
+    app = build_app(settings, clock=clock)
+    attackers = [
+        TestClient(app, base_url="http://127.0.0.1", client=(f"127.0.{n}.9", 5000)) for n in range(1, 9)
+    ]
+    with local_client(app) as honest, honest.websocket_connect("/ws") as ws:
+        assert ws_send(ws, json.dumps({"type": "reset", "data": {"seed": 7}}))["type"] == "observation"
+        opened: list[str] = []
+        for round_ in range(3):
+            for attacker in attackers[round_ * 2 : round_ * 2 + 3]:
+                response = fresh_reset(attacker)
+                if response.status_code == 200:
+                    opened.append(response.json()["session_id"])
+                else:
+                    assert response.json()["detail"]["code"] == "SERVER_SESSION_LIMIT"
+            assert honest.get("/sessions").json()["http"]["active"] <= 3
+            step = ws_send(ws, json.dumps({"type": "step", "data": {"action": 0}}))
+            assert step["type"] == "observation", step  # the live session was never touched
+            clock.advance(6.0)
+        assert len(opened) > 3  # the budget was refilled: older idle ones were evicted
+        assert honest.get("/sessions").json()["websocket"]["ws"] == 1
+
+
+def test_a_page_counts_as_connected_while_its_heartbeat_stream_is_open(web_served: tuple[str, Any]) -> None:
+    """Gradio's page holds ``/heartbeat/<session hash>`` open while loaded: the guard records it,
+    so the web store can tell a loaded tab from one made of API calls."""
+    url, app = web_served
+    live = app.state.live_pages
+    page = socket.create_connection(("127.0.0.1", _port(url)), timeout=30)
+    try:  # the page's heartbeat request, held open as a loaded page holds it
+        page.sendall(b"GET /web/gradio_api/heartbeat/page-one HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert b"200" in page.recv(1024).split(b"\r\n", 1)[0]
+        assert "page-one" in live and "page-two" not in live
+    finally:
+        page.close()  # the tab closed
+    deadline = time.monotonic() + 30
+    while "page-one" in live and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "page-one" not in live
+
+
+def test_a_web_tab_in_the_middle_of_a_long_event_is_neither_expired_nor_evicted(clock: Any) -> None:
+    """A planner's day can outlast the ttl of a tab made by API calls: while an event runs (the tab's
+    lock held) the tab is in use, and its idle time counts from the event's end."""
+    from server.app import build_app
+
+    settings = ServerSettings(web=True, max_web_sessions=4, max_sessions_per_client=0, evict_idle_s=5.0)
+    store = build_app(settings, clock=clock).state.web_sessions
+    busy, tab = store.open("127.0.1.1")
+    idle, _ = store.open("127.0.2.1")
+    with tab.lock:  # an event of the tab runs
+        clock.advance(200.0)  # past the 120 s ttl of a tab without its page
+        assert store.get(idle, "127.0.2.1") is None  # the idle one expired
+        assert store.owns(busy, "127.0.1.1")
+        others = [store.open(f"127.0.{n}.7")[0] for n in range(3, 6)]  # full: 4 of 4
+        clock.advance(6.0)
+        store.open("127.0.9.9")  # evicts the longest-idle tab not in use: never the busy one
+        assert store.owns(busy, "127.0.1.1") and not store.owns(others[0], "127.0.3.7")
+    for sid in store.ids():
+        store.close(sid)

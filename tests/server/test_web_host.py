@@ -190,3 +190,33 @@ def test_a_closed_host_starts_again_for_the_next_tab() -> None:
         assert refusal is None and view.started and host.pid not in (None, first)
     finally:
         host.close()
+
+
+def test_a_radiotherapy_tabs_plans_and_agent_run_outside_the_servers_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three RT tabs running the planner in the server's process raised a /ws client's step p99
+    from 4.9 to 124 ms (issue 43): the plans, the agent's moves and the pictures are the host's."""
+    from hospital_marl.radiotherapy import RadiotherapyPlanningEnv
+
+    app = build_app(ServerSettings(env="radiotherapy", web=True, max_sessions_per_client=0))
+    with live_server(app=app) as url:
+
+        def refuse(*_: Any, **__: Any) -> None:
+            raise AssertionError("a radiotherapy tab's plan ran in the server's process")
+
+        monkeypatch.setattr(RadiotherapyPlanningEnv, "reset", refuse)  # every plan starts here
+        config = httpx.get(f"{url}/web/config", timeout=30).json()
+        load = next(d["id"] for d in config["dependencies"] if len(d["inputs"]) == 4)
+        tab = uuid.uuid4().hex[:11]
+        plan = call(url, load, [None, "prostate", 3, "evenly_spaced"], tab)
+        assert plan["success"] and len(_images(plan)) == 2, _text(plan)
+        assert "Patient: **prostate**, seed **3**" in _text(plan), _text(plan)
+        sid = plan["output"]["data"][0]
+        finished = call(url, _fn(url, "agent-finish"), [sid], tab)
+        assert finished["success"] and "Agent (evenly_spaced)" in _text(finished), _text(finished)
+        host = app.state.web_host.pid
+        assert host is not None and host != os.getpid()
+        # Your move, played in the host too: both pictures come back.
+        stale = call(url, _fn(url, "act-0"), [sid], tab)
+        assert stale["success"] and len(_images(stale)) == 2, _text(stale)
