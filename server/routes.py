@@ -45,7 +45,14 @@ from server.models import (
     SessionsResponse,
 )
 from server.radiotherapy import RTAction, RTEnvironment, RTObservation, RTResetRequest, RTState, RTStepRequest
-from server.sessions import ClientLedger, CreationLimiter, SessionBudget, SessionCapacityError, SessionStore
+from server.sessions import (
+    ClientLedger,
+    CreationLimiter,
+    SessionBudget,
+    SessionCapacityError,
+    SessionStore,
+    client_share,
+)
 from server.settings import ServerSettings
 from server.web_guard import GradioGuard, LivePages, mounted_blocks
 
@@ -118,10 +125,13 @@ class OpenEnvPool:
             raise RuntimeError("openenv-core's /ws handler holds no HTTPEnvServer: unsupported version")
         self._server = servers[0]
         self.max_sessions = settings.max_sessions
-        # Nobody holds a connection to an HTTP MCP session: it expires on the shorter timeout.
+        # Nobody holds a connection to an HTTP MCP session: it expires on the shorter timeout, and
+        # such sessions hold at most half the pool, so live WebSockets always find room (sessions
+        # kept fresh from rotated addresses filled the pool and locked /ws out: issue 43).
+        self.http_cap = client_share(settings.max_sessions)
         self.mcp_http = SessionStore[str](
             None,
-            settings.max_sessions,
+            self.http_cap,
             settings.http_session_ttl_s,
             clock,
             ledger,
@@ -143,6 +153,23 @@ class OpenEnvPool:
             if sid is not None:
                 logger.info("MCP session evicted for a newcomer (the pool was full)")
                 await self._server._destroy_session(sid)
+
+    async def make_room_for_http(self) -> None:
+        """Before an HTTP MCP session opens: at ``http_cap`` (half the pool) end the longest-idle
+        one (idle ``evict_idle_s`` at least), else refuse; the other half stays the WebSockets'."""
+        if len(self.mcp_http) < self.http_cap:
+            return
+        sid = self.mcp_http.evict_longest_idle()
+        if sid is None:
+            raise SessionCapacityError(
+                f"HTTP MCP sessions hold {len(self.mcp_http)}/{self.http_cap} of the pool's "
+                f"{self.max_sessions} slots (at most half: the rest is kept for WebSocket clients), all "
+                f"used within the last {self.mcp_http.evict_idle_s or 0:g} s: retry in a moment, close "
+                "one you hold, or connect over the /mcp WebSocket",
+                code="CAPACITY_REACHED",
+            )
+        logger.info("MCP session evicted for a newcomer (HTTP MCP sessions at half the pool)")
+        await self._server._destroy_session(sid)
 
     async def reap(self) -> None:
         """End the HTTP MCP sessions idle past the timeout (their slots return to the pool)."""
@@ -293,7 +320,8 @@ def _add_mcp_http_route(
     )
     async def mcp(request: Request) -> dict[str, Any]:
         """OpenEnv's MCP endpoint. ``openenv/session/create`` opens a session from the same pool
-        as ``/ws``: it counts against ``max_sessions`` and the per-client cap, and ends after
+        as ``/ws``: it counts against ``max_sessions`` (such sessions at most half of it) and the
+        per-client cap, and ends after
         ``http_session_ttl_s`` without a call that names its ``session_id`` (nobody holds a
         connection to it, so the shorter timeout)."""
         await pool.reap()
@@ -309,6 +337,7 @@ def _add_mcp_http_route(
         if method == "openenv/session/create":
             try:
                 ledger.admit(client)
+                await pool.make_room_for_http()
                 await pool.make_room()
                 ledger.acquire(client, POOL, pool.max_sessions)
             except SessionCapacityError as exc:

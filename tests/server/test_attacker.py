@@ -523,20 +523,23 @@ def test_session_creation_is_rate_limited_per_address_and_overall(clock: Any) ->
         assert fresh_reset(clients[9]).status_code == 200
 
 
-def test_a_full_websocket_pool_evicts_an_idle_http_mcp_session_for_a_websocket(small_pools_url: str) -> None:
-    """Rotated addresses filled OpenEnv's pool with HTTP MCP sessions nobody holds; a newcomer's
-    /ws got 1013 for the idle timeout. Now the longest-idle such session makes room."""
+def test_http_mcp_sessions_kept_fresh_from_many_addresses_leave_websockets_room(small_pools_url: str) -> None:
+    """Issue 43: rotated addresses filled OpenEnv's pool with HTTP MCP sessions nobody holds and kept
+    them fresh; a newcomer's /ws got 1013 (the quiet-box attack run). They now hold at most half the
+    pool: the newcomer connects at once, and a later create ends the longest-idle one instead."""
     import asyncio
 
     from websockets.asyncio.client import connect
 
     url = small_pools_url
-    for n in range(4):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+    answers = []
+    for n in range(4):  # refused, or (on a slow box, one idle past 0.3 s) made room for: never 3 held
         with _from(f"127.0.{n + 1}.9") as attacker:
-            body = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
-            assert "result" in attacker.post(f"{url}/mcp", json=body).json()
-    assert httpx.get(f"{url}/sessions").json()["websocket"]["active"] == 4
-    time.sleep(0.5)
+            answers.append(attacker.post(f"{url}/mcp", json=body).json())
+            assert httpx.get(f"{url}/sessions").json()["websocket"]["mcp_http"] <= 2
+    assert ["result" in a for a in answers[:2]] == [True, True]
+    assert all("result" in a or a["error"]["data"]["code"] == "CAPACITY_REACHED" for a in answers)
 
     async def newcomer() -> dict:
         ws_url = url.replace("http", "ws") + "/ws"
@@ -545,6 +548,10 @@ def test_a_full_websocket_pool_evicts_an_idle_http_mcp_session_for_a_websocket(s
             return json.loads(await ws.recv())
 
     assert asyncio.run(asyncio.wait_for(newcomer(), 60))["type"] == "observation"
+    time.sleep(0.5)  # now idle past evict_idle_s: a create ends the longest-idle one for itself
+    with _from("127.0.5.9") as late:
+        assert "result" in late.post(f"{url}/mcp", json=body).json()
+    assert httpx.get(f"{url}/sessions").json()["websocket"]["mcp_http"] == 2
 
 
 def test_web_tabs_left_behind_from_many_addresses_make_room_for_a_new_tab(clock: Any) -> None:
