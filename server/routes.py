@@ -149,18 +149,14 @@ class OpenEnvPool:
         """A full pool ends its longest-idle HTTP MCP session (idle ``evict_idle_s`` at least) for
         a newcomer: live WebSockets are never ended, sessions nobody holds a connection to are."""
         if self.active >= self.max_sessions:
-            sid = self.mcp_http.evict_longest_idle()
-            if sid is not None:
-                logger.info("MCP session evicted for a newcomer (the pool was full)")
-                await self._server._destroy_session(sid)
+            await self._evict_longest_idle("the pool was full")
 
     async def make_room_for_http(self) -> None:
         """Before an HTTP MCP session opens: at ``http_cap`` (half the pool) end the longest-idle
         one (idle ``evict_idle_s`` at least), else refuse; the other half stays the WebSockets'."""
         if len(self.mcp_http) < self.http_cap:
             return
-        sid = self.mcp_http.evict_longest_idle()
-        if sid is None:
+        if not await self._evict_longest_idle("HTTP MCP sessions at half the pool"):
             raise SessionCapacityError(
                 f"HTTP MCP sessions hold {len(self.mcp_http)}/{self.http_cap} of the pool's "
                 f"{self.max_sessions} slots (at most half: the rest is kept for WebSocket clients), all "
@@ -168,8 +164,16 @@ class OpenEnvPool:
                 "one you hold, or connect over the /mcp WebSocket",
                 code="CAPACITY_REACHED",
             )
-        logger.info("MCP session evicted for a newcomer (HTTP MCP sessions at half the pool)")
+
+    async def _evict_longest_idle(self, why: str) -> bool:
+        """End the longest-idle HTTP MCP session (idle ``evict_idle_s`` at least) in the store and in
+        OpenEnv's pool; False if none may go."""
+        sid = self.mcp_http.evict_longest_idle()
+        if sid is None:
+            return False
+        logger.info("MCP session evicted for a newcomer (%s)", why)
         await self._server._destroy_session(sid)
+        return True
 
     async def reap(self) -> None:
         """End the HTTP MCP sessions idle past the timeout (their slots return to the pool)."""
